@@ -1,0 +1,105 @@
+# oomlab - GPU out-of-memory scenarios on a PyTorch-faithful caching allocator.
+#
+#   make                 build build/oomlab (the cuda backend is compiled in when nvcc is found)
+#   make test            install missing Debian packages, build and run the Criterion suite (sim)
+#   make test BACKEND=cuda   the same suite on a real GPU (one job at a time)
+#   make run SCENARIO=x  run a scenario (sim without a GPU, cuda otherwise)
+#   make bench           build with OOM_DEBUG=0 and run the benchmarks
+#   make debug / asan    checked build (validator after every op) / address+undefined sanitizers
+#   make deps            apt-get the packages that are missing
+#   make clean
+
+PACKAGES := libcjson-dev libcriterion-dev gnuplot-nox
+
+CC      ?= cc
+NVCC    ?= $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+
+BUILD   ?= build
+DEBUG   ?= 2
+BACKEND ?= sim
+OPT     ?= -O2
+STD     := -std=c11
+WARN    := -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes -Werror
+CPPFLAGS := -D_POSIX_C_SOURCE=200809L -DOOM_DEBUG=$(DEBUG) -Iharness -Ikernels -I/usr/include/cjson
+CFLAGS  ?= $(STD) $(WARN) $(OPT) -g $(SANITIZE)
+LDLIBS  := -lcjson -lm -lpthread
+LDFLAGS += $(SANITIZE)
+
+HARNESS_C := $(filter-out harness/main.c,$(wildcard harness/*.c))
+SCEN_C    := $(wildcard scenarios/*.c)
+KREF_C    := $(wildcard kernels/*.c)
+TEST_C    := $(wildcard tests/*.c)
+LIB_OBJ   := $(patsubst %.c,$(BUILD)/%.o,$(HARNESS_C) $(SCEN_C) $(KREF_C))
+
+ifneq ($(NVCC),)
+  HAS_CUDA := 1
+  CU_SRC   := $(wildcard harness/*.cu) $(wildcard kernels/*.cu)
+  LIB_OBJ  += $(patsubst %.cu,$(BUILD)/%.o,$(CU_SRC))
+  CPPFLAGS += -DOOM_HAVE_CUDA=1
+  # Static cudart loads libcuda at run time, so the binary also starts on machines with no driver (CI).
+  LDLIBS   += -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lstdc++
+  NVFLAGS  := -std=c++17 -O2 -g -lineinfo -DOOM_DEBUG=$(DEBUG) -DOOM_HAVE_CUDA=1 -Iharness -Ikernels \
+              -gencode arch=compute_90,code=[sm_90,compute_90] -Werror all-warnings \
+              -Xcompiler -Wall,-Wextra,-Werror
+endif
+
+.PHONY: all test bench run debug asan deps clean check-deps plots
+
+all: $(BUILD)/oomlab
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/%.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -c $< -o $@
+
+$(BUILD)/liboomlab.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/oomlab: $(BUILD)/harness/main.o $(BUILD)/liboomlab.a
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
+$(BUILD)/oomlab_tests: $(patsubst %.c,$(BUILD)/%.o,$(TEST_C)) $(BUILD)/liboomlab.a
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -lcriterion -o $@
+
+# Install the Debian packages that are missing (apt-get; needs root or sudo).
+deps:
+	@missing=""; for p in $(PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "make deps: installing$$missing"; \
+	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null || \
+	    { echo "make deps: apt-get install$$missing failed" >&2; exit 2; }; \
+	fi
+
+# The suite runs in one binary so Criterion prints one closing Synthesis line.
+# BACKEND=cuda runs the backend-parameterised tests on the GPU, one job at a time.
+TEST_JOBS := $(if $(filter cuda,$(BACKEND)),--jobs 1,)
+test: deps
+	$(MAKE) --no-print-directory $(BUILD)/oomlab $(BUILD)/oomlab_tests
+	OOMLAB_TEST_BACKEND=$(BACKEND) OOMLAB_BIN=$(BUILD)/oomlab $(BUILD)/oomlab_tests --color=never $(TEST_JOBS) $(TESTFLAGS)
+
+run: deps
+	$(MAKE) --no-print-directory $(BUILD)/oomlab
+	$(BUILD)/oomlab run $(SCENARIO) $(ARGS)
+
+bench:
+	$(MAKE) --no-print-directory BUILD=build/bench DEBUG=0 OPT="-O3 -march=native" build/bench/oomlab
+	build/bench/oomlab bench alloc --backend $(if $(filter cuda,$(BACKEND)),cuda,auto) $(ARGS)
+
+debug:
+	$(MAKE) --no-print-directory BUILD=build/debug DEBUG=3 OPT=-O0 build/debug/oomlab build/debug/oomlab_tests
+
+asan: deps
+	$(MAKE) --no-print-directory BUILD=build/asan DEBUG=3 OPT=-O1 \
+	  SANITIZE="-fsanitize=address,undefined -fno-omit-frame-pointer" build/asan/oomlab build/asan/oomlab_tests
+	ASAN_OPTIONS=detect_leaks=1 OOMLAB_BIN=build/asan/oomlab build/asan/oomlab_tests --color=never $(TESTFLAGS)
+
+clean:
+	rm -rf build
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
