@@ -7,6 +7,10 @@
 #ifndef OOMLAB_STATUS_H
 #define OOMLAB_STATUS_H
 
+#include "compat.h"
+
+OOM_BEGIN_DECLS
+
 typedef enum oom_status {
     OOM_OK = 0,            /* success */
     OOM_ENOMEM_DEVICE,     /* the device (or its driver) had no memory for the request */
@@ -35,5 +39,7 @@ const char *oom_error_msg(void);  /* "" when no detail was recorded */
 void oom_error_clear(void);
 
 #define OOM_ERROR(st, ...) oom_error_set((st), __FILE__, __LINE__, __VA_ARGS__)
+
+OOM_END_DECLS
 
 #endif

@@ -1,0 +1,33 @@
+/* bench.h - `oomlab bench alloc`: the caching allocator's cost per malloc+free pair on a cache hit. */
+#ifndef OOMLAB_BENCH_H
+#define OOMLAB_BENCH_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "compat.h"
+#include "device.h"
+#include "status.h"
+
+OOM_BEGIN_DECLS
+
+typedef struct bench_options {
+    device_kind kind; /* backend under the allocator; sim runs dry (accounting only) */
+    long iters;       /* malloc+free pairs per cell; 0 = a default that takes well under a second */
+    bool json;
+} bench_options;
+
+/* Time cachealloc_malloc+cachealloc_free pairs for 1 KiB, 1 MiB, 20 MiB and 256 MiB with 1 and 64 allocations
+ * outstanding (median of 7 runs), and on cuda also cudaMalloc/cudaFree and cudaMallocAsync/cudaFreeAsync.
+ * Writes a table (or JSON) to out. OOM_ENODEV when cuda is asked for and absent. */
+oom_status bench_alloc(const bench_options *opt, FILE *out);
+
+/* cuda only (bench_cuda.cu): mean ns per cudaMalloc+cudaFree pair (async=false), or per
+ * cudaMallocAsync+cudaFreeAsync pair on the device's default pool with its release threshold at the maximum
+ * (async=true). `outstanding` allocations are made before they are freed, `pairs` pairs in all, after one
+ * warm-up round. OOM_EUNSUPPORTED on sim or when the cuda backend is not built in. */
+oom_status device_time_raw_pairs(device *dev, size_t bytes, int outstanding, long pairs, bool async, double *ns);
+
+OOM_END_DECLS
+
+#endif

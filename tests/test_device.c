@@ -1,0 +1,575 @@
+/* test_device.c - the device backends.
+ *
+ * Suite "device": conformance tests run on the backend under test (sim, or cuda with OOMLAB_TEST_BACKEND=cuda).
+ * Suite "device_sim": the simulator's exact behaviour (placement, capacity, hints, dry-run, backing); always sim.
+ * Every test opens its device itself, so no CUDA call happens before Criterion forks.
+ */
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdint.h>
+
+#include "testutil.h"
+
+#define SIM_BASE ((devptr)0x7f0000000000ULL) /* the sim's lowest device address */
+#define PAGE DEVICE_VMM_GRANULARITY
+
+static bool on_sim(void) { return test_backend() == DEVICE_SIM; }
+
+static device *open_conformance(void)
+{
+    device *dev = test_device_open(0);
+    cr_assert_not_null(dev, "cannot open the %s backend", device_kind_str(test_backend()));
+    cr_assert_eq(dev->kind, test_backend());
+    return dev;
+}
+
+static device *open_sim(size_t capacity, bool dry_run)
+{
+    device_options o = {.kind = DEVICE_SIM, .sim_capacity_bytes = capacity, .sim_dry_run = dry_run};
+    device *dev = NULL;
+    cr_assert_eq(device_open(&o, &dev), OOM_OK);
+    cr_assert_not_null(dev);
+    return dev;
+}
+
+static void fill_pattern(unsigned char *p, size_t n, unsigned seed)
+{
+    for (size_t i = 0; i < n; i++)
+        p[i] = (unsigned char)((i * 131u + seed) ^ (i >> 9));
+}
+
+/* ---- conformance (backend under test) ---------------------------------------------------------------- */
+
+Test(device, alloc_free_distinct_aligned)
+{
+    device *dev = open_conformance();
+    const size_t sizes[3] = {2 * MiB, 4 * MiB, 6 * MiB};
+    devptr p[3];
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(device_mem_alloc(dev, sizes[i], &p[i]), OOM_OK);
+        cr_assert_neq(p[i], 0);
+        cr_assert_eq(p[i] % DEVICE_VMM_GRANULARITY, 0, "address %#llx not aligned", (unsigned long long)p[i]);
+    }
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 3; j++)
+            if (i != j) /* disjoint ranges */
+                cr_assert(p[i] + sizes[i] <= p[j] || p[j] + sizes[j] <= p[i]);
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(device_mem_free(dev, p[i], sizes[i]), OOM_OK);
+    cr_assert_eq(device_mem_alloc(dev, 0, &p[0]), OOM_EINVAL);
+    device_close(dev);
+}
+
+Test(device, mem_info_accounting)
+{
+    device *dev = open_conformance();
+    size_t free0, total0, free1, total1, free2, total2;
+    cr_assert_eq(device_mem_info(dev, &free0, &total0), OOM_OK);
+    cr_assert_gt(total0, 0);
+    cr_assert_leq(free0, total0);
+    devptr p;
+    cr_assert_eq(device_mem_alloc(dev, 64 * MiB, &p), OOM_OK);
+    cr_assert_eq(device_mem_info(dev, &free1, &total1), OOM_OK);
+    cr_assert_eq(total1, total0);
+    cr_assert_lt(free1, free0);
+    cr_assert_eq(device_mem_free(dev, p, 64 * MiB), OOM_OK);
+    cr_assert_eq(device_mem_info(dev, &free2, &total2), OOM_OK);
+    if (on_sim()) {
+        cr_assert_eq(total0, DEVICE_SIM_DEFAULT_CAPACITY);
+        cr_assert_eq(dev->total_bytes, DEVICE_SIM_DEFAULT_CAPACITY);
+        cr_assert_eq(free0, DEVICE_SIM_DEFAULT_CAPACITY);
+        cr_assert_eq(free0 - free1, 64 * MiB);
+        cr_assert_eq(free2, free0);
+    } else {
+        cr_assert_gt(free2, free1);
+    }
+    device_close(dev);
+}
+
+Test(device, copy_round_trip)
+{
+    device *dev = open_conformance();
+    const size_t n = 4 * MiB + 12345;
+    unsigned char *src = malloc(n), *dst = malloc(n), *dst2 = malloc(n);
+    cr_assert(src && dst && dst2);
+    fill_pattern(src, n, 7);
+    devptr a, b;
+    cr_assert_eq(device_mem_alloc(dev, n, &a), OOM_OK);
+    cr_assert_eq(device_mem_alloc(dev, n, &b), OOM_OK);
+    cr_assert_eq(device_copy_htod(dev, a, src, n), OOM_OK);
+    cr_assert_eq(device_copy_dtoh(dev, dst, a, n), OOM_OK);
+    cr_assert_eq(memcmp(src, dst, n), 0);
+    cr_assert_eq(device_copy_dtod(dev, b, a, n), OOM_OK);
+    cr_assert_eq(device_copy_dtoh(dev, dst2, b, n), OOM_OK);
+    cr_assert_eq(memcmp(src, dst2, n), 0);
+    /* an interior sub-range */
+    unsigned char small[100];
+    cr_assert_eq(device_copy_dtoh(dev, small, a + 3 * MiB, sizeof small), OOM_OK);
+    cr_assert_eq(memcmp(small, src + 3 * MiB, sizeof small), 0);
+    cr_assert_eq(device_mem_free(dev, a, n), OOM_OK);
+    cr_assert_eq(device_mem_free(dev, b, n), OOM_OK);
+    free(src);
+    free(dst);
+    free(dst2);
+    device_close(dev);
+}
+
+Test(device, fill)
+{
+    device *dev = open_conformance();
+    const size_t n = 2 * MiB;
+    devptr p;
+    cr_assert_eq(device_mem_alloc(dev, n, &p), OOM_OK);
+    cr_assert_eq(device_fill(dev, p, 0xAB, n), OOM_OK);
+    cr_assert_eq(device_fill(dev, p + 4096, 0x00, 4096), OOM_OK);
+    unsigned char *h = malloc(n);
+    cr_assert_not_null(h);
+    cr_assert_eq(device_copy_dtoh(dev, h, p, n), OOM_OK);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char want = (i >= 4096 && i < 8192) ? 0x00 : 0xAB;
+        cr_assert_eq(h[i], want, "byte %zu is %#x, expected %#x", i, h[i], want);
+    }
+    free(h);
+    cr_assert_eq(device_mem_free(dev, p, n), OOM_OK);
+    device_close(dev);
+}
+
+Test(device, vmm_reserve_map_copy_unmap_release)
+{
+    device *dev = open_conformance();
+    size_t f0, f1, f2, t;
+    cr_assert_eq(device_mem_info(dev, &f0, &t), OOM_OK);
+    devptr va;
+    cr_assert_eq(device_va_reserve(dev, 4 * PAGE, &va), OOM_OK);
+    cr_assert_neq(va, 0);
+    cr_assert_eq(va % PAGE, 0);
+    if (on_sim()) { /* a reservation holds no physical memory */
+        cr_assert_eq(device_mem_info(dev, &f1, &t), OOM_OK);
+        cr_assert_eq(f1, f0);
+    }
+    cr_assert_eq(device_va_map(dev, va, 2 * PAGE, PAGE), OOM_OK);
+    cr_assert_eq(device_mem_info(dev, &f1, &t), OOM_OK);
+    if (on_sim())
+        cr_assert_eq(f0 - f1, 2 * PAGE);
+    else
+        cr_assert_lt(f1, f0);
+
+    /* one copy across the page boundary, and back */
+    const size_t n = 2 * PAGE;
+    unsigned char *src = malloc(n), *dst = malloc(n);
+    cr_assert(src && dst);
+    fill_pattern(src, n, 99);
+    cr_assert_eq(device_copy_htod(dev, va, src, n), OOM_OK);
+    cr_assert_eq(device_copy_dtoh(dev, dst, va, n), OOM_OK);
+    cr_assert_eq(memcmp(src, dst, n), 0);
+    cr_assert_eq(device_fill(dev, va + PAGE - 8, 0x11, 16), OOM_OK);
+    unsigned char mid[16];
+    cr_assert_eq(device_copy_dtoh(dev, mid, va + PAGE - 8, 16), OOM_OK);
+    for (int i = 0; i < 16; i++)
+        cr_assert_eq(mid[i], 0x11);
+
+    cr_assert_eq(device_va_unmap(dev, va, 2 * PAGE, PAGE), OOM_OK);
+    cr_assert_eq(device_mem_info(dev, &f2, &t), OOM_OK);
+    if (on_sim())
+        cr_assert_eq(f2, f0);
+    else
+        cr_assert_gt(f2, f1);
+    cr_assert_eq(device_va_release(dev, va, 4 * PAGE), OOM_OK);
+    free(src);
+    free(dst);
+    device_close(dev);
+}
+
+Test(device, huge_request_is_device_oom)
+{
+    device *dev = open_conformance();
+    const size_t pib = (size_t)1 << 50;
+    devptr p = 0;
+    cr_assert_eq(device_mem_alloc(dev, pib, &p), OOM_ENOMEM_DEVICE);
+    cr_assert_eq(p, 0, "out-parameter written on failure");
+    /* the failure leaves no sticky state behind */
+    cr_assert_eq(device_mem_alloc(dev, 2 * MiB, &p), OOM_OK);
+    cr_assert_eq(device_mem_free(dev, p, 2 * MiB), OOM_OK);
+    device_close(dev);
+}
+
+Test(device, fault_injection)
+{
+    device *dev = open_conformance();
+    devptr a, b, c;
+    device_fault_arm(dev, 2, false);
+    cr_assert_eq(device_mem_alloc(dev, 2 * MiB, &a), OOM_OK);
+    cr_assert_eq(device_mem_alloc(dev, 2 * MiB, &b), OOM_ENOMEM_DEVICE);
+    cr_assert_eq(device_mem_alloc(dev, 2 * MiB, &c), OOM_OK);
+    cr_assert_eq(dev->alloc_calls, 3);
+    cr_assert_eq(dev->faults_fired, 1);
+
+    /* persistent: every allocation from the first on fails, va_map included */
+    devptr va;
+    cr_assert_eq(device_va_reserve(dev, 2 * PAGE, &va), OOM_OK); /* not an allocation */
+    device_fault_arm(dev, 1, true);
+    cr_assert_eq(device_mem_alloc(dev, 2 * MiB, &b), OOM_ENOMEM_DEVICE);
+    cr_assert_eq(device_mem_alloc(dev, 2 * MiB, &b), OOM_ENOMEM_DEVICE);
+    cr_assert_eq(device_va_map(dev, va, PAGE, PAGE), OOM_ENOMEM_DEVICE);
+    cr_assert_eq(dev->alloc_calls, 6);
+    cr_assert_eq(dev->faults_fired, 4);
+
+    /* disarmed: allocations work again, and an injected failure held nothing */
+    device_fault_arm(dev, 0, false);
+    cr_assert_eq(device_va_map(dev, va, PAGE, PAGE), OOM_OK);
+    cr_assert_eq(device_mem_alloc(dev, 2 * MiB, &b), OOM_OK);
+    cr_assert_eq(dev->faults_fired, 4);
+    cr_assert_eq(device_va_unmap(dev, va, PAGE, PAGE), OOM_OK);
+    cr_assert_eq(device_va_release(dev, va, 2 * PAGE), OOM_OK);
+    cr_assert_eq(device_mem_free(dev, a, 2 * MiB), OOM_OK);
+    cr_assert_eq(device_mem_free(dev, b, 2 * MiB), OOM_OK);
+    cr_assert_eq(device_mem_free(dev, c, 2 * MiB), OOM_OK);
+    device_close(dev);
+}
+
+Test(device, host_alloc_free)
+{
+    device *dev = open_conformance();
+    size_t f0, f1, t;
+    cr_assert_eq(device_mem_info(dev, &f0, &t), OOM_OK);
+    void *h = NULL;
+    const size_t n = MiB + 3;
+    cr_assert_eq(device_host_alloc(dev, n, &h), OOM_OK);
+    cr_assert_not_null(h);
+    fill_pattern(h, n, 3);
+    if (on_sim()) { /* pinned host memory is not device memory */
+        cr_assert_eq(device_mem_info(dev, &f1, &t), OOM_OK);
+        cr_assert_eq(f1, f0);
+    }
+    devptr p;
+    unsigned char *back = malloc(n);
+    cr_assert_not_null(back);
+    cr_assert_eq(device_mem_alloc(dev, n, &p), OOM_OK);
+    cr_assert_eq(device_copy_htod(dev, p, h, n), OOM_OK);
+    cr_assert_eq(device_copy_dtoh(dev, back, p, n), OOM_OK);
+    cr_assert_eq(memcmp(back, h, n), 0);
+    cr_assert_eq(device_mem_free(dev, p, n), OOM_OK);
+    cr_assert_eq(device_host_free(dev, h), OOM_OK);
+    cr_assert_eq(device_host_free(dev, NULL), OOM_OK);
+    free(back);
+    device_close(dev);
+}
+
+Test(device, invalid_requests_are_einval)
+{
+    device *dev = open_conformance();
+    devptr p, va;
+    cr_assert_eq(device_mem_alloc(dev, 2 * MiB, &p), OOM_OK);
+    cr_assert_eq(device_mem_free(dev, p + PAGE * 64, 2 * MiB), OOM_EINVAL); /* unknown address */
+    cr_assert_eq(device_mem_free(dev, p, 4 * MiB), OOM_EINVAL);            /* wrong size */
+    cr_assert_eq(device_mem_free(dev, p, 2 * MiB), OOM_OK);
+    cr_assert_eq(device_mem_free(dev, p, 2 * MiB), OOM_EINVAL); /* double free */
+
+    cr_assert_eq(device_va_reserve(dev, 4 * PAGE, &va), OOM_OK);
+    cr_assert_eq(device_va_unmap(dev, va, PAGE, PAGE), OOM_EINVAL); /* never mapped */
+    cr_assert_eq(device_va_map(dev, va, PAGE, PAGE), OOM_OK);
+    cr_assert_eq(device_va_map(dev, va, PAGE, PAGE), OOM_EINVAL);         /* already mapped */
+    cr_assert_eq(device_va_map(dev, va, 2 * PAGE, PAGE), OOM_EINVAL);     /* overlaps a mapped page */
+    cr_assert_eq(device_va_map(dev, va + 3 * PAGE, 2 * PAGE, PAGE), OOM_EINVAL); /* past the end */
+    cr_assert_eq(device_va_release(dev, va, 4 * PAGE), OOM_EINVAL);       /* pages still mapped */
+    cr_assert_eq(device_va_release(dev, va, 2 * PAGE), OOM_EINVAL);       /* wrong size */
+    cr_assert_eq(device_va_unmap(dev, va, PAGE, PAGE), OOM_OK);
+    cr_assert_eq(device_va_unmap(dev, va, PAGE, PAGE), OOM_EINVAL); /* double unmap */
+    cr_assert_eq(device_va_release(dev, va, 4 * PAGE), OOM_OK);
+    cr_assert_eq(device_va_release(dev, va, 4 * PAGE), OOM_EINVAL); /* double release */
+
+    int on_stack;
+    cr_assert_eq(device_host_free(dev, &on_stack), OOM_EINVAL);
+    device_close(dev);
+}
+
+/* ---- the simulator (always sim) ---------------------------------------------------------------------- */
+
+Test(device_sim, open_and_kinds)
+{
+    device_kind k;
+    cr_assert_eq(device_kind_parse("auto", &k), OOM_OK);
+    cr_assert_eq(k, DEVICE_AUTO);
+    cr_assert_eq(device_kind_parse("sim", &k), OOM_OK);
+    cr_assert_eq(k, DEVICE_SIM);
+    cr_assert_eq(device_kind_parse("cuda", &k), OOM_OK);
+    cr_assert_eq(k, DEVICE_CUDA);
+    cr_assert_eq(device_kind_parse("gpu", &k), OOM_EINVAL);
+    cr_assert_str_eq(device_kind_str(DEVICE_AUTO), "auto");
+    cr_assert_str_eq(device_kind_str(DEVICE_SIM), "sim");
+    cr_assert_str_eq(device_kind_str(DEVICE_CUDA), "cuda");
+
+    device *dev = open_sim(0, false);
+    cr_assert_str_eq(dev->name, "sim");
+    cr_assert_str_eq(dev->ops->name, "sim");
+    cr_assert_eq(dev->total_bytes, DEVICE_SIM_DEFAULT_CAPACITY);
+    device_close(dev);
+
+    /* auto never fails for lack of a GPU; an explicit cuda request does */
+    bool gpu = device_cuda_built() && device_cuda_visible();
+    device_options o = {.kind = DEVICE_AUTO};
+    cr_assert_eq(device_open(&o, &dev), OOM_OK);
+    cr_assert_eq(dev->kind, gpu ? DEVICE_CUDA : DEVICE_SIM);
+    device_close(dev);
+    if (!gpu) {
+        o.kind = DEVICE_CUDA;
+        dev = NULL;
+        cr_assert_eq(device_open(&o, &dev), OOM_ENODEV);
+        cr_assert_null(dev);
+    }
+}
+
+Test(device_sim, lowest_free_first)
+{
+    device *dev = open_sim(0, false);
+    devptr a, b, c, d, e;
+    cr_assert_eq(device_mem_alloc(dev, 2 * MiB, &a), OOM_OK);
+    cr_assert_eq(device_mem_alloc(dev, 2 * MiB, &b), OOM_OK);
+    cr_assert_eq(device_mem_alloc(dev, 2 * MiB, &c), OOM_OK);
+    cr_assert_eq(a, SIM_BASE);
+    cr_assert_eq(b, SIM_BASE + 2 * MiB);
+    cr_assert_eq(c, SIM_BASE + 4 * MiB);
+    cr_assert_eq(device_mem_free(dev, b, 2 * MiB), OOM_OK);
+    cr_assert_eq(device_mem_alloc(dev, 2 * MiB, &d), OOM_OK);
+    cr_assert_eq(d, b); /* the hole is reused */
+    cr_assert_eq(device_mem_free(dev, d, 2 * MiB), OOM_OK);
+    cr_assert_eq(device_mem_alloc(dev, 4 * MiB, &e), OOM_OK);
+    cr_assert_eq(e, SIM_BASE + 6 * MiB); /* too big for the 2 MiB hole */
+    /* a reservation shares the address space and also takes the lowest fit */
+    devptr va;
+    cr_assert_eq(device_va_reserve(dev, 2 * MiB, &va), OOM_OK);
+    cr_assert_eq(va, SIM_BASE + 2 * MiB);
+    /* sizes round up to the granularity: 3 MiB takes 4 MiB of address space */
+    devptr f, g;
+    cr_assert_eq(device_mem_alloc(dev, 3 * MiB, &f), OOM_OK);
+    cr_assert_eq(f, SIM_BASE + 10 * MiB);
+    cr_assert_eq(device_mem_alloc(dev, 1, &g), OOM_OK);
+    cr_assert_eq(g, SIM_BASE + 14 * MiB);
+    device_close(dev);
+}
+
+Test(device_sim, capacity_exhaustion_exact)
+{
+    device *dev = open_sim(10 * MiB, false);
+    cr_assert_eq(dev->total_bytes, 10 * MiB);
+    devptr a, b, c;
+    size_t f, t;
+    cr_assert_eq(device_mem_alloc(dev, 8 * MiB, &a), OOM_OK);
+    cr_assert_eq(device_mem_alloc(dev, 4 * MiB, &b), OOM_ENOMEM_DEVICE);
+    cr_assert_eq(device_mem_alloc(dev, 2 * MiB, &c), OOM_OK);
+    cr_assert_eq(device_mem_info(dev, &f, &t), OOM_OK);
+    cr_assert_eq(f, 0);
+    cr_assert_eq(t, 10 * MiB);
+    cr_assert_eq(device_mem_alloc(dev, 1, &b), OOM_ENOMEM_DEVICE);
+    cr_assert_eq(device_mem_free(dev, c, 2 * MiB), OOM_OK);
+
+    /* va_map draws on the same capacity; va_reserve does not */
+    devptr va;
+    cr_assert_eq(device_va_reserve(dev, 64 * MiB, &va), OOM_OK);
+    cr_assert_eq(device_va_map(dev, va, 4 * MiB, 2 * MiB), OOM_ENOMEM_DEVICE);
+    cr_assert_eq(device_va_map(dev, va, 2 * MiB, 2 * MiB), OOM_OK);
+    cr_assert_eq(device_mem_info(dev, &f, &t), OOM_OK);
+    cr_assert_eq(f, 0);
+    cr_assert_eq(device_va_map(dev, va + 2 * MiB, 2 * MiB, 2 * MiB), OOM_ENOMEM_DEVICE);
+    cr_assert_eq(device_va_unmap(dev, va, 2 * MiB, 2 * MiB), OOM_OK);
+    cr_assert_eq(device_mem_info(dev, &f, &t), OOM_OK);
+    cr_assert_eq(f, 2 * MiB);
+    device_close(dev);
+}
+
+Test(device_sim, addr_hint)
+{
+    device *dev = open_sim(0, false);
+    devptr a, b, c, d, va;
+    cr_assert_eq(device_mem_alloc(dev, 2 * MiB, &a), OOM_OK);
+    cr_assert_eq(a, SIM_BASE);
+
+    /* honoured when free */
+    device_addr_hint(dev, SIM_BASE + 100 * MiB);
+    cr_assert_eq(device_mem_alloc(dev, 4 * MiB, &b), OOM_OK);
+    cr_assert_eq(b, SIM_BASE + 100 * MiB);
+    /* consumed: the next allocation is placed normally */
+    cr_assert_eq(device_mem_alloc(dev, 2 * MiB, &c), OOM_OK);
+    cr_assert_eq(c, SIM_BASE + 2 * MiB);
+
+    /* ignored when taken (also when only partly taken), and consumed anyway */
+    device_addr_hint(dev, SIM_BASE + 98 * MiB); /* [98, 102) MiB overlaps b */
+    cr_assert_eq(device_mem_alloc(dev, 4 * MiB, &d), OOM_OK);
+    cr_assert_eq(d, SIM_BASE + 4 * MiB);
+    cr_assert_eq(device_mem_free(dev, d, 4 * MiB), OOM_OK);
+    device_addr_hint(dev, a);
+    cr_assert_eq(device_mem_alloc(dev, 2 * MiB, &d), OOM_OK);
+    cr_assert_eq(d, SIM_BASE + 4 * MiB);
+
+    /* va_reserve honours it too, and 0 clears it */
+    device_addr_hint(dev, SIM_BASE + 200 * MiB);
+    cr_assert_eq(device_va_reserve(dev, 8 * MiB, &va), OOM_OK);
+    cr_assert_eq(va, SIM_BASE + 200 * MiB);
+    device_addr_hint(dev, SIM_BASE + 300 * MiB);
+    device_addr_hint(dev, 0);
+    cr_assert_eq(device_mem_alloc(dev, 2 * MiB, &d), OOM_OK);
+    cr_assert_eq(d, SIM_BASE + 6 * MiB);
+    /* a hinted address below the usual base works too (trace replay) */
+    device_addr_hint(dev, (devptr)0x10000000ULL);
+    cr_assert_eq(device_mem_alloc(dev, 2 * MiB, &d), OOM_OK);
+    cr_assert_eq(d, (devptr)0x10000000ULL);
+    cr_assert_eq(device_copy_htod(dev, d, "hint", 4), OOM_OK);
+    device_close(dev);
+}
+
+Test(device_sim, dry_run)
+{
+    device *dev = open_sim(1 * GiB, true);
+    devptr p, va;
+    size_t f, t;
+    cr_assert_eq(device_mem_alloc(dev, 512 * MiB, &p), OOM_OK);
+    cr_assert_eq(p, SIM_BASE);
+    cr_assert_eq(device_mem_info(dev, &f, &t), OOM_OK);
+    cr_assert_eq(f, 512 * MiB);
+    cr_assert_eq(t, 1 * GiB);
+    cr_assert_null(device_host_view(dev, p));
+    unsigned char buf[64] = {1};
+    cr_assert_eq(device_copy_htod(dev, p, buf, sizeof buf), OOM_OK);
+    cr_assert_eq(device_copy_dtoh(dev, buf, p, sizeof buf), OOM_OK);
+    cr_assert_eq(buf[0], 1); /* nothing was copied */
+    cr_assert_eq(device_fill(dev, p, 0, 512 * MiB), OOM_OK);
+    cr_assert_eq(device_mem_alloc(dev, 1 * GiB, &p), OOM_ENOMEM_DEVICE);
+
+    cr_assert_eq(device_va_reserve(dev, 1 * GiB, &va), OOM_OK);
+    cr_assert_eq(device_va_map(dev, va, 256 * MiB, 2 * MiB), OOM_OK);
+    cr_assert_null(device_host_view(dev, va));
+    cr_assert_eq(device_mem_info(dev, &f, &t), OOM_OK);
+    cr_assert_eq(f, 256 * MiB);
+    /* the bookkeeping still rejects bad requests */
+    cr_assert_eq(device_va_map(dev, va, 2 * MiB, 2 * MiB), OOM_EINVAL);
+    cr_assert_eq(device_copy_htod(dev, va + 256 * MiB, buf, 1), OOM_EINVAL);
+    cr_assert_eq(device_va_unmap(dev, va, 256 * MiB, 2 * MiB), OOM_OK);
+    cr_assert_eq(device_va_release(dev, va, 1 * GiB), OOM_OK);
+    device_close(dev);
+
+    /* full H100 scale costs no host memory */
+    dev = open_sim(0, true);
+    cr_assert_eq(device_mem_alloc(dev, 79 * GiB + 1, &p), OOM_OK);
+    cr_assert_eq(device_mem_info(dev, &f, &t), OOM_OK);
+    cr_assert_eq(f, DEVICE_SIM_DEFAULT_CAPACITY - (79 * GiB + 1));
+    device_close(dev);
+}
+
+Test(device_sim, bad_requests_are_einval)
+{
+    device *dev = open_sim(64 * MiB, false);
+    devptr p, va;
+    unsigned char buf[16] = {0};
+    cr_assert_eq(device_mem_alloc(dev, 3 * MiB, &p), OOM_OK);
+    cr_assert_eq(device_mem_free(dev, SIM_BASE + 32 * MiB, 2 * MiB), OOM_EINVAL); /* unknown */
+    cr_assert_eq(device_mem_free(dev, p + 4096, 3 * MiB), OOM_EINVAL);            /* interior */
+    cr_assert_eq(device_mem_free(dev, p, 4 * MiB), OOM_EINVAL); /* the rounded size is not the size */
+    cr_assert_eq(device_va_release(dev, p, 4 * MiB), OOM_EINVAL); /* a segment is no reservation */
+    /* copies stay inside the allocation */
+    cr_assert_eq(device_copy_htod(dev, p + 3 * MiB - 8, buf, 16), OOM_EINVAL);
+    cr_assert_eq(device_copy_htod(dev, p + 3 * MiB - 8, buf, 8), OOM_OK);
+    cr_assert_eq(device_copy_htod(dev, SIM_BASE + 40 * MiB, buf, 1), OOM_EINVAL);
+    cr_assert_eq(device_fill(dev, p, 0, 4 * MiB), OOM_EINVAL);
+    cr_assert_eq(device_copy_dtod(dev, p, SIM_BASE + 40 * MiB, 1), OOM_EINVAL);
+
+    cr_assert_eq(device_va_reserve(dev, 3 * MiB, &va), OOM_EINVAL); /* not a granularity multiple */
+    cr_assert_eq(device_va_reserve(dev, 0, &va), OOM_EINVAL);
+    cr_assert_eq(device_va_reserve(dev, 40 * MiB, &va), OOM_OK);
+    cr_assert_eq(device_mem_free(dev, va, 40 * MiB), OOM_EINVAL); /* a reservation is no segment */
+    cr_assert_eq(device_va_map(dev, p, 2 * MiB, 2 * MiB), OOM_EINVAL);           /* not reserved */
+    cr_assert_eq(device_va_map(dev, va + 1 * MiB, 2 * MiB, 2 * MiB), OOM_EINVAL); /* misaligned */
+    cr_assert_eq(device_va_map(dev, va, 3 * MiB, 2 * MiB), OOM_EINVAL);           /* not whole pages */
+    cr_assert_eq(device_va_map(dev, va, 3 * MiB, 3 * MiB), OOM_EINVAL);           /* odd page size */
+    cr_assert_eq(device_va_map(dev, va, 0, 2 * MiB), OOM_EINVAL);
+    cr_assert_eq(device_va_map(dev, va + 38 * MiB, 4 * MiB, 2 * MiB), OOM_EINVAL); /* past the end */
+    cr_assert_eq(device_va_map(dev, va, 20 * MiB, 20 * MiB), OOM_OK);
+    cr_assert_eq(device_va_unmap(dev, va, 2 * MiB, 2 * MiB), OOM_EINVAL); /* a piece of a 20 MiB page */
+    cr_assert_eq(device_va_unmap(dev, va, 20 * MiB, 2 * MiB), OOM_EINVAL);
+    cr_assert_eq(device_va_unmap(dev, va + 20 * MiB, 20 * MiB, 20 * MiB), OOM_EINVAL); /* unmapped */
+    cr_assert_eq(device_copy_htod(dev, va + 20 * MiB - 8, buf, 16), OOM_EINVAL); /* runs into unmapped */
+    cr_assert_eq(device_va_release(dev, va, 40 * MiB), OOM_EINVAL);               /* still mapped */
+    cr_assert_eq(device_va_unmap(dev, va, 20 * MiB, 20 * MiB), OOM_OK);
+    cr_assert_eq(device_va_release(dev, va, 20 * MiB), OOM_EINVAL); /* wrong size */
+    cr_assert_eq(device_va_release(dev, va, 40 * MiB), OOM_OK);
+
+    void *h;
+    cr_assert_eq(device_host_alloc(dev, 0, &h), OOM_EINVAL);
+    cr_assert_eq(device_host_alloc(dev, 100, &h), OOM_OK);
+    cr_assert_eq((uintptr_t)h % 4096, 0);
+    cr_assert_eq(device_host_free(dev, (char *)h + 8), OOM_EINVAL);
+    cr_assert_eq(device_host_free(dev, h), OOM_OK);
+    cr_assert_eq(device_host_free(dev, h), OOM_EINVAL);
+
+    /* nothing above changed the accounting */
+    size_t f, t;
+    cr_assert_eq(device_mem_info(dev, &f, &t), OOM_OK);
+    cr_assert_eq(f, 61 * MiB);
+    cr_assert_eq(device_mem_free(dev, p, 3 * MiB), OOM_OK);
+    device_close(dev);
+}
+
+Test(device_sim, host_view)
+{
+    device *dev = open_sim(0, false);
+    devptr p, va;
+    /* a segment: writable through the view, visible through copies; its bytes end at the size asked for */
+    cr_assert_eq(device_mem_alloc(dev, 3 * MiB, &p), OOM_OK);
+    unsigned char *v = device_host_view(dev, p);
+    cr_assert_not_null(v);
+    cr_assert_eq(device_host_view(dev, p + 4096), v + 4096);
+    v[3 * MiB - 1] = 0x42;
+    unsigned char b = 0;
+    cr_assert_eq(device_copy_dtoh(dev, &b, p + 3 * MiB - 1, 1), OOM_OK);
+    cr_assert_eq(b, 0x42);
+    cr_assert_null(device_host_view(dev, p + 3 * MiB));
+    cr_assert_null(device_host_view(dev, SIM_BASE + 64 * MiB));
+
+    /* a reservation: only mapped pages have a view */
+    cr_assert_eq(device_va_reserve(dev, 2 * PAGE, &va), OOM_OK);
+    cr_assert_null(device_host_view(dev, va));
+    cr_assert_eq(device_va_map(dev, va, PAGE, PAGE), OOM_OK);
+    unsigned char *w = device_host_view(dev, va);
+    cr_assert_not_null(w);
+    cr_assert_null(device_host_view(dev, va + PAGE));
+    cr_assert_eq(w[100], 0); /* fresh pages read zero */
+    w[100] = 0x5A;
+    cr_assert_eq(device_copy_dtoh(dev, &b, va + 100, 1), OOM_OK);
+    cr_assert_eq(b, 0x5A);
+    cr_assert_eq(device_va_unmap(dev, va, PAGE, PAGE), OOM_OK);
+    cr_assert_null(device_host_view(dev, va));
+    /* remapped, the page holds no stale bytes */
+    cr_assert_eq(device_va_map(dev, va, PAGE, PAGE), OOM_OK);
+    cr_assert_eq(device_copy_dtoh(dev, &b, va + 100, 1), OOM_OK);
+    cr_assert_eq(b, 0);
+    cr_assert_eq(device_va_unmap(dev, va, PAGE, PAGE), OOM_OK);
+    cr_assert_eq(device_va_release(dev, va, 2 * PAGE), OOM_OK);
+    cr_assert_eq(device_mem_free(dev, p, 3 * MiB), OOM_OK);
+    device_close(dev);
+}
+
+/* ASan catches the SIGSEGV itself and exits, so the fault test cannot run under it. */
+#if defined(__SANITIZE_ADDRESS__)
+#define UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define UNDER_ASAN 1
+#endif
+#endif
+#ifndef UNDER_ASAN
+#define UNDER_ASAN 0
+#endif
+
+/* A stale view of an unmapped page faults instead of reading old data. */
+Test(device_sim, unmapped_page_faults, .signal = SIGSEGV, .disabled = UNDER_ASAN)
+{
+    device *dev = open_sim(0, false);
+    devptr va;
+    cr_assert_eq(device_va_reserve(dev, PAGE, &va), OOM_OK);
+    cr_assert_eq(device_va_map(dev, va, PAGE, PAGE), OOM_OK);
+    volatile unsigned char *w = device_host_view(dev, va);
+    cr_assert_not_null((void *)w);
+    w[0] = 1;
+    cr_assert_eq(device_va_unmap(dev, va, PAGE, PAGE), OOM_OK);
+    w[0] = 2; /* SIGSEGV */
+    device_close(dev);
+}
