@@ -848,6 +848,23 @@ static void unmap_block(cachealloc *ca, ca_block *block)
     record_trace(ca, CA_SEGMENT_UNMAP, uptr, usize);
 }
 
+/* release_expandable_segment: a range whose pages are all unmapped gives back its virtual reservation. */
+static void release_expandable_segment(cachealloc *ca, ca_block *block)
+{
+    expseg *es = block->es;
+    unmapped_erase(block->pool, block);
+    device_va_release(ca->dev, es->base, es->max_pages * es->page);
+    for (expseg **link = &ca->expsegs; *link; link = &(*link)->next_es) {
+        if (*link == es) {
+            *link = es->next_es;
+            break;
+        }
+    }
+    free(es->mapped);
+    free(es);
+    block_delete(ca, block);
+}
+
 /* release_blocks: free every whole free segment of the pool, in (size, address) order, then unmap the free
  * expandable blocks gathered on the way. */
 static void release_blocks(cachealloc *ca, ca_pool *pool)
@@ -868,8 +885,11 @@ static void release_blocks(cachealloc *ca, ca_pool *pool)
             release_block(ca, block);
         }
     }
-    for (size_t i = 0; i < nunmap; i++)
+    for (size_t i = 0; i < nunmap; i++) {
         unmap_block(ca, to_unmap[i]);
+        if (!to_unmap[i]->prev && !to_unmap[i]->next)
+            release_expandable_segment(ca, to_unmap[i]);
+    }
     free(to_unmap);
 }
 
@@ -926,7 +946,7 @@ static void garbage_collect_cached_blocks(cachealloc *ca)
     int freeable_block_count = 0;
     ca_pool *pool = &ca->large_blocks;
     for (ca_block *b = treap_first(pool->blocks); b; b = treap_next(pool->blocks, b, false)) {
-        if (!is_split(b) && !b->es) {
+        if (!is_split(b)) { /* PyTorch counts unsplit expandable blocks here too, though it never frees them */
             total_age += gc_count(b);
             ++freeable_block_count;
         }

@@ -223,9 +223,9 @@ void *device_host_view(device *dev, devptr p)
     return dev->ops->host_view(dev->impl, p);
 }
 
-void device_addr_hint(device *dev, devptr addr)
+void device_addr_hint(device *dev, devptr addr, size_t bytes)
 {
     if (!dev)
         return;
-    dev->ops->addr_hint(dev->impl, addr);
+    dev->ops->addr_hint(dev->impl, addr, bytes);
 }

@@ -75,9 +75,9 @@ typedef struct device_ops {
     oom_status (*fill)(void *impl, devptr dst, int byte, size_t bytes);
     /* sim: a host pointer to the backing bytes of p (NULL in dry-run or when unmapped); cuda: NULL. */
     void *(*host_view)(void *impl, devptr p);
-    /* sim: prefer addr for the next mem_alloc/va_reserve if that range is free (trace replay keeps PyTorch's
-     * addresses this way); cuda: ignored. addr 0 clears the hint. */
-    void (*addr_hint)(void *impl, devptr addr);
+    /* sim: put the next mem_alloc at addr if it asks for exactly bytes and that range is free (trace replay
+     * keeps PyTorch's addresses this way); consumed by the next mem_alloc either way; cuda: ignored. */
+    void (*addr_hint)(void *impl, devptr addr, size_t bytes);
     void (*close)(void *impl);
 } device_ops;
 
@@ -124,7 +124,7 @@ oom_status device_copy_dtoh(device *dev, void *dst, devptr src, size_t bytes);
 oom_status device_copy_dtod(device *dev, devptr dst, devptr src, size_t bytes);
 oom_status device_fill(device *dev, devptr dst, int byte, size_t bytes);
 void *device_host_view(device *dev, devptr p);
-void device_addr_hint(device *dev, devptr addr);
+void device_addr_hint(device *dev, devptr addr, size_t bytes);
 
 /* Backend constructors (device.c picks one). */
 oom_status device_sim_open(const device_options *opt, device *dev);

@@ -453,9 +453,10 @@ static void *cu_host_view(void *impl, devptr p)
     return NULL;
 }
 
-static void cu_addr_hint(void *impl, devptr addr)
+static void cu_addr_hint(void *impl, devptr addr, size_t bytes)
 {
     (void)impl;
+    (void)bytes;
     (void)addr;
 }
 

@@ -1,8 +1,21 @@
 /* device_sim.c - the simulated device: a fixed capacity, driver-like address placement, host RAM backing.
  *
  * Address ranges (segments from mem_alloc, reservations from va_reserve) live in one array sorted by base.
- * Every range starts at a DEVICE_VMM_GRANULARITY boundary and spans a multiple of it; placement takes the
- * lowest free gap at or above SIM_VA_BASE (like the driver), unless an addr_hint names a free range.
+ * Every range starts at a DEVICE_VMM_GRANULARITY boundary and spans a multiple of it.
+ *
+ * Segments (mem_alloc) are placed the way the CUDA driver placed cudaMalloc on an H100 (driver 580): the
+ * address of every segment in nine PyTorch traces recorded there is predicted exactly (tests/data). The driver
+ * carves its address space into regions of the request rounded up to 32 MiB, stacked downward:
+ *   1. a request first goes into a free gap of an existing region, newest region first, and within a region
+ *      into the smallest gap that fits (ties: lowest address), at the gap's low end;
+ *   2. otherwise a new region is carved from the top of the highest free stretch of address space strictly
+ *      larger than it (the unbounded space below every region also qualifies at equal size), and the request
+ *      sits at the region's bottom;
+ *   3. a region whose segments are all freed is released, and its space merges with free neighbours.
+ * The first region starts with 8 MiB the driver holds itself, and 480 MiB below it belong to the context.
+ * The order matters because the caching allocator breaks best-fit ties between equal-size blocks by address.
+ * Reservations (va_reserve) take the lowest free gap above SIM_VMM_BASE. An addr_hint of an exact size
+ * overrides the placement once (trace replay uses PyTorch's recorded addresses this way).
  * Physical memory is charged by mem_alloc (its bytes) and va_map (its bytes), never by va_reserve.
  * Backing: segments are anonymous zero-filled mappings; a reservation is one PROT_NONE mapping whose pages
  * va_map makes read-write and va_unmap discards (MADV_DONTNEED) and makes PROT_NONE again, so stale bytes
@@ -18,8 +31,12 @@
 #include <sys/mman.h>
 
 #define GRAN DEVICE_VMM_GRANULARITY
-#define SIM_VA_BASE ((devptr)0x7f0000000000ULL)
-#define SIM_VA_LIMIT (SIM_VA_BASE + ((devptr)1 << 47)) /* 128 TiB of device address space */
+#define SIM_VA_BASE ((devptr)0x300000000ULL)       /* VMM reservations grow up from here */
+#define SIM_VA_LIMIT ((devptr)0x7f0000000000ULL)    /* ... to the floor of the cudaMalloc heap */
+#define SIM_HEAP_TOP ((devptr)0x7fc000000000ULL)    /* cudaMalloc regions stack down from here */
+#define SIM_REGION ((size_t)32 << 20)               /* the driver's region granularity */
+#define SIM_DRIVER_HELD ((size_t)8 << 20)           /* held by the driver at the bottom of the first region */
+#define SIM_CONTEXT_HELD ((size_t)480 << 20)        /* held by the context below the first region */
 #define SIM_HOST_ALIGN ((size_t)4096)
 #define PAGE_CONT UINT32_MAX /* a granule inside a mapped page, not its first */
 
@@ -37,7 +54,21 @@ typedef struct sim_range {
     size_t mapped_granules;
 } sim_range;
 
+/* A driver region: segments live inside it; live counts them (plus one for the driver's own 8 MiB). */
+typedef struct sim_region {
+    devptr base;
+    size_t size;
+    uint64_t seq;   /* creation order: newer regions are searched first */
+    size_t live;
+    size_t held;    /* bytes at the bottom the driver holds itself */
+    bool permanent; /* the context's stretch: never released, never searched */
+} sim_region;
+
 typedef struct sim_dev {
+    sim_region *regions; /* sorted by base */
+    size_t nregions, capregions;
+    uint64_t region_seq;
+    size_t hint_bytes;   /* the hint applies to a mem_alloc of exactly this many bytes */
     size_t capacity;
     size_t in_use; /* physical bytes charged */
     bool dry_run;
@@ -92,21 +123,15 @@ static bool span_is_free(const sim_dev *s, devptr lo, size_t size)
     return i == s->nranges || s->ranges[i].base - lo >= size;
 }
 
-/* Choose a base for size bytes of address space: the hint when it is usable and free, else the lowest gap
- * at or above SIM_VA_BASE. The hint is consumed either way. */
+/* A base for a reservation of size bytes: the lowest free gap in [SIM_VA_BASE, SIM_VA_LIMIT). */
 static bool place(sim_dev *s, size_t size, devptr *out)
 {
-    devptr hint = s->hint;
-    s->hint = 0;
-    if (hint && hint % GRAN == 0 && hint <= UINT64_MAX - size && span_is_free(s, hint, size)) {
-        *out = hint;
-        return true;
-    }
     devptr cursor = SIM_VA_BASE;
     for (size_t i = 0; i < s->nranges; i++) {
         const sim_range *r = &s->ranges[i];
-        devptr gap_end = r->base < SIM_VA_LIMIT ? r->base : SIM_VA_LIMIT;
-        if (gap_end > cursor && gap_end - cursor >= size) {
+        if (r->base >= SIM_VA_LIMIT)
+            break;
+        if (r->base > cursor && r->base - cursor >= size) {
             *out = cursor;
             return true;
         }
@@ -118,6 +143,146 @@ static bool place(sim_dev *s, size_t size, devptr *out)
         return true;
     }
     return false;
+}
+
+/* ---- the driver's region model for segments (see the file comment) ---- */
+
+static sim_region *region_containing(sim_dev *s, devptr p)
+{
+    for (size_t i = 0; i < s->nregions; i++)
+        if (p >= s->regions[i].base && p - s->regions[i].base < s->regions[i].size)
+            return &s->regions[i];
+    return NULL;
+}
+
+static sim_region *region_add(sim_dev *s, devptr base, size_t size, size_t held, bool permanent)
+{
+    if (s->nregions == s->capregions) {
+        size_t cap = s->capregions ? s->capregions * 2 : 16;
+        sim_region *nr = realloc(s->regions, cap * sizeof *nr);
+        if (!nr)
+            return NULL;
+        s->regions = nr;
+        s->capregions = cap;
+    }
+    size_t i = 0;
+    while (i < s->nregions && s->regions[i].base < base)
+        i++;
+    memmove(&s->regions[i + 1], &s->regions[i], (s->nregions - i) * sizeof *s->regions);
+    s->regions[i] = (sim_region){base, size, ++s->region_seq, held ? 1 : 0, held, permanent};
+    s->nregions++;
+    return &s->regions[i];
+}
+
+/* The smallest gap of at least size bytes in region g (ties: lowest address). */
+static bool region_best_gap(const sim_dev *s, const sim_region *g, size_t size, devptr *out)
+{
+    devptr cursor = g->base + g->held, end = g->base + g->size, best = 0;
+    size_t best_len = SIZE_MAX;
+    for (size_t i = upper_index(s, cursor > 0 ? cursor - 1 : 0); i <= s->nranges; i++) {
+        devptr next = i < s->nranges ? s->ranges[i].base : end;
+        if (next > end)
+            next = end;
+        if (next >= cursor && next - cursor >= size && next - cursor < best_len) {
+            best = cursor;
+            best_len = next - cursor;
+        }
+        if (i == s->nranges || s->ranges[i].base >= end)
+            break;
+        if (s->ranges[i].base + s->ranges[i].size > cursor)
+            cursor = s->ranges[i].base + s->ranges[i].size;
+    }
+    if (best_len == SIZE_MAX)
+        return false;
+    *out = best;
+    return true;
+}
+
+/* A new region of z bytes: the top of the highest free stretch between regions strictly larger than z, else
+ * just below the lowest region. */
+static bool region_carve(sim_dev *s, size_t z, devptr *out)
+{
+    for (size_t i = s->nregions; i-- > 1;) {
+        devptr lo = s->regions[i - 1].base + s->regions[i - 1].size, hi = s->regions[i].base;
+        if (hi > lo && hi - lo > z) {
+            *out = hi - z;
+            return true;
+        }
+    }
+    devptr low = s->nregions ? s->regions[0].base : SIM_HEAP_TOP;
+    if (low < SIM_VA_LIMIT || low - SIM_VA_LIMIT < z)
+        return false;
+    *out = low - z;
+    return true;
+}
+
+static size_t round_region(size_t n) { return (n + SIM_REGION - 1) / SIM_REGION * SIM_REGION; }
+
+/* Where the driver puts a segment of size bytes (a multiple of GRAN); *g gets its region. */
+static bool place_segment(sim_dev *s, size_t size, devptr *out, sim_region **g)
+{
+    devptr hint = s->hint;
+    size_t hint_bytes = s->hint_bytes;
+    s->hint = 0;
+    if (hint && hint % GRAN == 0 && round_gran(hint_bytes) == size && hint >= SIM_VA_LIMIT &&
+        hint <= UINT64_MAX - size && span_is_free(s, hint, size)) {
+        sim_region *r = region_containing(s, hint);
+        if (r && !r->permanent && hint + size <= r->base + r->size && hint >= r->base + r->held) {
+            *g = r;
+            *out = hint;
+            return true;
+        }
+        bool overlaps = false;
+        for (size_t i = 0; i < s->nregions; i++)
+            if (s->regions[i].base < hint + size && hint < s->regions[i].base + s->regions[i].size)
+                overlaps = true;
+        if (!overlaps && (*g = region_add(s, hint, size, 0, false)) != NULL) {
+            *out = hint;
+            return true;
+        }
+    }
+    /* 1. existing regions, newest first */
+    sim_region *best = NULL;
+    for (size_t i = 0; i < s->nregions; i++) {
+        sim_region *r = &s->regions[i];
+        devptr at;
+        if (!r->permanent && (!best || r->seq > best->seq) && region_best_gap(s, r, size, &at))
+            best = r;
+    }
+    if (best) {
+        region_best_gap(s, best, size, out);
+        *g = best;
+        return true;
+    }
+    /* 2. a new region; the first one comes with the driver's and the context's stretches */
+    bool first = s->nregions == 0;
+    size_t z = round_region(size + (first ? SIM_DRIVER_HELD : 0));
+    devptr base;
+    if (first) {
+        base = SIM_HEAP_TOP - z;
+        if (!region_add(s, base - SIM_CONTEXT_HELD, SIM_CONTEXT_HELD, 0, true))
+            return false;
+    } else if (!region_carve(s, z, &base)) {
+        return false;
+    }
+    *g = region_add(s, base, z, first ? SIM_DRIVER_HELD : 0, false);
+    if (!*g)
+        return false;
+    *out = base + (first ? SIM_DRIVER_HELD : 0);
+    return true;
+}
+
+/* A segment at p was freed: release its region once nothing lives in it. */
+static void region_release_segment(sim_dev *s, devptr p)
+{
+    sim_region *r = region_containing(s, p);
+    if (!r || r->permanent)
+        return;
+    if (--r->live == 0) {
+        size_t i = (size_t)(r - s->regions);
+        memmove(&s->regions[i], &s->regions[i + 1], (s->nregions - i - 1) * sizeof *s->regions);
+        s->nregions--;
+    }
 }
 
 /* Insert r keeping the array sorted; false when the array cannot grow. */
@@ -188,20 +353,29 @@ static oom_status sim_mem_alloc(void *impl, size_t bytes, devptr *out)
         s->hint = 0;
         return OOM_ENOMEM_DEVICE;
     }
-    if (!place(s, size, &base))
+    sim_region *g = NULL;
+    if (!place_segment(s, size, &base, &g))
         return OOM_ENOMEM_DEVICE;
     sim_range r = {.base = base, .size = size, .bytes = bytes, .kind = RANGE_SEGMENT};
     if (!s->dry_run) {
         void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-        if (m == MAP_FAILED)
+        if (m == MAP_FAILED) {
+            if (g->live == 0) {
+                g->live = 1;
+                region_release_segment(s, base);
+            }
             return OOM_ENOMEM_HOST;
+        }
         r.backing = m;
     }
     if (!insert_range(s, &r)) {
         if (r.backing)
             munmap(r.backing, size);
+        if (g->live == 0)
+            region_release_segment(s, base); /* undo an empty new region */
         return OOM_ENOMEM_HOST;
     }
+    g->live++;
     s->in_use += bytes;
     *out = base;
     return OOM_OK;
@@ -217,6 +391,7 @@ static oom_status sim_mem_free(void *impl, devptr p, size_t bytes)
         munmap(r->backing, r->size);
     s->in_use -= bytes;
     remove_range(s, r);
+    region_release_segment(s, p);
     return OOM_OK;
 }
 
@@ -427,10 +602,11 @@ static void *sim_host_view(void *impl, devptr p)
     return sim_span(impl, p, 1, &h) == OOM_OK ? h : NULL;
 }
 
-static void sim_addr_hint(void *impl, devptr addr)
+static void sim_addr_hint(void *impl, devptr addr, size_t bytes)
 {
     sim_dev *s = impl;
     s->hint = addr;
+    s->hint_bytes = bytes;
 }
 
 static void sim_close(void *impl)
@@ -446,6 +622,7 @@ static void sim_close(void *impl)
     for (size_t i = 0; i < s->nhost; i++)
         free(s->host[i]);
     free(s->ranges);
+    free(s->regions);
     free(s->host);
     free(s);
 }

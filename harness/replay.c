@@ -280,8 +280,8 @@ static void note_divergence(replay_state *st, size_t at, const char *what)
 static void hint_next_segment(replay_state *st)
 {
     for (size_t i = st->pending_lo; i < st->pending_hi; i++) {
-        if (st->ev[i].action == CA_SEGMENT_ALLOC || st->ev[i].action == CA_SEGMENT_MAP) {
-            device_addr_hint(st->dev, st->ev[i].addr);
+        if (st->ev[i].action == CA_SEGMENT_ALLOC) {
+            device_addr_hint(st->dev, st->ev[i].addr, (size_t)st->ev[i].size);
             return;
         }
     }
@@ -376,10 +376,11 @@ oom_status replay_file(const char *path, const replay_options *opt, replay_resul
             if (st.pending_hi == st.pending_lo)
                 st.pending_lo = st.pending_hi = i;
             maybe_empty_cache(&st, true, (size_t)e->size);
-            hint_next_segment(&st);
+            if (!opt->alloc_conf)
+                hint_next_segment(&st); /* the recorded addresses describe this config's history only */
             devptr p = 0;
             oom_status s = cachealloc_malloc(ca, (size_t)e->size, &p);
-            device_addr_hint(dev, 0);
+            device_addr_hint(dev, 0, 0);
             if (s == OOM_ENOMEM_DEVICE) {
                 if (res->model_ooms++ == 0) {
                     res->first_oom_event = (long)i;

@@ -7,8 +7,10 @@
  *   - A recorded segment_free/segment_unmap that the model would not produce itself at that point is taken as
  *     an empty_cache() call.
  *   - An oom event is replayed as the allocation attempt it records (its rounded size).
- *   - New segments take the address PyTorch's trace gives them when that range is free, so best-fit ties
- *     between equal-size blocks break the same way as on the GPU.
+ *   - New segments are placed the way the CUDA driver places cudaMalloc (device_sim.c), so best-fit ties
+ *     between equal-size blocks break as they did on the GPU, also for what-if configs. Under the trace's own
+ *     config a segment that PyTorch's trace shows at an address of the same size takes that address when it
+ *     is free: cuBLAS and cuDNN call cudaMalloc behind the allocator's back, and this keeps their traces exact.
  * Without an alloc_conf override the config recorded in allocator_settings is used.
  */
 #ifndef OOMLAB_REPLAY_H

@@ -10,7 +10,8 @@
 
 #include "testutil.h"
 
-#define SIM_BASE ((devptr)0x7f0000000000ULL) /* the sim's lowest device address */
+#define SIM_BASE ((devptr)0x7f0000000000ULL)    /* below the sim's cudaMalloc heap: never handed out */
+#define SIM_VMM_BASE ((devptr)0x300000000ULL) /* the sim's first reservation address */
 #define PAGE DEVICE_VMM_GRANULARITY
 
 static bool on_sim(void) { return test_backend() == DEVICE_SIM; }
@@ -319,101 +320,96 @@ Test(device_sim, open_and_kinds)
     }
 }
 
-Test(device_sim, lowest_free_first)
+/* The first addresses PyTorch's whatif_default trace got from cudaMalloc on an H100 (driver 580), relative to
+ * the first segment: regions of 32 MiB multiples stack downward, small segments fill the newest region's
+ * gaps, and the first region starts 8 MiB in. */
+Test(device_sim, driver_placement)
 {
     device *dev = open_sim(0, false);
-    devptr a, b, c, d, e;
-    cr_assert_eq(device_mem_alloc(dev, 2 * MiB, &a), OOM_OK);
-    cr_assert_eq(device_mem_alloc(dev, 2 * MiB, &b), OOM_OK);
-    cr_assert_eq(device_mem_alloc(dev, 2 * MiB, &c), OOM_OK);
-    cr_assert_eq(a, SIM_BASE);
-    cr_assert_eq(b, SIM_BASE + 2 * MiB);
-    cr_assert_eq(c, SIM_BASE + 4 * MiB);
-    cr_assert_eq(device_mem_free(dev, b, 2 * MiB), OOM_OK);
-    cr_assert_eq(device_mem_alloc(dev, 2 * MiB, &d), OOM_OK);
-    cr_assert_eq(d, b); /* the hole is reused */
-    cr_assert_eq(device_mem_free(dev, d, 2 * MiB), OOM_OK);
-    cr_assert_eq(device_mem_alloc(dev, 4 * MiB, &e), OOM_OK);
-    cr_assert_eq(e, SIM_BASE + 6 * MiB); /* too big for the 2 MiB hole */
-    /* a reservation shares the address space and also takes the lowest fit */
-    devptr va;
-    cr_assert_eq(device_va_reserve(dev, 2 * MiB, &va), OOM_OK);
-    cr_assert_eq(va, SIM_BASE + 2 * MiB);
-    /* sizes round up to the granularity: 3 MiB takes 4 MiB of address space */
-    devptr f, g;
-    cr_assert_eq(device_mem_alloc(dev, 3 * MiB, &f), OOM_OK);
-    cr_assert_eq(f, SIM_BASE + 10 * MiB);
-    cr_assert_eq(device_mem_alloc(dev, 1, &g), OOM_OK);
-    cr_assert_eq(g, SIM_BASE + 14 * MiB);
+    static const struct {
+        size_t mib;
+        long long rel; /* address - first address, bytes */
+    } want[] = {
+        {20, 0},          {72, -0x24800000}, {2, -0x20000000}, {2, -0x1fe00000}, {64, -0x28800000},
+        {268, -0x3a800000}, {84, -0x40800000}, {166, -0x4c800000}, {16, -0x42200000}, {20, -0x29c00000},
+    };
+    devptr first = 0;
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        devptr p;
+        cr_assert_eq(device_mem_alloc(dev, want[i].mib * MiB, &p), OOM_OK);
+        if (i == 0)
+            first = p;
+        cr_assert_eq((long long)(p - first), want[i].rel, "segment %zu (%zu MiB) at %+lld, want %+lld", i,
+                     want[i].mib, (long long)(p - first), want[i].rel);
+    }
     device_close(dev);
 }
 
-Test(device_sim, capacity_exhaustion_exact)
+/* Gaps: best fit inside the newest region; freed regions are released and reused from their top. */
+Test(device_sim, driver_gaps_and_release)
 {
-    device *dev = open_sim(10 * MiB, false);
-    cr_assert_eq(dev->total_bytes, 10 * MiB);
-    devptr a, b, c;
-    size_t f, t;
-    cr_assert_eq(device_mem_alloc(dev, 8 * MiB, &a), OOM_OK);
-    cr_assert_eq(device_mem_alloc(dev, 4 * MiB, &b), OOM_ENOMEM_DEVICE);
+    device *dev = open_sim(0, false);
+    devptr a, b, c, d, e, big, big2;
+    cr_assert_eq(device_mem_alloc(dev, 2 * MiB, &a), OOM_OK); /* first region: [a-8, a+24) MiB */
+    cr_assert_eq(device_mem_alloc(dev, 2 * MiB, &b), OOM_OK);
     cr_assert_eq(device_mem_alloc(dev, 2 * MiB, &c), OOM_OK);
-    cr_assert_eq(device_mem_info(dev, &f, &t), OOM_OK);
-    cr_assert_eq(f, 0);
-    cr_assert_eq(t, 10 * MiB);
-    cr_assert_eq(device_mem_alloc(dev, 1, &b), OOM_ENOMEM_DEVICE);
-    cr_assert_eq(device_mem_free(dev, c, 2 * MiB), OOM_OK);
-
-    /* va_map draws on the same capacity; va_reserve does not */
-    devptr va;
-    cr_assert_eq(device_va_reserve(dev, 64 * MiB, &va), OOM_OK);
-    cr_assert_eq(device_va_map(dev, va, 4 * MiB, 2 * MiB), OOM_ENOMEM_DEVICE);
-    cr_assert_eq(device_va_map(dev, va, 2 * MiB, 2 * MiB), OOM_OK);
-    cr_assert_eq(device_mem_info(dev, &f, &t), OOM_OK);
-    cr_assert_eq(f, 0);
-    cr_assert_eq(device_va_map(dev, va + 2 * MiB, 2 * MiB, 2 * MiB), OOM_ENOMEM_DEVICE);
-    cr_assert_eq(device_va_unmap(dev, va, 2 * MiB, 2 * MiB), OOM_OK);
-    cr_assert_eq(device_mem_info(dev, &f, &t), OOM_OK);
-    cr_assert_eq(f, 2 * MiB);
+    cr_assert_eq(b, a + 2 * MiB);
+    cr_assert_eq(c, a + 4 * MiB);
+    cr_assert_eq(device_mem_free(dev, b, 2 * MiB), OOM_OK);
+    cr_assert_eq(device_mem_alloc(dev, 4 * MiB, &d), OOM_OK);
+    cr_assert_eq(d, a + 6 * MiB); /* too big for the 2 MiB hole */
+    cr_assert_eq(device_mem_alloc(dev, 2 * MiB, &e), OOM_OK);
+    cr_assert_eq(e, b); /* best fit: the 2 MiB hole, not the 14 MiB tail */
+    /* a segment too big for the first region starts a new one, 480 MiB (the context) lower */
+    cr_assert_eq(device_mem_alloc(dev, 40 * MiB, &big), OOM_OK);
+    cr_assert_eq(big, a - 8 * MiB - 480 * MiB - 64 * MiB);
+    cr_assert_eq(device_mem_alloc(dev, 20 * MiB, &big2), OOM_OK);
+    cr_assert_eq(big2, big + 40 * MiB); /* the new region's 24 MiB tail */
+    /* free both: the region is released, and a 30 MiB segment's new region is carved from the top of it */
+    cr_assert_eq(device_mem_free(dev, big, 40 * MiB), OOM_OK);
+    cr_assert_eq(device_mem_free(dev, big2, 20 * MiB), OOM_OK);
+    devptr f;
+    cr_assert_eq(device_mem_alloc(dev, 30 * MiB, &f), OOM_OK);
+    cr_assert_eq(f, big + 32 * MiB);
+    /* reservations grow up from their own base, away from the cudaMalloc heap */
+    devptr va, vb;
+    cr_assert_eq(device_va_reserve(dev, 4 * MiB, &va), OOM_OK);
+    cr_assert_eq(device_va_reserve(dev, 2 * MiB, &vb), OOM_OK);
+    cr_assert_eq(va, SIM_VMM_BASE);
+    cr_assert_eq(vb, SIM_VMM_BASE + 4 * MiB);
     device_close(dev);
 }
 
 Test(device_sim, addr_hint)
 {
     device *dev = open_sim(0, false);
-    devptr a, b, c, d, va;
+    devptr a, b, c, d;
     cr_assert_eq(device_mem_alloc(dev, 2 * MiB, &a), OOM_OK);
-    cr_assert_eq(a, SIM_BASE);
+    devptr spot = a - 4 * GiB;
 
-    /* honoured when free */
-    device_addr_hint(dev, SIM_BASE + 100 * MiB);
+    /* honoured when free and the size matches */
+    device_addr_hint(dev, spot, 4 * MiB);
     cr_assert_eq(device_mem_alloc(dev, 4 * MiB, &b), OOM_OK);
-    cr_assert_eq(b, SIM_BASE + 100 * MiB);
-    /* consumed: the next allocation is placed normally */
+    cr_assert_eq(b, spot);
+    /* consumed: the next allocation is placed normally (the newest region is the hinted one, full) */
     cr_assert_eq(device_mem_alloc(dev, 2 * MiB, &c), OOM_OK);
-    cr_assert_eq(c, SIM_BASE + 2 * MiB);
-
-    /* ignored when taken (also when only partly taken), and consumed anyway */
-    device_addr_hint(dev, SIM_BASE + 98 * MiB); /* [98, 102) MiB overlaps b */
+    cr_assert_eq(c, a + 2 * MiB);
+    /* ignored for another size, and consumed anyway */
+    device_addr_hint(dev, spot + 64 * MiB, 4 * MiB);
+    cr_assert_eq(device_mem_alloc(dev, 2 * MiB, &d), OOM_OK);
+    cr_assert_eq(d, a + 4 * MiB);
     cr_assert_eq(device_mem_alloc(dev, 4 * MiB, &d), OOM_OK);
-    cr_assert_eq(d, SIM_BASE + 4 * MiB);
-    cr_assert_eq(device_mem_free(dev, d, 4 * MiB), OOM_OK);
-    device_addr_hint(dev, a);
+    cr_assert_neq(d, spot + 64 * MiB);
+    /* ignored when the range is taken */
+    device_addr_hint(dev, b, 4 * MiB);
+    cr_assert_eq(device_mem_alloc(dev, 4 * MiB, &d), OOM_OK);
+    cr_assert_neq(d, b);
+    /* 0 clears it */
+    device_addr_hint(dev, spot + 128 * MiB, 2 * MiB);
+    device_addr_hint(dev, 0, 0);
     cr_assert_eq(device_mem_alloc(dev, 2 * MiB, &d), OOM_OK);
-    cr_assert_eq(d, SIM_BASE + 4 * MiB);
-
-    /* va_reserve honours it too, and 0 clears it */
-    device_addr_hint(dev, SIM_BASE + 200 * MiB);
-    cr_assert_eq(device_va_reserve(dev, 8 * MiB, &va), OOM_OK);
-    cr_assert_eq(va, SIM_BASE + 200 * MiB);
-    device_addr_hint(dev, SIM_BASE + 300 * MiB);
-    device_addr_hint(dev, 0);
-    cr_assert_eq(device_mem_alloc(dev, 2 * MiB, &d), OOM_OK);
-    cr_assert_eq(d, SIM_BASE + 6 * MiB);
-    /* a hinted address below the usual base works too (trace replay) */
-    device_addr_hint(dev, (devptr)0x10000000ULL);
-    cr_assert_eq(device_mem_alloc(dev, 2 * MiB, &d), OOM_OK);
-    cr_assert_eq(d, (devptr)0x10000000ULL);
-    cr_assert_eq(device_copy_htod(dev, d, "hint", 4), OOM_OK);
+    cr_assert_neq(d, spot + 128 * MiB);
+    cr_assert_eq(device_copy_htod(dev, b, "hint", 4), OOM_OK);
     device_close(dev);
 }
 
@@ -423,7 +419,6 @@ Test(device_sim, dry_run)
     devptr p, va;
     size_t f, t;
     cr_assert_eq(device_mem_alloc(dev, 512 * MiB, &p), OOM_OK);
-    cr_assert_eq(p, SIM_BASE);
     cr_assert_eq(device_mem_info(dev, &f, &t), OOM_OK);
     cr_assert_eq(f, 512 * MiB);
     cr_assert_eq(t, 1 * GiB);
