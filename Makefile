@@ -3,7 +3,6 @@
 #   make                 build build/oomlab (the cuda backend is compiled in when nvcc is found)
 #   make test            install missing Debian packages, build and run the Criterion suite (sim)
 #   make test BACKEND=cuda   the same suite on a real GPU (one job at a time)
-#   make run SCENARIO=x  run a scenario (sim without a GPU, cuda otherwise)
 #   make bench           build with OOM_DEBUG=0 and run the benchmarks
 #   make debug / asan    checked build (validator after every op) / address+undefined sanitizers
 #   make deps            apt-get the packages that are missing
@@ -44,7 +43,7 @@ ifneq ($(NVCC),)
               -Xcompiler -Wall,-Wextra,-Werror
 endif
 
-.PHONY: all test bench run debug asan deps clean check-deps plots
+.PHONY: all test bench debug asan deps clean gpu-bundle
 
 all: $(BUILD)/oomlab
 
@@ -83,12 +82,8 @@ test: deps
 	$(MAKE) --no-print-directory $(BUILD)/oomlab $(BUILD)/oomlab_tests
 	OOMLAB_TEST_BACKEND=$(BACKEND) OOMLAB_BIN=$(BUILD)/oomlab $(BUILD)/oomlab_tests --color=never $(TEST_JOBS) $(TESTFLAGS)
 
-run: deps
-	$(MAKE) --no-print-directory $(BUILD)/oomlab
-	$(BUILD)/oomlab run $(SCENARIO) $(ARGS)
-
 bench:
-	$(MAKE) --no-print-directory BUILD=build/bench DEBUG=0 OPT="-O3 -march=native" build/bench/oomlab
+	$(MAKE) --no-print-directory BUILD=build/bench DEBUG=0 OPT="-O3 -march=x86-64-v3" build/bench/oomlab
 	build/bench/oomlab bench alloc --backend $(if $(filter cuda,$(BACKEND)),cuda,auto) $(ARGS)
 
 debug:
@@ -103,3 +98,14 @@ clean:
 	rm -rf build
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+
+# Everything the GPU machine needs, built here (it has no Criterion or cJSON): the checked build, the bench
+# build, and the shared libraries they load (minus glibc and the driver) in .devlibs/. Then, with the device
+# tool: carry build and .devlibs, and run scripts/gpu_check.sh there (CONTRIBUTING.md, "Running on a GPU").
+gpu-bundle: deps
+	$(MAKE) --no-print-directory $(BUILD)/oomlab $(BUILD)/oomlab_tests
+	$(MAKE) --no-print-directory BUILD=build/bench DEBUG=0 OPT="-O3 -march=x86-64-v3" build/bench/oomlab
+	rm -rf .devlibs && mkdir -p .devlibs
+	ldd $(BUILD)/oomlab_tests $(BUILD)/oomlab | awk '/=> \// {print $$3}' | sort -u | \
+	  grep -v -E '/(libc|libm|libcuda|libresolv|libpthread|libdl|librt|ld-linux[^/]*)\.so' | \
+	  xargs -r cp -L -t .devlibs
