@@ -102,10 +102,7 @@ static bool is_pow2(size_t v) { return v != 0 && (v & (v - 1)) == 0; }
 
 static unsigned floor_log2(size_t v) /* v > 0 */
 {
-    unsigned r = 0;
-    while (v >>= 1)
-        r++;
-    return r;
+    return 63u - (unsigned)__builtin_clzll((unsigned long long)v);
 }
 
 /* The value token of a scalar key, or an empty token when absent (",", end) or a list. */

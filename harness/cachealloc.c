@@ -92,6 +92,7 @@ struct cachealloc {
     ca_pool small_blocks, large_blocks;
     size_t total_allocated_memory; /* bytes held from the driver */
     bool capped;                   /* allowed_memory_maximum.has_value() */
+    bool has_divisions;            /* some roundup_power2_divisions bucket is set */
     size_t allowed;                /* allowed_memory_maximum */
     int device_id;
 
@@ -448,15 +449,19 @@ static void seg_remove(cachealloc *ca, devptr p)
     }
 }
 
-static void record_trace(cachealloc *ca, ca_action action, devptr addr, size_t size)
+static void record_trace_slow(cachealloc *ca, ca_action action, devptr addr, size_t size)
 {
-    if (!ca->recording)
-        return;
     if (ca->ntrace == ca->captrace) {
         ca->captrace = ca->captrace ? ca->captrace * 2 : 1024;
         ca->trace = xrealloc(ca->trace, ca->captrace * sizeof *ca->trace);
     }
     ca->trace[ca->ntrace++] = (ca_trace_entry){action, addr, size, now_us()};
+}
+
+static inline void record_trace(cachealloc *ca, ca_action action, devptr addr, size_t size)
+{
+    if (__builtin_expect(ca->recording, 0))
+        record_trace_slow(ca, action, addr, size);
 }
 
 static const char *const action_names[CA_ACTION_COUNT] = {
@@ -510,7 +515,7 @@ static size_t round_size(const cachealloc *ca, size_t size)
 {
     if (size < CA_MIN_BLOCK_SIZE)
         return CA_MIN_BLOCK_SIZE;
-    size_t divisions = alloc_conf_divisions(&ca->conf, size);
+    size_t divisions = ca->has_divisions ? alloc_conf_divisions(&ca->conf, size) : 0;
     if (divisions > 1 && size > CA_MIN_BLOCK_SIZE * divisions)
         return roundup_power2_next_division(size, divisions);
     return CA_MIN_BLOCK_SIZE * ((size + CA_MIN_BLOCK_SIZE - 1) / CA_MIN_BLOCK_SIZE);
@@ -1139,6 +1144,9 @@ oom_status cachealloc_new(device *dev, const cachealloc_options *opt, cachealloc
         ca->capped = true;
         ca->allowed = (size_t)(ca->conf.per_process_memory_fraction * (double)dev->total_bytes);
     }
+    for (int i = 0; i < ALLOC_CONF_ROUNDUP_BUCKETS; i++)
+        if (ca->conf.roundup_divisions[i] > 1)
+            ca->has_divisions = true;
     ca->stats.max_split_size = ca->conf.max_split_size == SIZE_MAX ? -1 : (int64_t)ca->conf.max_split_size;
     ca->table_mask = 255;
     ca->table = calloc(256, sizeof *ca->table);
