@@ -1,6 +1,6 @@
 /* main.c - the oomlab command line.
  *
- *   oomlab replay FILE [--alloc-conf S] [--budget SIZE] [--json]
+ *   oomlab replay FILE [--alloc-conf S] [--budget SIZE] [--snapshot OUT] [--json]
  *   oomlab bench alloc [--backend auto|cuda|sim] [--iters N] [--json]
  *   oomlab version | help
  *
@@ -22,8 +22,9 @@
 
 static const char usage[] =
     "usage: oomlab COMMAND [ARGS]\n"
-    "  replay FILE [--alloc-conf S] [--budget SIZE] [--json]\n"
-    "      replay a PyTorch memory snapshot (JSON from scripts/snapshot2json.py) through the allocator model\n"
+    "  replay FILE [--alloc-conf S] [--budget SIZE] [--snapshot OUT] [--json]\n"
+    "      replay a PyTorch memory snapshot (JSON from scripts/snapshot2json.py) through the allocator model;\n"
+    "      --snapshot writes the model's snapshot after it (OUT.pickle or .pkl: for pytorch.org/memory_viz)\n"
     "  bench alloc [--backend auto|cuda|sim] [--iters N] [--json]\n"
     "      ns per malloc+free pair on a cache hit (cuda: also cudaMalloc and cudaMallocAsync)\n"
     "  version | help\n";
@@ -67,6 +68,12 @@ static int cmd_replay(int argc, char **argv)
                 return bad_input("--budget: '%s' is not a size (bytes, or a number with KiB, MiB, GiB, TiB, KB, "
                                  "MB, GB, TB)",
                                  argv[i]);
+        } else if (strcmp(argv[i], "--snapshot") == 0) {
+            if (++i >= argc)
+                return bad_input("%s needs a value", "--snapshot");
+            if (!argv[i][0])
+                return bad_input("%s needs a file name", "--snapshot");
+            opt.snapshot_path = argv[i];
         } else if (argv[i][0] == '-' && argv[i][1]) {
             return bad_input("replay: unknown option '%s'", argv[i]);
         } else if (!file) {

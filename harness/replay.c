@@ -11,6 +11,7 @@
 
 #include "cachealloc.h"
 #include "device.h"
+#include "snapshot.h"
 
 /* ---- trace addr -> model ptr, open addressing (keys are nonzero addresses) ---- */
 
@@ -228,6 +229,7 @@ typedef struct replay_state {
     const event *ev;
     size_t pending_lo, pending_hi; /* recorded segment events since the last op: ev[lo..hi) */
     size_t model_lo;               /* model trace entries before the current op */
+    bool keep_trace;               /* keep the model's whole trace (for the snapshot) instead of clearing it */
     replay_result *res;
 } replay_state;
 
@@ -263,8 +265,12 @@ static void compare_actions(replay_state *st, size_t at)
         if (!rend)
             ri++;
     }
-    cachealloc_trace_clear(st->ca);
-    st->model_lo = 0;
+    if (st->keep_trace) {
+        st->model_lo = nm;
+    } else {
+        cachealloc_trace_clear(st->ca);
+        st->model_lo = 0;
+    }
     st->pending_lo = st->pending_hi;
 }
 
@@ -359,7 +365,7 @@ oom_status replay_file(const char *path, const replay_options *opt, replay_resul
         goto out_close;
     }
 
-    replay_state st = {.ca = ca, .dev = dev, .ev = ev, .res = res};
+    replay_state st = {.ca = ca, .dev = dev, .ev = ev, .res = res, .keep_trace = opt->snapshot_path != NULL};
     for (size_t i = 0; i < nev; i++) {
         const event *e = &ev[i];
         switch (e->action) {
@@ -430,6 +436,15 @@ oom_status replay_file(const char *path, const replay_options *opt, replay_resul
     res->events = nev;
     res->stats = *cachealloc_stats(ca);
     rc = OOM_OK;
+    if (opt->snapshot_path) {
+        oom_error_clear();
+        rc = snapshot_write(ca, opt->snapshot_path);
+        if (rc != OOM_OK) {
+            /* the last-error record reads "EIO at file:line: detail"; the user gets the detail */
+            const char *msg = oom_error_msg(), *detail = strstr(msg, ": ");
+            set_err(err, errcap, "--snapshot: %s", detail ? detail + 2 : msg);
+        }
+    }
 out_map:
     free(live.keys);
     free(live.vals);

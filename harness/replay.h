@@ -27,8 +27,9 @@
 OOM_BEGIN_DECLS
 
 typedef struct replay_options {
-    const char *alloc_conf; /* NULL: the trace's allocator_settings */
-    size_t budget_bytes;    /* 0: no budget */
+    const char *alloc_conf;    /* NULL: the trace's allocator_settings */
+    size_t budget_bytes;       /* 0: no budget */
+    const char *snapshot_path; /* NULL: none; else the model's snapshot after the replay (snapshot_write) */
 } replay_options;
 
 typedef struct replay_result {
@@ -44,7 +45,9 @@ typedef struct replay_result {
 } replay_result;
 
 /* Replay the snapshot JSON in path. OOM_EINVAL or OOM_EIO for bad input, with one line in err that names the
- * problem; OOM_OK otherwise (a divergence is a result, not an error). */
+ * problem; OOM_OK otherwise (a divergence is a result, not an error). With opt->snapshot_path, the model's
+ * _snapshot() (its segments and the whole replayed trace) is written there at the end; a failed write is
+ * OOM_EIO (or OOM_ENOMEM_HOST) and leaves no file. */
 oom_status replay_file(const char *path, const replay_options *opt, replay_result *res, char *err, size_t errcap);
 
 OOM_END_DECLS
