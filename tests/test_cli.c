@@ -1,0 +1,259 @@
+/* test_cli.c - the oomlab binary as a user runs it: exit status 0 (replay agrees with PyTorch), 1 (it diverges),
+ * 2 (bad input: exactly one line on stderr naming the problem, nothing on stdout, no file written).
+ * The binary is $OOMLAB_BIN (make test sets it), else build/oomlab; tests run from the repository root. */
+#include <criterion/criterion.h>
+
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define TRACE "tests/data/train_mlp.trace.json"
+
+static char tmpdir[64];
+
+static void setup(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/oomlab_test_cli.XXXXXX");
+    cr_assert_not_null(mkdtemp(tmpdir), "mkdtemp");
+}
+
+static void teardown(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    if (system(cmd) != 0)
+        cr_log_warn("could not remove %s", tmpdir);
+}
+
+TestSuite(cli, .init = setup, .fini = teardown);
+
+static const char *bin(void)
+{
+    const char *b = getenv("OOMLAB_BIN");
+    return b && b[0] ? b : "build/oomlab";
+}
+
+static char *read_all(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    size_t got;
+    while (buf && (got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+        n += got;
+        if (n + 1 == cap) {
+            char *nb = realloc(buf, cap *= 2);
+            if (!nb)
+                free(buf);
+            buf = nb;
+        }
+    }
+    fclose(f);
+    if (buf)
+        buf[n] = '\0';
+    return buf;
+}
+
+/* The tmp path of name. */
+static const char *tpath(const char *name)
+{
+    static char paths[4][192];
+    static int k;
+    char *p = paths[k++ % 4];
+    snprintf(p, sizeof paths[0], "%s/%s", tmpdir, name);
+    return p;
+}
+
+static void write_file(const char *name, const char *text)
+{
+    FILE *f = fopen(tpath(name), "w");
+    cr_assert_not_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static bool exists(const char *path) { return access(path, F_OK) == 0; }
+
+typedef struct run_result {
+    int rc;
+    char *out;
+    char *err;
+} run_result;
+
+/* Run `env -u ... [env] $OOMLAB_BIN args` with the allocator-config variables cleared (the caller's shell
+ * must not leak a config into the test), stdout and stderr captured. */
+static run_result run(const char *env, const char *args)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "env -u OOMLAB_ALLOC_CONF -u PYTORCH_CUDA_ALLOC_CONF -u PYTORCH_ALLOC_CONF %s '%s' %s >'%s/stdout' "
+             "2>'%s/stderr'",
+             env ? env : "", bin(), args, tmpdir, tmpdir);
+    int st = system(cmd);
+    cr_assert(st != -1 && WIFEXITED(st), "cannot run: %s", cmd);
+    run_result r = {.rc = WEXITSTATUS(st), .out = read_all(tpath("stdout")), .err = read_all(tpath("stderr"))};
+    cr_assert(r.out && r.err);
+    cr_assert_neq(r.rc, 127, "%s not found (set OOMLAB_BIN or run make build/oomlab): %s", bin(), r.err);
+    return r;
+}
+
+static void run_free(run_result *r)
+{
+    free(r->out);
+    free(r->err);
+}
+
+/* Exit 2, nothing on stdout, exactly one line on stderr that contains what (naming the problem). */
+static void expect_bad_input(const char *env, const char *args, const char *what)
+{
+    run_result r = run(env, args);
+    cr_assert_eq(r.rc, 2, "oomlab replay %s: exit %d, expected 2 (stderr: %s)", args, r.rc, r.err);
+    cr_assert_str_empty(r.out, "oomlab %s wrote to stdout: %s", args, r.out);
+    size_t len = strlen(r.err);
+    cr_assert(len > 1 && r.err[len - 1] == '\n' && strchr(r.err, '\n') == r.err + len - 1,
+              "oomlab %s: stderr is not exactly one line: '%s'", args, r.err);
+    cr_assert_not_null(strstr(r.err, what), "oomlab %s: stderr does not name '%s': %s", args, what, r.err);
+    run_free(&r);
+}
+
+Test(cli, replay_agrees)
+{
+    run_result r = run(NULL, "replay " TRACE);
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+    cr_assert_str_empty(r.err);
+    cr_assert_not_null(strstr(r.out, "agree with PyTorch"), "%s", r.out);
+    run_free(&r);
+}
+
+Test(cli, replay_json)
+{
+    run_result r = run(NULL, "replay " TRACE " --json");
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+    cJSON *o = cJSON_Parse(r.out);
+    cr_assert_not_null(o, "--json output does not parse: %s", r.out);
+    const cJSON *ev = cJSON_GetObjectItemCaseSensitive(o, "replay.events");
+    cr_assert(cJSON_IsNumber(ev) && ev->valuedouble > 0, "replay.events");
+    cr_assert(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(o, "replay.first_divergence")),
+              "replay.first_divergence is not null");
+    const cJSON *peak = cJSON_GetObjectItemCaseSensitive(o, "allocated_bytes.all.peak");
+    cr_assert(cJSON_IsNumber(peak), "no allocated_bytes.all.peak");
+    /* PyTorch's figure (tests/data/train_mlp.stats.json) */
+    cr_assert_eq((long long)peak->valuedouble, 132391936LL);
+    cJSON_Delete(o);
+    run_free(&r);
+}
+
+Test(cli, whatif_diverges)
+{
+    run_result r =
+        run(NULL, "replay tests/data/whatif_default.trace.json --alloc-conf expandable_segments:True --json");
+    cr_assert_eq(r.rc, 1, "exit %d, expected 1 (diverges): %s", r.rc, r.err);
+    cJSON *o = cJSON_Parse(r.out);
+    cr_assert_not_null(o, "--json output does not parse");
+    cr_assert(cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(o, "replay.first_divergence")));
+    cJSON_Delete(o);
+    run_free(&r);
+}
+
+Test(cli, missing_file) { expect_bad_input(NULL, "replay tests/data/no_such_trace.json", "no_such_trace.json"); }
+
+Test(cli, not_json)
+{
+    write_file("notjson.json", "this is not JSON\n");
+    char args[256];
+    snprintf(args, sizeof args, "replay %s", tpath("notjson.json"));
+    expect_bad_input(NULL, args, "not a JSON object");
+}
+
+Test(cli, no_device_traces)
+{
+    write_file("nodt.json", "{\"segments\": []}\n");
+    char args[256];
+    snprintf(args, sizeof args, "replay %s", tpath("nodt.json"));
+    expect_bad_input(NULL, args, "device_traces");
+}
+
+Test(cli, unknown_action)
+{
+    write_file("badaction.json", "{\"segments\": [], \"device_traces\": [[{\"action\": \"alloc\", \"addr\": 4096, "
+                                 "\"size\": 512}, {\"action\": \"explode\", \"addr\": 1, \"size\": 1}]]}\n");
+    char args[256];
+    snprintf(args, sizeof args, "replay %s", tpath("badaction.json"));
+    expect_bad_input(NULL, args, "event 1");
+}
+
+Test(cli, bad_alloc_conf_key) { expect_bad_input(NULL, "replay " TRACE " --alloc-conf bogus:1", "bogus"); }
+
+Test(cli, bad_alloc_conf_range)
+{
+    expect_bad_input(NULL, "replay " TRACE " --alloc-conf max_split_size_mb:10", "max_split_size_mb");
+}
+
+Test(cli, bad_budget_unit) { expect_bad_input(NULL, "replay " TRACE " --budget 12XB", "12XB"); }
+
+Test(cli, zero_budget) { expect_bad_input(NULL, "replay " TRACE " --budget 0", "--budget"); }
+
+Test(cli, unknown_option) { expect_bad_input(NULL, "replay " TRACE " --frobnicate", "--frobnicate"); }
+
+Test(cli, missing_argument)
+{
+    expect_bad_input(NULL, "replay " TRACE " --budget", "--budget");
+    expect_bad_input(NULL, "replay " TRACE " --alloc-conf", "--alloc-conf");
+    expect_bad_input(NULL, "replay " TRACE " --snapshot", "--snapshot");
+    expect_bad_input(NULL, "replay", "FILE");
+}
+
+Test(cli, bad_env_alloc_conf)
+{
+    expect_bad_input("OOMLAB_ALLOC_CONF=bogus:1", "replay " TRACE, "bogus");
+    expect_bad_input("PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:10", "replay " TRACE, "max_split_size_mb");
+}
+
+Test(cli, snapshot_written)
+{
+    char args[256];
+    snprintf(args, sizeof args, "replay " TRACE " --snapshot %s", tpath("snap.json"));
+    run_result r = run(NULL, args);
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+    char *text = read_all(tpath("snap.json"));
+    cr_assert_not_null(text, "no snapshot written");
+    cJSON *snap = cJSON_Parse(text);
+    cr_assert_not_null(snap, "the snapshot does not parse");
+    cr_assert(cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(snap, "segments")));
+    cr_assert_gt(cJSON_GetArraySize(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(snap, "device_traces"), 0)),
+                 0);
+    cJSON_Delete(snap);
+    free(text);
+    run_free(&r);
+}
+
+Test(cli, snapshot_into_missing_directory)
+{
+    const char *dir = tpath("missing");
+    char out[256], args[320];
+    snprintf(out, sizeof out, "%s/snap.json", dir);
+    snprintf(args, sizeof args, "replay " TRACE " --snapshot %s", out);
+    expect_bad_input(NULL, args, out);
+    cr_assert(!exists(out) && !exists(dir), "something was created at %s", out);
+}
+
+Test(cli, snapshot_onto_directory)
+{
+    /* the temporary file (next to OUT, here in tmpdir) is written, the rename onto a directory fails, and the
+     * temporary file must be gone again */
+    char cmd[256], args[320];
+    snprintf(cmd, sizeof cmd, "mkdir '%s'", tpath("adir"));
+    cr_assert_eq(system(cmd), 0);
+    snprintf(args, sizeof args, "replay " TRACE " --snapshot %s", tpath("adir"));
+    expect_bad_input(NULL, args, "--snapshot");
+    snprintf(cmd, sizeof cmd, "test \"$(ls -A '%s' | tr '\\n' ' ')\" = 'adir stderr stdout '", tmpdir);
+    cr_assert_eq(system(cmd), 0, "a temporary file was left in %s", tmpdir);
+    snprintf(cmd, sizeof cmd, "rmdir '%s'", tpath("adir")); /* and the directory is still empty */
+    cr_assert_eq(system(cmd), 0);
+}
