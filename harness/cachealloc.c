@@ -1189,8 +1189,12 @@ oom_status cachealloc_malloc(cachealloc *ca, size_t nbytes, devptr *out)
         return OOM_OK;
     }
     if (nbytes >= CA_MAX_REQUEST) {
+        /* PyTorch throws before any counter, trace entry or observer; the record describes this request only */
+        memset(&ca->oom, 0, sizeof ca->oom);
+        ca->oom.requested = nbytes;
         snprintf(ca->oom.message, sizeof ca->oom.message,
                  "CUDA out of memory. Tried to allocate more than 1EB memory.");
+        ca->have_oom = true;
         return OOM_ENOMEM_DEVICE;
     }
     size_t size = round_size(ca, nbytes);
