@@ -28,6 +28,19 @@ oom_status bench_alloc(const bench_options *opt, FILE *out);
  * warm-up round. OOM_EUNSUPPORTED on sim or when the cuda backend is not built in. */
 oom_status device_time_raw_pairs(device *dev, size_t bytes, int outstanding, long pairs, bool async, double *ns);
 
+typedef struct bench_gemm_options {
+    device_kind kind; /* cuda: oomlab's GEMM against cuBLAS; sim: the CPU reference only */
+    bool json;
+} bench_gemm_options;
+
+/* `oomlab bench gemm`: TFLOP/s of k_gemm_cuda against cuBLAS SGEMM (TF32 off; cuBLAS is loaded with dlopen,
+ * never linked) for the scenario shapes (8192x4096x4096, 4096^3, 256x4096x4096, and the NN/TN layouts of
+ * Linear's backward), f16/bf16 tensor-core GEMM against cublasGemmEx, and ms per call of k_gemm_ref at the CI
+ * scale (batch 64, width 256). Each figure: median of timed repetitions after a warm-up, CUDA events. Writes a
+ * table (or JSON) to out. OOM_ENODEV when cuda is asked for and absent. Implemented in bench_gemm.c (CPU part)
+ * and bench_gemm_cuda.cu. */
+oom_status bench_gemm(const bench_gemm_options *opt, FILE *out);
+
 OOM_END_DECLS
 
 #endif

@@ -1,0 +1,140 @@
+/* kernels.h - every compute kernel of the runtime, as a CUDA kernel and a CPU reference with the same signature.
+ *
+ * KERNEL_LIST is the one list of signatures. For each entry NAME it declares
+ *   k_NAME_ref   a plain C reference (kernels/NAME_ref.c files), blocked for the cache where it matters;
+ *   k_NAME_cuda  the CUDA version (kernels/NAME.cu files), when the cuda backend is built in;
+ * and a member NAME of kernel_ops. The runtime calls through kernels_ref (sim backend: the pointers are host
+ * views of simulated device memory) or kernels_cuda (cuda backend: real device pointers).
+ *
+ * Rules every kernel keeps:
+ *   - It never allocates. Memory comes from the caller, who takes it from the caching allocator, so every
+ *     device byte shows in the statistics. No cuBLAS or cuDNN (they allocate behind the allocator's back).
+ *   - Buffers are contiguous and row-major; n counts elements; sizes of 0 are valid and do nothing.
+ *   - For f16 and bf16 the arithmetic is done in f32 and rounded once when stored (dtype.h conversions);
+ *     reductions accumulate in f32.
+ *   - Elementwise outputs may alias their inputs (in-place ops pass the same pointer).
+ *   - CUDA versions launch on the default stream and return without synchronising; they return OOM_ECUDA
+ *     (with the CUDA error in the last-error record) when a launch fails, OOM_EINVAL for bad arguments.
+ *   - Scalar operands that autograd produces on the device (a loss gradient, nll's total_weight, the loss
+ *     scaler's inverse scale) are passed as device pointers to one f32, as PyTorch passes 0-dim tensors.
+ *
+ * Random numbers are counter based, so the CPU and the GPU draw the same values: element i of a tensor with
+ * seed s uses h = oom_rng_hash(s, i) (below). uniform: lo + (hi - lo) * u with u = (h >> 40) * 2^-24;
+ * normal: Box-Muller, u1 = ((h >> 40) + 1) * 2^-24, u2 = ((h >> 16) & 0xffffff) * 2^-24,
+ * z = sqrt(-2 ln u1) * cos(2 pi u2), value = mean + std * z; integers: lo + h % (hi - lo).
+ */
+#ifndef OOMLAB_KERNELS_H
+#define OOMLAB_KERNELS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "compat.h"
+#include "dtype.h"
+#include "status.h"
+
+OOM_BEGIN_DECLS
+
+/* splitmix64's finaliser over seed + i * golden ratio: the random stream of kernels.h. */
+static inline uint64_t oom_rng_hash(uint64_t seed, uint64_t i)
+{
+    uint64_t z = seed + (i + 1) * 0x9E3779B97F4A7C15ULL;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+/* X(name, (parameters)). Semantics, one per line of the list:
+ *
+ * gemm             C[m x n] = alpha * op(A) * op(B) + beta * C, row-major. op(A) is m x k: A is stored m x k
+ *                  (lda >= k) or, with ta, k x m (lda >= m); op(B) is k x n: B stored k x n (ldb >= n) or, with
+ *                  tb, n x k (ldb >= k); ldc >= n. A, B, C have type dt (f32, f16 or bf16); f16/bf16 use
+ *                  tensor cores with f32 accumulation. beta == 0: C is not read (it may hold NaN).
+ * fill             x[i] = value
+ * cast             dst[i] = (dst_dt) src[i]; same types: a copy (i64 only to i64)
+ * add              out = a + alpha * b
+ * mul              out = a * b
+ * scale            out = s * a
+ * relu             out = max(a, 0)
+ * relu_backward    gi = y > 0 ? go : 0          (threshold_backward on the saved result y)
+ * tanh             out = tanh(a)
+ * tanh_backward    gi = go * (1 - y * y)        (on the saved result y)
+ * bias_rows        out[i, j] = bias[j] for an m x n out (addmm's broadcast of the bias before beta = 1)
+ * sum_rows         out[j] = sum over i of a[i, j], a is m x n (a bias gradient)
+ * sum_all          out[0] = sum of a[0..n)
+ * log_softmax      out[i, :] = a[i, :] - logsumexp(a[i, :]), a is m x n
+ * log_softmax_backward  gi[i, j] = go[i, j] - exp(y[i, j]) * sum over j of go[i, j]
+ * nll_loss         loss[0] = -(1/m) sum over i of logp[i, target[i]]; total_weight[0] = m (reduction mean,
+ *                  no class weights); target[i] in [0, n)
+ * nll_loss_backward gi = 0, then gi[i, target[i]] = -go[0] / total_weight[0]
+ * mse_loss         out[0] = (1/n) sum of (a - b)^2
+ * mse_loss_backward gi = 2 * (a - b) * go[0] / n
+ * sgd_step         torch.optim.SGD, one tensor: d = g + weight_decay * p; with momentum,
+ *                  buf = first ? d : momentum * buf + (1 - dampening) * d, and d = nesterov ? d + momentum * buf
+ *                  : buf; p -= lr * d. buf is not touched when momentum == 0 (it may be NULL then).
+ * adam_step        torch.optim.Adam (not AdamW), one tensor: d = g + weight_decay * p;
+ *                  m = beta1 m + (1 - beta1) d; v = beta2 v + (1 - beta2) d^2;
+ *                  p -= (lr / bias_correction1) * m / (sqrt(v) / sqrt(bias_correction2) + eps)
+ * rand_uniform     out[i] = uniform in [lo, hi) (see above)
+ * rand_normal      out[i] = normal(mean, std)
+ * rand_int         out[i] = integer in [lo, hi), hi > lo
+ * unscale_check    a *= inv_scale[0]; if any element of a is inf or NaN (before or after), found_inf[0] = 1
+ *                  (never cleared here): GradScaler's _amp_foreach_non_finite_check_and_unscale_
+ */
+#define KERNEL_LIST(X)                                                                                          \
+    X(gemm, (dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const void *a,          \
+             int64_t lda, const void *b, int64_t ldb, float beta, void *c, int64_t ldc))                        \
+    X(fill, (dtype dt, void *x, int64_t n, float value))                                                        \
+    X(cast, (dtype dst_dt, void *dst, dtype src_dt, const void *src, int64_t n))                               \
+    X(add, (dtype dt, void *out, const void *a, const void *b, float alpha, int64_t n))                        \
+    X(mul, (dtype dt, void *out, const void *a, const void *b, int64_t n))                                     \
+    X(scale, (dtype dt, void *out, const void *a, float s, int64_t n))                                         \
+    X(relu, (dtype dt, void *out, const void *a, int64_t n))                                                   \
+    X(relu_backward, (dtype dt, void *gi, const void *go, const void *y, int64_t n))                           \
+    X(tanh, (dtype dt, void *out, const void *a, int64_t n))                                                   \
+    X(tanh_backward, (dtype dt, void *gi, const void *go, const void *y, int64_t n))                           \
+    X(bias_rows, (dtype dt, void *out, const void *bias, int64_t m, int64_t n))                                \
+    X(sum_rows, (dtype dt, void *out, const void *a, int64_t m, int64_t n))                                    \
+    X(sum_all, (dtype dt, void *out, const void *a, int64_t n))                                                \
+    X(log_softmax, (dtype dt, void *out, const void *a, int64_t m, int64_t n))                                 \
+    X(log_softmax_backward, (dtype dt, void *gi, const void *go, const void *y, int64_t m, int64_t n))         \
+    X(nll_loss, (dtype dt, void *loss, void *total_weight, const void *logp, const int64_t *target, int64_t m, \
+                 int64_t n))                                                                                    \
+    X(nll_loss_backward, (dtype dt, void *gi, const void *go, const int64_t *target, const void *total_weight, \
+                          int64_t m, int64_t n))                                                                \
+    X(mse_loss, (dtype dt, void *out, const void *a, const void *b, int64_t n))                                \
+    X(mse_loss_backward, (dtype dt, void *gi, const void *go, const void *a, const void *b, int64_t n))        \
+    X(sgd_step, (dtype dt, void *p, const void *g, void *buf, int64_t n, float lr, float momentum,             \
+                 float dampening, float weight_decay, bool nesterov, bool first))                               \
+    X(adam_step, (dtype dt, void *p, const void *g, void *m, void *v, int64_t n, float lr, float beta1,        \
+                  float beta2, float eps, float weight_decay, float bias_correction1, float bias_correction2))  \
+    X(rand_uniform, (dtype dt, void *out, int64_t n, uint64_t seed, float lo, float hi))                       \
+    X(rand_normal, (dtype dt, void *out, int64_t n, uint64_t seed, float mean, float std))                     \
+    X(rand_int, (int64_t * out, int64_t n, uint64_t seed, int64_t lo, int64_t hi))                             \
+    X(unscale_check, (dtype dt, void *a, int64_t n, const float *inv_scale, float *found_inf))
+
+#define KERNEL_DECLARE_REF(name, params) oom_status k_##name##_ref params;
+#define KERNEL_DECLARE_CUDA(name, params) oom_status k_##name##_cuda params;
+#define KERNEL_MEMBER(name, params) oom_status(*name) params;
+
+KERNEL_LIST(KERNEL_DECLARE_REF)
+#ifdef OOM_HAVE_CUDA
+KERNEL_LIST(KERNEL_DECLARE_CUDA)
+#endif
+
+/* One implementation of every kernel. */
+typedef struct kernel_ops {
+    const char *name; /* "ref" or "cuda" */
+    KERNEL_LIST(KERNEL_MEMBER)
+    oom_status (*sync)(void); /* wait for launched kernels (ref: nothing to wait for); OOM_ECUDA if one failed */
+} kernel_ops;
+
+extern const kernel_ops kernels_ref; /* kernels/kernels_ref.c */
+#ifdef OOM_HAVE_CUDA
+extern const kernel_ops kernels_cuda; /* kernels/kernels_cuda.cu */
+#endif
+
+OOM_END_DECLS
+
+#endif
