@@ -1,0 +1,644 @@
+/* test_autograd.c - what autograd saves, what keeps a graph alive, backward, its errors, and gradients.
+ *
+ * Suite "autograd" (backend under test). Saved tensors are checked against tools/autograd/derivatives.yaml;
+ * memory against the allocator's counters, with the bytes derived from PyTorch's 512-byte block rule; error
+ * texts against PyTorch's; every op's gradient against central finite differences (f32, on the backend's
+ * kernels: the CPU references on sim).
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autograd.h"
+#include "nn.h"
+#include "ops.h"
+#include "optim.h"
+#include "testutil.h"
+
+static rt *open_rt(void)
+{
+    rt *r = test_rt_open(0, NULL);
+    cr_assert_not_null(r, "cannot open a runtime on %s", device_kind_str(test_backend()));
+    return r;
+}
+
+/* Everything released: no tensor, node or device byte left. */
+static void close_rt(rt *r)
+{
+    cr_assert_eq(r->live_tensors, 0, "%zu tensors leaked", r->live_tensors);
+    cr_assert_eq(r->live_nodes, 0, "%zu autograd nodes leaked", r->live_nodes);
+    cr_assert_eq(test_stat(r, "allocated_bytes.all.current"), 0);
+    rt_close(r);
+}
+
+#define OK(r) cr_assert(rt_ok(r), "runtime error: %s", rt_message(r))
+
+static tensor *leaf(rt *r, int ndim, const int64_t *shape, bool requires_grad)
+{
+    tensor *t = tensor_randn(r, DT_F32, ndim, shape, 0.0, 1.0);
+    cr_assert_not_null(t, "%s", rt_message(r));
+    t->requires_grad = requires_grad;
+    return t;
+}
+
+static void host(const tensor *t, float *out)
+{
+    cr_assert_eq(tensor_to_host(t, out), OOM_OK, "%s", rt_message(t->rt));
+}
+
+/* ---- what each node saves (derivatives.yaml) ---------------------------------------------------------- */
+
+Test(autograd, linear_saves_input_and_weight_view_as_pytorch)
+{
+    rt *r = open_rt();
+    nn_linear l;
+    cr_assert_eq(nn_linear_init(&l, r, 8, 3, true, DT_F32), OOM_OK);
+    tensor *x = leaf(r, SHAPE(4, 8), false);
+    tensor *out = nn_linear_forward(&l, x);
+    OK(r);
+    ag_node *n = out->grad_fn;
+    cr_assert_str_eq(n->fn->name, "AddmmBackward0");
+    /* edges: self (bias) -> AccumulateGrad, mat1 (x) -> none, mat2 (w.t()) -> TBackward0 -> AccumulateGrad */
+    cr_assert_str_eq(n->next[0].fn->fn->name, "AccumulateGrad");
+    cr_assert_null(n->next[1].fn);
+    cr_assert_str_eq(n->next[2].fn->fn->name, "TBackward0");
+    cr_assert_str_eq(n->next[2].fn->next[0].fn->fn->name, "AccumulateGrad");
+    cr_assert_eq(n->next[2].fn->next[0].fn->variable, l.weight);
+    /* mat1 is saved because mat2 needs a gradient; mat2 is not, because mat1 (x) needs none */
+    cr_assert(n->saved[0].defined && n->saved[0].t->st == x->st);
+    cr_assert_not(n->saved[1].defined);
+
+    /* when the input requires grad too, the weight's .t() view is saved as well (no bytes: a view) */
+    nn_linear l2;
+    cr_assert_eq(nn_linear_init(&l2, r, 3, 2, true, DT_F32), OOM_OK);
+    tensor *h = op_relu(out);
+    int64_t before = test_stat(r, "allocated_bytes.all.current");
+    tensor *out2 = nn_linear_forward(&l2, h);
+    OK(r);
+    cr_assert_eq(test_stat(r, "allocated_bytes.all.current") - before, block_bytes(4 * 2 * 4), "only the output is new");
+    ag_node *n2 = out2->grad_fn;
+    cr_assert(n2->saved[0].defined && n2->saved[0].t->st == h->st);
+    cr_assert(n2->saved[1].defined && n2->saved[1].t->st == l2.weight->st && n2->saved[1].t->transposed);
+    tensor_release(out2);
+    nn_linear_free(&l2);
+    tensor_release(h);
+    tensor_release(out);
+    tensor_release(x);
+    nn_linear_free(&l);
+    close_rt(r);
+}
+
+Test(autograd, activations_save_their_result)
+{
+    rt *r = open_rt();
+    tensor *x = leaf(r, SHAPE(5, 7), true);
+    tensor *y = op_relu(x), *z = op_tanh(x), *lp = op_log_softmax(x);
+    OK(r);
+    const char *names[3] = {"ReluBackward0", "TanhBackward0", "LogSoftmaxBackward0"};
+    tensor *outs[3] = {y, z, lp};
+    for (int i = 0; i < 3; i++) {
+        ag_node *n = outs[i]->grad_fn;
+        cr_assert_str_eq(n->fn->name, names[i]);
+        cr_assert_eq(n->nsaved, 1);
+        cr_assert(n->saved[0].is_output, "%s saves its result", names[i]);
+        cr_assert_eq(n->saved[0].t->st, outs[i]->st, "the result's storage, not the input's");
+        cr_assert_null(n->saved[0].t->grad_fn, "a saved output does not own its node");
+    }
+    tensor_release(y);
+    tensor_release(z);
+    tensor_release(lp);
+    tensor_release(x);
+    close_rt(r);
+}
+
+Test(autograd, nll_loss_saves_self_target_and_total_weight)
+{
+    rt *r = open_rt();
+    tensor *x = leaf(r, SHAPE(6, 10), true);
+    tensor *y = tensor_randint(r, SHAPE(6), 0, 10);
+    tensor *lp = op_log_softmax(x);
+    int64_t before = test_stat(r, "allocated_bytes.all.current");
+    tensor *loss = op_nll_loss(lp, y);
+    OK(r);
+    /* nll_loss_forward makes two 0-dim tensors: the loss and total_weight (kept by the node) */
+    cr_assert_eq(test_stat(r, "allocated_bytes.all.current") - before, 2 * 512);
+    ag_node *n = loss->grad_fn;
+    cr_assert_str_eq(n->fn->name, "NllLossBackward0");
+    cr_assert_eq(n->nsaved, 3);
+    cr_assert_eq(n->saved[0].t->st, lp->st);
+    cr_assert_eq(n->saved[1].t->st, y->st);
+    cr_assert(n->saved[2].is_output && n->saved[2].t->ndim == 0);
+    cr_assert_null(n->next[1].fn, "target is not differentiable");
+    tensor_release(lp);
+    /* the log-probabilities live on through the node */
+    cr_assert_eq(test_stat(r, "allocated_bytes.all.current"), before + 2 * 512);
+    tensor_release(loss);
+    cr_assert_eq(test_stat(r, "allocated_bytes.all.current"), before - block_bytes(6 * 10 * 4));
+    tensor_release(y);
+    tensor_release(x);
+    close_rt(r);
+}
+
+Test(autograd, mul_saves_each_operand_for_the_other)
+{
+    rt *r = open_rt();
+    tensor *a = leaf(r, SHAPE(3), true), *b = leaf(r, SHAPE(3), false);
+    tensor *c = op_mul(a, b);
+    OK(r);
+    ag_node *n = c->grad_fn;
+    cr_assert_str_eq(n->fn->name, "MulBackward0");
+    cr_assert_not(n->saved[0].defined, "self is not needed: other needs no gradient");
+    cr_assert(n->saved[1].defined && n->saved[1].t == b, "other is needed for self's gradient");
+    tensor *d = op_add(a, b, 1.0), *e = op_mse_loss(a, b);
+    cr_assert_eq(d->grad_fn->nsaved, 0, "AddBackward0 saves nothing");
+    cr_assert_eq(e->grad_fn->nsaved, 2, "MseLossBackward0 saves self and target");
+    tensor_release(c);
+    tensor_release(d);
+    tensor_release(e);
+    tensor_release(a);
+    tensor_release(b);
+    close_rt(r);
+}
+
+Test(autograd, no_grad_records_nothing)
+{
+    rt *r = open_rt();
+    tensor *x = leaf(r, SHAPE(4, 4), true);
+    tensor *y;
+    RT_NO_GRAD(r) { y = op_relu(x); }
+    cr_assert(r->grad_enabled, "the mode comes back");
+    cr_assert_null(y->grad_fn);
+    cr_assert_not(y->requires_grad);
+    cr_assert_eq(r->live_nodes, 0);
+    tensor_release(y);
+    tensor_release(x);
+    close_rt(r);
+}
+
+/* ---- what keeps a graph alive, and backward ---------------------------------------------------------- */
+
+/* The canonical leak: with grad on, each loss holds its whole graph (PyTorch: total = total + loss). */
+Test(autograd, loss_holds_the_saved_activations_until_backward_or_release)
+{
+    rt *r = open_rt();
+    const int64_t B = 16, W = 64, C = 10;
+    nn_mlp *m = nn_mlp_new(r, W, 2, C, DT_F32);
+    tensor *x = leaf(r, SHAPE(B, W), false);
+    tensor *y = tensor_randint(r, SHAPE(B), 0, C);
+    OK(r);
+    int64_t base = test_stat(r, "allocated_bytes.all.current");
+    tensor *out = nn_mlp_forward(m, x);
+    tensor *loss = op_cross_entropy(out, y);
+    tensor_release(out); /* the logits are not saved: log_softmax keeps its result */
+    OK(r);
+    /* saved: 2 ReLU outputs (also the next Linear's input), the log-probabilities, total_weight; + the loss */
+    int64_t graph = 2 * block_bytes(B * W * 4) + block_bytes(B * C * 4) + 512;
+    cr_assert_eq(test_stat(r, "allocated_bytes.all.current"), base + graph + 512);
+
+    cr_assert_eq(autograd_backward(loss, NULL, false), OOM_OK, "%s", rt_message(r));
+    /* backward freed the saved tensors; the parameters now have .grad of their own size */
+    int64_t params = 2 * (block_bytes(W * W * 4) + block_bytes(W * 4)) + block_bytes(C * W * 4) + block_bytes(C * 4);
+    cr_assert_eq(test_stat(r, "allocated_bytes.all.current"), base + params + 512);
+    tensor_release(loss);
+    cr_assert_eq(test_stat(r, "allocated_bytes.all.current"), base + params);
+    cr_assert_eq(r->live_nodes, 0, "no loss, no graph");
+    tensor_release(x);
+    tensor_release(y);
+    nn_mlp_free(m);
+    close_rt(r);
+}
+
+Test(autograd, second_backward_fails_as_in_pytorch)
+{
+    rt *r = open_rt();
+    tensor *x = leaf(r, SHAPE(3, 3), true);
+    tensor *y = op_relu(x), *s = op_sum(y);
+    cr_assert_eq(autograd_backward(s, NULL, false), OOM_OK);
+    cr_assert_eq(autograd_backward(s, NULL, false), OOM_EAUTOGRAD);
+    cr_assert_str_eq(rt_message(r),
+                     "Trying to backward through the graph a second time (or directly access saved tensors after "
+                     "they have already been freed). Saved intermediate values of the graph are freed when you call "
+                     ".backward() or autograd.grad(). Specify retain_graph=True if you need to backward through the "
+                     "graph a second time or if you need to access saved tensors after calling backward.");
+    rt_clear(r);
+    tensor_release(s);
+    tensor_release(y);
+    tensor_release(x);
+    close_rt(r);
+}
+
+Test(autograd, retain_graph_keeps_saved_tensors_and_accumulates)
+{
+    rt *r = open_rt();
+    float xv[4] = {1, -2, 3, -4};
+    tensor *x = tensor_from_host(r, DT_F32, SHAPE(4), xv);
+    x->requires_grad = true;
+    tensor *y = op_relu(x), *s = op_sum(y);
+    int64_t held = test_stat(r, "allocated_bytes.all.current");
+    cr_assert_eq(autograd_backward(s, NULL, true), OOM_OK);
+    int64_t grad_bytes = block_bytes(16);
+    /* the ones_like seed and every temporary are gone; the saved result stays */
+    cr_assert_eq(test_stat(r, "allocated_bytes.all.current"), held + grad_bytes);
+    int64_t allocs = test_stat(r, "allocation.all.allocated");
+    cr_assert_eq(autograd_backward(s, NULL, false), OOM_OK, "%s", rt_message(r));
+    float g[4];
+    if (r->computes) {
+        host(x->grad, g);
+        float want[4] = {2, 0, 2, 0};
+        for (int i = 0; i < 4; i++)
+            cr_assert_float_eq(g[i], want[i], 0, "grad[%d]", i);
+    }
+    /* the second gradient was added in place: one seed, one relu gradient, one expand; no new .grad */
+    cr_assert_eq(test_stat(r, "allocation.all.allocated") - allocs, 3);
+    /* the saved result's alias is gone, but y still holds the storage */
+    cr_assert_eq(test_stat(r, "allocated_bytes.all.current"), held + grad_bytes);
+    tensor_release(s);
+    tensor_release(y);
+    tensor_release(x);
+    close_rt(r);
+}
+
+Test(autograd, first_gradient_is_taken_over_not_copied)
+{
+    rt *r = open_rt();
+    tensor *w = leaf(r, SHAPE(32, 16), true);
+    tensor *x = leaf(r, SHAPE(8, 16), false);
+    tensor *out = op_linear(x, w, NULL);
+    tensor *loss = op_sum(out);
+    OK(r);
+    int64_t allocs = test_stat(r, "allocation.all.allocated");
+    cr_assert_eq(autograd_backward(loss, NULL, false), OOM_OK);
+    /* seed (ones), SumBackward's expand, the mm for w's gradient: three; no clone for AccumulateGrad */
+    cr_assert_eq(test_stat(r, "allocation.all.allocated") - allocs, 3);
+    cr_assert_not_null(w->grad);
+    cr_assert_not(w->grad->transposed, "(grad.t() @ x).t().t(): contiguous, in w's layout");
+    cr_assert_eq(w->grad->st->refcount, 1);
+    tensor_release(loss);
+    tensor_release(out);
+    tensor_release(x);
+    tensor_release(w);
+    close_rt(r);
+}
+
+Test(autograd, inplace_change_of_a_saved_tensor_fails_as_in_pytorch)
+{
+    rt *r = open_rt();
+    tensor *x = leaf(r, SHAPE(2, 3), true);
+    tensor *y = op_relu(x);
+    tensor *z = op_tanh(y);
+    tensor *one = tensor_full(r, DT_F32, SHAPE(2, 3), 1.0);
+    cr_assert_not_null(op_add_(y, one, 1.0), "%s", rt_message(r)); /* y is ReLU's saved result */
+    tensor *s = op_sum(z);
+    cr_assert_eq(autograd_backward(s, NULL, false), OOM_EAUTOGRAD);
+    cr_assert_str_eq(rt_message(r),
+                     "one of the variables needed for gradient computation has been modified by an inplace "
+                     "operation: [torch.cuda.FloatTensor [2, 3]], which is output 0 of ReluBackward0, is at version "
+                     "1; expected version 0 instead. Hint: enable anomaly detection to find the operation that "
+                     "failed to compute its gradient, with torch.autograd.set_detect_anomaly(True).");
+    rt_clear(r);
+    tensor_release(s);
+    tensor_release(one);
+    tensor_release(z);
+    tensor_release(y);
+    tensor_release(x);
+    close_rt(r);
+}
+
+Test(autograd, inplace_on_a_leaf_that_requires_grad_is_refused)
+{
+    rt *r = open_rt();
+    tensor *w = leaf(r, SHAPE(4), true), *d = leaf(r, SHAPE(4), false);
+    cr_assert_null(op_add_(w, d, 1.0));
+    cr_assert_eq(rt_status(r), OOM_EAUTOGRAD);
+    cr_assert_str_eq(rt_message(r), "a leaf Variable that requires grad is being used in an in-place operation.");
+    rt_clear(r);
+    RT_NO_GRAD(r) { cr_assert_not_null(op_add_(w, d, 1.0), "allowed under no_grad (an optimizer step)"); }
+    cr_assert_eq(w->st->version, 1);
+    tensor_release(w);
+    tensor_release(d);
+    close_rt(r);
+}
+
+Test(autograd, backward_errors_of_pytorch)
+{
+    rt *r = open_rt();
+    tensor *x = leaf(r, SHAPE(3), false);
+    cr_assert_eq(autograd_backward(x, NULL, false), OOM_EAUTOGRAD);
+    cr_assert_str_eq(rt_message(r), "element 0 of tensors does not require grad and does not have a grad_fn");
+    rt_clear(r);
+    x->requires_grad = true;
+    tensor *y = op_relu(x);
+    cr_assert_eq(autograd_backward(y, NULL, false), OOM_EAUTOGRAD);
+    cr_assert_str_eq(rt_message(r), "grad can be implicitly created only for scalar outputs");
+    rt_clear(r);
+    tensor_release(y);
+    tensor_release(x);
+    close_rt(r);
+}
+
+/* Optimizer steps between backward passes through a retained, chained graph: the RNN story. */
+Test(autograd, rnn_hidden_state_chain_grows_and_breaks_after_a_step)
+{
+    rt *r = open_rt();
+    const int64_t B = 4, I = 8, H = 16;
+    nn_rnn_cell cell;
+    cr_assert_eq(nn_rnn_cell_init(&cell, r, I, H), OOM_OK);
+    tensor *params[4];
+    nn_rnn_cell_parameters(&cell, params);
+    optimizer *opt = optim_sgd(r, params, 4, 0.01, 0.0, 0.0, 0.0, false);
+    tensor *h = NULL;
+    int64_t last = 0, growth = -1;
+    for (int step = 0; step < 4; step++) {
+        tensor *x = leaf(r, SHAPE(B, I), false);
+        tensor_assign(&h, nn_rnn_cell_forward(&cell, x, h)); /* no detach: the chain grows */
+        tensor *loss = op_sum(h);
+        cr_assert_eq(autograd_backward(loss, NULL, true), OOM_OK, "step %d: %s", step, rt_message(r));
+        tensor_release(loss);
+        tensor_release(x);
+        int64_t now = test_stat(r, "allocated_bytes.all.current");
+        if (step >= 2) { /* from then on, every step adds one step's saved tensors */
+            if (growth < 0)
+                growth = now - last;
+            cr_assert_eq(now - last, growth, "step %d", step);
+        }
+        last = now;
+    }
+    /* per step the graph keeps that step's x (saved by linear_ih) and h (tanh's result, then saved as the next
+     * step's linear_hh input) */
+    cr_assert_eq(growth, block_bytes(B * H * 4) + block_bytes(B * I * 4));
+    cr_assert_eq(optim_step(opt), OOM_OK);
+    tensor *x = leaf(r, SHAPE(B, I), false);
+    tensor_assign(&h, nn_rnn_cell_forward(&cell, x, h));
+    tensor *loss = op_sum(h);
+    cr_assert_eq(autograd_backward(loss, NULL, true), OOM_EAUTOGRAD);
+    char want[512];
+    snprintf(want, sizeof want,
+             "one of the variables needed for gradient computation has been modified by an inplace operation: "
+             "[torch.cuda.FloatTensor [%lld, %lld]], which is output 0 of TBackward0, is at version 1; expected "
+             "version 0 instead. Hint: enable anomaly detection to find the operation that failed to compute its "
+             "gradient, with torch.autograd.set_detect_anomaly(True).",
+             (long long)H, (long long)H);
+    cr_assert_str_eq(rt_message(r), want);
+    rt_clear(r);
+    tensor_release(loss);
+    tensor_release(x);
+    tensor_release(h);
+    optim_free(opt);
+    nn_rnn_cell_free(&cell);
+    close_rt(r);
+}
+
+Test(autograd, a_long_chain_is_freed_without_recursion)
+{
+    rt *r = open_rt();
+    tensor *x = leaf(r, SHAPE(1), true);
+    tensor *h = tensor_retain(x);
+    for (int i = 0; i < 200000; i++)
+        tensor_assign(&h, op_add(h, x, 1.0));
+    OK(r);
+    cr_assert_geq(r->live_nodes, 200000);
+    tensor_release(h);
+    cr_assert_eq(r->live_nodes, 0);
+    tensor_release(x);
+    close_rt(r);
+}
+
+Test(autograd, gradients_meeting_at_a_node_are_summed)
+{
+    rt *r = open_rt();
+    float v[3] = {0.5f, -1.0f, 2.0f};
+    tensor *x = tensor_from_host(r, DT_F32, SHAPE(3), v);
+    x->requires_grad = true;
+    tensor *a = op_mul(x, x);   /* d/dx = 2x */
+    tensor *b = op_add(a, x, 3.0); /* + 3 */
+    tensor *c = op_add(b, a, 1.0); /* a twice: 4x + 3 */
+    tensor *s = op_sum(c);
+    cr_assert_eq(autograd_backward(s, NULL, false), OOM_OK, "%s", rt_message(r));
+    if (r->computes) {
+        float g[3];
+        host(x->grad, g);
+        for (int i = 0; i < 3; i++)
+            cr_assert_float_eq(g[i], 4 * v[i] + 3, 1e-6, "grad[%d] = %f", i, g[i]);
+    }
+    tensor *ts[] = {s, c, b, a, x};
+    for (int i = 0; i < 5; i++)
+        tensor_release(ts[i]);
+    close_rt(r);
+}
+
+/* ---- checkpointing ----------------------------------------------------------------------------------- */
+
+Test(autograd, checkpoint_sequential_keeps_segment_inputs_and_gives_the_same_gradients)
+{
+    const int64_t B = 8, W = 32, C = 10;
+    float grads[2][32 * 32];
+    int64_t held[2];
+    for (int ck = 0; ck < 2; ck++) {
+        rt *r = open_rt();
+        nn_mlp *m = nn_mlp_new(r, W, 4, C, DT_F32);
+        m->checkpoint_segments = ck ? 2 : 0;
+        tensor *x = leaf(r, SHAPE(B, W), false);
+        tensor *y = tensor_randint(r, SHAPE(B), 0, C);
+        int64_t base = test_stat(r, "allocated_bytes.all.current");
+        tensor *out = nn_mlp_forward(m, x);
+        tensor *loss = op_cross_entropy(out, y);
+        tensor_release(out);
+        OK(r);
+        held[ck] = test_stat(r, "allocated_bytes.all.current") - base;
+        cr_assert_eq(autograd_backward(loss, NULL, false), OOM_OK, "%s", rt_message(r));
+        cr_assert_not_null(m->layers[0].weight->grad, "the first segment's parameters get gradients");
+        if (r->computes)
+            host(m->layers[0].weight->grad, grads[ck]);
+        tensor_release(loss);
+        tensor_release(x);
+        tensor_release(y);
+        nn_mlp_free(m);
+        close_rt(r);
+    }
+    int64_t act = block_bytes(B * W * 4), tail = block_bytes(B * C * 4) + 512 + 512; /* log-probs, total_weight, loss */
+    /* plain: the four ReLU outputs. Two segments: the first (blocks 0-1) runs under no_grad and keeps only its
+     * input x (not new); the second keeps its input a2 and the outputs a3, a4 */
+    cr_assert_eq(held[0], 4 * act + tail);
+    cr_assert_eq(held[1], 3 * act + tail);
+    for (int i = 0; i < W * W; i++)
+        cr_assert_float_eq(grads[0][i], grads[1][i], 1e-6, "layer 0 weight grad[%d]", i);
+}
+
+/* ---- gradients against finite differences -------------------------------------------------------------- */
+
+typedef tensor *(*fwd_fn)(tensor **in);
+
+/* L = sum(f(in) * w) for a fixed random w. */
+static tensor *objective(fwd_fn f, tensor **in, tensor *w)
+{
+    tensor *out = f(in);
+    tensor *prod = op_mul(out, w);
+    tensor *s = op_sum(prod);
+    tensor_release(out);
+    tensor_release(prod);
+    return s;
+}
+
+static double objective_value(fwd_fn f, tensor **in, tensor *w)
+{
+    rt *r = w->rt;
+    double v;
+    RT_NO_GRAD(r)
+    {
+        tensor *s = objective(f, in, w);
+        v = tensor_item(s);
+        tensor_release(s);
+    }
+    return v;
+}
+
+/* Check d L / d in[i] for every input that requires grad, element by element. */
+static void gradcheck(rt *r, fwd_fn f, tensor **in, int n, double eps, double tol)
+{
+    if (!r->computes)
+        return;
+    tensor *probe = f(in);
+    cr_assert_not_null(probe, "%s", rt_message(r));
+    tensor *w = tensor_randn(r, DT_F32, probe->ndim, probe->shape, 0.0, 1.0);
+    tensor_release(probe);
+    tensor *s = objective(f, in, w);
+    cr_assert_not_null(s, "%s", rt_message(r));
+    cr_assert_eq(autograd_backward(s, NULL, false), OOM_OK, "%s", rt_message(r));
+    tensor_release(s);
+    for (int i = 0; i < n; i++) {
+        tensor *x = in[i];
+        if (!x->requires_grad)
+            continue;
+        cr_assert_not_null(x->grad, "input %d got no gradient", i);
+        int64_t numel = tensor_numel(x);
+        float *v = malloc((size_t)numel * sizeof *v), *g = malloc((size_t)numel * sizeof *g);
+        host(x, v);
+        host(x->grad, g);
+        for (int64_t e = 0; e < numel; e++) {
+            float keep = v[e];
+            v[e] = keep + (float)eps;
+            device_copy_htod(r->dev, x->st->ptr + x->offset, v, tensor_nbytes(x));
+            double lp = objective_value(f, in, w);
+            v[e] = keep - (float)eps;
+            device_copy_htod(r->dev, x->st->ptr + x->offset, v, tensor_nbytes(x));
+            double lm = objective_value(f, in, w);
+            v[e] = keep;
+            device_copy_htod(r->dev, x->st->ptr + x->offset, v, tensor_nbytes(x));
+            double num = (lp - lm) / (2 * eps);
+            cr_assert(fabs(num - g[e]) <= tol * (1.0 + fabs(num)), "input %d element %lld: analytic %g, numeric %g",
+                      i, (long long)e, g[e], num);
+        }
+        free(v);
+        free(g);
+        tensor_release(x->grad);
+        x->grad = NULL;
+    }
+    tensor_release(w);
+    OK(r);
+}
+
+static tensor *f_add(tensor **in) { return op_add(in[0], in[1], -2.5); }
+static tensor *f_mul(tensor **in) { return op_mul(in[0], in[1]); }
+static tensor *f_mm(tensor **in) { return op_mm(in[0], in[1]); }
+static tensor *f_mm_t(tensor **in)
+{
+    tensor *at = op_t(in[0]), *bt = op_t(in[1]);
+    tensor *out = op_mm(at, bt); /* both operands column-major */
+    tensor_release(at);
+    tensor_release(bt);
+    return out;
+}
+static tensor *f_linear(tensor **in) { return op_linear(in[0], in[1], in[2]); }
+static tensor *f_relu(tensor **in) { return op_relu(in[0]); }
+static tensor *f_tanh(tensor **in) { return op_tanh(in[0]); }
+static tensor *f_log_softmax(tensor **in) { return op_log_softmax(in[0]); }
+static tensor *f_cross_entropy(tensor **in) { return op_cross_entropy(in[0], in[1]); }
+static tensor *f_mse(tensor **in) { return op_mse_loss(in[0], in[1]); }
+static tensor *f_sum(tensor **in) { return op_sum(in[0]); }
+static tensor *f_mean(tensor **in) { return op_mean(in[0]); }
+static tensor *f_view(tensor **in) { return op_view(in[0], SHAPE(6, 2)); }
+static tensor *f_narrow(tensor **in) { return op_narrow(in[0], 1, 2); }
+static tensor *f_clone(tensor **in) { return op_clone(in[0]); }
+static tensor *f_addmm_inplace(tensor **in)
+{
+    tensor *a = op_linear(in[0], in[1], in[2]);
+    tensor *b = op_linear(in[0], in[1], NULL);
+    tensor *c = op_add_(a, b, 0.5); /* in-place on a non-leaf: rebase_history */
+    tensor *out = op_tanh(c);
+    tensor_release(a);
+    tensor_release(b);
+    return out;
+}
+
+#define GC(name, fn, ...)                                                                                      \
+    Test(gradcheck, name)                                                                                      \
+    {                                                                                                          \
+        rt *r = open_rt();                                                                                     \
+        tensor *in[] = {__VA_ARGS__};                                                                          \
+        int n = (int)(sizeof in / sizeof in[0]);                                                               \
+        gradcheck(r, fn, in, n, 1e-2, 2e-3);                                                                   \
+        for (int i = 0; i < n; i++)                                                                            \
+            tensor_release(in[i]);                                                                             \
+        close_rt(r);                                                                                           \
+    }
+
+GC(add, f_add, leaf(r, SHAPE(3, 4), true), leaf(r, SHAPE(3, 4), true))
+GC(mul, f_mul, leaf(r, SHAPE(3, 4), true), leaf(r, SHAPE(3, 4), true))
+GC(mm, f_mm, leaf(r, SHAPE(3, 5), true), leaf(r, SHAPE(5, 4), true))
+GC(mm_transposed_operands, f_mm_t, leaf(r, SHAPE(5, 3), true), leaf(r, SHAPE(4, 5), true))
+GC(linear, f_linear, leaf(r, SHAPE(4, 6), true), leaf(r, SHAPE(3, 6), true), leaf(r, SHAPE(3), true))
+GC(linear_inplace_add_tanh, f_addmm_inplace, leaf(r, SHAPE(4, 6), true), leaf(r, SHAPE(3, 6), true),
+   leaf(r, SHAPE(3), true))
+GC(relu, f_relu, leaf(r, SHAPE(4, 5), true))
+GC(tanh, f_tanh, leaf(r, SHAPE(4, 5), true))
+GC(log_softmax, f_log_softmax, leaf(r, SHAPE(4, 7), true))
+GC(cross_entropy, f_cross_entropy, leaf(r, SHAPE(5, 7), true), tensor_randint(r, SHAPE(5), 0, 7))
+GC(mse_loss, f_mse, leaf(r, SHAPE(3, 4), true), leaf(r, SHAPE(3, 4), true))
+GC(sum, f_sum, leaf(r, SHAPE(3, 4), true))
+GC(mean, f_mean, leaf(r, SHAPE(3, 4), true))
+GC(view, f_view, leaf(r, SHAPE(3, 4), true))
+GC(narrow, f_narrow, leaf(r, SHAPE(4, 3), true))
+GC(clone, f_clone, leaf(r, SHAPE(4, 3), true))
+
+static nn_rnn_cell *gc_cell;
+static tensor *f_rnn(tensor **in) { return nn_rnn_cell_forward(gc_cell, in[0], in[1]); }
+Test(gradcheck, rnn_cell)
+{
+    rt *r = open_rt();
+    nn_rnn_cell cell;
+    cr_assert_eq(nn_rnn_cell_init(&cell, r, 3, 4), OOM_OK);
+    gc_cell = &cell;
+    tensor *in[2] = {leaf(r, SHAPE(2, 3), true), leaf(r, SHAPE(2, 4), true)};
+    gradcheck(r, f_rnn, in, 2, 1e-2, 2e-3);
+    tensor *params[4];
+    nn_rnn_cell_parameters(&cell, params);
+    for (int i = 0; i < 4; i++) /* the parameters got theirs too */
+        cr_assert_not_null(params[i]->grad);
+    tensor_release(in[0]);
+    tensor_release(in[1]);
+    nn_rnn_cell_free(&cell);
+    close_rt(r);
+}
+
+static nn_linear *gc_lin;
+static tensor *block(void *ctx, tensor *x)
+{
+    tensor *h = nn_linear_forward(ctx, x), *y = op_tanh(h);
+    tensor_release(h);
+    return y;
+}
+static tensor *f_checkpoint(tensor **in) { return autograd_checkpoint(block, gc_lin, in[0]); }
+Test(gradcheck, checkpoint)
+{
+    rt *r = open_rt();
+    nn_linear l;
+    cr_assert_eq(nn_linear_init(&l, r, 5, 5, true, DT_F32), OOM_OK);
+    gc_lin = &l;
+    tensor *in[1] = {leaf(r, SHAPE(3, 5), true)};
+    gradcheck(r, f_checkpoint, in, 1, 1e-2, 2e-3);
+    tensor_release(in[0]);
+    nn_linear_free(&l);
+    close_rt(r);
+}
