@@ -3,16 +3,15 @@
 #include "snapshot.h"
 
 #include <ctype.h>
-#include <errno.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "allocconf.h"
+#include "fileio.h"
 
 /* ---- the dict ---- */
 
@@ -368,50 +367,6 @@ static bool ends_with(const char *s, const char *suffix)
     return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
-/* Write len bytes to path through a temporary file next to it (path.tmp.PID.N, created exclusively: C11's "x"
- * mode, 0666 less the umask), fsync'd, then renamed over path. On failure the temporary file is removed.
- * (stdio rather than open(2): <fcntl.h> declares struct stat, which memstats.h also defines.) */
-static oom_status write_atomic(const char *path, const void *data, size_t len)
-{
-    size_t tcap = strlen(path) + 48;
-    char *tmp = malloc(tcap);
-    if (!tmp) {
-        OOM_ERROR(OOM_ENOMEM_HOST, "cannot write %s: out of host memory", path);
-        return OOM_ENOMEM_HOST;
-    }
-    FILE *f = NULL;
-    for (unsigned n = 0; n < 100 && !f; n++) {
-        snprintf(tmp, tcap, "%s.tmp.%ld.%u", path, (long)getpid(), n);
-        errno = 0;
-        f = fopen(tmp, "wbx");
-        if (!f && errno != EEXIST)
-            break;
-    }
-    if (!f) {
-        OOM_ERROR(OOM_EIO, "cannot write %s: %s", path, strerror(errno ? errno : EIO));
-        free(tmp);
-        return OOM_EIO;
-    }
-    int err = 0;
-    errno = 0;
-    if (fwrite(data, 1, len, f) != len || fflush(f) != 0)
-        err = errno ? errno : EIO;
-    if (!err && fsync(fileno(f)) != 0 && errno != EINVAL) /* EINVAL: a file that cannot be synced */
-        err = errno;
-    if (fclose(f) != 0 && !err)
-        err = errno ? errno : EIO;
-    if (!err && rename(tmp, path) != 0)
-        err = errno;
-    if (err) {
-        unlink(tmp);
-        OOM_ERROR(OOM_EIO, "cannot write %s: %s", path, strerror(err));
-        free(tmp);
-        return OOM_EIO;
-    }
-    free(tmp);
-    return OOM_OK;
-}
-
 oom_status snapshot_write(const cachealloc *ca, const char *path)
 {
     if (!path || !path[0]) {
@@ -440,7 +395,7 @@ oom_status snapshot_write(const cachealloc *ca, const char *path)
         OOM_ERROR(OOM_ENOMEM_HOST, "cannot write %s: out of host memory", path);
         return OOM_ENOMEM_HOST;
     }
-    oom_status st = write_atomic(path, data, len);
+    oom_status st = fileio_write_atomic(path, data, len);
     free(data);
     return st;
 }

@@ -1,0 +1,27 @@
+/* fileio.h - files that are never left half written: atomic replace, and directory creation.
+ *
+ * Everything oomlab writes for a user (snapshots, run results, baselines) goes through fileio_write_atomic, so a
+ * crash, a full disk or a bad path leaves either the old file or the new one, never a partial one.
+ */
+#ifndef OOMLAB_FILEIO_H
+#define OOMLAB_FILEIO_H
+
+#include <stddef.h>
+
+#include "compat.h"
+#include "status.h"
+
+OOM_BEGIN_DECLS
+
+/* Write len bytes to path through a temporary file next to it (path.tmp.PID.N, created exclusively), flushed
+ * and fsync'd, then renamed over path. On failure the temporary file is removed and the last-error record
+ * names the problem: OOM_EIO (cannot create, write or rename) or OOM_ENOMEM_HOST. */
+oom_status fileio_write_atomic(const char *path, const void *data, size_t len);
+
+/* mkdir -p path (mode 0777 less the umask). OOM_EIO, with the reason in the last-error record, when a component
+ * cannot be made or exists and is not a directory. */
+oom_status fileio_mkdirs(const char *path);
+
+OOM_END_DECLS
+
+#endif
