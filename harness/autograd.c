@@ -37,7 +37,7 @@ static ag_node *node_alloc(rt *r, const ag_fn *fn, uint64_t seq)
 }
 
 static oom_status accumulate_grad_apply(ag_node *n, tensor *grad, tensor **grads);
-static const ag_fn accumulate_grad_fn = {"AccumulateGrad", accumulate_grad_apply};
+static const ag_fn accumulate_grad_fn = {"AccumulateGrad", accumulate_grad_apply, false};
 
 /* The leaf's AccumulateGrad node, made on first use and cached (weakly) in the leaf. AccumulateGrad runs as
  * soon as it is ready: its sequence number is the largest there is, as in PyTorch. */
@@ -151,13 +151,18 @@ tensor *ag_unpack(ag_node *n, int i)
     if (now != s->version) {
         char shape[96], which[128] = "";
         const ag_node *producer = s->is_output ? n : s->t->grad_fn;
-        if (producer)
-            snprintf(which, sizeof which, ", which is output %d of %s,", s->is_output ? 0 : s->t->output_nr,
-                     producer->fn->name);
+        /* A view whose base changed in place gets its grad_fn regenerated when it is read (VariableHooks::
+         * grad_fn): PyTorch names AsStridedBackward0, not the view op, in this message. */
+        const char *name = producer && !s->is_output && producer->fn->is_view ? "AsStridedBackward0"
+                           : producer                                         ? producer->fn->name
+                                                                              : NULL;
+        if (name)
+            snprintf(which, sizeof which, ", which is output %d of %s,", s->is_output ? 0 : s->t->output_nr, name);
         rt_fail(r, OOM_EAUTOGRAD,
                 "one of the variables needed for gradient computation has been modified by an inplace operation: "
                 "[%s %s]%s is at version %u; expected version %u instead. Hint: enable anomaly detection to find "
-                "the operation that failed to compute its gradient, with torch.autograd.set_detect_anomaly(True).",
+                "the operation that failed to compute its gradient, with torch.autograd.set_detect_anomaly(True, "
+                "check_nan=False).",
                 tensor_type_str(s->t), tensor_shape_str(s->t, shape, sizeof shape), which, now, s->version);
         return NULL;
     }
@@ -472,7 +477,7 @@ static oom_status checkpoint_apply(ag_node *n, tensor *grad, tensor **grads)
     return st;
 }
 
-static const ag_fn checkpoint_fn = {"CheckpointFunctionBackward", checkpoint_apply};
+static const ag_fn checkpoint_fn = {"CheckpointFunctionBackward", checkpoint_apply, false};
 
 tensor *autograd_checkpoint(ag_checkpoint_fn fn, void *ctx, tensor *x)
 {

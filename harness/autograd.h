@@ -46,6 +46,7 @@ typedef oom_status (*ag_apply_fn)(ag_node *n, tensor *grad, tensor **grads);
 typedef struct ag_fn {
     const char *name; /* PyTorch's class name: "AddmmBackward0", "ReluBackward0", "AccumulateGrad", ... */
     ag_apply_fn apply;
+    bool is_view; /* the node of a view op (t, view, narrow): see ag_unpack's message */
 } ag_fn;
 
 typedef struct ag_edge {

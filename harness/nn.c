@@ -14,10 +14,13 @@ typedef struct mlp_segment {
     int first, end; /* blocks [first, end) */
 } mlp_segment;
 
-/* A parameter: uniform in [-bound, bound), a leaf that requires grad. */
+/* A parameter: Parameter(torch.empty(shape)), then reset_parameters()'s init.uniform_(-bound, bound) in place,
+ * so it starts at version 1 as in PyTorch (the version autograd's messages print). */
 static tensor *parameter(rt *r, dtype dt, int ndim, const int64_t *shape, double bound)
 {
-    tensor *p = tensor_rand(r, dt, ndim, shape, -bound, bound);
+    tensor *p = tensor_empty(r, dt, ndim, shape);
+    if (p && tensor_uniform_(p, -bound, bound) != OOM_OK)
+        p = (tensor_release(p), NULL);
     if (p)
         p->requires_grad = true;
     return p;

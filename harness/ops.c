@@ -89,7 +89,7 @@ static oom_status add_backward(ag_node *n, tensor *grad, tensor **grads)
     }
     return OOM_OK;
 }
-static const ag_fn add_fn = {"AddBackward0", add_backward};
+static const ag_fn add_fn = {"AddBackward0", add_backward, false};
 
 tensor *op_add(tensor *a, tensor *b, double alpha)
 {
@@ -168,7 +168,7 @@ static oom_status mul_backward(ag_node *n, tensor *grad, tensor **grads)
     }
     return OOM_OK;
 }
-static const ag_fn mul_fn = {"MulBackward0", mul_backward};
+static const ag_fn mul_fn = {"MulBackward0", mul_backward, false};
 
 tensor *op_mul(tensor *a, tensor *b)
 {
@@ -195,7 +195,7 @@ static oom_status passthrough_backward(ag_node *n, tensor *grad, tensor **grads)
         grads[0] = tensor_retain(grad);
     return OOM_OK;
 }
-static const ag_fn clone_fn = {"CloneBackward0", passthrough_backward};
+static const ag_fn clone_fn = {"CloneBackward0", passthrough_backward, false};
 
 tensor *op_clone(tensor *t)
 {
@@ -218,7 +218,7 @@ static oom_status t_backward(ag_node *n, tensor *grad, tensor **grads)
         return n->rt->status;
     return OOM_OK;
 }
-static const ag_fn t_fn = {"TBackward0", t_backward};
+static const ag_fn t_fn = {"TBackward0", t_backward, true};
 
 tensor *op_t(tensor *t)
 {
@@ -241,7 +241,7 @@ static oom_status view_backward(ag_node *n, tensor *grad, tensor **grads)
         return n->rt->status;
     return OOM_OK;
 }
-static const ag_fn view_fn = {"ViewBackward0", view_backward};
+static const ag_fn view_fn = {"ViewBackward0", view_backward, true};
 
 tensor *op_view(tensor *t, int ndim, const int64_t *shape)
 {
@@ -284,7 +284,7 @@ static oom_status slice_backward(ag_node *n, tensor *grad, tensor **grads)
     grads[0] = g;
     return OOM_OK;
 }
-static const ag_fn slice_fn = {"SliceBackward0", slice_backward};
+static const ag_fn slice_fn = {"SliceBackward0", slice_backward, true};
 
 tensor *op_narrow(tensor *t, int64_t start, int64_t length)
 {
@@ -321,7 +321,7 @@ static oom_status to_backward(ag_node *n, tensor *grad, tensor **grads)
     rt_set_grad_enabled(n->rt, prev);
     return grads[0] ? OOM_OK : n->rt->status;
 }
-static const ag_fn to_fn = {"ToCopyBackward0", to_backward};
+static const ag_fn to_fn = {"ToCopyBackward0", to_backward, false};
 
 tensor *op_to(tensor *t, dtype dt)
 {
@@ -439,7 +439,7 @@ static oom_status mm_grads(ag_node *n, tensor *grad, tensor **grads, int first)
 }
 
 static oom_status mm_backward(ag_node *n, tensor *grad, tensor **grads) { return mm_grads(n, grad, grads, 0); }
-static const ag_fn mm_fn = {"MmBackward0", mm_backward};
+static const ag_fn mm_fn = {"MmBackward0", mm_backward, false};
 
 static void save_mm_operands(ag_node *n, tensor *mat1, tensor *mat2, int first)
 {
@@ -483,7 +483,7 @@ static oom_status addmm_backward(ag_node *n, tensor *grad, tensor **grads)
     }
     return mm_grads(n, grad, grads, 1);
 }
-static const ag_fn addmm_fn = {"AddmmBackward0", addmm_backward};
+static const ag_fn addmm_fn = {"AddmmBackward0", addmm_backward, false};
 
 tensor *op_addmm(tensor *bias, tensor *a, tensor *b)
 {
@@ -552,7 +552,7 @@ static oom_status relu_backward(ag_node *n, tensor *grad, tensor **grads)
         return r->status;
     return OOM_OK;
 }
-static const ag_fn relu_fn = {"ReluBackward0", relu_backward};
+static const ag_fn relu_fn = {"ReluBackward0", relu_backward, false};
 
 static oom_status tanh_backward(ag_node *n, tensor *grad, tensor **grads)
 {
@@ -566,7 +566,7 @@ static oom_status tanh_backward(ag_node *n, tensor *grad, tensor **grads)
         return r->status;
     return OOM_OK;
 }
-static const ag_fn tanh_fn = {"TanhBackward0", tanh_backward};
+static const ag_fn tanh_fn = {"TanhBackward0", tanh_backward, false};
 
 tensor *op_relu(tensor *t)
 {
@@ -624,7 +624,7 @@ static oom_status log_softmax_backward(ag_node *n, tensor *grad, tensor **grads)
         return r->status;
     return OOM_OK;
 }
-static const ag_fn log_softmax_fn = {"LogSoftmaxBackward0", log_softmax_backward};
+static const ag_fn log_softmax_fn = {"LogSoftmaxBackward0", log_softmax_backward, false};
 
 tensor *op_log_softmax(tensor *t)
 {
@@ -658,7 +658,7 @@ static oom_status nll_loss_backward(ag_node *n, tensor *grad, tensor **grads)
         return r->status;
     return OOM_OK;
 }
-static const ag_fn nll_loss_fn = {"NllLossBackward0", nll_loss_backward};
+static const ag_fn nll_loss_fn = {"NllLossBackward0", nll_loss_backward, false};
 
 tensor *op_nll_loss(tensor *logp, tensor *target)
 {
@@ -722,7 +722,7 @@ static oom_status mse_backward(ag_node *n, tensor *grad, tensor **grads)
     }
     return OOM_OK;
 }
-static const ag_fn mse_fn = {"MseLossBackward0", mse_backward};
+static const ag_fn mse_fn = {"MseLossBackward0", mse_backward, false};
 
 tensor *op_mse_loss(tensor *input, tensor *target)
 {
@@ -771,8 +771,8 @@ static oom_status expand_backward(ag_node *n, tensor *grad, tensor **grads)
     grads[0] = g;
     return OOM_OK;
 }
-static const ag_fn sum_fn = {"SumBackward0", expand_backward};
-static const ag_fn mean_fn = {"MeanBackward0", expand_backward};
+static const ag_fn sum_fn = {"SumBackward0", expand_backward, false};
+static const ag_fn mean_fn = {"MeanBackward0", expand_backward, false};
 
 static tensor *reduce_all(tensor *t, bool mean)
 {

@@ -126,6 +126,21 @@ tensor *tensor_rand(rt *r, dtype dt, int ndim, const int64_t *shape, double lo, 
     return filled(t, r->k->rand_uniform(dt, tensor_data(t), tensor_numel(t), seed, (float)lo, (float)hi));
 }
 
+oom_status tensor_uniform_(tensor *t, double lo, double hi)
+{
+    if (!t || !rt_ok(t->rt))
+        return t ? t->rt->status : OOM_EINVAL;
+    rt *r = t->rt;
+    uint64_t seed = rt_next_seed(r);
+    if (r->computes && tensor_numel(t) > 0) {
+        oom_status st = r->k->rand_uniform(t->dt, tensor_data(t), tensor_numel(t), seed, (float)lo, (float)hi);
+        if (st != OOM_OK)
+            return rt_fail(r, st, "%s", oom_error_msg());
+    }
+    tensor_bump_version(t);
+    return OOM_OK;
+}
+
 tensor *tensor_randn(rt *r, dtype dt, int ndim, const int64_t *shape, double mean, double std)
 {
     tensor *t = tensor_empty(r, dt, ndim, shape);

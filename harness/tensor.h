@@ -72,6 +72,8 @@ tensor *tensor_full(rt *r, dtype dt, int ndim, const int64_t *shape, double valu
 tensor *tensor_rand(rt *r, dtype dt, int ndim, const int64_t *shape, double lo, double hi);
 tensor *tensor_randn(rt *r, dtype dt, int ndim, const int64_t *shape, double mean, double std);
 tensor *tensor_randint(rt *r, int ndim, const int64_t *shape, int64_t lo, int64_t hi);
+/* init.uniform_(t, lo, hi): fill in place (bumps the version, as every in-place op does). */
+oom_status tensor_uniform_(tensor *t, double lo, double hi);
 /* From host memory (numel elements of dt, host layout = the tensor's). */
 tensor *tensor_from_host(rt *r, dtype dt, int ndim, const int64_t *shape, const void *host);
 /* A view of t's storage with another offset/shape (no autograd: ops.h makes differentiable views). */
