@@ -1,6 +1,9 @@
 # oomlab - GPU out-of-memory scenarios on a PyTorch-faithful caching allocator.
 #
 #   make                 build build/oomlab (the cuda backend is compiled in when nvcc is found)
+#   make run SCENARIO=fragmentation [BACKEND=cuda|sim] [ARGS="--variant bug"]
+#                        install missing Debian packages, build, run a scenario (cuda when a GPU is
+#                        visible, else sim), print its table and write results/runs/.../SCENARIO.json
 #   make test            install missing Debian packages, build and run the Criterion suite (sim)
 #   make test BACKEND=cuda   the same suite on a real GPU (one job at a time)
 #   make bench           build with OOM_DEBUG=0 and run the benchmarks
@@ -43,7 +46,7 @@ ifneq ($(NVCC),)
               -Xcompiler -Wall,-Wextra,-Werror
 endif
 
-.PHONY: all test bench debug asan deps clean gpu-bundle
+.PHONY: all run test bench debug asan deps clean gpu-bundle
 
 all: $(BUILD)/oomlab
 
@@ -74,6 +77,13 @@ deps:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null || \
 	    { echo "make deps: apt-get install$$missing failed" >&2; exit 2; }; \
 	fi
+
+# The run command of the README. BACKEND given on the command line picks the backend; otherwise auto.
+RUN_BACKEND := $(if $(filter command line environment,$(origin BACKEND)),$(BACKEND),auto)
+run: deps
+	@test -n "$(SCENARIO)" || { echo "make run: set SCENARIO (build/oomlab list shows the catalog)" >&2; exit 2; }
+	$(MAKE) --no-print-directory $(BUILD)/oomlab
+	$(BUILD)/oomlab run $(SCENARIO) --backend $(RUN_BACKEND) $(ARGS)
 
 # The suite runs in one binary so Criterion prints one closing Synthesis line.
 # BACKEND=cuda runs the backend-parameterised tests on the GPU, one job at a time.

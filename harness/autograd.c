@@ -437,9 +437,12 @@ oom_status autograd_backward(tensor *root, tensor *grad, bool retain_graph)
         g = tensor_retain(grad);
     }
     ag_node *node = root->grad_fn ? ag_node_retain(root->grad_fn) : grad_accumulator(root);
+    /* the caller's gradient list (torch.autograd.backward's grad_tensors) holds the seed until backward returns */
+    tensor *held = tensor_retain(g);
     bool prev = rt_set_grad_enabled(r, false); /* create_graph = false */
     oom_status st = run_backward(node, g, retain_graph);
     rt_set_grad_enabled(r, prev);
+    tensor_release(held);
     ag_node_release(node);
     return st;
 }

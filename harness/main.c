@@ -1,13 +1,20 @@
 /* main.c - the oomlab command line.
  *
+ *   oomlab list
+ *   oomlab describe SCENARIO
+ *   oomlab run SCENARIO [--variant V] [--backend auto|cuda|sim] [--budget SIZE] [--set key=value]...
+ *              [--alloc-conf S] [--dry-run] [--json] [--out DIR | --no-write]
+ *   oomlab parity [WORKLOAD...] [--backend auto|cuda|sim]
  *   oomlab replay FILE [--alloc-conf S] [--budget SIZE] [--snapshot OUT] [--json]
  *   oomlab bench alloc [--backend auto|cuda|sim] [--iters N] [--json]
  *   oomlab version | help
  *
- * Exit status: 0 success (replay: the model agrees with PyTorch's segment actions), 1 a result that fails
- * (replay: it diverges), 2 bad input (one error line on stderr, nothing written).
+ * Exit status: 0 success (run: every variant shows what it must; replay: the model agrees with PyTorch's
+ * segment actions), 1 a result that fails (run: an expectation does not hold; replay: it diverges), 2 bad input
+ * (one error line on stderr, nothing written).
  */
 #include <cJSON.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,13 +22,24 @@
 #include "allocconf.h"
 #include "bench.h"
 #include "device.h"
+#include "parity.h"
 #include "replay.h"
+#include "report.h"
+#include "runner.h"
+#include "scenario.h"
 #include "units.h"
 
 #define EXIT_BAD_INPUT 2
 
 static const char usage[] =
     "usage: oomlab COMMAND [ARGS]\n"
+    "  list                       the scenario catalog\n"
+    "  describe SCENARIO          a scenario's story, variants and parameters\n"
+    "  run SCENARIO [--variant V] [--backend auto|cuda|sim] [--budget SIZE] [--set key=value]...\n"
+    "               [--alloc-conf S] [--dry-run] [--json] [--out DIR | --no-write]\n"
+    "      run a scenario's variants, print the table and write results/runs/STAMP-BACKEND/SCENARIO.json\n"
+    "  parity [WORKLOAD...] [--backend auto|cuda|sim]\n"
+    "      the runtime's memory on the workloads of scripts/twins/mlp_parity.py, one JSON object per line\n"
     "  replay FILE [--alloc-conf S] [--budget SIZE] [--snapshot OUT] [--json]\n"
     "      replay a PyTorch memory snapshot (JSON from scripts/snapshot2json.py) through the allocator model;\n"
     "      --snapshot writes the model's snapshot after it (OUT.pickle or .pkl: for pytorch.org/memory_viz)\n"
@@ -185,11 +203,212 @@ static int cmd_bench(int argc, char **argv)
     return st == OOM_OK ? 0 : 1;
 }
 
+static int cmd_list(void)
+{
+    for (size_t i = 0; i < scenario_catalog_size; i++) {
+        const scenario *sc = scenario_catalog[i];
+        printf("%-16s %s\n", sc->name, sc->title);
+    }
+    return 0;
+}
+
+static const scenario *find_scenario(const char *name)
+{
+    const scenario *sc = scenario_find(name);
+    if (!sc) {
+        fprintf(stderr, "oomlab: no scenario '%s' (oomlab list shows the catalog:", name);
+        for (size_t i = 0; i < scenario_catalog_size; i++)
+            fprintf(stderr, " %s", scenario_catalog[i]->name);
+        fprintf(stderr, ")\n");
+    }
+    return sc;
+}
+
+static int cmd_describe(int argc, char **argv)
+{
+    if (argc != 1)
+        return bad_input("%s", "describe: give one SCENARIO");
+    const scenario *sc = find_scenario(argv[0]);
+    if (!sc)
+        return EXIT_BAD_INPUT;
+    char budget[32];
+    printf("%s: %s\n\n%s\n\nbudget: %s (--budget)\n\nvariants:\n", sc->name, sc->title, sc->story,
+           memstats_format_size(sc->default_budget, budget, sizeof budget));
+    for (size_t i = 0; i < sc->nvariants; i++) {
+        const scenario_variant *v = &sc->variants[i];
+        printf("  %-26s %s%s%s%s\n", v->name, v->summary, v->alloc_conf[0] ? " [" : "", v->alloc_conf,
+               v->alloc_conf[0] ? "]" : "");
+    }
+    printf("\nparameters (--set name=value):\n");
+    for (size_t i = 0; i < sc->nparams; i++) {
+        const scenario_param *p = &sc->params[i];
+        printf("  %-12s %-6lld %s (%lld to %lld)\n", p->name, (long long)p->def, p->help, (long long)p->min,
+               (long long)p->max);
+    }
+    return 0;
+}
+
+/* --set NAME=VALUE with an integer VALUE. */
+static bool parse_set(const char *arg, run_set *out, char *name, size_t cap)
+{
+    const char *eq = strchr(arg, '=');
+    if (!eq || eq == arg || (size_t)(eq - arg) >= cap)
+        return false;
+    memcpy(name, arg, (size_t)(eq - arg));
+    name[eq - arg] = '\0';
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(eq + 1, &end, 10);
+    if (!eq[1] || !end || *end || errno)
+        return false;
+    out->name = name;
+    out->value = v;
+    return true;
+}
+
+static int cmd_run(int argc, char **argv)
+{
+    run_options o = {.backend = DEVICE_AUTO, .seed = 0};
+    const char *name = NULL, *out_dir = "results/runs", *conf_cli = NULL;
+    bool json = false, write = true;
+    static char set_names[RUN_MAX_SETS][64];
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        bool has_value = strcmp(a, "--variant") == 0 || strcmp(a, "--backend") == 0 || strcmp(a, "--budget") == 0 ||
+                         strcmp(a, "--set") == 0 || strcmp(a, "--alloc-conf") == 0 || strcmp(a, "--out") == 0;
+        if (has_value && i + 1 >= argc)
+            return bad_input("%s needs a value", a);
+        if (strcmp(a, "--variant") == 0) {
+            o.variant = argv[++i];
+        } else if (strcmp(a, "--backend") == 0) {
+            if (device_kind_parse(argv[++i], &o.backend) != OOM_OK)
+                return bad_input("--backend: '%s' is not auto, cuda or sim", argv[i]);
+        } else if (strcmp(a, "--budget") == 0) {
+            if (units_parse_size(argv[++i], &o.budget) != OOM_OK)
+                return bad_input("--budget: '%s' is not a size (bytes, or a number with KiB, MiB, GiB, TiB, KB, "
+                                 "MB, GB, TB)",
+                                 argv[i]);
+        } else if (strcmp(a, "--set") == 0) {
+            if (o.nsets == RUN_MAX_SETS)
+                return bad_input("--set: at most %s settings", "16");
+            if (!parse_set(argv[++i], &o.sets[o.nsets], set_names[o.nsets], sizeof set_names[0]))
+                return bad_input("--set: '%s' is not NAME=INTEGER", argv[i]);
+            o.nsets++;
+        } else if (strcmp(a, "--alloc-conf") == 0) {
+            conf_cli = argv[++i];
+        } else if (strcmp(a, "--out") == 0) {
+            out_dir = argv[++i];
+            if (!out_dir[0])
+                return bad_input("%s needs a directory", "--out");
+        } else if (strcmp(a, "--no-write") == 0) {
+            write = false;
+        } else if (strcmp(a, "--dry-run") == 0) {
+            o.dry_run = true;
+        } else if (strcmp(a, "--json") == 0) {
+            json = true;
+        } else if (a[0] == '-' && a[1]) {
+            return bad_input("run: unknown option '%s'", a);
+        } else if (!name) {
+            name = a;
+        } else {
+            return bad_input("run: unexpected argument '%s'", a);
+        }
+    }
+    if (!name)
+        return bad_input("%s", "run: missing SCENARIO (oomlab list shows the catalog)");
+    const scenario *sc = find_scenario(name);
+    if (!sc)
+        return EXIT_BAD_INPUT;
+    o.alloc_conf = alloc_conf_pick(conf_cli, NULL);
+    char err[512];
+    if (runner_validate(sc, &o, err, sizeof err) != OOM_OK) /* a settings error names its key and range */
+        return bad_input("%s", err);
+    run_result res;
+    oom_status st = runner_run(sc, &o, &res, err, sizeof err);
+    if (st != OOM_OK) {
+        fprintf(stderr, "oomlab: %s\n", err);
+        return EXIT_BAD_INPUT;
+    }
+    char path[1024] = "";
+    if (write && report_write(&res, out_dir, path, sizeof path) != OOM_OK) {
+        const char *msg = oom_error_msg(), *detail = strstr(msg, ": ");
+        fprintf(stderr, "oomlab: --out: %s\n", detail ? detail + 2 : msg);
+        run_result_free(&res);
+        return EXIT_BAD_INPUT;
+    }
+    if (json) {
+        cJSON *j = report_json(&res);
+        if (j)
+            print_json(j);
+    } else {
+        report_table(&res, stdout);
+        if (write)
+            printf("results: %s\n", path);
+    }
+    int rc = res.passed ? 0 : 1;
+    run_result_free(&res);
+    return rc;
+}
+
+static int cmd_parity(int argc, char **argv)
+{
+    device_kind kind = DEVICE_AUTO;
+    const char *names[16];
+    size_t n = 0;
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--backend") == 0) {
+            if (++i >= argc)
+                return bad_input("%s needs a value", "--backend");
+            if (device_kind_parse(argv[i], &kind) != OOM_OK)
+                return bad_input("--backend: '%s' is not auto, cuda or sim", argv[i]);
+        } else if (argv[i][0] == '-') {
+            return bad_input("parity: unknown option '%s'", argv[i]);
+        } else {
+            size_t w = 0;
+            while (w < parity_nworkloads && strcmp(parity_workloads[w], argv[i]) != 0)
+                w++;
+            if (w == parity_nworkloads || n == 16)
+                return bad_input("parity: unknown workload '%s' (eval_leak, eval_item, eval_nograd, train_sgd, "
+                                 "train_adam, rnn_chain)",
+                                 argv[i]);
+            names[n++] = argv[i];
+        }
+    }
+    if (kind == DEVICE_CUDA && (!device_cuda_built() || !device_cuda_visible()))
+        return bad_input("%s", "parity: --backend cuda, but no GPU is visible or the cuda backend is not built in");
+    if (n == 0)
+        for (; n < parity_nworkloads; n++)
+            names[n] = parity_workloads[n];
+    int rc = 0;
+    for (size_t i = 0; i < n; i++) {
+        cJSON *o = NULL;
+        if (parity_run(names[i], kind, &o) != OOM_OK) {
+            fprintf(stderr, "oomlab: parity %s\n", oom_error_msg());
+            rc = 1;
+            continue;
+        }
+        char *s = cJSON_PrintUnformatted(o);
+        if (s)
+            puts(s);
+        free(s);
+        cJSON_Delete(o);
+    }
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2)
         return fputs(usage, stderr), EXIT_BAD_INPUT;
     const char *cmd = argv[1];
+    if (strcmp(cmd, "list") == 0)
+        return argc == 2 ? cmd_list() : bad_input("%s", "list takes no arguments");
+    if (strcmp(cmd, "describe") == 0)
+        return cmd_describe(argc - 2, argv + 2);
+    if (strcmp(cmd, "run") == 0)
+        return cmd_run(argc - 2, argv + 2);
+    if (strcmp(cmd, "parity") == 0)
+        return cmd_parity(argc - 2, argv + 2);
     if (strcmp(cmd, "replay") == 0)
         return cmd_replay(argc - 2, argv + 2);
     if (strcmp(cmd, "bench") == 0)

@@ -106,6 +106,8 @@ uint64_t rt_next_seed(rt *r)
     return oom_rng_hash(r->seed, r->rng_offset++);
 }
 
+void rt_empty_cache(rt *r) { cachealloc_empty_cache(r->ca); }
+
 oom_status rt_sync(rt *r)
 {
     oom_status st = r->k->sync();

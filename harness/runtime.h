@@ -95,6 +95,9 @@ bool rt_set_grad_enabled(rt *r, bool on);
 /* A fresh seed for the next random tensor (torch's generator advancing). */
 uint64_t rt_next_seed(rt *r);
 
+/* torch.cuda.empty_cache(): give every whole free segment back to the device (cachealloc.h). */
+void rt_empty_cache(rt *r);
+
 /* Wait for the device (cuda: a failed kernel surfaces here as OOM_ECUDA, recorded in the rt). */
 oom_status rt_sync(rt *r);
 

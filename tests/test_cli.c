@@ -257,3 +257,162 @@ Test(cli, snapshot_onto_directory)
     snprintf(cmd, sizeof cmd, "rmdir '%s'", tpath("adir")); /* and the directory is still empty */
     cr_assert_eq(system(cmd), 0);
 }
+
+/* ---- run, list, describe, parity ------------------------------------------------------------------------- */
+
+/* The one results file under dir (STAMP-BACKEND/NAME.json), read; NULL if there is not exactly one. */
+static char *the_result(const char *dir, const char *name)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "ls '%s'/*/'%s.json' > '%s/found' 2>/dev/null", dir, name, tmpdir);
+    if (system(cmd) != 0)
+        return NULL;
+    char *list = read_all(tpath("found"));
+    if (!list)
+        return NULL;
+    char *nl = strchr(list, '\n');
+    if (!nl || nl[1] != '\0') { /* exactly one line */
+        free(list);
+        return NULL;
+    }
+    *nl = '\0';
+    char *text = read_all(list);
+    free(list);
+    return text;
+}
+
+static const cJSON *get(const cJSON *o, const char *key) { return cJSON_GetObjectItemCaseSensitive(o, key); }
+
+Test(cli, run_fragmentation_table_and_results)
+{
+    char args[256];
+    snprintf(args, sizeof args, "run fragmentation --backend sim --out %s", tpath("runs"));
+    run_result r = run(NULL, args);
+    cr_assert_eq(r.rc, 0, "exit %d: %s%s", r.rc, r.out, r.err);
+    cr_assert_str_empty(r.err);
+    cr_assert_not_null(strstr(r.out, "6 of 6 variants show what they must"), "%s", r.out);
+    cr_assert_not_null(strstr(r.out, "bug                        OOM         900.00 MiB    1000.00 MiB       "
+                                     "700.00 MiB       6.00 MiB  ✓"),
+                       "%s", r.out);
+    char *text = the_result(tpath("runs"), "fragmentation");
+    cr_assert_not_null(text, "no single results file under %s", tpath("runs"));
+    cr_assert_not_null(strstr(r.out, "results: "), "the table names the results file");
+    cJSON *o = cJSON_Parse(text);
+    cr_assert_not_null(o, "the results do not parse");
+    cr_assert_str_eq(get(o, "schema")->valuestring, "oomlab.run/1");
+    cr_assert_str_eq(get(o, "backend")->valuestring, "sim");
+    cr_assert(cJSON_IsTrue(get(o, "passed")));
+    cr_assert_eq((long long)get(o, "budget")->valuedouble, 1LL << 30);
+    const cJSON *vs = get(o, "variants");
+    cr_assert_eq(cJSON_GetArraySize(vs), 6);
+    const cJSON *bug = cJSON_GetArrayItem(vs, 0);
+    cr_assert_str_eq(get(bug, "outcome")->valuestring, "oom");
+    /* PyTorch 2.11 on an H100: 700 MiB reserved but unallocated (tests/data/twins/fragmentation.torch.json) */
+    cr_assert_eq((long long)get(get(bug, "oom"), "reserved_unallocated")->valuedouble, 734003200LL);
+    cr_assert_eq((long long)get(get(bug, "memory_stats"), "num_ooms")->valuedouble, 1);
+    cr_assert_gt(cJSON_GetArraySize(get(bug, "samples")), 3);
+    cr_assert_str_eq(get(cJSON_GetArrayItem(vs, 1), "outcome")->valuestring, "ok");
+    cJSON_Delete(o);
+    free(text);
+    snprintf(args, sizeof args, "test -z \"$(find '%s' -name '*.tmp.*')\"", tpath("runs"));
+    cr_assert_eq(system(args), 0, "a temporary file was left behind");
+    run_free(&r);
+}
+
+Test(cli, run_json_one_variant_no_write)
+{
+    char args[256];
+    snprintf(args, sizeof args, "run fragmentation --variant myth-empty-cache --json --no-write --out %s",
+             tpath("runs"));
+    run_result r = run(NULL, args);
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+    cJSON *o = cJSON_Parse(r.out);
+    cr_assert_not_null(o, "--json output does not parse: %s", r.out);
+    cr_assert_eq(cJSON_GetArraySize(get(o, "variants")), 1);
+    cr_assert_str_eq(get(cJSON_GetArrayItem(get(o, "variants"), 0), "name")->valuestring, "myth-empty-cache");
+    cJSON_Delete(o);
+    cr_assert(!exists(tpath("runs")), "--no-write wrote %s", tpath("runs"));
+    run_free(&r);
+}
+
+Test(cli, run_expectation_fails_exit_1)
+{
+    /* ten pairs fill 5 segments: the 100 MiB request fits, so the bug does not show */
+    run_result r = run(NULL, "run fragmentation --variant bug --set pairs=10 --no-write");
+    cr_assert_eq(r.rc, 1, "exit %d, expected 1: %s", r.rc, r.out);
+    cr_assert_not_null(strstr(r.out, "✗ the 100.00 MiB request fails with CUDA out of memory"), "%s", r.out);
+    cr_assert_not_null(strstr(r.out, "0 of 1 variants show what they must"), "%s", r.out);
+    run_free(&r);
+}
+
+Test(cli, run_budget_changes_the_outcome)
+{
+    /* with 2 GiB the request fits beside the fragmented segments */
+    run_result r = run(NULL, "run fragmentation --variant bug --budget 2GiB --json --no-write");
+    cr_assert_eq(r.rc, 1, "exit %d: %s", r.rc, r.err);
+    cJSON *o = cJSON_Parse(r.out);
+    cr_assert_not_null(o);
+    cr_assert_eq((long long)get(o, "budget")->valuedouble, 2LL << 30);
+    cr_assert_str_eq(get(cJSON_GetArrayItem(get(o, "variants"), 0), "outcome")->valuestring, "ok");
+    cJSON_Delete(o);
+    run_free(&r);
+}
+
+Test(cli, run_bad_input)
+{
+    expect_bad_input(NULL, "run nosuch", "nosuch");
+    expect_bad_input(NULL, "run", "SCENARIO");
+    expect_bad_input(NULL, "run fragmentation --variant fix-everything", "fix-everything");
+    expect_bad_input(NULL, "run fragmentation --set widgets=3", "widgets");
+    expect_bad_input(NULL, "run fragmentation --set pairs=0", "pairs");
+    expect_bad_input(NULL, "run fragmentation --set pairs=ten", "pairs=ten");
+    expect_bad_input(NULL, "run fragmentation --set pairs", "pairs");
+    expect_bad_input(NULL, "run fragmentation --budget lots", "lots");
+    expect_bad_input(NULL, "run fragmentation --backend tpu", "tpu");
+    expect_bad_input(NULL, "run fragmentation --alloc-conf max_split_size_mb:10", "max_split_size_mb");
+    expect_bad_input("OOMLAB_ALLOC_CONF=bogus:1", "run fragmentation", "bogus");
+    expect_bad_input(NULL, "run fragmentation --dry-run --backend cuda", "--dry-run");
+    expect_bad_input(NULL, "run fragmentation --frobnicate", "--frobnicate");
+    expect_bad_input(NULL, "run fragmentation --variant", "--variant");
+}
+
+Test(cli, run_results_cannot_be_written)
+{
+    write_file("afile", "x\n");
+    char args[256];
+    snprintf(args, sizeof args, "run fragmentation --variant bug --out %s", tpath("afile"));
+    expect_bad_input(NULL, args, "afile");
+    char *text = read_all(tpath("afile"));
+    cr_assert_str_eq(text, "x\n", "the file in the way was changed");
+    free(text);
+}
+
+Test(cli, list_and_describe)
+{
+    run_result r = run(NULL, "list");
+    cr_assert_eq(r.rc, 0);
+    cr_assert_not_null(strstr(r.out, "fragmentation "), "%s", r.out);
+    run_free(&r);
+    r = run(NULL, "describe fragmentation");
+    cr_assert_eq(r.rc, 0);
+    cr_assert_not_null(strstr(r.out, "fix-expandable-segments"), "%s", r.out);
+    cr_assert_not_null(strstr(r.out, "request_mib"), "%s", r.out);
+    run_free(&r);
+    expect_bad_input(NULL, "describe nosuch", "nosuch");
+}
+
+Test(cli, parity_json_lines)
+{
+    run_result r = run(NULL, "parity eval_leak --backend sim");
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+    cJSON *o = cJSON_Parse(r.out);
+    cr_assert_not_null(o, "%s", r.out);
+    const cJSON *b = get(o, "bytes_per_step");
+    cr_assert_eq(cJSON_GetArraySize(b), 5);
+    /* PyTorch 2.11 on an H100 (tests/data/twins/mlp_parity.torch.json): one graph per step */
+    for (int i = 0; i < 5; i++)
+        cr_assert_eq((long long)cJSON_GetArrayItem(b, i)->valuedouble, 20984320LL);
+    cJSON_Delete(o);
+    run_free(&r);
+    expect_bad_input(NULL, "parity eval_everything", "eval_everything");
+}
