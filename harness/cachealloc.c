@@ -98,6 +98,7 @@ struct cachealloc {
 
     ca_block **table; /* active blocks by address */
     size_t table_mask, nactive;
+    unsigned table_shift; /* 64 - log2(table size): table_slot takes the product's top bits */
 
     ca_block *spare;  /* recycled block structs */
     void **slabs;
@@ -227,62 +228,68 @@ static inline bool key_less(size_t s1, devptr p1, size_t s2, devptr p2)
 /* by_addr: compare by ptr alone (size treated as 0). */
 #define KSIZE(b, by_addr) ((by_addr) ? 0 : (b)->size)
 
+/* The treaps are iterative: the allocator's hot path runs through them on every malloc and free. */
+
+/* Split t into keys < (s, p) (to *l) and keys >= (s, p) (to *r). */
 static void treap_split(ca_block *t, size_t s, devptr p, bool by_addr, ca_block **l, ca_block **r)
 {
-    /* l gets keys < (s, p), r gets keys >= (s, p) */
-    if (!t) {
-        *l = *r = NULL;
-    } else if (key_less(KSIZE(t, by_addr), t->ptr, s, p)) {
-        treap_split(t->right, s, p, by_addr, &t->right, r);
-        *l = t;
-    } else {
-        treap_split(t->left, s, p, by_addr, l, &t->left);
-        *r = t;
+    while (t) {
+        if (key_less(KSIZE(t, by_addr), t->ptr, s, p)) {
+            *l = t;
+            l = &t->right;
+            t = t->right;
+        } else {
+            *r = t;
+            r = &t->left;
+            t = t->left;
+        }
     }
+    *l = *r = NULL;
 }
 
+/* Join a and b, every key of a below every key of b. */
 static ca_block *treap_join(ca_block *a, ca_block *b)
 {
-    if (!a)
-        return b;
-    if (!b)
-        return a;
-    if (a->prio > b->prio) {
-        a->right = treap_join(a->right, b);
-        return a;
+    ca_block *root = NULL, **link = &root;
+    while (a && b) {
+        if (a->prio > b->prio) {
+            *link = a;
+            link = &a->right;
+            a = a->right;
+        } else {
+            *link = b;
+            link = &b->left;
+            b = b->left;
+        }
     }
-    b->left = treap_join(a, b->left);
-    return b;
+    *link = a ? a : b;
+    return root;
 }
 
-static ca_block *treap_insert(ca_block *t, ca_block *n, bool by_addr)
+static void treap_insert(ca_block **root, ca_block *n, bool by_addr)
 {
-    if (!t) {
-        n->left = n->right = NULL;
-        return n;
-    }
-    if (n->prio > t->prio) {
-        treap_split(t, KSIZE(n, by_addr), n->ptr, by_addr, &n->left, &n->right);
-        return n;
-    }
-    if (key_less(KSIZE(n, by_addr), n->ptr, KSIZE(t, by_addr), t->ptr))
-        t->left = treap_insert(t->left, n, by_addr);
-    else
-        t->right = treap_insert(t->right, n, by_addr);
-    return t;
+    ca_block **link = root;
+    while (*link && (*link)->prio >= n->prio)
+        link = key_less(KSIZE(n, by_addr), n->ptr, KSIZE(*link, by_addr), (*link)->ptr) ? &(*link)->left
+                                                                                       : &(*link)->right;
+    treap_split(*link, KSIZE(n, by_addr), n->ptr, by_addr, &n->left, &n->right);
+    *link = n;
 }
 
-static ca_block *treap_erase(ca_block *t, const ca_block *n, bool by_addr)
+/* The link (the root or a child pointer) that points at n, which must be in the tree. */
+static ca_block **treap_link_of(ca_block **root, const ca_block *n, bool by_addr)
 {
-    if (!t)
-        return NULL;
-    if (t == n)
-        return treap_join(t->left, t->right);
-    if (key_less(KSIZE(n, by_addr), n->ptr, KSIZE(t, by_addr), t->ptr))
-        t->left = treap_erase(t->left, n, by_addr);
-    else
-        t->right = treap_erase(t->right, n, by_addr);
-    return t;
+    ca_block **link = root;
+    while (*link != n)
+        link = key_less(KSIZE(n, by_addr), n->ptr, KSIZE(*link, by_addr), (*link)->ptr) ? &(*link)->left
+                                                                                       : &(*link)->right;
+    return link;
+}
+
+static void treap_erase(ca_block **root, const ca_block *n, bool by_addr)
+{
+    ca_block **link = treap_link_of(root, n, by_addr);
+    *link = treap_join(n->left, n->right);
 }
 
 /* Smallest node with key >= (s, p). */
@@ -342,14 +349,14 @@ static ca_block *treap_first(ca_block *t)
 static void pool_insert(ca_pool *pool, ca_block *b)
 {
     b->gc_count_base = pool->get_free_blocks_call_count;
-    pool->blocks = treap_insert(pool->blocks, b, false);
+    treap_insert(&pool->blocks, b, false);
 }
 
-static void pool_erase(ca_pool *pool, ca_block *b) { pool->blocks = treap_erase(pool->blocks, b, false); }
+static void pool_erase(ca_pool *pool, ca_block *b) { treap_erase(&pool->blocks, b, false); }
 
-static void unmapped_insert(ca_pool *pool, ca_block *b) { pool->unmapped = treap_insert(pool->unmapped, b, true); }
+static void unmapped_insert(ca_pool *pool, ca_block *b) { treap_insert(&pool->unmapped, b, true); }
 
-static void unmapped_erase(ca_pool *pool, ca_block *b) { pool->unmapped = treap_erase(pool->unmapped, b, true); }
+static void unmapped_erase(ca_pool *pool, ca_block *b) { treap_erase(&pool->unmapped, b, true); }
 
 static uint64_t gc_count(const ca_block *b) { return b->pool->get_free_blocks_call_count - b->gc_count_base; }
 
@@ -357,10 +364,12 @@ static uint64_t gc_count(const ca_block *b) { return b->pool->get_free_blocks_ca
  * Active table: allocated blocks by address (PyTorch's allocated_blocks map).
  * ------------------------------------------------------------------------------------------------------ */
 
+/* Fibonacci hashing: the top bits of p x 2^64/phi. (The low bits would all be equal for segments that are a
+ * power of two apart, e.g. 256 MiB ones, and put every block in one chain.) */
 static size_t table_slot(const cachealloc *ca, devptr p)
 {
     uint64_t h = p * 0x9E3779B97F4A7C15ULL;
-    return (size_t)(h >> 20) & ca->table_mask;
+    return (size_t)(h >> ca->table_shift);
 }
 
 static void table_grow(cachealloc *ca)
@@ -371,6 +380,7 @@ static void table_grow(cachealloc *ca)
     ca->table = xmalloc(n * sizeof *ca->table);
     memset(ca->table, 0, n * sizeof *ca->table);
     ca->table_mask = n - 1;
+    ca->table_shift--;
     for (size_t i = 0; i < old_n; i++) {
         for (ca_block *b = old[i], *nx; b; b = nx) {
             nx = b->hnext;
@@ -555,12 +565,25 @@ static size_t expandable_size(const ca_block *b)
     return b->size + (b->next && !b->next->mapped ? b->next->size : 0);
 }
 
-/* The block get_free_block would take, without side effects (no GC tick, no erase). */
-static ca_block *find_free_block(const cachealloc *ca, const ca_pool *pool, size_t size)
+/* The block get_free_block would take, without side effects (no GC tick, no erase). When it is the lower bound
+ * itself (the common case) and link is non-NULL, *link gets the tree link that points at it, so that taking it
+ * out costs no second descent. */
+static ca_block *find_free_block(const cachealloc *ca, const ca_pool *pool, size_t size, ca_block *const **link)
 {
-    ca_block *it = treap_lower_bound(pool->blocks, size, 0, false);
-    if (!it)
+    ca_block *const *l = &pool->blocks, *const *best = NULL;
+    while (*l) { /* lower bound of (size, 0), remembering the link to it */
+        if (key_less((*l)->size, (*l)->ptr, size, 0)) {
+            l = &(*l)->right;
+        } else {
+            best = l;
+            l = &(*l)->left;
+        }
+    }
+    if (!best)
         return NULL;
+    ca_block *it = *best;
+    if (link)
+        *link = it->es ? NULL : best;
     if (it->es) {
         if (ca->conf.expandable_segments) {
             /* best fit counts the size the block can grow to, not its current size */
@@ -591,11 +614,15 @@ static bool get_free_block(cachealloc *ca, alloc_params *p)
     ca_pool *pool = p->pool;
     if (gc_enabled(ca))
         ++pool->get_free_blocks_call_count; /* block reuse interval, tracked only while GC is on */
-    ca_block *b = find_free_block(ca, pool, p->size);
+    ca_block *const *link = NULL;
+    ca_block *b = find_free_block(ca, pool, p->size, &link);
     if (!b)
         return false;
     p->block = b;
-    pool_erase(pool, b);
+    if (link && *link == b)
+        *(ca_block **)link = treap_join(b->left, b->right); /* the pool is ours to change */
+    else
+        pool_erase(pool, b);
     return true;
 }
 
@@ -1017,11 +1044,11 @@ static ca_block *alloc_found_block(cachealloc *ca, alloc_params *p, size_t orig_
     block->requested_size = orig_size;
     record_trace(ca, CA_ALLOC, block->ptr, orig_size);
     table_insert(ca, block);
-    stat_array_update(ca->stats.allocation, pst, 1);
-    stat_array_update(ca->stats.allocated_bytes, pst, (int64_t)block->size);
-    stat_array_update(ca->stats.active, pst, 1);
-    stat_array_update(ca->stats.active_bytes, pst, (int64_t)block->size);
-    stat_array_update(ca->stats.requested_bytes, pst, (int64_t)block->requested_size);
+    stat_array_increase(ca->stats.allocation, pst, 1);
+    stat_array_increase(ca->stats.allocated_bytes, pst, (int64_t)block->size);
+    stat_array_increase(ca->stats.active, pst, 1);
+    stat_array_increase(ca->stats.active_bytes, pst, (int64_t)block->size);
+    stat_array_increase(ca->stats.requested_bytes, pst, (int64_t)block->requested_size);
     if (block->size >= ca->conf.max_split_size)
         stat_increase(&ca->stats.oversize_allocations, 1);
     return block;
@@ -1054,9 +1081,9 @@ static void free_block(cachealloc *ca, ca_block *block)
         stat_array_update(ca->stats.inactive_split, pst, net_blocks);
         stat_array_update(ca->stats.inactive_split_bytes, pst, net_bytes);
     }
-    stat_array_update(ca->stats.active, pst, -1);
-    stat_array_update(ca->stats.active_bytes, pst, -(int64_t)original_block_size);
-    stat_array_update(ca->stats.requested_bytes, pst, -(int64_t)requested_size);
+    stat_array_decrease(ca->stats.active, pst, 1);
+    stat_array_decrease(ca->stats.active_bytes, pst, (int64_t)original_block_size);
+    stat_array_decrease(ca->stats.requested_bytes, pst, (int64_t)requested_size);
 }
 
 /* --------------------------------------------------------------------------------------------------------
@@ -1149,6 +1176,7 @@ oom_status cachealloc_new(device *dev, const cachealloc_options *opt, cachealloc
             ca->has_divisions = true;
     ca->stats.max_split_size = ca->conf.max_split_size == SIZE_MAX ? -1 : (int64_t)ca->conf.max_split_size;
     ca->table_mask = 255;
+    ca->table_shift = 64 - 8;
     ca->table = calloc(256, sizeof *ca->table);
     if (!ca->table) {
         free(ca);
@@ -1236,8 +1264,8 @@ oom_status cachealloc_free(cachealloc *ca, devptr ptr)
     }
     block->allocated = false;
     int pst = block->pool->stat;
-    stat_array_update(ca->stats.allocation, pst, -1);
-    stat_array_update(ca->stats.allocated_bytes, pst, -(int64_t)block->size);
+    stat_array_decrease(ca->stats.allocation, pst, 1);
+    stat_array_decrease(ca->stats.allocated_bytes, pst, (int64_t)block->size);
     record_trace(ca, CA_FREE_REQUESTED, block->ptr, block->requested_size);
     if (block->size >= ca->conf.max_split_size)
         stat_decrease(&ca->stats.oversize_allocations, 1);
@@ -1265,7 +1293,7 @@ bool cachealloc_would_release(const cachealloc *ca, size_t nbytes)
     size_t size = round_size(ca, nbytes);
     size_t alloc_size = get_allocation_size(ca, size);
     const ca_pool *pool = size <= CA_SMALL_SIZE ? &ca->small_blocks : &ca->large_blocks;
-    if (find_free_block(ca, pool, size))
+    if (find_free_block(ca, pool, size, NULL))
         return false;
     if (gc_enabled(ca) && ca->total_allocated_memory > (size_t)(ca->conf.gc_threshold * (double)ca->allowed)) {
         for (const ca_block *b = treap_first(ca->large_blocks.blocks); b;

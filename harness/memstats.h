@@ -55,8 +55,7 @@ typedef struct memstats {
 static inline void stat_increase(stat *s, int64_t x)
 {
     s->current += x;
-    if (s->current > s->peak)
-        s->peak = s->current;
+    s->peak = s->current > s->peak ? s->current : s->peak; /* branch-free: a cmov on the allocator's hot path */
     s->allocated += x;
 }
 
@@ -64,6 +63,19 @@ static inline void stat_decrease(stat *s, int64_t x)
 {
     s->current -= x;
     s->freed += x;
+}
+
+/* increase(x) / decrease(x), x >= 0, of STAT_ALL and pool: the hot path's updates, whose sign is known. */
+static inline void stat_array_increase(stat *a, int pool, int64_t x)
+{
+    stat_increase(&a[STAT_ALL], x);
+    stat_increase(&a[pool], x);
+}
+
+static inline void stat_array_decrease(stat *a, int pool, int64_t x)
+{
+    stat_decrease(&a[STAT_ALL], x);
+    stat_decrease(&a[pool], x);
 }
 
 /* Apply +x (x > 0: increase, x < 0: decrease, 0: nothing) to STAT_ALL and pool. */
