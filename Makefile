@@ -3,7 +3,8 @@
 #   make                 build build/oomlab (the cuda backend is compiled in when nvcc is found)
 #   make run SCENARIO=fragmentation [BACKEND=cuda|sim] [ARGS="--variant bug"]
 #                        install missing Debian packages, build, run a scenario (cuda when a GPU is
-#                        visible, else sim), print its table and write results/runs/.../SCENARIO.json
+#                        visible, else sim), print its table, write results/runs/.../SCENARIO.json and
+#                        its plot SCENARIO.png
 #   make test            install missing Debian packages, build and run the Criterion suite (sim)
 #   make test BACKEND=cuda   the same suite on a real GPU (one job at a time)
 #   make bench           build with OOM_DEBUG=0 and run the benchmarks
@@ -83,7 +84,7 @@ RUN_BACKEND := $(if $(filter command line environment,$(origin BACKEND)),$(BACKE
 run: deps
 	@test -n "$(SCENARIO)" || { echo "make run: set SCENARIO (build/oomlab list shows the catalog)" >&2; exit 2; }
 	$(MAKE) --no-print-directory $(BUILD)/oomlab
-	$(BUILD)/oomlab run $(SCENARIO) --backend $(RUN_BACKEND) $(ARGS)
+	$(BUILD)/oomlab run $(SCENARIO) --backend $(RUN_BACKEND) --plot $(ARGS)
 
 # The suite runs in one binary so Criterion prints one closing Synthesis line.
 # BACKEND=cuda runs the backend-parameterised tests on the GPU, one job at a time.

@@ -3,7 +3,8 @@
  *   oomlab list
  *   oomlab describe SCENARIO
  *   oomlab run SCENARIO [--variant V] [--backend auto|cuda|sim] [--budget SIZE] [--set key=value]...
- *              [--alloc-conf S] [--dry-run] [--json] [--out DIR | --no-write]
+ *              [--alloc-conf S] [--dry-run] [--json] [--plot] [--out DIR | --no-write]
+ *   oomlab plot RESULTS.json [-o OUT.png]
  *   oomlab parity [WORKLOAD...] [--backend auto|cuda|sim]
  *   oomlab replay FILE [--alloc-conf S] [--budget SIZE] [--snapshot OUT] [--json]
  *   oomlab bench alloc [--backend auto|cuda|sim] [--iters N] [--json]
@@ -23,6 +24,7 @@
 #include "bench.h"
 #include "device.h"
 #include "parity.h"
+#include "plot.h"
 #include "replay.h"
 #include "report.h"
 #include "runner.h"
@@ -36,8 +38,11 @@ static const char usage[] =
     "  list                       the scenario catalog\n"
     "  describe SCENARIO          a scenario's story, variants and parameters\n"
     "  run SCENARIO [--variant V] [--backend auto|cuda|sim] [--budget SIZE] [--set key=value]...\n"
-    "               [--alloc-conf S] [--dry-run] [--json] [--out DIR | --no-write]\n"
+    "               [--alloc-conf S] [--dry-run] [--json] [--plot] [--out DIR | --no-write]\n"
     "      run a scenario's variants, print the table and write results/runs/STAMP-BACKEND/SCENARIO.json\n"
+    "      (--plot: and SCENARIO.png beside it)\n"
+    "  plot RESULTS.json [-o OUT.png]\n"
+    "      draw a run: allocated and reserved bytes at each step, per variant (gnuplot)\n"
     "  parity [WORKLOAD...] [--backend auto|cuda|sim]\n"
     "      the runtime's memory on the workloads of scripts/twins/mlp_parity.py, one JSON object per line\n"
     "  replay FILE [--alloc-conf S] [--budget SIZE] [--snapshot OUT] [--json]\n"
@@ -270,7 +275,7 @@ static int cmd_run(int argc, char **argv)
 {
     run_options o = {.backend = DEVICE_AUTO, .seed = 0};
     const char *name = NULL, *out_dir = "results/runs", *conf_cli = NULL;
-    bool json = false, write = true;
+    bool json = false, write = true, plot = false;
     static char set_names[RUN_MAX_SETS][64];
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
@@ -304,6 +309,8 @@ static int cmd_run(int argc, char **argv)
             write = false;
         } else if (strcmp(a, "--dry-run") == 0) {
             o.dry_run = true;
+        } else if (strcmp(a, "--plot") == 0) {
+            plot = true;
         } else if (strcmp(a, "--json") == 0) {
             json = true;
         } else if (a[0] == '-' && a[1]) {
@@ -316,6 +323,8 @@ static int cmd_run(int argc, char **argv)
     }
     if (!name)
         return bad_input("%s", "run: missing SCENARIO (oomlab list shows the catalog)");
+    if (plot && !write)
+        return bad_input("%s", "--plot draws the results file, which --no-write does not write");
     const scenario *sc = find_scenario(name);
     if (!sc)
         return EXIT_BAD_INPUT;
@@ -336,6 +345,14 @@ static int cmd_run(int argc, char **argv)
         run_result_free(&res);
         return EXIT_BAD_INPUT;
     }
+    char png[1100] = "";
+    if (plot) {
+        snprintf(png, sizeof png, "%.*s.png", (int)(strlen(path) - 5), path); /* NAME.json -> NAME.png */
+        if (plot_run(path, png, err, sizeof err) != OOM_OK) {
+            run_result_free(&res);
+            return bad_input("--plot: %s", err);
+        }
+    }
     if (json) {
         cJSON *j = report_json(&res);
         if (j)
@@ -344,10 +361,43 @@ static int cmd_run(int argc, char **argv)
         report_table(&res, stdout);
         if (write)
             printf("results: %s\n", path);
+        if (plot)
+            printf("plot: %s\n", png);
     }
     int rc = res.passed ? 0 : 1;
     run_result_free(&res);
     return rc;
+}
+
+static int cmd_plot(int argc, char **argv)
+{
+    const char *in = NULL, *out = NULL;
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "-o") == 0) {
+            if (++i >= argc || !argv[i][0])
+                return bad_input("%s needs a file name", "-o");
+            out = argv[i];
+        } else if (argv[i][0] == '-') {
+            return bad_input("plot: unknown option '%s'", argv[i]);
+        } else if (!in) {
+            in = argv[i];
+        } else {
+            return bad_input("plot: unexpected argument '%s'", argv[i]);
+        }
+    }
+    if (!in)
+        return bad_input("%s", "plot: missing RESULTS.json (oomlab run writes one)");
+    char def[1100], err[512];
+    if (!out) {
+        size_t n = strlen(in);
+        bool json = n > 5 && strcmp(in + n - 5, ".json") == 0;
+        snprintf(def, sizeof def, "%.*s.png", (int)(json ? n - 5 : n), in);
+        out = def;
+    }
+    if (plot_run(in, out, err, sizeof err) != OOM_OK)
+        return bad_input("plot: %s", err);
+    printf("%s\n", out);
+    return 0;
 }
 
 static int cmd_parity(int argc, char **argv)
@@ -409,6 +459,8 @@ int main(int argc, char **argv)
         return cmd_run(argc - 2, argv + 2);
     if (strcmp(cmd, "parity") == 0)
         return cmd_parity(argc - 2, argv + 2);
+    if (strcmp(cmd, "plot") == 0)
+        return cmd_plot(argc - 2, argv + 2);
     if (strcmp(cmd, "replay") == 0)
         return cmd_replay(argc - 2, argv + 2);
     if (strcmp(cmd, "bench") == 0)

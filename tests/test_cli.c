@@ -416,3 +416,27 @@ Test(cli, parity_json_lines)
     run_free(&r);
     expect_bad_input(NULL, "parity eval_everything", "eval_everything");
 }
+
+Test(cli, run_plot_draws_a_png_beside_the_results)
+{
+    char args[256];
+    snprintf(args, sizeof args, "run fragmentation --variant bug --plot --out %s", tpath("runs"));
+    run_result r = run(NULL, args);
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+    const char *p = strstr(r.out, "plot: ");
+    cr_assert_not_null(p, "%s", r.out);
+    char png[512];
+    cr_assert_eq(sscanf(p + 6, "%511s", png), 1);
+    FILE *f = fopen(png, "rb");
+    cr_assert_not_null(f, "no %s", png);
+    unsigned char magic[8];
+    cr_assert_eq(fread(magic, 1, 8, f), 8);
+    fclose(f);
+    cr_assert_arr_eq(magic, "\x89PNG\r\n\x1a\n", 8, "%s is not a PNG", png);
+    run_free(&r);
+    write_file("notrun.json", "{\"schema\": \"something else\"}\n");
+    snprintf(args, sizeof args, "plot %s", tpath("notrun.json"));
+    expect_bad_input(NULL, args, "not an oomlab results file");
+    cr_assert(!exists(tpath("notrun.png")), "a plot was written for bad input");
+    expect_bad_input(NULL, "run fragmentation --plot --no-write", "--plot");
+}
