@@ -111,12 +111,14 @@ clean:
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
 # Everything the GPU machine needs, built here (it has no Criterion or cJSON): the checked build, the bench
-# build, and the shared libraries they load (minus glibc and the driver) in .devlibs/. Then, with the device
-# tool: carry build and .devlibs, and run scripts/gpu_check.sh there (CONTRIBUTING.md, "Running on a GPU").
+# build, and the shared libraries they load (minus glibc and the driver), in .gpubundle/ (ignored by git). Then,
+# with the device tool: carry .gpubundle and run scripts/gpu_check.sh there (CONTRIBUTING.md, "Running on a GPU").
 gpu-bundle: deps
 	$(MAKE) --no-print-directory $(BUILD)/oomlab $(BUILD)/oomlab_tests
 	$(MAKE) --no-print-directory BUILD=build/bench DEBUG=0 OPT="-O3 -march=x86-64-v3" build/bench/oomlab
-	rm -rf .devlibs && mkdir -p .devlibs
+	rm -rf .gpubundle && mkdir -p .gpubundle/lib
+	cp $(BUILD)/oomlab $(BUILD)/oomlab_tests .gpubundle/
+	cp build/bench/oomlab .gpubundle/oomlab-bench
 	ldd $(BUILD)/oomlab_tests $(BUILD)/oomlab | awk '/=> \// {print $$3}' | sort -u | \
 	  grep -v -E '/(libc|libm|libcuda|libresolv|libpthread|libdl|librt|ld-linux[^/]*)\.so' | \
-	  xargs -r cp -L -t .devlibs
+	  xargs -r cp -L -t .gpubundle/lib

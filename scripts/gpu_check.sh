@@ -1,25 +1,63 @@
 #!/usr/bin/env bash
-# Run on the GPU machine (see CONTRIBUTING.md): the test suite on the cuda backend, the allocator benchmark,
-# and the suite on sim for comparison. Logs go to $OUT (or ./gpu-out). Expects build/ and .devlibs/ from
-# `make gpu-bundle`.
+# The GPU check (CONTRIBUTING.md, "Running on a GPU"): run on the GPU machine from the repository root, with
+# .gpubundle/ from `make gpu-bundle` carried. It runs
+#   1. the whole Criterion suite on the cuda backend (one job at a time), then compute-sanitizer over the kernel
+#      suites;
+#   2. oomlab run fragmentation --backend cuda, and oomlab parity --backend cuda;
+#   3. the PyTorch twins (fragmentation, MLP parity, and MLP parity with cuBLAS's workspaces off);
+#   4. oomlab bench alloc (cuda and sim) and oomlab bench gemm.
+# Everything lands in $OUT/gpu_check.tar.gz (one file: the device tool returns few), with a summary on stdout.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-gpu-out}
-mkdir -p "$out"
-export LD_LIBRARY_PATH="$PWD/.devlibs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
+logs=$(mktemp -d)
+B=.gpubundle
+export LD_LIBRARY_PATH="$PWD/$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export PYTHONUNBUFFERED=1
 rc=0
-echo "== make test BACKEND=cuda (the suite, one job at a time)"
-OOMLAB_TEST_BACKEND=cuda OOMLAB_BIN=build/oomlab build/oomlab_tests --color=never --jobs 1 \
-  >"$out/test_cuda.log" 2>&1 || rc=1
-tail -n 1 "$out/test_cuda.log"
-grep -E '^\[(FAIL|----)\]' "$out/test_cuda.log" | head -40
-echo "== the same suite on sim"
-OOMLAB_TEST_BACKEND=sim OOMLAB_BIN=build/oomlab build/oomlab_tests --color=never >"$out/test_sim.log" 2>&1 || rc=1
-tail -n 1 "$out/test_sim.log"
-echo "== oomlab bench alloc (cuda, OOM_DEBUG=0)"
-build/bench/oomlab bench alloc --backend cuda | tee "$out/bench_cuda.txt" || rc=1
-build/bench/oomlab bench alloc --backend cuda --json >"$out/bench_cuda.json" || rc=1
-echo "== oomlab bench alloc (sim, same host)"
-build/bench/oomlab bench alloc --backend sim | tee "$out/bench_sim.txt" || rc=1
+step() { echo "== $*"; }
+
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$logs/gpu.txt"
+python3 -c 'import torch; print("torch", torch.__version__)' | tee -a "$logs/gpu.txt"
+
+step "the suite on cuda"
+OOMLAB_TEST_BACKEND=cuda OOMLAB_BIN=$B/oomlab timeout 420 $B/oomlab_tests --color=never --jobs 1 \
+  >"$logs/test_cuda.log" 2>&1 || rc=1
+tail -n 1 "$logs/test_cuda.log"
+grep -E '^\[(FAIL|----)\]' "$logs/test_cuda.log" | head -30
+
+step "compute-sanitizer memcheck: kernel suites on cuda"
+OOMLAB_TEST_BACKEND=cuda timeout 240 compute-sanitizer --tool memcheck --print-limit 20 \
+  $B/oomlab_tests --color=never --jobs 1 --filter '@(kernels|gemm)/*' >"$logs/sanitizer.log" 2>&1 || rc=1
+grep -E 'ERROR SUMMARY|Synthesis' "$logs/sanitizer.log" | tail -2
+
+step "oomlab run fragmentation --backend cuda"
+$B/oomlab run fragmentation --backend cuda --out "$logs/runs" >"$logs/run_cuda.txt" 2>&1 || rc=1
+head -12 "$logs/run_cuda.txt"; tail -2 "$logs/run_cuda.txt"
+
+step "oomlab parity --backend cuda"
+$B/oomlab parity --backend cuda >"$logs/parity_cuda.jsonl" 2>"$logs/parity_cuda.err" || rc=1
+cut -c1-220 "$logs/parity_cuda.jsonl"
+
+step "PyTorch twins"
+python3 scripts/twins/fragmentation.py --json "$logs/fragmentation.torch.json" >"$logs/twin_frag.txt" 2>&1 || rc=1
+python3 scripts/twins/mlp_parity.py --json "$logs/mlp_parity.torch.json" >"$logs/twin_mlp.txt" 2>&1 || rc=1
+CUBLAS_WORKSPACE_CONFIG=:0:0 CUBLASLT_WORKSPACE_SIZE=0 python3 scripts/twins/mlp_parity.py \
+  --json "$logs/mlp_parity_noworkspace.torch.json" train_sgd train_adam workspace >"$logs/twin_mlp_nows.txt" 2>&1 || rc=1
+cat "$logs/twin_frag.txt"; cut -c1-200 "$logs/twin_mlp_nows.txt"
+
+step "bench alloc (cuda, then sim on the same host)"
+$B/oomlab-bench bench alloc --backend cuda | tee "$logs/bench_alloc_cuda.txt" || rc=1
+$B/oomlab-bench bench alloc --backend cuda --json >"$logs/bench_alloc_cuda.json" || rc=1
+$B/oomlab-bench bench alloc --backend sim >"$logs/bench_alloc_sim.txt" || rc=1
+
+step "bench gemm"
+$B/oomlab-bench bench gemm --backend cuda | tee "$logs/bench_gemm_cuda.txt" || rc=1
+$B/oomlab-bench bench gemm --backend cuda --json >"$logs/bench_gemm_cuda.json" || rc=1
+lscpu >"$logs/cpu.txt" 2>&1
+
+mkdir -p "$out"
+tar -czf "$out/gpu_check.tar.gz" -C "$logs" .
+rm -rf "$logs"
+echo "gpu_check: exit $rc"
 exit $rc
