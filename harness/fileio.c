@@ -3,6 +3,7 @@
 #include "fileio.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +51,41 @@ oom_status fileio_write_atomic(const char *path, const void *data, size_t len)
     }
     free(tmp);
     return OOM_OK;
+}
+
+char *fileio_read_all(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        OOM_ERROR(OOM_EIO, "cannot open %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    while (buf) {
+        n += fread(buf + n, 1, cap - n, f);
+        if (n < cap)
+            break;
+        char *nb = realloc(buf, 2 * cap + 1);
+        if (!nb)
+            free(buf);
+        buf = nb;
+        cap *= 2;
+    }
+    bool bad = ferror(f) != 0;
+    fclose(f);
+    if (!buf || bad) {
+        free(buf);
+        if (bad)
+            OOM_ERROR(OOM_EIO, "cannot read %s", path);
+        else
+            OOM_ERROR(OOM_ENOMEM_HOST, "cannot read %s: out of host memory", path);
+        return NULL;
+    }
+    buf[n] = '\0';
+    if (len)
+        *len = n;
+    return buf;
 }
 
 oom_status fileio_mkdirs(const char *path)

@@ -18,6 +18,11 @@ OOM_BEGIN_DECLS
  * names the problem: OOM_EIO (cannot create, write or rename) or OOM_ENOMEM_HOST. */
 oom_status fileio_write_atomic(const char *path, const void *data, size_t len);
 
+/* The whole file, NUL-terminated, in a malloc'd buffer (the caller frees it); *len (if non-NULL) gets its
+ * length. NULL with OOM_EIO ("cannot open PATH: reason", "cannot read PATH") or OOM_ENOMEM_HOST in the
+ * last-error record. */
+char *fileio_read_all(const char *path, size_t *len);
+
 /* mkdir -p path (mode 0777 less the umask). OOM_EIO, with the reason in the last-error record, when a component
  * cannot be made or exists and is not a directory. */
 oom_status fileio_mkdirs(const char *path);

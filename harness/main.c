@@ -340,8 +340,7 @@ static int cmd_run(int argc, char **argv)
     }
     char path[1024] = "";
     if (write && report_write(&res, out_dir, path, sizeof path) != OOM_OK) {
-        const char *msg = oom_error_msg(), *detail = strstr(msg, ": ");
-        fprintf(stderr, "oomlab: --out: %s\n", detail ? detail + 2 : msg);
+        fprintf(stderr, "oomlab: --out: %s\n", oom_error_detail());
         run_result_free(&res);
         return EXIT_BAD_INPUT;
     }

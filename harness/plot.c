@@ -13,6 +13,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "fileio.h"
+
 extern char **environ;
 
 #define MIB 1048576.0
@@ -24,28 +26,6 @@ static oom_status fail(char *err, size_t cap, oom_status st, const char *fmt, ..
     vsnprintf(err, cap, fmt, ap);
     va_end(ap);
     return st;
-}
-
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    size_t cap = 1 << 16, n = 0, got;
-    char *buf = malloc(cap);
-    while (buf && (got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
-        n += got;
-        if (n + 1 == cap) {
-            char *nb = realloc(buf, cap *= 2);
-            if (!nb)
-                free(buf);
-            buf = nb;
-        }
-    }
-    fclose(f);
-    if (buf)
-        buf[n] = '\0';
-    return buf;
 }
 
 static double num(const cJSON *o, const char *key)
@@ -153,9 +133,9 @@ static bool write_inputs(const cJSON *run, const char *dat, const char *gp, cons
 
 oom_status plot_run(const char *json_path, const char *png_path, char *err, size_t errcap)
 {
-    char *text = slurp(json_path);
+    char *text = fileio_read_all(json_path, NULL);
     if (!text)
-        return fail(err, errcap, OOM_EIO, "cannot read %s", json_path);
+        return fail(err, errcap, OOM_EIO, "%s", oom_error_detail());
     cJSON *run = cJSON_Parse(text);
     free(text);
     if (!run || strcmp(str(run, "schema"), "oomlab.run/1") != 0 ||
@@ -177,7 +157,7 @@ oom_status plot_run(const char *json_path, const char *png_path, char *err, size
     if (!write_inputs(run, dat, gp, tmp_png)) {
         st = fail(err, errcap, OOM_EIO, "cannot write the plot's inputs in %s", dir);
     } else if (!run_gnuplot(gp, gerr)) {
-        char *why = slurp(gerr);
+        char *why = fileio_read_all(gerr, NULL);
         char *nl = why ? strchr(why, '\n') : NULL;
         if (nl)
             *nl = '\0';

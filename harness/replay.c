@@ -11,6 +11,7 @@
 
 #include "cachealloc.h"
 #include "device.h"
+#include "fileio.h"
 #include "snapshot.h"
 
 /* ---- trace addr -> model ptr, open addressing (keys are nonzero addresses) ---- */
@@ -84,40 +85,6 @@ static void set_err(char *err, size_t cap, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(err, cap, fmt, ap);
     va_end(ap);
-}
-
-static char *read_file(const char *path, size_t *len, char *err, size_t errcap)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        set_err(err, errcap, "cannot open %s: %s", path, strerror(errno));
-        return NULL;
-    }
-    size_t cap = 1 << 20, n = 0;
-    char *buf = malloc(cap + 1);
-    while (buf) {
-        size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (n < cap)
-            break;
-        cap *= 2;
-        char *nb = realloc(buf, cap + 1);
-        if (!nb) {
-            free(buf);
-            buf = NULL;
-        }
-        buf = nb;
-    }
-    bool bad = ferror(f);
-    fclose(f);
-    if (!buf || bad) {
-        free(buf);
-        set_err(err, errcap, "cannot read %s", path);
-        return NULL;
-    }
-    buf[n] = '\0';
-    *len = n;
-    return buf;
 }
 
 static bool get_u64(const cJSON *o, const char *key, uint64_t *out)
@@ -311,9 +278,11 @@ oom_status replay_file(const char *path, const replay_options *opt, replay_resul
     res->first_divergence = -1;
     res->first_oom_event = -1;
     size_t len = 0;
-    char *text = read_file(path, &len, err, errcap);
-    if (!text)
+    char *text = fileio_read_all(path, &len);
+    if (!text) {
+        set_err(err, errcap, "%s", oom_error_detail());
         return OOM_EIO;
+    }
     cJSON *root = cJSON_ParseWithLength(text, len);
     free(text);
     if (!cJSON_IsObject(root)) {
@@ -441,8 +410,7 @@ oom_status replay_file(const char *path, const replay_options *opt, replay_resul
         rc = snapshot_write(ca, opt->snapshot_path);
         if (rc != OOM_OK) {
             /* the last-error record reads "EIO at file:line: detail"; the user gets the detail */
-            const char *msg = oom_error_msg(), *detail = strstr(msg, ": ");
-            set_err(err, errcap, "--snapshot: %s", detail ? detail + 2 : msg);
+            set_err(err, errcap, "--snapshot: %s", oom_error_detail());
         }
     }
 out_map:

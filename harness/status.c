@@ -3,6 +3,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 static const char *const status_names[OOM_STATUS_COUNT] = {
     [OOM_OK] = "OK",
@@ -39,5 +40,11 @@ void oom_error_set(oom_status st, const char *file, int line, const char *fmt, .
 }
 
 const char *oom_error_msg(void) { return last_msg; }
+
+const char *oom_error_detail(void)
+{
+    const char *d = strstr(last_msg, ": "); /* after "STATUS at file:line" */
+    return d ? d + 2 : last_msg;
+}
 
 void oom_error_clear(void) { last_msg[0] = '\0'; }

@@ -36,6 +36,8 @@ void oom_error_set(oom_status st, const char *file, int line, const char *fmt, .
 #endif
     ;
 const char *oom_error_msg(void);  /* "" when no detail was recorded */
+/* The detail alone, without the "STATUS at file:line: " prefix: what a user-facing message quotes. */
+const char *oom_error_detail(void);
 void oom_error_clear(void);
 
 #define OOM_ERROR(st, ...) oom_error_set((st), __FILE__, __LINE__, __VA_ARGS__)
