@@ -2,7 +2,6 @@
 #include "replay.h"
 
 #include <cJSON.h>
-#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
