@@ -66,9 +66,7 @@ oom_status k_add_ref(dtype dt, void *out, const void *a, const void *b, float al
 {
     if (!kargs_float(dt) || n < 0 || (n > 0 && (!out || !a || !b)))
         return KARGS_FAIL(dt, 1, n);
-#define ADD(T)                                                                                                     \
-    for (int64_t i = 0; i < n; i++)                                                                                \
-    ST_##T(out, i, LD_##T(a, i) + alpha * LD_##T(b, i))
+#define ADD(T) REF_MAP(T, out, n, LD_##T(a, i) + alpha * LD_##T(b, i))
     REF_FLOAT_DISPATCH(dt, ADD)
 #undef ADD
     return OOM_OK;
@@ -78,9 +76,7 @@ oom_status k_mul_ref(dtype dt, void *out, const void *a, const void *b, int64_t 
 {
     if (!kargs_float(dt) || n < 0 || (n > 0 && (!out || !a || !b)))
         return KARGS_FAIL(dt, 1, n);
-#define MUL(T)                                                                                                     \
-    for (int64_t i = 0; i < n; i++)                                                                                \
-    ST_##T(out, i, LD_##T(a, i) * LD_##T(b, i))
+#define MUL(T) REF_MAP(T, out, n, LD_##T(a, i) * LD_##T(b, i))
     REF_FLOAT_DISPATCH(dt, MUL)
 #undef MUL
     return OOM_OK;
@@ -90,9 +86,7 @@ oom_status k_scale_ref(dtype dt, void *out, const void *a, float s, int64_t n)
 {
     if (!kargs_float(dt) || n < 0 || (n > 0 && (!out || !a)))
         return KARGS_FAIL(dt, 1, n);
-#define SCALE(T)                                                                                                   \
-    for (int64_t i = 0; i < n; i++)                                                                                \
-    ST_##T(out, i, s * LD_##T(a, i))
+#define SCALE(T) REF_MAP(T, out, n, s * LD_##T(a, i))
     REF_FLOAT_DISPATCH(dt, SCALE)
 #undef SCALE
     return OOM_OK;
@@ -105,9 +99,7 @@ oom_status k_relu_ref(dtype dt, void *out, const void *a, int64_t n)
 {
     if (!kargs_float(dt) || n < 0 || (n > 0 && (!out || !a)))
         return KARGS_FAIL(dt, 1, n);
-#define RELU(T)                                                                                                    \
-    for (int64_t i = 0; i < n; i++)                                                                                \
-    ST_##T(out, i, relu1(LD_##T(a, i)))
+#define RELU(T) REF_MAP(T, out, n, relu1(LD_##T(a, i)))
     REF_FLOAT_DISPATCH(dt, RELU)
 #undef RELU
     return OOM_OK;
@@ -118,9 +110,7 @@ oom_status k_relu_backward_ref(dtype dt, void *gi, const void *go, const void *y
 {
     if (!kargs_float(dt) || n < 0 || (n > 0 && (!gi || !go || !y)))
         return KARGS_FAIL(dt, 1, n);
-#define RELU_BW(T)                                                                                                 \
-    for (int64_t i = 0; i < n; i++)                                                                                \
-    ST_##T(gi, i, LD_##T(y, i) <= 0.0f ? 0.0f : LD_##T(go, i))
+#define RELU_BW(T) REF_MAP(T, gi, n, LD_##T(y, i) <= 0.0f ? 0.0f : LD_##T(go, i))
     REF_FLOAT_DISPATCH(dt, RELU_BW)
 #undef RELU_BW
     return OOM_OK;
@@ -130,9 +120,7 @@ oom_status k_tanh_ref(dtype dt, void *out, const void *a, int64_t n)
 {
     if (!kargs_float(dt) || n < 0 || (n > 0 && (!out || !a)))
         return KARGS_FAIL(dt, 1, n);
-#define TANH(T)                                                                                                    \
-    for (int64_t i = 0; i < n; i++)                                                                                \
-    ST_##T(out, i, tanhf(LD_##T(a, i)))
+#define TANH(T) REF_MAP(T, out, n, tanhf(LD_##T(a, i)))
     REF_FLOAT_DISPATCH(dt, TANH)
 #undef TANH
     return OOM_OK;
@@ -142,11 +130,7 @@ oom_status k_tanh_backward_ref(dtype dt, void *gi, const void *go, const void *y
 {
     if (!kargs_float(dt) || n < 0 || (n > 0 && (!gi || !go || !y)))
         return KARGS_FAIL(dt, 1, n);
-#define TANH_BW(T)                                                                                                 \
-    for (int64_t i = 0; i < n; i++) {                                                                              \
-        float yv = LD_##T(y, i);                                                                                   \
-        ST_##T(gi, i, LD_##T(go, i) * (1.0f - yv * yv));                                                           \
-    }
+#define TANH_BW(T) REF_MAP(T, gi, n, LD_##T(go, i) * (1.0f - LD_##T(y, i) * LD_##T(y, i)))
     REF_FLOAT_DISPATCH(dt, TANH_BW)
 #undef TANH_BW
     return OOM_OK;
@@ -157,6 +141,8 @@ oom_status k_bias_rows_ref(dtype dt, void *out, const void *bias, int64_t m, int
 {
     if (!kargs_float(dt) || !kargs_shape(m, n) || (m * n > 0 && (!out || !bias)))
         return KARGS_FAIL(dt, m, n);
+    if (m * n == 0)
+        return OOM_OK;
     size_t row = (size_t)n * dtype_size(dt);
     for (int64_t i = 0; i < m; i++)
         memcpy((char *)out + (size_t)i * row, bias, row);

@@ -22,10 +22,7 @@ OOM_BEGIN_DECLS
 static inline bool kargs_float(dtype dt) { return dt == DT_F32 || dt == DT_F16 || dt == DT_BF16; }
 
 /* m, n >= 0 and m * n fits in int64. */
-static inline bool kargs_shape(int64_t m, int64_t n)
-{
-    return m >= 0 && n >= 0 && (n == 0 || m <= INT64_MAX / n);
-}
+static inline bool kargs_shape(int64_t m, int64_t n) { return m >= 0 && n >= 0 && (n == 0 || m <= INT64_MAX / n); }
 
 /* Record "KERNEL: bad arguments (...)" and return OOM_EINVAL. */
 static inline oom_status kargs_fail(const char *kernel, const char *file, int line, dtype dt, int64_t m, int64_t n)

@@ -74,10 +74,10 @@ KRAND_FN int64_t krand_int(uint64_t h, int64_t lo, int64_t hi)
 KRAND_FN uint32_t krand_below(uint32_t bits, uint32_t sign)
 {
     if (bits & sign)
-        return bits + 1;   /* negative, -0 included: one step away from zero */
+        return bits + 1; /* negative, -0 included: one step away from zero */
     if (bits == 0)
-        return sign | 1u;  /* +0: the negative smallest subnormal */
-    return bits - 1;       /* positive: one step toward zero */
+        return sign | 1u; /* +0: the negative smallest subnormal */
+    return bits - 1;      /* positive: one step toward zero */
 }
 
 #endif

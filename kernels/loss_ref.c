@@ -42,8 +42,7 @@ oom_status k_mse_loss_backward_ref(dtype dt, void *gi, const void *go, const voi
 #define MSE_BW(T)                                                                                                  \
     do {                                                                                                           \
         float g = LD_##T(go, 0);                                                                                   \
-        for (int64_t i = 0; i < n; i++)                                                                            \
-            ST_##T(gi, i, norm * (LD_##T(a, i) - LD_##T(b, i)) * g);                                               \
+        REF_MAP(T, gi, n, norm * (LD_##T(a, i) - LD_##T(b, i)) * g);                                               \
     } while (0)
     REF_FLOAT_DISPATCH(dt, MSE_BW)
 #undef MSE_BW

@@ -2,8 +2,7 @@
  *
  * Element access: LD_T(p, i) reads element i of buffer p as f32 and ST_T(p, i, v) stores the f32 v rounded
  * once (dtype.h), for T = F32, F16, BF16. A kernel writes its loop once as a macro BODY(T) and runs it with
- * REF_FLOAT_DISPATCH(dt, BODY), which expands one typed loop per dtype (the f32 loop is plain float code the
- * compiler can vectorise).
+ * REF_FLOAT_DISPATCH(dt, BODY), which expands one typed loop per dtype; REF_MAP is the loop of the maps.
  *
  * Summation: the references accumulate in f32 (kernels.h) but not naively. Terms are summed in chunks of
  * REF_CHUNK with 8 interleaved accumulators and the chunk sums are combined pairwise (a binary counter), so the
@@ -39,6 +38,29 @@
     default:                                                                                                       \
         break;                                                                                                     \
     }
+
+/* out[i] = EXPR for every i in [0, n), EXPR an f32 expression of i (reading with LD_T), stored with ST_T.
+ * Chunks of REF_LANES values are computed into a local array and then stored: the fixed-length f32 loops
+ * vectorise at -O2 (the local array cannot alias the buffers, so no run-time overlap checks are needed), and an
+ * output may alias an input exactly (a chunk is read before it is written). */
+#define REF_LANES 8
+#define REF_MAP(T, out, n, EXPR)                                                                                   \
+    do {                                                                                                           \
+        int64_t i0_ = 0;                                                                                           \
+        for (; i0_ + REF_LANES <= (n); i0_ += REF_LANES) {                                                         \
+            float t_[REF_LANES];                                                                                   \
+            for (int k_ = 0; k_ < REF_LANES; k_++) {                                                               \
+                const int64_t i = i0_ + k_;                                                                        \
+                t_[k_] = (EXPR);                                                                                   \
+            }                                                                                                      \
+            for (int k_ = 0; k_ < REF_LANES; k_++)                                                                 \
+                ST_##T(out, i0_ + k_, t_[k_]);                                                                     \
+        }                                                                                                          \
+        for (; i0_ < (n); i0_++) {                                                                                 \
+            const int64_t i = i0_;                                                                                 \
+            ST_##T(out, i, (EXPR));                                                                                \
+        }                                                                                                          \
+    } while (0)
 
 /* Terms per chunk: a caller converts up to REF_CHUNK terms into a float array, then adds the chunk. */
 #define REF_CHUNK 256
