@@ -15,8 +15,9 @@
  *   - Elementwise outputs may alias their inputs (in-place ops pass the same pointer).
  *   - CUDA versions launch on the default stream and return without synchronising; they return OOM_ECUDA
  *     (with the CUDA error in the last-error record) when a launch fails, OOM_EINVAL for bad arguments.
- *   - Scalar operands that autograd produces on the device (a loss gradient, nll's total_weight, the loss
- *     scaler's inverse scale) are passed as device pointers to one f32, as PyTorch passes 0-dim tensors.
+ *   - Scalar operands that autograd produces on the device are passed as device pointers to one element, as
+ *     PyTorch passes 0-dim tensors: a loss, its gradient and nll's total_weight have the kernel's dtype dt; the
+ *     loss scaler's inv_scale and found_inf are f32.
  *
  * Random numbers are counter based, so the CPU and the GPU draw the same values: element i of a tensor with
  * seed s uses h = oom_rng_hash(s, i) (below). uniform: lo + (hi - lo) * u with u = (h >> 40) * 2^-24;
