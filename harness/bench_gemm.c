@@ -2,8 +2,9 @@
  * nothing beyond reporting the GPU result's error against cuBLAS.
  *
  * CPU part (here, every backend): ms per f32 k_gemm_ref call at the CI scale (batch 64, width 256: Linear's
- * forward NT, its backward NN and TN, and 64x256x256 TN) and one 256x1024x1024 NT call; each figure the median of 11 runs of enough
- * calls to take about 20 ms. GPU part (bench_gemm_cuda.cu, cuda backend only): k_gemm_cuda against cuBLAS.
+ * forward NT, its backward NN and TN, and 64x256x256 TN) and one 256x1024x1024 NT call; each figure the median
+ * of 11 runs of enough calls to take about 20 ms. GPU part (bench_gemm_cuda.cu, cuda backend only):
+ * k_gemm_cuda against cuBLAS.
  * The build's OOM_DEBUG level is printed: only level 0 figures are worth publishing (`make bench`).
  */
 #include "bench.h"
