@@ -7,6 +7,7 @@
 
 #include "compat.h"
 #include "device.h"
+#include "dtype.h"
 #include "status.h"
 
 OOM_BEGIN_DECLS
@@ -40,6 +41,21 @@ typedef struct bench_gemm_options {
  * table (or JSON) to out. OOM_ENODEV when cuda is asked for and absent. Implemented in bench_gemm.c (CPU part)
  * and bench_gemm_cuda.cu. */
 oom_status bench_gemm(const bench_gemm_options *opt, FILE *out);
+
+/* One GPU figure of `bench gemm`: C[m x n] = op(A) op(B), layout "NT" = A as is, B transposed, and so on. */
+typedef struct bench_gemm_row {
+    dtype dt;
+    bool ta, tb;
+    long m, n, k;
+    double ours_tflops;   /* k_gemm_cuda; < 0: it failed */
+    double cublas_tflops; /* < 0: cuBLAS absent or failed */
+    double rel_err;       /* ||ours - cuBLAS|| / ||cuBLAS|| (Frobenius), < 0: not compared */
+} bench_gemm_row;
+
+/* cuda only (bench_gemm_cuda.cu): the GPU rows of `bench gemm`, at most max_rows into rows (*n_rows set), and
+ * which cuBLAS was loaded ("cuBLAS not found" when none) into cublas_info. The device must be open.
+ * OOM_EUNSUPPORTED when the cuda backend is not built in; OOM_ENOMEM_DEVICE when the buffers do not fit. */
+oom_status bench_gemm_gpu(bench_gemm_row *rows, int max_rows, int *n_rows, char *cublas_info, size_t info_len);
 
 OOM_END_DECLS
 

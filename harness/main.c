@@ -8,6 +8,7 @@
  *   oomlab parity [WORKLOAD...] [--backend auto|cuda|sim]
  *   oomlab replay FILE [--alloc-conf S] [--budget SIZE] [--snapshot OUT] [--json]
  *   oomlab bench alloc [--backend auto|cuda|sim] [--iters N] [--json]
+ *   oomlab bench gemm [--backend auto|cuda|sim] [--json]
  *   oomlab version | help
  *
  * Exit status: 0 success (run: every variant shows what it must; replay: the model agrees with PyTorch's
@@ -50,6 +51,8 @@ static const char usage[] =
     "      --snapshot writes the model's snapshot after it (OUT.pickle or .pkl: for pytorch.org/memory_viz)\n"
     "  bench alloc [--backend auto|cuda|sim] [--iters N] [--json]\n"
     "      ns per malloc+free pair on a cache hit (cuda: also cudaMalloc and cudaMallocAsync)\n"
+    "  bench gemm [--backend auto|cuda|sim] [--json]\n"
+    "      ms per call of the CPU reference GEMM; cuda: TFLOP/s of oomlab's GEMM against cuBLAS\n"
     "  version | help\n";
 
 static int bad_input(const char *fmt, const char *arg)
@@ -177,10 +180,33 @@ static int cmd_replay(int argc, char **argv)
     return rc;
 }
 
+static int cmd_bench_gemm(int argc, char **argv)
+{
+    bench_gemm_options opt = {.kind = DEVICE_AUTO};
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--json") == 0) {
+            opt.json = true;
+        } else if (strcmp(argv[i], "--backend") == 0) {
+            if (++i >= argc)
+                return bad_input("%s needs a value", "--backend");
+            if (device_kind_parse(argv[i], &opt.kind) != OOM_OK)
+                return bad_input("--backend: '%s' is not auto, cuda or sim", argv[i]);
+        } else {
+            return bad_input("bench gemm: unknown option '%s'", argv[i]);
+        }
+    }
+    oom_status st = bench_gemm(&opt, stdout);
+    if (st == OOM_ENODEV)
+        return bad_input("%s", "bench: --backend cuda, but no GPU is visible or the cuda backend is not built in");
+    return st == OOM_OK ? 0 : 1;
+}
+
 static int cmd_bench(int argc, char **argv)
 {
+    if (argc >= 1 && strcmp(argv[0], "gemm") == 0)
+        return cmd_bench_gemm(argc - 1, argv + 1);
     if (argc < 1 || strcmp(argv[0], "alloc") != 0)
-        return bad_input("%s", "bench: the benchmark to run is 'alloc'");
+        return bad_input("%s", "bench: the benchmark to run is 'alloc' or 'gemm'");
     bench_options opt = {.kind = DEVICE_AUTO, .iters = 0};
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--json") == 0) {
