@@ -13,6 +13,7 @@ static optimizer *optim_new(rt *r, optim_kind kind, tensor *const *params, size_
     if (!opt || !(opt->params = calloc(n ? n : 1, sizeof *opt->params)) ||
         !(opt->state_a = calloc(n ? n : 1, sizeof *opt->state_a)) ||
         !(opt->state_b = calloc(n ? n : 1, sizeof *opt->state_b)) ||
+        !(opt->state_step = calloc(n ? n : 1, sizeof *opt->state_step)) ||
         !(opt->steps = calloc(n ? n : 1, sizeof *opt->steps))) {
         fprintf(stderr, "oomlab: out of host memory\n");
         abort();
@@ -49,28 +50,137 @@ void optim_free(optimizer *o)
         tensor_release(o->params[i]);
         tensor_release(o->state_a[i]);
         tensor_release(o->state_b[i]);
+        tensor_release(o->state_step[i]);
     }
     free(o->params);
     free(o->state_a);
     free(o->state_b);
+    free(o->state_step);
     free(o->steps);
     free(o);
 }
 
-/* The state of parameter p, made at its first step (_init_group). */
-static bool init_state(optimizer *o, size_t i)
+/* Adam's state of parameter i, made at its first step (_init_group): [step,] exp_avg, exp_avg_sq. */
+static bool init_adam_state(optimizer *o, size_t i)
 {
     tensor *p = o->params[i];
     rt *r = o->rt;
-    if (o->kind == OPTIM_ADAM && !o->state_a[i]) {
-        o->state_a[i] = tensor_zeros(r, p->dt, p->ndim, p->shape); /* exp_avg */
-        o->state_b[i] = tensor_zeros(r, p->dt, p->ndim, p->shape); /* exp_avg_sq */
-        return o->state_b[i] != NULL;
+    if (o->state_a[i])
+        return true;
+    if (o->o.fused && !(o->state_step[i] = tensor_zeros(r, DT_F32, SCALAR)))
+        return false;
+    o->state_a[i] = tensor_zeros(r, p->dt, p->ndim, p->shape);
+    o->state_b[i] = tensor_zeros(r, p->dt, p->ndim, p->shape);
+    return o->state_b[i] != NULL;
+}
+
+#define K(r, call) (!(r)->computes || op_check((r), (r)->k->call))
+
+/* The gradients the update reads: .grad, or with weight decay a temporary grad + wd * p (_foreach_add). */
+static bool decayed_grads(optimizer *o, tensor **d)
+{
+    rt *r = o->rt;
+    for (size_t i = 0; i < o->nparams; i++) {
+        tensor *p = o->params[i], *g = p->grad;
+        if (!g)
+            continue;
+        if (o->o.weight_decay == 0.0) {
+            d[i] = tensor_retain(g);
+            continue;
+        }
+        d[i] = tensor_empty(r, g->dt, g->ndim, g->shape);
+        if (!d[i] || !K(r, add(g->dt, tensor_data(d[i]), tensor_data(g), tensor_data(p), (float)o->o.weight_decay,
+                               tensor_numel(g))))
+            return false;
     }
-    if (o->kind == OPTIM_SGD && o->o.momentum != 0.0 && !o->state_a[i]) {
-        /* momentum_buffer = torch.clone(grad).detach(); the kernel fills it on the first step */
-        o->state_a[i] = tensor_empty(r, p->dt, p->ndim, p->shape);
-        return o->state_a[i] != NULL;
+    return true;
+}
+
+static void release_all(tensor **ts, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        tensor_release(ts[i]);
+        ts[i] = NULL;
+    }
+}
+
+/* _multi_tensor_sgd */
+static bool sgd_step(optimizer *o, tensor **d)
+{
+    rt *r = o->rt;
+    if (!decayed_grads(o, d))
+        return false;
+    for (size_t i = 0; i < o->nparams; i++) {
+        tensor *p = o->params[i];
+        if (!d[i])
+            continue;
+        bool first = o->o.momentum != 0.0 && !o->state_a[i];
+        if (first && !(o->state_a[i] = tensor_empty(r, p->dt, p->ndim, p->shape))) /* torch.clone(grad) */
+            return false;
+        o->steps[i]++;
+        if (!K(r, sgd_step(p->dt, tensor_data(p), tensor_data(d[i]), o->state_a[i] ? tensor_data(o->state_a[i]) : NULL,
+                           tensor_numel(p), (float)o->o.lr, (float)o->o.momentum, (float)o->o.dampening, 0.0f,
+                           o->o.nesterov, first)))
+            return false;
+        tensor_bump_version(p);
+    }
+    return true;
+}
+
+/* _multi_tensor_adam, or _fused_adam */
+static bool adam_step(optimizer *o, tensor **d, tensor **denom)
+{
+    rt *r = o->rt;
+    for (size_t i = 0; i < o->nparams; i++)
+        if (o->params[i]->grad && !init_adam_state(o, i))
+            return false;
+    if (o->o.fused) {
+        for (size_t i = 0; i < o->nparams; i++) {
+            tensor *p = o->params[i], *g = p->grad;
+            if (!g)
+                continue;
+            double t = (double)++o->steps[i];
+            float bc1 = (float)(1.0 - pow(o->o.beta1, t)), bc2 = (float)(1.0 - pow(o->o.beta2, t));
+            if (!K(r, fill(DT_F32, tensor_data(o->state_step[i]), 1, (float)t)) ||
+                !K(r, adam_step(p->dt, tensor_data(p), tensor_data(g), tensor_data(o->state_a[i]),
+                                tensor_data(o->state_b[i]), tensor_numel(p), (float)o->o.lr, (float)o->o.beta1,
+                                (float)o->o.beta2, (float)o->o.eps, (float)o->o.weight_decay, bc1, bc2)))
+                return false;
+            tensor_bump_version(p);
+        }
+        return true;
+    }
+    if (!decayed_grads(o, d))
+        return false;
+    for (size_t i = 0; i < o->nparams; i++) {
+        tensor *p = o->params[i];
+        if (!d[i])
+            continue;
+        o->steps[i]++;
+        if (!K(r, adam_moments(p->dt, tensor_data(o->state_a[i]), tensor_data(o->state_b[i]), tensor_data(d[i]),
+                               tensor_numel(p), (float)o->o.beta1, (float)o->o.beta2)))
+            return false;
+    }
+    release_all(d, o->nparams); /* del device_grads */
+    for (size_t i = 0; i < o->nparams; i++) { /* exp_avg_sq_sqrt = _foreach_sqrt(exp_avg_sqs); div_; add_(eps) */
+        tensor *p = o->params[i];
+        if (!p->grad)
+            continue;
+        float bc2 = (float)(1.0 - pow(o->o.beta2, (double)o->steps[i]));
+        denom[i] = tensor_empty(r, p->dt, p->ndim, p->shape);
+        if (!denom[i] || !K(r, adam_denom(p->dt, tensor_data(denom[i]), tensor_data(o->state_b[i]), tensor_numel(p),
+                                          bc2, (float)o->o.eps)))
+            return false;
+    }
+    for (size_t i = 0; i < o->nparams; i++) { /* params.addcdiv_(exp_avgs, denom, -step_size) */
+        tensor *p = o->params[i];
+        if (!denom[i])
+            continue;
+        double bc1 = 1.0 - pow(o->o.beta1, (double)o->steps[i]);
+        if (!K(r, addcdiv(p->dt, tensor_data(p), tensor_data(o->state_a[i]), tensor_data(denom[i]),
+                          (float)(-o->o.lr / bc1), tensor_numel(p))))
+            return false;
+        tensor_bump_version(p);
     }
     return true;
 }
@@ -80,44 +190,24 @@ oom_status optim_step(optimizer *o)
     rt *r = o->rt;
     if (!rt_ok(r))
         return r->status;
-    oom_status st = OOM_OK;
+    tensor **d = calloc(o->nparams ? o->nparams : 1, sizeof *d);
+    tensor **denom = calloc(o->nparams ? o->nparams : 1, sizeof *denom);
+    if (!d || !denom) {
+        fprintf(stderr, "oomlab: out of host memory\n");
+        abort();
+    }
     RT_NO_GRAD(r)
     {
-        for (size_t i = 0; i < o->nparams && st == OOM_OK; i++) {
-            tensor *p = o->params[i], *g = p->grad;
-            if (!g)
-                continue;
-            bool first = o->kind == OPTIM_SGD && o->o.momentum != 0.0 && !o->state_a[i];
-            if (!init_state(o, i)) {
-                st = r->status;
-                break;
-            }
-            int64_t n = tensor_numel(p);
-            o->steps[i]++;
-            if (r->computes) {
-                oom_status k;
-                if (o->kind == OPTIM_SGD) {
-                    k = r->k->sgd_step(p->dt, tensor_data(p), tensor_data(g),
-                                       o->state_a[i] ? tensor_data(o->state_a[i]) : NULL, n, (float)o->o.lr,
-                                       (float)o->o.momentum, (float)o->o.dampening, (float)o->o.weight_decay,
-                                       o->o.nesterov, first);
-                } else {
-                    double bc1 = 1.0 - pow(o->o.beta1, (double)o->steps[i]);
-                    double bc2 = 1.0 - pow(o->o.beta2, (double)o->steps[i]);
-                    k = r->k->adam_step(p->dt, tensor_data(p), tensor_data(g), tensor_data(o->state_a[i]),
-                                        tensor_data(o->state_b[i]), n, (float)o->o.lr, (float)o->o.beta1,
-                                        (float)o->o.beta2, (float)o->o.eps, (float)o->o.weight_decay, (float)bc1,
-                                        (float)bc2);
-                }
-                if (!op_check(r, k)) {
-                    st = r->status;
-                    break;
-                }
-            }
-            tensor_bump_version(p); /* p.add_(...) under no_grad */
-        }
+        if (o->kind == OPTIM_SGD)
+            sgd_step(o, d);
+        else
+            adam_step(o, d, denom);
     }
-    return st;
+    release_all(d, o->nparams); /* the temporaries go when step() returns */
+    release_all(denom, o->nparams);
+    free(d);
+    free(denom);
+    return r->status;
 }
 
 void optim_zero_grad(optimizer *o, bool set_to_none)

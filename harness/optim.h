@@ -7,11 +7,17 @@
  *         is a host counter, as PyTorch keeps it on the CPU unless capturable/fused.
  *   zero_grad(set_to_none=true), the default since PyTorch 2.0, frees every .grad; set_to_none=false zeroes
  *   them in place and keeps the memory.
- * The update itself is one fused kernel per parameter (kernels.h: sgd_step, adam_step), with no temporaries.
- * PyTorch's default multi-tensor (foreach) implementation allocates temporaries inside step() (Adam: one
- * sqrt(exp_avg_sq) per parameter; weight decay: one grad + wd * p per parameter), so its peak during step()
- * is higher by that much; steady-state memory is the same. step() runs under no_grad and bumps every
- * parameter's version, which is what breaks a retained graph that saved a parameter.
+ * step() follows PyTorch's default implementation on CUDA, the multi-tensor ("foreach") one, temporaries
+ * included, so its peak is PyTorch's:
+ *   weight decay: one temporary grad + weight_decay * p per parameter (_foreach_add), for the whole step (SGD)
+ *         or until the moments are updated (Adam: `del device_grads`);
+ *   SGD: the momentum buffers at the first step (clones), then p += -lr * d;
+ *   Adam: the moments in place, then one temporary denominator per parameter, all at once (_foreach_sqrt),
+ *         then p.addcdiv_(m, denom, -lr / bias_correction1), then the temporaries go.
+ * With fused set (torch.optim.Adam(fused=True)) Adam runs one kernel per parameter with no temporaries, and its
+ * `step` state is a 0-dim f32 tensor on the device, made before exp_avg as PyTorch makes it.
+ * step() runs under no_grad and bumps every parameter's version, which is what breaks a retained graph that
+ * saved a parameter.
  */
 #ifndef OOMLAB_OPTIM_H
 #define OOMLAB_OPTIM_H
@@ -33,17 +39,19 @@ typedef struct optim_options {
     bool nesterov;              /* SGD */
     double beta1, beta2, eps;   /* Adam */
     double weight_decay;
+    bool fused;                 /* Adam: torch.optim.Adam(fused=True) (set it before the first step) */
 } optim_options;
 
 /* Invariants: params[i] are retained leaves; state_a[i] / state_b[i] are NULL until parameter i's first step
- * with a gradient (then: SGD momentum_buffer / Adam exp_avg and exp_avg_sq, same shape and dtype as it). */
+ * with a gradient (then: SGD momentum_buffer / Adam exp_avg and exp_avg_sq, same shape and dtype as it);
+ * state_step[i] is Adam(fused=True)'s device step counter, else NULL; steps[i] counts parameter i's steps. */
 typedef struct optimizer {
     rt *rt;
     optim_kind kind;
     optim_options o;
     size_t nparams;
     tensor **params;
-    tensor **state_a, **state_b;
+    tensor **state_a, **state_b, **state_step;
     int64_t *steps;
 } optimizer;
 

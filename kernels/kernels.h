@@ -77,6 +77,10 @@ static inline uint64_t oom_rng_hash(uint64_t seed, uint64_t i)
  * adam_step        torch.optim.Adam (not AdamW), one tensor: d = g + weight_decay * p;
  *                  m = beta1 m + (1 - beta1) d; v = beta2 v + (1 - beta2) d^2;
  *                  p -= (lr / bias_correction1) * m / (sqrt(v) / sqrt(bias_correction2) + eps)
+ * adam_moments     torch.optim.Adam's default (foreach) update, first part, in place: m = lerp(m, g, 1 - beta1);
+ *                  v = beta2 v + (1 - beta2) g^2  (_foreach_lerp_, _foreach_mul_, _foreach_addcmul_)
+ * adam_denom       its temporary: denom = sqrt(v) / sqrt(bias_correction2) + eps  (_foreach_sqrt, _div_, _add_)
+ * addcdiv          p += value * t1 / t2  (addcdiv_: the foreach update's last part, value = -lr / bc1)
  * rand_uniform     out[i] = uniform in [lo, hi) (see above)
  * rand_normal      out[i] = normal(mean, std)
  * rand_int         out[i] = integer in [lo, hi), hi > lo
@@ -110,6 +114,9 @@ static inline uint64_t oom_rng_hash(uint64_t seed, uint64_t i)
                  float dampening, float weight_decay, bool nesterov, bool first))                               \
     X(adam_step, (dtype dt, void *p, const void *g, void *m, void *v, int64_t n, float lr, float beta1,        \
                   float beta2, float eps, float weight_decay, float bias_correction1, float bias_correction2))  \
+    X(adam_moments, (dtype dt, void *m, void *v, const void *g, int64_t n, float beta1, float beta2))           \
+    X(adam_denom, (dtype dt, void *denom, const void *v, int64_t n, float bias_correction2, float eps))         \
+    X(addcdiv, (dtype dt, void *p, const void *t1, const void *t2, float value, int64_t n))                    \
     X(rand_uniform, (dtype dt, void *out, int64_t n, uint64_t seed, float lo, float hi))                       \
     X(rand_normal, (dtype dt, void *out, int64_t n, uint64_t seed, float mean, float std))                     \
     X(rand_int, (int64_t * out, int64_t n, uint64_t seed, int64_t lo, int64_t hi))                             \

@@ -14,6 +14,9 @@
  *         denom = sqrt(v) / sqrt(bias_correction2) + eps
  *         p = p + (-(lr / bias_correction1)) * (m / denom)       (param.addcdiv_(m, denom, value=-step_size))
  *
+ * PyTorch's default Adam (foreach) runs the same formulas in three passes with a temporary for denom: the kernels
+ * adam_moments, adam_denom and addcdiv use koptim_adam_moments and koptim_adam_denom below.
+ *
  * lerp is PyTorch's: |w| < 0.5 ? m + w (d - m) : d - (d - m)(1 - w), equal to the contract's
  * beta1 m + (1 - beta1) d up to rounding. The scalar prologue (1 - dampening, 1 - beta, lr / bc1, sqrt(bc2))
  * is computed in double and rounded to f32, as Python computes it and the kernel receives it. The device build
@@ -78,15 +81,23 @@ KOPTIM_FN float koptim_sgd_elem(const koptim_sgd *k, float p, float d, float *b)
     return p + k->neg_lr * d;
 }
 
+/* Adam's moments, in place (exp_avg.lerp_(d, 1 - beta1); exp_avg_sq.mul_(beta2).addcmul_(d, d, 1 - beta2)). */
+KOPTIM_FN void koptim_adam_moments(const koptim_adam *k, float d, float *m, float *v)
+{
+    *m = fabsf(k->w) < 0.5f ? *m + k->w * (d - *m) : d - (d - *m) * k->w1;
+    *v = *v * k->beta2 + k->value * d * d;
+}
+
+/* Adam's denominator: sqrt(v) / sqrt(bias_correction2) + eps. */
+KOPTIM_FN float koptim_adam_denom(const koptim_adam *k, float v) { return sqrtf(v) / k->bc2_sqrt + k->eps; }
+
 /* One Adam element: returns the new p; *m and *v are updated. */
 KOPTIM_FN float koptim_adam_elem(const koptim_adam *k, float p, float d, float *m, float *v)
 {
     if (k->weight_decay != 0.0f)
         d = d + k->weight_decay * p;
-    *m = fabsf(k->w) < 0.5f ? *m + k->w * (d - *m) : d - (d - *m) * k->w1;
-    *v = *v * k->beta2 + k->value * d * d;
-    float denom = sqrtf(*v) / k->bc2_sqrt + k->eps;
-    return p + k->neg_step * (*m / denom);
+    koptim_adam_moments(k, d, m, v);
+    return p + k->neg_step * (*m / koptim_adam_denom(k, *v));
 }
 
 #endif

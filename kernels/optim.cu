@@ -1,4 +1,4 @@
-/* optim.cu - CUDA versions of sgd_step and adam_step (kernels.h): koptim.h's per-element updates, the same
+/* optim.cu - CUDA versions of sgd_step, adam_step, adam_moments, adam_denom and addcdiv (kernels.h): koptim.h's per-element updates, the same
  * functions optim_ref.c runs, in the elementwise engine, so f32 tensors move in 16-byte accesses.
  */
 #include "cuda_util.cuh"
@@ -38,4 +38,48 @@ oom_status k_adam_step_cuda(dtype dt, void *p, const void *g, void *m, void *v, 
         return KARGS_FAIL(dt, 1, n);
     const koptim_adam k = koptim_adam_make(lr, beta1, beta2, eps, weight_decay, bias_correction1, bias_correction2);
     return kc_dispatch<kc_ew<adam_op>>(dt, __func__, n, p, g, m, v, k);
+}
+
+/* m, v, g (x[0..2]): moments in place. */
+template <typename T> struct adam_moments_op {
+    koptim_adam k;
+    static constexpr unsigned reads = 7, writes = 3;
+    __device__ void operator()(float *x) const { koptim_adam_moments(&k, x[2], &x[0], &x[1]); }
+};
+
+oom_status k_adam_moments_cuda(dtype dt, void *m, void *v, const void *g, int64_t n, float beta1, float beta2)
+{
+    if (!kargs_float(dt) || n < 0 || (n > 0 && (!m || !v || !g)))
+        return KARGS_FAIL(dt, 1, n);
+    const koptim_adam k = koptim_adam_make(0.0f, beta1, beta2, 0.0f, 0.0f, 1.0f, 1.0f);
+    return kc_dispatch<kc_ew<adam_moments_op>>(dt, __func__, n, m, v, g, nullptr, k);
+}
+
+/* denom, v (x[0], x[1]). */
+template <typename T> struct adam_denom_op {
+    koptim_adam k;
+    static constexpr unsigned reads = 2, writes = 1;
+    __device__ void operator()(float *x) const { x[0] = koptim_adam_denom(&k, x[1]); }
+};
+
+oom_status k_adam_denom_cuda(dtype dt, void *denom, const void *v, int64_t n, float bias_correction2, float eps)
+{
+    if (!kargs_float(dt) || n < 0 || (n > 0 && (!denom || !v)) || !(bias_correction2 > 0.0f))
+        return KARGS_FAIL(dt, 1, n);
+    const koptim_adam k = koptim_adam_make(0.0f, 0.0f, 0.0f, eps, 0.0f, 1.0f, bias_correction2);
+    return kc_dispatch<kc_ew<adam_denom_op>>(dt, __func__, n, denom, v, nullptr, nullptr, k);
+}
+
+/* p, t1, t2 (x[0..2]). */
+template <typename T> struct addcdiv_op {
+    float value;
+    static constexpr unsigned reads = 7, writes = 1;
+    __device__ void operator()(float *x) const { x[0] = x[0] + value * (x[1] / x[2]); }
+};
+
+oom_status k_addcdiv_cuda(dtype dt, void *p, const void *t1, const void *t2, float value, int64_t n)
+{
+    if (!kargs_float(dt) || n < 0 || (n > 0 && (!p || !t1 || !t2)))
+        return KARGS_FAIL(dt, 1, n);
+    return kc_dispatch<kc_ew<addcdiv_op>>(dt, __func__, n, p, t1, t2, nullptr, value);
 }

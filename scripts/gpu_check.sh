@@ -26,9 +26,9 @@ OOMLAB_TEST_BACKEND=cuda OOMLAB_BIN=$B/oomlab timeout 420 $B/oomlab_tests --colo
 tail -n 1 "$logs/test_cuda.log"
 grep -E '^\[(FAIL|----)\]' "$logs/test_cuda.log" | head -30
 
-step "compute-sanitizer memcheck: kernel suites on cuda"
-OOMLAB_TEST_BACKEND=cuda timeout 240 compute-sanitizer --tool memcheck --print-limit 20 \
-  $B/oomlab_tests --color=never --jobs 1 --filter '@(kernels|gemm)/*' >"$logs/sanitizer.log" 2>&1 || rc=1
+step "compute-sanitizer memcheck: kernel suites on cuda (but the test that trips nll's device assert on purpose)"
+OOMLAB_TEST_BACKEND=cuda timeout 150 compute-sanitizer --tool memcheck --print-limit 20 \
+  $B/oomlab_tests --color=never --jobs 1 --filter '@(kernels|gemm)/!(assert_*)' >"$logs/sanitizer.log" 2>&1 || rc=1
 grep -E 'ERROR SUMMARY|Synthesis' "$logs/sanitizer.log" | tail -2
 
 step "oomlab run fragmentation --backend cuda"

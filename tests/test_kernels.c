@@ -926,6 +926,52 @@ Test(kernels, adam_against_torch_formula)
     }
 }
 
+/* PyTorch's default Adam (_multi_tensor_adam): the moments in place, a temporary denominator, then addcdiv;
+ * weight decay first makes a temporary d = g + wd * p (_foreach_add). The same numbers as the formula. */
+Test(kernels, adam_foreach_against_torch_formula)
+{
+    const int64_t n = 64;
+    const float lr = 1e-2f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, wd = 1e-2f;
+    float p[64], g[64], d[64], m[64] = {0}, v[64] = {0}, denom[64];
+    double pd[64], md[64] = {0}, vd[64] = {0};
+    uint64_t s = 4242;
+    for (int64_t i = 0; i < n; i++)
+        pd[i] = p[i] = (float)(2 * rng_unit(&s) - 1);
+    for (int step = 1; step <= 10; step++) {
+        for (int64_t i = 0; i < n; i++)
+            g[i] = (float)(2 * rng_unit(&s) - 1);
+        float bc1 = (float)(1 - pow(beta1, step)), bc2 = (float)(1 - pow(beta2, step));
+        cr_assert_eq(k_add_ref(DT_F32, d, g, p, wd, n), OOM_OK);
+        cr_assert_eq(k_adam_moments_ref(DT_F32, m, v, d, n, beta1, beta2), OOM_OK);
+        cr_assert_eq(k_adam_denom_ref(DT_F32, denom, v, n, bc2, eps), OOM_OK);
+        cr_assert_eq(k_addcdiv_ref(DT_F32, p, m, denom, (float)(-(double)lr / bc1), n), OOM_OK);
+        for (int64_t i = 0; i < n; i++) {
+            adam_double(&pd[i], g[i], &md[i], &vd[i], step, lr, beta1, beta2, eps, wd);
+            cr_assert(fabs(p[i] - pd[i]) <= 2e-6 * (1 + fabs(pd[i])), "step %d [%lld]: p %.9g, torch %.9g", step,
+                      (long long)i, (double)p[i], pd[i]);
+            cr_assert(fabs(m[i] - md[i]) <= 1e-6 * (1 + fabs(md[i])), "step %d: m %.9g, torch %.9g", step,
+                      (double)m[i], md[i]);
+        }
+    }
+}
+
+/* Binary-exact values: m = lerp(0, 0.5, 0.5) = 0.25, v = 0.75 x 0 + 0.25 x 0.25 = 0.0625, denom = 0.25 / sqrt(0.25)
+ * + 0 = 0.5, p = 1 + (-0.25) x 0.25 / 0.5 = 0.875 (the adam_known_values step, in three passes). */
+Test(kernels, adam_foreach_known_values)
+{
+    for (int t = 0; t < 3; t++) {
+        dtype dt = float_types[t];
+        _Alignas(8) unsigned char p[8], g[8], m[8], v[8], dn[8];
+        st(dt, p, 0, 1.0f), st(dt, g, 0, 0.5f), st(dt, m, 0, 0.0f), st(dt, v, 0, 0.0f);
+        cr_assert_eq(k_adam_moments_ref(dt, m, v, g, 1, 0.5f, 0.75f), OOM_OK);
+        cr_assert_eq(k_adam_denom_ref(dt, dn, v, 1, 0.25f, 0.0f), OOM_OK);
+        cr_assert_eq(k_addcdiv_ref(dt, p, m, dn, -0.25f, 1), OOM_OK);
+        cr_assert(ld(dt, m, 0) == 0.25 && ld(dt, v, 0) == 0.0625 && ld(dt, dn, 0) == 0.5 && ld(dt, p, 0) == 0.875,
+                  "%s: m %g v %g denom %g p %g", dtype_str(dt), ld(dt, m, 0), ld(dt, v, 0), ld(dt, dn, 0),
+                  ld(dt, p, 0));
+    }
+}
+
 /* ---- random numbers ------------------------------------------------------------------------------------------ */
 
 /* oom_rng_hash(s, i) is splitmix64's (i + 1)-th output from state s: its published outputs for seed 0. krand.h's
@@ -1138,6 +1184,12 @@ static void bad_arguments(bool cuda)
     EXPECT_EINVAL(KIMPL(cuda, adam_step)(DT_F32, x, x, x, x, 1, 0.1f, 0.9f, 0.999f, 1e-8f, 0, 0.5f, -1.0f));
     EXPECT_EINVAL(KIMPL(cuda, adam_step)(DT_F32, x, x, x, x, 1, 0.1f, 0.9f, 0.999f, 1e-8f, 0, NAN, 0.5f));
     EXPECT_EINVAL(KIMPL(cuda, adam_step)(DT_F32, x, x, x, NULL, 1, 0.1f, 0.9f, 0.999f, 1e-8f, 0, 0.5f, 0.5f));
+    EXPECT_EINVAL(KIMPL(cuda, adam_moments)(DT_I64, x, x, x, 1, 0.9f, 0.999f));
+    EXPECT_EINVAL(KIMPL(cuda, adam_moments)(DT_F32, x, NULL, x, 1, 0.9f, 0.999f));
+    EXPECT_EINVAL(KIMPL(cuda, adam_denom)(DT_F32, x, x, 1, 0.0f, 1e-8f));
+    EXPECT_EINVAL(KIMPL(cuda, adam_denom)(DT_F32, x, x, -1, 0.5f, 1e-8f));
+    EXPECT_EINVAL(KIMPL(cuda, addcdiv)(DT_F32, x, NULL, x, 1.0f, 1));
+    EXPECT_EINVAL(KIMPL(cuda, addcdiv)(DT_I64, x, x, x, 1.0f, 1));
     EXPECT_EINVAL(KIMPL(cuda, rand_uniform)(DT_F32, x, 1, 0, 1.0f, 1.0f)); /* hi <= lo */
     EXPECT_EINVAL(KIMPL(cuda, rand_uniform)(DT_F32, x, 1, 0, 2.0f, 1.0f));
     EXPECT_EINVAL(KIMPL(cuda, rand_uniform)(DT_F32, x, 1, 0, -INFINITY, 1.0f));
@@ -1707,6 +1759,50 @@ Test(kernels, cuda_optimizers)
                     free(p), free(s1), free(s2);
                 }
                 free(got);
+            }
+    gpu_close(&g);
+}
+
+Test(kernels, cuda_adam_foreach)
+{
+    gpu g = gpu_open((size_t)(ew_sizes[COUNT(ew_sizes) - 1] + 1) * 4);
+    for (int t = 0; t < 3; t++)
+        for (int64_t k = 0; k < COUNT(ew_sizes); k++)
+            for (int mis = 0; mis < 2; mis++) {
+                dtype dt = float_types[t];
+                int64_t n = ew_sizes[k];
+                size_t es = dtype_size(dt), bytes = (size_t)n * es, off = mis ? es : 0;
+                void *m = rand_buf(dt, n, -1, 1, 700), *v = rand_buf(dt, n, 0, 1, 701), *gr = rand_buf(dt, n, -1, 1, 702);
+                void *p = rand_buf(dt, n, -1, 1, 703), *dn = xmalloc(bytes + 1), *got = xmalloc(bytes + 1);
+                poison_all(&g);
+                up(&g, at(&g, 0, off), m, bytes);
+                up(&g, at(&g, 1, off), v, bytes);
+                up(&g, at(&g, 2, off), gr, bytes);
+                char what[80];
+                snprintf(what, sizeof what, "adam foreach n=%lld%s", (long long)n, mis ? " misaligned" : "");
+                /* buffers: 0 m, 1 v, 2 g then p, 3 denom */
+                cr_assert_eq(k_adam_moments_cuda(dt, dp(at(&g, 0, off)), dp(at(&g, 1, off)), dp(at(&g, 2, off)), n,
+                                                 0.9f, 0.999f),
+                             OOM_OK);
+                cr_assert_eq(k_adam_moments_ref(dt, m, v, gr, n, 0.9f, 0.999f), OOM_OK);
+                cr_assert_eq(k_adam_denom_cuda(dt, dp(at(&g, 3, off)), dp(at(&g, 1, off)), n, 0.271f, 1e-8f), OOM_OK);
+                cr_assert_eq(k_adam_denom_ref(dt, dn, v, n, 0.271f, 1e-8f), OOM_OK);
+                up(&g, at(&g, 2, off), p, bytes);
+                cr_assert_eq(k_addcdiv_cuda(dt, dp(at(&g, 2, off)), dp(at(&g, 0, off)), dp(at(&g, 3, off)), -1e-2f, n),
+                             OOM_OK);
+                cr_assert_eq(k_addcdiv_ref(dt, p, m, dn, -1e-2f, n), OOM_OK);
+                down(&g, got, at(&g, 0, off), bytes);
+                expect_match(what, dt, got, m, n, false);
+                down(&g, got, at(&g, 1, off), bytes);
+                expect_match(what, dt, got, v, n, false);
+                down(&g, got, at(&g, 3, off), bytes);
+                expect_written(what, got, n, es);
+                expect_match(what, dt, got, dn, n, false);
+                expect_guards(&g, what, at(&g, 3, off), bytes, off);
+                down(&g, got, at(&g, 2, off), bytes);
+                expect_match(what, dt, got, p, n, false);
+                expect_guards(&g, what, at(&g, 2, off), bytes, off);
+                free(m), free(v), free(gr), free(p), free(dn), free(got);
             }
     gpu_close(&g);
 }
