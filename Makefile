@@ -120,6 +120,7 @@ gpu-bundle: deps
 	rm -rf .gpubundle && mkdir -p .gpubundle/lib
 	cp $(BUILD)/oomlab $(BUILD)/oomlab_tests .gpubundle/
 	cp build/bench/oomlab .gpubundle/oomlab-bench
+	strip --strip-debug .gpubundle/oomlab .gpubundle/oomlab_tests .gpubundle/oomlab-bench  # the 64 MiB the device tool carries
 	ldd $(BUILD)/oomlab_tests $(BUILD)/oomlab | awk '/=> \// {print $$3}' | sort -u | \
 	  grep -v -E '/(libc|libm|libcuda|libresolv|libpthread|libdl|librt|ld-linux[^/]*)\.so' | \
 	  xargs -r cp -L -t .gpubundle/lib
