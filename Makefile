@@ -97,6 +97,8 @@ bench:
 	$(MAKE) --no-print-directory BUILD=build/bench DEBUG=0 OPT="-O3 -march=x86-64-v3" build/bench/oomlab
 	build/bench/oomlab bench alloc --backend $(if $(filter cuda,$(BACKEND)),cuda,auto) $(ARGS)
 	build/bench/oomlab bench gemm --backend $(if $(filter cuda,$(BACKEND)),cuda,auto)
+	build/bench/oomlab bench step --backend sim
+	$(if $(filter cuda,$(BACKEND)),build/bench/oomlab bench step --backend cuda)
 
 debug:
 	$(MAKE) --no-print-directory BUILD=build/debug DEBUG=3 OPT=-O0 build/debug/oomlab build/debug/oomlab_tests

@@ -57,6 +57,16 @@ typedef struct bench_gemm_row {
  * OOM_EUNSUPPORTED when the cuda backend is not built in; OOM_ENOMEM_DEVICE when the buffers do not fit. */
 oom_status bench_gemm_gpu(bench_gemm_row *rows, int max_rows, int *n_rows, char *cublas_info, size_t info_len);
 
+typedef struct bench_step_options {
+    device_kind kind; /* sim: the CPU references; cuda: the CUDA kernels */
+    int64_t width, batch; /* 0: the CI scale, 256 and 64 */
+    bool json;
+} bench_step_options;
+
+/* `oomlab bench step`: ms per training step and per no_grad forward of MLP(width, depth 4) at batch; median of
+ * 21 after 3 warm-ups (bench_step.c). OOM_ENODEV when cuda is asked for and absent. */
+oom_status bench_step(const bench_step_options *opt, FILE *out);
+
 OOM_END_DECLS
 
 #endif

@@ -9,6 +9,7 @@
  *   oomlab replay FILE [--alloc-conf S] [--budget SIZE] [--snapshot OUT] [--json]
  *   oomlab bench alloc [--backend auto|cuda|sim] [--iters N] [--json]
  *   oomlab bench gemm [--backend auto|cuda|sim] [--json]
+ *   oomlab bench step [--backend auto|cuda|sim] [--width N] [--batch N] [--json]
  *   oomlab version | help
  *
  * Exit status: 0 success (run: every variant shows what it must; replay: the model agrees with PyTorch's
@@ -53,6 +54,8 @@ static const char usage[] =
     "      ns per malloc+free pair on a cache hit (cuda: also cudaMalloc and cudaMallocAsync)\n"
     "  bench gemm [--backend auto|cuda|sim] [--json]\n"
     "      ms per call of the CPU reference GEMM; cuda: TFLOP/s of oomlab's GEMM against cuBLAS\n"
+    "  bench step [--backend auto|cuda|sim] [--width N] [--batch N] [--json]\n"
+    "      ms per training step and per forward of MLP(width, depth 4), CI scale by default (256, batch 64)\n"
     "  version | help\n";
 
 static int bad_input(const char *fmt, const char *arg)
@@ -201,12 +204,45 @@ static int cmd_bench_gemm(int argc, char **argv)
     return st == OOM_OK ? 0 : 1;
 }
 
+static int cmd_bench_step(int argc, char **argv)
+{
+    bench_step_options opt = {.kind = DEVICE_AUTO};
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--json") == 0) {
+            opt.json = true;
+        } else if (strcmp(argv[i], "--backend") == 0 || strcmp(argv[i], "--width") == 0 ||
+                   strcmp(argv[i], "--batch") == 0) {
+            const char *o = argv[i];
+            if (++i >= argc)
+                return bad_input("%s needs a value", o);
+            if (strcmp(o, "--backend") == 0) {
+                if (device_kind_parse(argv[i], &opt.kind) != OOM_OK)
+                    return bad_input("--backend: '%s' is not auto, cuda or sim", argv[i]);
+                continue;
+            }
+            char *end = NULL;
+            long v = strtol(argv[i], &end, 10);
+            if (!end || *end || v < 1 || v > 65536)
+                return bad_input("bench step: '%s' is not a size from 1 to 65536", argv[i]);
+            *(strcmp(o, "--width") == 0 ? &opt.width : &opt.batch) = v;
+        } else {
+            return bad_input("bench step: unknown option '%s'", argv[i]);
+        }
+    }
+    oom_status st = bench_step(&opt, stdout);
+    if (st == OOM_ENODEV)
+        return bad_input("%s", "bench: --backend cuda, but no GPU is visible or the cuda backend is not built in");
+    return st == OOM_OK ? 0 : 1;
+}
+
 static int cmd_bench(int argc, char **argv)
 {
     if (argc >= 1 && strcmp(argv[0], "gemm") == 0)
         return cmd_bench_gemm(argc - 1, argv + 1);
+    if (argc >= 1 && strcmp(argv[0], "step") == 0)
+        return cmd_bench_step(argc - 1, argv + 1);
     if (argc < 1 || strcmp(argv[0], "alloc") != 0)
-        return bad_input("%s", "bench: the benchmark to run is 'alloc' or 'gemm'");
+        return bad_input("%s", "bench: the benchmark to run is 'alloc', 'gemm' or 'step'");
     bench_options opt = {.kind = DEVICE_AUTO, .iters = 0};
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--json") == 0) {
