@@ -5,7 +5,7 @@
 #      suites;
 #   2. oomlab run fragmentation --backend cuda, and oomlab parity --backend cuda;
 #   3. the PyTorch twins (fragmentation, MLP parity, and MLP parity with cuBLAS's workspaces off);
-#   4. oomlab bench alloc (cuda and sim) and oomlab bench gemm.
+#   4. oomlab bench alloc (cuda and sim), oomlab bench gemm and oomlab bench step.
 # Everything lands in $OUT/gpu_check.tar.gz (one file: the device tool returns few), with a summary on stdout.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -54,6 +54,10 @@ $B/oomlab-bench bench alloc --backend sim >"$logs/bench_alloc_sim.txt" || rc=1
 step "bench gemm"
 $B/oomlab-bench bench gemm --backend cuda | tee "$logs/bench_gemm_cuda.txt" || rc=1
 $B/oomlab-bench bench gemm --backend cuda --json >"$logs/bench_gemm_cuda.json" || rc=1
+step "bench step (CI-scale MLP: the CPU references on sim, the kernels on cuda)"
+$B/oomlab-bench bench step --backend sim | tee "$logs/bench_step_sim.txt" || rc=1
+$B/oomlab-bench bench step --backend cuda | tee "$logs/bench_step_cuda.txt" || rc=1
+$B/oomlab-bench bench step --backend cuda --width 4096 --batch 256 | tee "$logs/bench_step_cuda_4096.txt" || rc=1
 lscpu >"$logs/cpu.txt" 2>&1
 
 mkdir -p "$out"
