@@ -46,10 +46,12 @@ CUBLAS_WORKSPACE_CONFIG=:0:0 CUBLASLT_WORKSPACE_SIZE=0 python3 scripts/twins/mlp
   --json "$logs/mlp_parity_noworkspace.torch.json" train_sgd train_adam workspace >"$logs/twin_mlp_nows.txt" 2>&1 || rc=1
 cat "$logs/twin_frag.txt"; cut -c1-200 "$logs/twin_mlp_nows.txt"
 
-step "bench alloc (cuda, then sim on the same host)"
+step "bench alloc (sim, cuda, sim again: the same allocator code on the same host)"
+$B/oomlab-bench bench alloc --backend sim >"$logs/bench_alloc_sim.txt" || rc=1
 $B/oomlab-bench bench alloc --backend cuda | tee "$logs/bench_alloc_cuda.txt" || rc=1
 $B/oomlab-bench bench alloc --backend cuda --json >"$logs/bench_alloc_cuda.json" || rc=1
-$B/oomlab-bench bench alloc --backend sim >"$logs/bench_alloc_sim.txt" || rc=1
+$B/oomlab-bench bench alloc --backend sim >>"$logs/bench_alloc_sim.txt" || rc=1
+cat "$logs/bench_alloc_sim.txt"
 
 step "bench gemm"
 $B/oomlab-bench bench gemm --backend cuda | tee "$logs/bench_gemm_cuda.txt" || rc=1
