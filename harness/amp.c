@@ -8,11 +8,17 @@
 #include "ops.h"
 
 /* The weight-cast cache of one autocast nesting: (leaf, its cast) pairs; the casts are owned. */
+#define AMP_MAX_DEPTH 16
+
+/* The regions entered (their dtypes, innermost last) and the weight-cast cache of the outermost one: (leaf, its
+ * cast) pairs, both owned until the outermost region exits (PyTorch keeps a weak reference to the leaf; holding
+ * it keeps a freed leaf's address from matching a stale cast). */
 typedef struct autocast_cache {
     int depth;
+    dtype dtypes[AMP_MAX_DEPTH];
     size_t n, cap;
-    tensor **leaf; /* borrowed keys: parameters outlive the region */
-    tensor **cast; /* owned */
+    tensor **leaf;
+    tensor **cast;
 } autocast_cache;
 
 static autocast_cache *cache_of(rt *r)
@@ -29,7 +35,12 @@ static autocast_cache *cache_of(rt *r)
 
 void amp_autocast_enter(rt *r, dtype dt)
 {
-    cache_of(r)->depth++;
+    autocast_cache *c = cache_of(r);
+    if (c->depth == AMP_MAX_DEPTH) {
+        fprintf(stderr, "oomlab: autocast regions nested deeper than %d\n", AMP_MAX_DEPTH);
+        abort(); /* a programming error, as unbounded recursion would be */
+    }
+    c->dtypes[c->depth++] = dt;
     r->autocast = true;
     r->autocast_dtype = dt;
 }
@@ -37,10 +48,14 @@ void amp_autocast_enter(rt *r, dtype dt)
 void amp_autocast_exit(rt *r)
 {
     autocast_cache *c = cache_of(r);
-    if (c->depth > 0 && --c->depth == 0) {
-        r->autocast = false;
-        amp_cache_clear(r); /* clear_cache() when the outermost region exits */
+    if (c->depth == 0)
+        return;
+    if (--c->depth > 0) {
+        r->autocast_dtype = c->dtypes[c->depth - 1]; /* the enclosing region's dtype again */
+        return;
     }
+    r->autocast = false;
+    amp_cache_clear(r); /* clear_cache() when the outermost region exits */
 }
 
 void amp_cache_clear(rt *r)
@@ -48,8 +63,10 @@ void amp_cache_clear(rt *r)
     autocast_cache *c = r->cast_cache;
     if (!c)
         return;
-    for (size_t i = 0; i < c->n; i++)
+    for (size_t i = 0; i < c->n; i++) {
         tensor_release(c->cast[i]);
+        tensor_release(c->leaf[i]);
+    }
     c->n = 0;
 }
 
@@ -69,7 +86,7 @@ void amp_close(rt *r)
 /* cached_cast: a leaf that requires grad is cast once per region; anything else at every use. */
 static tensor *cached_cast(rt *r, tensor *t, dtype dt)
 {
-    bool cacheable = t->requires_grad && !t->grad_fn && !t->transposed && t->dt == DT_F32;
+    bool cacheable = t->requires_grad && !t->grad_fn && !t->transposed && !t->is_view;
     if (!cacheable)
         return op_to(t, dt);
     autocast_cache *c = cache_of(r);
@@ -88,14 +105,15 @@ static tensor *cached_cast(rt *r, tensor *t, dtype dt)
             abort();
         }
     }
-    c->leaf[c->n] = t;
+    c->leaf[c->n] = tensor_retain(t);
     c->cast[c->n++] = tensor_retain(cast);
     return cast;
 }
 
 tensor *amp_autocast_matmul_operand(rt *r, tensor *t)
 {
-    if (!t || !r->autocast || t->dt != DT_F32)
+    /* every floating operand not already in the autocast dtype is cast (cached_cast's is_eligible) */
+    if (!t || !r->autocast || t->dt == DT_I64 || t->dt == r->autocast_dtype)
         return tensor_retain(t);
     return cached_cast(r, t, r->autocast_dtype);
 }
@@ -128,12 +146,11 @@ tensor *grad_scaler_scale(grad_scaler *s, tensor *loss)
     rt *r = s->rt;
     if (!loss || !rt_ok(r))
         return NULL;
-    if (!s->scale) { /* _lazy_init_scale_growth_tracker */
-        s->scale = tensor_full(r, DT_F32, SCALAR, s->scale_value);
-        s->growth_tracker = tensor_zeros(r, DT_F32, SCALAR);
-        if (!s->growth_tracker)
-            return NULL;
-    }
+    /* _lazy_init_scale_growth_tracker (each made if missing, so a retry after an OOM completes it) */
+    if (!s->scale && !(s->scale = tensor_full(r, DT_F32, SCALAR, s->scale_value)))
+        return NULL;
+    if (!s->growth_tracker && !(s->growth_tracker = tensor_zeros(r, DT_F32, SCALAR)))
+        return NULL;
     if (loss->dt != DT_F32 || loss->ndim != 0) {
         rt_fail(r, OOM_EINVAL, "GradScaler.scale: expected a 0-dim float32 loss (got %s)", dtype_str(loss->dt));
         return NULL;
@@ -146,7 +163,7 @@ oom_status grad_scaler_step(grad_scaler *s, optimizer *o)
     rt *r = s->rt;
     if (!rt_ok(r))
         return r->status;
-    if (!s->scale)
+    if (!s->scale || !s->growth_tracker)
         return rt_fail(r, OOM_EINVAL, "GradScaler.step: scale() was never called (no inf checks were recorded)");
     for (size_t i = 0; i < o->nparams; i++)
         if (o->params[i]->grad && o->params[i]->grad->dt == DT_F16)
@@ -179,7 +196,7 @@ oom_status grad_scaler_step(grad_scaler *s, optimizer *o)
 oom_status grad_scaler_update(grad_scaler *s)
 {
     rt *r = s->rt;
-    if (!s->scale || !rt_ok(r))
+    if (!s->scale || !s->growth_tracker || !rt_ok(r))
         return r->status;
     /* _amp_update_scale_ */
     if (s->found_inf) {

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "amp.h"
 #include "ops.h"
 
 static void *xcalloc(size_t n, size_t size)
@@ -207,9 +208,10 @@ static oom_status accumulate_grad_apply(ag_node *n, tensor *grad, tensor **grads
     if (!grad)
         return OOM_OK;
     if (!var->grad) {
-        /* grad's references: the engine's buffer (1); its storage only this view */
-        if (grad->refcount == 1 && grad->st->refcount == 1 && !grad->transposed && grad->offset == 0 &&
-            grad->dt == var->dt && tensor_same_shape(grad, var) && !grad->grad_fn) {
+        /* take it over when the engine's buffer holds the only reference and it obeys the layout contract
+         * (the leaf's own layout), as accumulate_grad.h does; else clone */
+        if (grad->refcount == 1 && grad->transposed == var->transposed && grad->dt == var->dt &&
+            tensor_same_shape(grad, var) && !grad->grad_fn) {
             var->grad = tensor_retain(grad);
         } else {
             var->grad = op_clone(grad);
@@ -344,7 +346,8 @@ static void compute_dependencies(graph_task *g, ag_node *root)
     }
 }
 
-/* InputBuffer::accumulate: reuse a buffer nothing else holds, else add out of place. Takes var's reference. */
+/* InputBuffer::accumulate: add into the buffered gradient when nothing else holds it or its storage, else add
+ * out of place. Takes var's reference. */
 static oom_status buffer_add(node_state *s, tensor *var)
 {
     tensor *old = s->buffer;
@@ -352,16 +355,11 @@ static oom_status buffer_add(node_state *s, tensor *var)
         s->buffer = var;
         return OOM_OK;
     }
-    if (old->refcount == 1 && old->st->refcount == 1 && !old->transposed && tensor_same_shape(old, var)) {
+    if (old->refcount == 1 && old->st->refcount == 1 && old->transposed == var->transposed &&
+        tensor_same_shape(old, var)) {
         tensor *res = op_add_(old, var, 1.0);
         tensor_release(var);
         return res ? OOM_OK : old->rt->status;
-    }
-    if (var->refcount == 1 && var->st->refcount == 1 && !var->transposed && tensor_same_shape(old, var)) {
-        tensor *res = op_add_(var, old, 1.0);
-        tensor_release(old);
-        s->buffer = var;
-        return res ? OOM_OK : var->rt->status;
     }
     tensor *sum = op_add(old, var, 1.0);
     tensor_release(var);
@@ -428,12 +426,15 @@ oom_status autograd_backward(tensor *root, tensor *grad, bool retain_graph)
         if (!g)
             return r->status;
     } else {
-        if (!tensor_same_shape(grad, root) || grad->dt != root->dt) {
+        if (!tensor_same_shape(grad, root)) {
             char a[64], b[64];
             return rt_fail(r, OOM_EINVAL, "Mismatch in shape: grad_output[0] has a shape of %s and output[0] has a "
                                           "shape of %s.",
                            tensor_shape_str(grad, a, sizeof a), tensor_shape_str(root, b, sizeof b));
         }
+        if (grad->dt != root->dt)
+            return rt_fail(r, OOM_EINVAL, "backward: the gradient is %s but the output is %s", dtype_str(grad->dt),
+                           dtype_str(root->dt));
         g = tensor_retain(grad);
     }
     ag_node *node = root->grad_fn ? ag_node_retain(root->grad_fn) : grad_accumulator(root);
@@ -452,6 +453,8 @@ oom_status autograd_backward(tensor *root, tensor *grad, bool retain_graph)
 typedef struct checkpoint_ctx {
     ag_checkpoint_fn fn;
     void *ctx;
+    bool autocast; /* the forward's autocast state, restored for the recompute (CheckpointFunction does) */
+    dtype autocast_dtype;
 } checkpoint_ctx;
 
 /* CheckpointFunction.backward: recompute the segment from the saved input with grad on, backpropagate the
@@ -468,9 +471,15 @@ static oom_status checkpoint_apply(ag_node *n, tensor *grad, tensor **grads)
         return r->status;
     xd->requires_grad = n->next[0].fn != NULL;
     bool prev = rt_set_grad_enabled(r, true);
+    bool outer = r->autocast;
+    if (c->autocast && !outer)
+        amp_autocast_enter(r, c->autocast_dtype);
     tensor *y = c->fn(c->ctx, xd);
+    if (c->autocast && !outer)
+        amp_autocast_exit(r);
     rt_set_grad_enabled(r, prev);
-    oom_status st = y ? autograd_backward(y, grad, false) : r->status;
+    oom_status st = !y ? r->status : y->requires_grad ? autograd_backward(y, grad, false) : OOM_OK;
+    /* (a segment that needs no gradient at all gives none) */
     tensor_release(y);
     if (st == OOM_OK && n->next[0].fn) {
         grads[0] = xd->grad;
@@ -496,6 +505,8 @@ tensor *autograd_checkpoint(ag_checkpoint_fn fn, void *ctx, tensor *x)
     checkpoint_ctx *c = xcalloc(1, sizeof *c);
     c->fn = fn;
     c->ctx = ctx;
+    c->autocast = r->autocast;
+    c->autocast_dtype = r->autocast_dtype;
     n->ctx = c;
     n->ctx_free = free;
     ag_save(n, 0, x, false);

@@ -10,27 +10,19 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* Write len bytes to path through a temporary file next to it (path.tmp.PID.N, created exclusively: C11's "x"
- * mode, 0666 less the umask), fsync'd, then renamed over path. On failure the temporary file is removed. */
-oom_status fileio_write_atomic(const char *path, const void *data, size_t len)
+/* Write data to a fresh temporary file next to path, flushed and fsync'd; its name goes to tmp (cap bytes). */
+static oom_status write_temp(const char *path, const void *data, size_t len, char *tmp, size_t tcap)
 {
-    size_t tcap = strlen(path) + 48;
-    char *tmp = malloc(tcap);
-    if (!tmp) {
-        OOM_ERROR(OOM_ENOMEM_HOST, "cannot write %s: out of host memory", path);
-        return OOM_ENOMEM_HOST;
-    }
     FILE *f = NULL;
     for (unsigned n = 0; n < 100 && !f; n++) {
         snprintf(tmp, tcap, "%s.tmp.%ld.%u", path, (long)getpid(), n);
         errno = 0;
-        f = fopen(tmp, "wbx");
+        f = fopen(tmp, "wbx"); /* C11's exclusive create: 0666 less the umask */
         if (!f && errno != EEXIST)
             break;
     }
     if (!f) {
         OOM_ERROR(OOM_EIO, "cannot write %s: %s", path, strerror(errno ? errno : EIO));
-        free(tmp);
         return OOM_EIO;
     }
     int err = 0;
@@ -41,16 +33,53 @@ oom_status fileio_write_atomic(const char *path, const void *data, size_t len)
         err = errno;
     if (fclose(f) != 0 && !err)
         err = errno ? errno : EIO;
-    if (!err && rename(tmp, path) != 0)
-        err = errno;
     if (err) {
         unlink(tmp);
         OOM_ERROR(OOM_EIO, "cannot write %s: %s", path, strerror(err));
-        free(tmp);
         return OOM_EIO;
     }
-    free(tmp);
     return OOM_OK;
+}
+
+/* Publish tmp as path: rename over it, or (exclusive) link to it only where nothing is. tmp is gone after. */
+static oom_status publish(const char *tmp, const char *path, bool exclusive, bool *existed)
+{
+    int rc = exclusive ? link(tmp, path) : rename(tmp, path);
+    int err = rc != 0 ? errno : 0;
+    unlink(tmp); /* after a rename: nothing there; after a link: the second name */
+    if (!err)
+        return OOM_OK;
+    if (existed)
+        *existed = err == EEXIST;
+    OOM_ERROR(OOM_EIO, "cannot write %s: %s", path, strerror(err));
+    return OOM_EIO;
+}
+
+static oom_status write_file(const char *path, const void *data, size_t len, bool exclusive, bool *existed)
+{
+    if (existed)
+        *existed = false;
+    size_t tcap = strlen(path) + 48;
+    char *tmp = malloc(tcap);
+    if (!tmp) {
+        OOM_ERROR(OOM_ENOMEM_HOST, "cannot write %s: out of host memory", path);
+        return OOM_ENOMEM_HOST;
+    }
+    oom_status st = write_temp(path, data, len, tmp, tcap);
+    if (st == OOM_OK)
+        st = publish(tmp, path, exclusive, existed);
+    free(tmp);
+    return st;
+}
+
+oom_status fileio_write_atomic(const char *path, const void *data, size_t len)
+{
+    return write_file(path, data, len, false, NULL);
+}
+
+oom_status fileio_write_new(const char *path, const void *data, size_t len, bool *existed)
+{
+    return write_file(path, data, len, true, existed);
 }
 
 char *fileio_read_all(const char *path, size_t *len)

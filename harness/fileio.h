@@ -6,6 +6,7 @@
 #ifndef OOMLAB_FILEIO_H
 #define OOMLAB_FILEIO_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "compat.h"
@@ -17,6 +18,11 @@ OOM_BEGIN_DECLS
  * and fsync'd, then renamed over path. On failure the temporary file is removed and the last-error record
  * names the problem: OOM_EIO (cannot create, write or rename) or OOM_ENOMEM_HOST. */
 oom_status fileio_write_atomic(const char *path, const void *data, size_t len);
+
+/* Write a new file: like fileio_write_atomic, but the temporary file is linked to path only if nothing is there
+ * (link(2) fails on an existing name), so two writers never take one name. *existed is set when path was
+ * taken; nothing is written then, and the status is OOM_EIO. */
+oom_status fileio_write_new(const char *path, const void *data, size_t len, bool *existed);
 
 /* The whole file, NUL-terminated, in a malloc'd buffer (the caller frees it); *len (if non-NULL) gets its
  * length. NULL with OOM_EIO ("cannot open PATH: reason", "cannot read PATH") or OOM_ENOMEM_HOST in the

@@ -407,12 +407,10 @@ static int cmd_run(int argc, char **argv)
         return EXIT_BAD_INPUT;
     }
     char png[1100] = "";
-    if (plot) {
+    bool plot_failed = false;
+    if (plot) { /* the results are written: a plot that fails is a failed result (exit 1), not bad input */
         snprintf(png, sizeof png, "%.*s.png", (int)(strlen(path) - 5), path); /* NAME.json -> NAME.png */
-        if (plot_run(path, png, err, sizeof err) != OOM_OK) {
-            run_result_free(&res);
-            return bad_input("--plot: %s", err);
-        }
+        plot_failed = plot_run(path, png, err, sizeof err) != OOM_OK;
     }
     if (json) {
         cJSON *j = report_json(&res);
@@ -422,10 +420,12 @@ static int cmd_run(int argc, char **argv)
         report_table(&res, stdout);
         if (write)
             printf("results: %s\n", path);
-        if (plot)
+        if (plot && !plot_failed)
             printf("plot: %s\n", png);
     }
-    int rc = res.passed ? 0 : 1;
+    if (plot_failed)
+        fprintf(stderr, "oomlab: --plot: %s\n", err);
+    int rc = res.passed && !plot_failed ? 0 : 1;
     run_result_free(&res);
     return rc;
 }
@@ -510,7 +510,7 @@ static int cmd_parity(int argc, char **argv)
 int main(int argc, char **argv)
 {
     if (argc < 2)
-        return fputs(usage, stderr), EXIT_BAD_INPUT;
+        return bad_input("%s", "missing COMMAND (oomlab help lists them)");
     const char *cmd = argv[1];
     if (strcmp(cmd, "list") == 0)
         return argc == 2 ? cmd_list() : bad_input("%s", "list takes no arguments");
@@ -533,6 +533,5 @@ int main(int argc, char **argv)
     }
     if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0)
         return fputs(usage, stdout), 0;
-    fprintf(stderr, "oomlab: unknown command '%s'\n%s", cmd, usage);
-    return EXIT_BAD_INPUT;
+    return bad_input("unknown command '%s' (oomlab help lists them)", cmd);
 }

@@ -160,6 +160,8 @@ static tensor *run_segment(void *ctx, tensor *x)
 
 tensor *nn_mlp_forward(nn_mlp *m, tensor *x)
 {
+    if (!m || !x)
+        return NULL;
     int nseg = m->checkpoint_segments > 1 ? m->checkpoint_segments : 1;
     if (nseg > m->depth)
         nseg = m->depth > 0 ? m->depth : 1;
@@ -195,6 +197,8 @@ size_t nn_mlp_parameters(const nn_mlp *m, tensor **out, size_t cap)
     return n;
 }
 
+/* Module._apply(fn): param.data = fn(param), and param.grad.data = fn(param.grad), one parameter at a time; the
+ * parameters keep their identity, so an optimizer made before still holds them. */
 oom_status nn_mlp_to(nn_mlp *m, dtype dt)
 {
     rt *r = m->rt;
@@ -202,19 +206,25 @@ oom_status nn_mlp_to(nn_mlp *m, dtype dt)
     RT_NO_GRAD(r)
     {
         for (int i = 0; i <= m->depth && st == OOM_OK; i++) {
-            tensor **ps[2] = {&m->layers[i].weight, &m->layers[i].bias};
+            tensor *ps[2] = {m->layers[i].weight, m->layers[i].bias};
             for (int j = 0; j < 2 && st == OOM_OK; j++) {
-                tensor *p = *ps[j];
+                tensor *p = ps[j];
                 if (!p || p->dt == dt)
                     continue;
-                tensor *cast = op_to(p, dt); /* param_applied = fn(param) */
+                tensor *cast = op_to(p, dt);
                 if (!cast) {
                     st = r->status;
                     break;
                 }
-                cast->requires_grad = p->requires_grad; /* param.data = param_applied: the old storage goes */
-                tensor_release(p);
-                *ps[j] = cast;
+                tensor_set_data(p, cast); /* the old storage goes here */
+                if (p->grad) {
+                    tensor *gcast = op_to(p->grad, dt);
+                    if (!gcast) {
+                        st = r->status;
+                        break;
+                    }
+                    tensor_set_data(p->grad, gcast);
+                }
             }
         }
     }

@@ -65,7 +65,8 @@ void nn_mlp_free(nn_mlp *m);
 tensor *nn_mlp_forward(nn_mlp *m, tensor *x);
 /* model.parameters(): weight and bias of each layer in order. Returns the count (2 * (depth + 1)). */
 size_t nn_mlp_parameters(const nn_mlp *m, tensor **out, size_t cap);
-/* model.half() / model.to(dtype): each parameter replaced by a cast copy, one at a time, as Module._apply. */
+/* model.half() / model.to(dtype): each parameter (and its .grad) cast, one at a time, as Module._apply does;
+ * the parameters keep their identity, so optimizers made before still hold them. */
 oom_status nn_mlp_to(nn_mlp *m, dtype dt);
 
 OOM_END_DECLS

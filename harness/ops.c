@@ -30,7 +30,7 @@ static bool live(int n, tensor *const *ts)
 }
 #define LIVE(...) live((int)(sizeof((tensor *[]){__VA_ARGS__}) / sizeof(tensor *)), (tensor *[]){__VA_ARGS__})
 
-static tensor *empty_like(const tensor *t) { return tensor_empty(t->rt, t->dt, t->ndim, t->shape); }
+static tensor *empty_like(const tensor *t) { return tensor_empty_like(t); }
 
 static bool need_contiguous(const tensor *t, const char *op)
 {
@@ -40,6 +40,18 @@ static bool need_contiguous(const tensor *t, const char *op)
         return false;
     }
     return true;
+}
+
+/* Elementwise ops run over the storage, so their operands must share one layout: both plain, or both .t() views
+ * (then the result is a .t() view too, as PyTorch keeps a dense input's strides). */
+static bool same_layout(const tensor *a, const tensor *b, const char *op)
+{
+    if (a->transposed == b->transposed)
+        return true;
+    rt_fail(a->rt, OOM_EINVAL, "%s: an operand and a .t() view of another layout: oomlab's elementwise kernels need "
+                               "one layout (make one contiguous first)",
+            op);
+    return false;
 }
 
 static bool same_shape(const tensor *a, const tensor *b, const char *op)
@@ -59,6 +71,16 @@ static bool is_float(const tensor *t, const char *op)
         return true;
     rt_fail(t->rt, OOM_EINVAL, "%s: not implemented for 'Long'", op);
     return false;
+}
+
+/* A view made by t(), view() or narrow(): remembered so that in-place ops on it can be refused (inplace_ok). */
+static tensor *mark_view(tensor *out, const tensor *base)
+{
+    if (out) {
+        out->is_view = true;
+        out->view_of_leaf = base->view_of_leaf || (base->requires_grad && !base->grad_fn);
+    }
+    return out;
 }
 
 /* The node records the input shape and dtype (the plain values PyTorch saves beside tensors). */
@@ -93,7 +115,7 @@ static const ag_fn add_fn = {"AddBackward0", add_backward, false};
 
 tensor *op_add(tensor *a, tensor *b, double alpha)
 {
-    if (!LIVE(a, b) || !same_shape(a, b, "add") || !need_contiguous(a, "add") || !need_contiguous(b, "add"))
+    if (!LIVE(a, b) || !same_shape(a, b, "add") || !same_layout(a, b, "add"))
         return NULL;
     rt *r = a->rt;
     tensor *out = empty_like(a);
@@ -109,11 +131,26 @@ tensor *op_add(tensor *a, tensor *b, double alpha)
     return out;
 }
 
-/* check_inplace: a leaf that requires grad may not be changed while grad mode records. */
-static bool inplace_ok(tensor *self)
+/* check_inplace: a leaf that requires grad, or a view of one, may not be changed while grad mode records. PyTorch
+ * rebases an in-place op on any other view that takes part in autograd onto its base (CopySlices); oomlab does
+ * not, and refuses it rather than drop the gradient. */
+static bool inplace_ok(tensor *self, const tensor *other)
 {
-    if (self->rt->grad_enabled && self->requires_grad && !self->grad_fn) {
-        rt_fail(self->rt, OOM_EAUTOGRAD, "a leaf Variable that requires grad is being used in an in-place operation.");
+    rt *r = self->rt;
+    if (!r->grad_enabled)
+        return true;
+    if (self->requires_grad && !self->grad_fn) {
+        rt_fail(r, OOM_EAUTOGRAD, "a leaf Variable that requires grad is being used in an in-place operation.");
+        return false;
+    }
+    if (self->is_view && self->view_of_leaf) {
+        rt_fail(r, OOM_EAUTOGRAD,
+                "a view of a leaf Variable that requires grad is being used in an in-place operation.");
+        return false;
+    }
+    if (self->is_view && (self->requires_grad || (other && other->requires_grad))) {
+        rt_fail(r, OOM_EINVAL, "in-place operation on a view that takes part in autograd: PyTorch rebases it onto its "
+                               "base (CopySlices), which oomlab does not model");
         return false;
     }
     return true;
@@ -121,8 +158,8 @@ static bool inplace_ok(tensor *self)
 
 tensor *op_add_(tensor *self, tensor *other, double alpha)
 {
-    if (!LIVE(self, other) || !same_shape(self, other, "add_") || !need_contiguous(self, "add_") ||
-        !need_contiguous(other, "add_") || !inplace_ok(self))
+    if (!LIVE(self, other) || !same_shape(self, other, "add_") || !same_layout(self, other, "add_") ||
+        !inplace_ok(self, other))
         return NULL;
     rt *r = self->rt;
     if (!KRUN(r, add(self->dt, tensor_data(self), tensor_data(self), tensor_data(other), (float)alpha,
@@ -140,7 +177,7 @@ tensor *op_add_(tensor *self, tensor *other, double alpha)
 
 tensor *op_mul_(tensor *self, double s)
 {
-    if (!LIVE(self) || !need_contiguous(self, "mul_") || !inplace_ok(self))
+    if (!LIVE(self) || !inplace_ok(self, NULL))
         return NULL;
     if (self->requires_grad && self->rt->grad_enabled) {
         rt_fail(self->rt, OOM_EINVAL, "mul_ by a scalar is only used without grad here");
@@ -172,8 +209,7 @@ static const ag_fn mul_fn = {"MulBackward0", mul_backward, false};
 
 tensor *op_mul(tensor *a, tensor *b)
 {
-    if (!LIVE(a, b) || !same_shape(a, b, "mul") || !need_contiguous(a, "mul") || !need_contiguous(b, "mul") ||
-        !is_float(a, "mul"))
+    if (!LIVE(a, b) || !same_shape(a, b, "mul") || !same_layout(a, b, "mul") || !is_float(a, "mul"))
         return NULL;
     rt *r = a->rt;
     tensor *out = empty_like(a);
@@ -199,7 +235,7 @@ static const ag_fn clone_fn = {"CloneBackward0", passthrough_backward, false};
 
 tensor *op_clone(tensor *t)
 {
-    if (!LIVE(t) || !need_contiguous(t, "clone"))
+    if (!LIVE(t))
         return NULL;
     rt *r = t->rt;
     tensor *out = empty_like(t);
@@ -229,7 +265,7 @@ tensor *op_t(tensor *t)
         return NULL;
     }
     int64_t shape[2] = {t->shape[1], t->shape[0]};
-    tensor *out = tensor_alias(t, t->offset, 2, shape, !t->transposed);
+    tensor *out = mark_view(tensor_alias(t, t->offset, 2, shape, !t->transposed), t);
     if (ag_any_requires_grad(t->rt, 1, &t))
         ag_set_history(out, ag_node_new(t->rt, &t_fn, 1, &t));
     return out;
@@ -248,15 +284,18 @@ tensor *op_view(tensor *t, int ndim, const int64_t *shape)
     if (!LIVE(t) || !need_contiguous(t, "view"))
         return NULL;
     int64_t numel = 1;
-    for (int i = 0; i < ndim; i++)
-        numel *= shape[i];
-    if (ndim < 0 || ndim > TENSOR_MAX_DIMS || numel != tensor_numel(t)) {
+    bool ok = ndim >= 0 && ndim <= TENSOR_MAX_DIMS;
+    for (int i = 0; ok && i < ndim; i++) {
+        ok = shape[i] >= 0 && (shape[i] == 0 || numel <= INT64_MAX / shape[i]);
+        numel = ok ? numel * shape[i] : 0;
+    }
+    if (!ok || numel != tensor_numel(t)) {
         char s[64];
         rt_fail(t->rt, OOM_EINVAL, "shape is invalid for input of size %lld (input %s)", (long long)tensor_numel(t),
                 tensor_shape_str(t, s, sizeof s));
         return NULL;
     }
-    tensor *out = tensor_alias(t, t->offset, ndim, shape, false);
+    tensor *out = mark_view(tensor_alias(t, t->offset, ndim, shape, false), t);
     if (ag_any_requires_grad(t->rt, 1, &t)) {
         ag_node *n = ag_node_new(t->rt, &view_fn, 1, &t);
         note_input(n, t);
@@ -290,7 +329,7 @@ tensor *op_narrow(tensor *t, int64_t start, int64_t length)
 {
     if (!LIVE(t) || !need_contiguous(t, "narrow"))
         return NULL;
-    if (t->ndim < 1 || start < 0 || length < 0 || start + length > t->shape[0]) {
+    if (t->ndim < 1 || start < 0 || length < 0 || start > t->shape[0] || length > t->shape[0] - start) {
         rt_fail(t->rt, OOM_EINVAL, "start (%lld) + length (%lld) exceeds dimension size (%lld).", (long long)start,
                 (long long)length, (long long)(t->ndim ? t->shape[0] : 0));
         return NULL;
@@ -299,7 +338,7 @@ tensor *op_narrow(tensor *t, int64_t start, int64_t length)
     memcpy(shape, t->shape, sizeof shape);
     size_t row = t->shape[0] ? tensor_nbytes(t) / (size_t)t->shape[0] : 0;
     shape[0] = length;
-    tensor *out = tensor_alias(t, t->offset + (size_t)start * row, t->ndim, shape, false);
+    tensor *out = mark_view(tensor_alias(t, t->offset + (size_t)start * row, t->ndim, shape, false), t);
     if (ag_any_requires_grad(t->rt, 1, &t)) {
         ag_node *n = ag_node_new(t->rt, &slice_fn, 1, &t);
         note_input(n, t);

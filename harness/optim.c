@@ -60,18 +60,19 @@ void optim_free(optimizer *o)
     free(o);
 }
 
-/* Adam's state of parameter i, made at its first step (_init_group): [step,] exp_avg, exp_avg_sq. */
+/* Adam's state of parameter i, made at its first step (_init_group): [step,] exp_avg, exp_avg_sq. Only the missing
+ * slots are made, so a step that ran out of memory half way can be retried. */
 static bool init_adam_state(optimizer *o, size_t i)
 {
     tensor *p = o->params[i];
     rt *r = o->rt;
-    if (o->state_a[i])
-        return true;
-    if (o->o.fused && !(o->state_step[i] = tensor_zeros(r, DT_F32, SCALAR)))
+    if (o->o.fused && !o->state_step[i] && !(o->state_step[i] = tensor_zeros(r, DT_F32, SCALAR)))
         return false;
-    o->state_a[i] = tensor_zeros(r, p->dt, p->ndim, p->shape);
-    o->state_b[i] = tensor_zeros(r, p->dt, p->ndim, p->shape);
-    return o->state_b[i] != NULL;
+    if (!o->state_a[i] && !(o->state_a[i] = tensor_zeros(r, p->dt, p->ndim, p->shape)))
+        return false;
+    if (!o->state_b[i] && !(o->state_b[i] = tensor_zeros(r, p->dt, p->ndim, p->shape)))
+        return false;
+    return true;
 }
 
 #define K(r, call) (!(r)->computes || op_check((r), (r)->k->call))
@@ -104,25 +105,45 @@ static void release_all(tensor **ts, size_t n)
     }
 }
 
-/* _multi_tensor_sgd */
-static bool sgd_step(optimizer *o, tensor **d)
+/* _multi_tensor_sgd: every missing momentum buffer is made (a clone of the gradient) before any parameter moves,
+ * and kept only if the whole step succeeds, so an OOM leaves the optimizer as it was. */
+static bool sgd_step(optimizer *o, tensor **d, tensor **bufs)
 {
     rt *r = o->rt;
     if (!decayed_grads(o, d))
         return false;
     for (size_t i = 0; i < o->nparams; i++) {
         tensor *p = o->params[i];
+        if (d[i] && o->o.momentum != 0.0 && !o->state_a[i] && !(bufs[i] = tensor_empty(r, p->dt, p->ndim, p->shape)))
+            return false;
+    }
+    for (size_t i = 0; i < o->nparams; i++) {
+        tensor *p = o->params[i];
         if (!d[i])
             continue;
-        bool first = o->o.momentum != 0.0 && !o->state_a[i];
-        if (first && !(o->state_a[i] = tensor_empty(r, p->dt, p->ndim, p->shape))) /* torch.clone(grad) */
+        bool first = bufs[i] != NULL;
+        tensor *buf = first ? bufs[i] : o->state_a[i];
+        if (!K(r, sgd_step(p->dt, tensor_data(p), tensor_data(d[i]), buf ? tensor_data(buf) : NULL, tensor_numel(p),
+                           (float)o->o.lr, (float)o->o.momentum, (float)o->o.dampening, 0.0f, o->o.nesterov, first)))
             return false;
-        o->steps[i]++;
-        if (!K(r, sgd_step(p->dt, tensor_data(p), tensor_data(d[i]), o->state_a[i] ? tensor_data(o->state_a[i]) : NULL,
-                           tensor_numel(p), (float)o->o.lr, (float)o->o.momentum, (float)o->o.dampening, 0.0f,
-                           o->o.nesterov, first)))
-            return false;
+        /* nesterov: _foreach_add_(device_grads, bufs, alpha=momentum) changes the gradients in place; without weight
+         * decay they are the parameters' .grad */
+        if (o->o.nesterov && o->o.momentum != 0.0 && o->o.weight_decay == 0.0) {
+            tensor *g = p->grad;
+            if (!K(r, add(g->dt, tensor_data(g), tensor_data(g), tensor_data(buf), (float)o->o.momentum,
+                          tensor_numel(g))))
+                return false;
+            tensor_bump_version(g);
+        }
         tensor_bump_version(p);
+    }
+    for (size_t i = 0; i < o->nparams; i++) { /* the state is written back: the step succeeded */
+        if (bufs[i]) {
+            o->state_a[i] = bufs[i];
+            bufs[i] = NULL;
+        }
+        if (d[i])
+            o->steps[i]++;
     }
     return true;
 }
@@ -190,23 +211,25 @@ oom_status optim_step(optimizer *o)
     rt *r = o->rt;
     if (!rt_ok(r))
         return r->status;
+    /* per-parameter temporaries: d, the gradients the update reads; scratch, Adam's denominators or SGD's new
+     * momentum buffers (kept by sgd_step only if the step succeeds) */
     tensor **d = calloc(o->nparams ? o->nparams : 1, sizeof *d);
-    tensor **denom = calloc(o->nparams ? o->nparams : 1, sizeof *denom);
-    if (!d || !denom) {
+    tensor **scratch = calloc(o->nparams ? o->nparams : 1, sizeof *scratch);
+    if (!d || !scratch) {
         fprintf(stderr, "oomlab: out of host memory\n");
         abort();
     }
     RT_NO_GRAD(r)
     {
         if (o->kind == OPTIM_SGD)
-            sgd_step(o, d);
+            sgd_step(o, d, scratch);
         else
-            adam_step(o, d, denom);
+            adam_step(o, d, scratch);
     }
     release_all(d, o->nparams); /* the temporaries go when step() returns */
-    release_all(denom, o->nparams);
+    release_all(scratch, o->nparams);
     free(d);
-    free(denom);
+    free(scratch);
     return r->status;
 }
 

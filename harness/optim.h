@@ -11,7 +11,8 @@
  * included, so its peak is PyTorch's:
  *   weight decay: one temporary grad + weight_decay * p per parameter (_foreach_add), for the whole step (SGD)
  *         or until the moments are updated (Adam: `del device_grads`);
- *   SGD: the momentum buffers at the first step (clones), then p += -lr * d;
+ *   SGD: the momentum buffers at the first step (clones), then p += -lr * d; with nesterov and no weight decay
+ *         the .grad tensors are changed in place to d (_foreach_add_(device_grads, bufs)), as in PyTorch;
  *   Adam: the moments in place, then one temporary denominator per parameter, all at once (_foreach_sqrt),
  *         then p.addcdiv_(m, denom, -lr / bias_correction1), then the temporaries go.
  * With fused set (torch.optim.Adam(fused=True)) Adam runs one kernel per parameter with no temporaries, and its

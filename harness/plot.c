@@ -83,6 +83,8 @@ static bool write_inputs(const cJSON *run, const char *dat, const char *gp, cons
     }
     for (int i = 0; i < nv; i++) {
         const cJSON *ss = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(vs, i), "samples");
+        if (cJSON_GetArraySize(ss) == 0) /* an empty block would merge into the next: keep one undefined point */
+            fprintf(d, "0 \"\" NaN NaN\n");
         for (int k = 0; k < cJSON_GetArraySize(ss); k++) {
             const cJSON *s = cJSON_GetArrayItem(ss, k);
             fprintf(d, "%d ", k);

@@ -192,6 +192,8 @@ oom_status report_write(const run_result *r, const char *dir, char *path, size_t
         OOM_ERROR(OOM_ENOMEM_HOST, "cannot write the run results: out of host memory");
         return OOM_ENOMEM_HOST;
     }
+    size_t tlen = strlen(text);
+    text[tlen] = '\n'; /* newline-terminated; the NUL is not written */
     /* STAMP: 2026-11-23T05:41:00Z -> 20261123T054100Z */
     char stamp[32];
     size_t n = 0;
@@ -200,27 +202,30 @@ oom_status report_write(const run_result *r, const char *dir, char *path, size_t
             stamp[n++] = *c;
     stamp[n] = '\0';
     oom_status st = OOM_OK;
-    for (int k = 1; k < 100; k++) {
-        char sub[64];
-        if (k == 1)
-            snprintf(sub, sizeof sub, "%s-%s", stamp, r->backend);
-        else
-            snprintf(sub, sizeof sub, "%s-%s-%d", stamp, r->backend, k);
-        snprintf(path, cap, "%s/%s", dir, sub);
+    bool claimed = false;
+    for (int k = 1; k < 100 && !claimed && st == OOM_OK; k++) {
+        /* DIR/STAMP-BACKEND[-k]/SCENARIO.json; a name another run (of this second) took is skipped */
+        int len = k == 1 ? snprintf(path, cap, "%s/%s-%s", dir, stamp, r->backend)
+                         : snprintf(path, cap, "%s/%s-%s-%d", dir, stamp, r->backend, k);
+        int more = len < 0 || (size_t)len >= cap ? -1 : snprintf(path + len, cap - (size_t)len, "/%s.json", r->sc->name);
+        if (more < 0 || (size_t)(len + more) >= cap) {
+            OOM_ERROR(OOM_EIO, "the results path is too long (%zu bytes of directory): %.200s", strlen(dir), dir);
+            st = OOM_EIO;
+            break;
+        }
+        path[len] = '\0'; /* the directory first */
         if ((st = fileio_mkdirs(path)) != OOM_OK)
             break;
-        size_t len = strlen(path);
-        snprintf(path + len, cap - len, "/%s.json", r->sc->name);
-        FILE *f = fopen(path, "r"); /* a run of the same scenario in the same second: take the next name */
-        if (f) {
-            fclose(f);
-            continue;
-        }
-        size_t tlen = strlen(text);
-        text[tlen] = '\n'; /* newline-terminated; the NUL is not written */
-        st = fileio_write_atomic(path, text, tlen + 1);
-        text[tlen] = '\0';
-        break;
+        path[len] = '/';
+        bool existed = false;
+        st = fileio_write_new(path, text, tlen + 1, &existed);
+        claimed = st == OOM_OK;
+        if (existed)
+            st = OOM_OK; /* taken: the next name */
+    }
+    if (!claimed && st == OOM_OK) {
+        OOM_ERROR(OOM_EIO, "cannot write into %s: 99 runs of %s in one second", dir, r->sc->name);
+        st = OOM_EIO;
     }
     free(text);
     return st;

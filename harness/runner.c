@@ -145,15 +145,27 @@ static const scenario_param *param_find(const scenario *sc, const char *name, si
 static oom_status variant_conf(const run_options *o, const scenario_variant *v, alloc_conf *c, char *err,
                                size_t errcap)
 {
-    char text[2 * ALLOC_CONF_TEXT_MAX];
     const char *user = o->alloc_conf ? o->alloc_conf : "";
-    snprintf(text, sizeof text, "%s%s%s", user, user[0] && v->alloc_conf[0] ? "," : "", v->alloc_conf);
+    size_t n = strlen(user) + strlen(v->alloc_conf) + 2;
+    char *text = malloc(n);
+    if (!text) {
+        snprintf(err, errcap, "out of host memory");
+        return OOM_ENOMEM_HOST;
+    }
+    snprintf(text, n, "%s%s%s", user, user[0] && v->alloc_conf[0] ? "," : "", v->alloc_conf);
     alloc_conf_default(c);
-    return alloc_conf_parse(c, text, err, errcap);
+    oom_status st = alloc_conf_parse(c, text, err, errcap);
+    free(text);
+    return st;
 }
 
 oom_status runner_validate(const scenario *sc, const run_options *o, char *err, size_t errcap)
 {
+    if (sc->nparams > RUN_MAX_PARAMS) { /* a scenario's own mistake, caught before it reads past run_result */
+        snprintf(err, errcap, "scenario %s declares %zu parameters; at most %d", sc->name, sc->nparams,
+                 RUN_MAX_PARAMS);
+        return OOM_EINVAL;
+    }
     if (o->variant && !scenario_variant_find(sc, o->variant)) {
         size_t n = (size_t)snprintf(err, errcap, "scenario %s has no variant '%s' (variants:", sc->name, o->variant);
         for (size_t i = 0; i < sc->nvariants && n < errcap; i++)
@@ -188,11 +200,8 @@ oom_status runner_validate(const scenario *sc, const run_options *o, char *err, 
         if (o->variant && strcmp(o->variant, v->name) != 0)
             continue;
         alloc_conf c;
-        char cerr[300];
-        if (variant_conf(o, v, &c, cerr, sizeof cerr) != OOM_OK) {
-            snprintf(err, errcap, "%s", cerr);
+        if (variant_conf(o, v, &c, err, errcap) != OOM_OK)
             return OOM_EINVAL;
-        }
     }
     if (o->dry_run && o->backend == DEVICE_CUDA) {
         snprintf(err, errcap, "--dry-run runs on the sim backend; it cannot be combined with --backend cuda");
@@ -216,7 +225,7 @@ static void run_variant(const scenario *sc, const run_options *o, run_result *ru
     memset(res, 0, sizeof *res);
     res->v = v;
     alloc_conf c;
-    char cerr[300];
+    char cerr[512];
     variant_conf(o, v, &c, cerr, sizeof cerr); /* validated already */
     alloc_conf_format(&c, res->alloc_conf, sizeof res->alloc_conf);
     rt_options ro = {.backend = o->backend, .dry_run = o->dry_run, .budget_bytes = run->budget, .conf = &c,
@@ -269,7 +278,7 @@ oom_status runner_run(const scenario *sc, const run_options *o, run_result *out,
     out->sc = sc;
     out->budget = o->budget ? o->budget : sc->default_budget;
     out->dry_run = o->dry_run;
-    for (size_t i = 0; i < sc->nparams && i < sizeof out->params / sizeof out->params[0]; i++)
+    for (size_t i = 0; i < sc->nparams; i++)
         out->params[i] = sc->params[i].def;
     for (int i = 0; i < o->nsets; i++) {
         size_t idx = 0;

@@ -25,6 +25,7 @@
 OOM_BEGIN_DECLS
 
 #define RUN_MAX_SETS 16
+#define RUN_MAX_PARAMS 32 /* parameters a scenario may declare */
 
 typedef struct run_set {
     const char *name;
@@ -82,7 +83,7 @@ typedef struct run_result {
     char device[96];
     size_t budget;
     bool dry_run;
-    int64_t params[32]; /* the scenario's parameters, in its order */
+    int64_t params[RUN_MAX_PARAMS]; /* the scenario's parameters, in its order */
     char started[32];   /* UTC, ISO 8601 */
     variant_result *variants;
     size_t nvariants;

@@ -176,6 +176,42 @@ tensor *tensor_from_host(rt *r, dtype dt, int ndim, const int64_t *shape, const 
     return filled(t, device_copy_htod(r->dev, t->st->ptr, host, tensor_nbytes(t)));
 }
 
+static void storage_release(rt *r, storage *s)
+{
+    if (--s->refcount > 0)
+        return;
+    if (s->ptr)
+        cachealloc_free(r->ca, s->ptr);
+    free(s);
+}
+
+tensor *tensor_empty_like(const tensor *t)
+{
+    if (!t->transposed)
+        return tensor_empty(t->rt, t->dt, t->ndim, t->shape);
+    tensor *s = tensor_empty(t->rt, t->dt, SHAPE(t->shape[1], t->shape[0])); /* the storage's own layout */
+    if (!s)
+        return NULL;
+    tensor *out = tensor_alias(s, 0, t->ndim, t->shape, true);
+    tensor_release(s);
+    return out;
+}
+
+void tensor_set_data(tensor *t, tensor *src)
+{
+    src->st->refcount++;
+    storage *old = t->st;
+    t->st = src->st;
+    t->offset = src->offset;
+    t->dt = src->dt;
+    t->ndim = src->ndim;
+    for (int i = 0; i < src->ndim; i++)
+        t->shape[i] = src->shape[i];
+    t->transposed = src->transposed;
+    storage_release(t->rt, old);
+    tensor_release(src);
+}
+
 tensor *tensor_alias(const tensor *t, size_t offset, int ndim, const int64_t *shape, bool transposed)
 {
     if (!t)
@@ -200,14 +236,6 @@ tensor *tensor_retain(tensor *t)
     return t;
 }
 
-static void storage_release(rt *r, storage *s)
-{
-    if (--s->refcount > 0)
-        return;
-    if (s->ptr)
-        cachealloc_free(r->ca, s->ptr);
-    free(s);
-}
 
 void tensor_release(tensor *t)
 {

@@ -58,6 +58,8 @@ typedef struct tensor {
     struct ag_node *grad_fn;   /* the node that made it (owned reference); NULL for leaves */
     int output_nr;             /* which output of grad_fn */
     struct ag_node *grad_acc;  /* leaves: their AccumulateGrad node, borrowed (the node owns the leaf) */
+    bool is_view;              /* made by t(), view() or narrow() of another tensor */
+    bool view_of_leaf;         /* ... of a leaf that requires grad (in-place ops on it are refused) */
 } tensor;
 
 /* tensor_empty(r, DT_F32, SHAPE(256, 4096)): the ndim, shape pair of a literal shape. */
@@ -76,6 +78,9 @@ tensor *tensor_randint(rt *r, int ndim, const int64_t *shape, int64_t lo, int64_
 oom_status tensor_uniform_(tensor *t, double lo, double hi);
 /* From host memory (numel elements of dt, host layout = the tensor's). */
 tensor *tensor_from_host(rt *r, dtype dt, int ndim, const int64_t *shape, const void *host);
+/* torch.empty_like(t): same shape and dtype, and the same layout (a .t() view gets a transposed result, as
+ * PyTorch keeps a dense tensor's strides). */
+tensor *tensor_empty_like(const tensor *t);
 /* A view of t's storage with another offset/shape (no autograd: ops.h makes differentiable views). */
 tensor *tensor_alias(const tensor *t, size_t offset, int ndim, const int64_t *shape, bool transposed);
 /* torch.Tensor.detach(): the same storage and version counter, no history, requires_grad false. */
@@ -106,6 +111,9 @@ oom_status tensor_to_host(const tensor *t, void *host);
 /* .item() of a one-element tensor, as a double; NAN in dry-run or on failure (recorded in the rt). */
 double tensor_item(const tensor *t);
 
+/* param.data = src: t takes src's storage, dtype and shape (t keeps its identity, .grad and history flags);
+ * src is released. */
+void tensor_set_data(tensor *t, tensor *src);
 /* requires_grad_(flag) of a leaf. */
 void tensor_set_requires_grad(tensor *t, bool flag);
 /* In-place: bump the version counter (every in-place op calls it). */

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "amp.h"
 #include "autograd.h"
 #include "nn.h"
 #include "ops.h"
@@ -640,5 +641,154 @@ Test(gradcheck, checkpoint)
     gradcheck(r, f_checkpoint, in, 1, 1e-2, 2e-3);
     tensor_release(in[0]);
     nn_linear_free(&l);
+    close_rt(r);
+}
+
+/* ---- regressions found in review ----------------------------------------------------------------------------- */
+
+/* One w.t() view used by two matmuls: both gradients reach TBackward0 transposed and are summed there. */
+Test(autograd, a_shared_transposed_view_sums_its_gradients)
+{
+    rt *r = open_rt();
+    tensor *w = leaf(r, SHAPE(3, 4), true);
+    tensor *x1 = leaf(r, SHAPE(2, 4), false), *x2 = leaf(r, SHAPE(2, 4), false);
+    tensor *wt = op_t(w);
+    tensor *y1 = op_mm(x1, wt), *y2 = op_mm(x2, wt);
+    tensor *y = op_add(y1, y2, 1.0), *s = op_sum(y);
+    cr_assert_eq(autograd_backward(s, NULL, false), OOM_OK, "%s", rt_message(r));
+    cr_assert_not(w->grad->transposed);
+    if (r->computes) { /* d sum(x1 w^T + x2 w^T) / dw[j, k] = sum_i x1[i, k] + x2[i, k] */
+        float a[8], b[8], g[12];
+        tensor_to_host(x1, a);
+        tensor_to_host(x2, b);
+        tensor_to_host(w->grad, g);
+        for (int j = 0; j < 3; j++)
+            for (int k = 0; k < 4; k++)
+                cr_assert_float_eq(g[j * 4 + k], a[k] + a[4 + k] + b[k] + b[4 + k], 1e-5, "grad[%d][%d]", j, k);
+    }
+    tensor *ts[] = {w, x1, x2, wt, y1, y2, y, s};
+    for (int i = 0; i < 8; i++)
+        tensor_release(ts[i]);
+    close_rt(r);
+}
+
+/* A column-major leaf (torch.randn(4, 2).t().requires_grad_()) gets its gradient in its own layout, taken over. */
+Test(autograd, a_column_major_leaf_takes_over_its_gradient)
+{
+    rt *r = open_rt();
+    tensor *base = leaf(r, SHAPE(4, 2), false), *bt = op_t(base);
+    tensor *a = tensor_detach(bt);
+    a->requires_grad = true;
+    tensor *b = leaf(r, SHAPE(4, 3), false);
+    tensor *y = op_mm(a, b), *s = op_sum(y);
+    int64_t allocs = test_stat(r, "allocation.all.allocated");
+    cr_assert_eq(autograd_backward(s, NULL, false), OOM_OK, "%s", rt_message(r));
+    cr_assert(a->grad->transposed, "the gradient keeps the leaf's layout");
+    /* the seed, the expand, the one product: no clone */
+    cr_assert_eq(test_stat(r, "allocation.all.allocated") - allocs, 3);
+    tensor *ts[] = {base, bt, a, b, y, s};
+    for (int i = 0; i < 6; i++)
+        tensor_release(ts[i]);
+    close_rt(r);
+}
+
+static nn_linear *ck_lin;
+static tensor *ck_block(void *ctx, tensor *x)
+{
+    (void)ctx;
+    tensor *h = nn_linear_forward(ck_lin, x), *y = op_relu(h);
+    tensor_release(h);
+    return y;
+}
+
+Test(autograd, checkpoint_recomputes_under_the_forward_autocast)
+{
+    rt *r = open_rt();
+    nn_linear l, head;
+    nn_linear_init(&l, r, 8, 8, true, DT_F32);
+    nn_linear_init(&head, r, 8, 4, true, DT_F32);
+    ck_lin = &l;
+    tensor *x = leaf(r, SHAPE(2, 8), true), *y = tensor_randint(r, SHAPE(2), 0, 4);
+    amp_autocast_enter(r, DT_F16);
+    tensor *h = autograd_checkpoint(ck_block, NULL, x);
+    tensor *out = nn_linear_forward(&head, h);
+    tensor *loss = op_cross_entropy(out, y);
+    amp_autocast_exit(r);
+    cr_assert_eq(h->dt, DT_F16);
+    cr_assert_eq(autograd_backward(loss, NULL, false), OOM_OK, "%s", rt_message(r));
+    cr_assert(x->grad && x->grad->dt == DT_F32 && l.weight->grad && l.weight->grad->dt == DT_F32);
+    tensor *ts[] = {x, y, h, out, loss};
+    for (int i = 0; i < 5; i++)
+        tensor_release(ts[i]);
+    nn_linear_free(&l);
+    nn_linear_free(&head);
+    close_rt(r);
+}
+
+static tensor *relu_segment(void *ctx, tensor *x)
+{
+    (void)ctx;
+    return op_relu(x);
+}
+
+Test(autograd, checkpoint_of_a_segment_that_needs_no_gradient)
+{
+    rt *r = open_rt();
+    nn_linear head;
+    nn_linear_init(&head, r, 8, 4, true, DT_F32);
+    tensor *x = leaf(r, SHAPE(2, 8), false);
+    tensor *h = autograd_checkpoint(relu_segment, NULL, x);
+    tensor *out = nn_linear_forward(&head, h), *s = op_sum(out);
+    cr_assert_eq(autograd_backward(s, NULL, false), OOM_OK, "%s", rt_message(r));
+    cr_assert_not_null(head.weight->grad);
+    tensor *ts[] = {x, h, out, s};
+    for (int i = 0; i < 4; i++)
+        tensor_release(ts[i]);
+    nn_linear_free(&head);
+    close_rt(r);
+}
+
+/* InputBuffer::accumulate adds into the buffered gradient only when nothing else holds it; a fresh gradient is
+ * never added into in its place: y = x + z hands the same gradient to x and to z (still pending), so when m's
+ * gradient for x arrives the buffered one is shared and x's gradients are added out of place. */
+Test(autograd, input_buffer_accumulates_as_pytorch)
+{
+    rt *r = open_rt();
+    tensor *x = leaf(r, SHAPE(1024), true), *z0 = leaf(r, SHAPE(1024), true), *c = leaf(r, SHAPE(1024), false);
+    tensor *z = op_mul(z0, c), *m = op_mul(x, c), *y = op_add(x, z, 1.0), *o = op_add(y, m, 1.0);
+    tensor *s = op_sum(o);
+    tensor *ts[] = {z, m, y, o};
+    for (int i = 0; i < 4; i++)
+        tensor_release(ts[i]);
+    int64_t allocs = test_stat(r, "allocation.all.allocated");
+    cr_assert_eq(autograd_backward(s, NULL, false), OOM_OK, "%s", rt_message(r));
+    /* seed, expand, m's x-gradient, the out-of-place x sum, z's z0-gradient */
+    cr_assert_eq(test_stat(r, "allocation.all.allocated") - allocs, 5);
+    tensor_release(s);
+    tensor_release(x);
+    tensor_release(z0);
+    tensor_release(c);
+    close_rt(r);
+}
+
+Test(autograd, inplace_on_views_is_refused_not_silently_wrong)
+{
+    rt *r = open_rt();
+    tensor *w = leaf(r, SHAPE(4, 3), true), *d = leaf(r, SHAPE(1, 3), false);
+    tensor *v = op_narrow(w, 0, 1);
+    cr_assert_null(op_add_(v, d, 1.0));
+    cr_assert_str_eq(rt_message(r), "a view of a leaf Variable that requires grad is being used in an in-place operation.");
+    rt_clear(r);
+    tensor *b = op_clone(w), *bv = op_narrow(b, 1, 1);
+    cr_assert_null(op_add_(bv, d, 1.0), "PyTorch would rebase it with CopySlices: refused, not dropped");
+    cr_assert_eq(rt_status(r), OOM_EINVAL);
+    rt_clear(r);
+    RT_NO_GRAD(r) { cr_assert_not_null(op_add_(bv, d, 1.0), "allowed without autograd"); }
+    cr_assert_null(op_narrow(w, INT64_MAX, 2), "start + length overflows");
+    cr_assert_eq(rt_status(r), OOM_EINVAL);
+    rt_clear(r);
+    tensor *ts[] = {w, d, v, b, bv};
+    for (int i = 0; i < 5; i++)
+        tensor_release(ts[i]);
     close_rt(r);
 }

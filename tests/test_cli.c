@@ -443,3 +443,38 @@ Test(cli, run_plot_draws_a_png_beside_the_results)
     cr_assert(!exists(tpath("notrun.png")), "a plot was written for bad input");
     expect_bad_input(NULL, "run fragmentation --plot --no-write", "--plot");
 }
+
+Test(cli, runs_in_the_same_second_get_their_own_files)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "for i in 1 2 3 4; do '%s' run fragmentation --variant bug --out '%s' >/dev/null 2>&1 & done; wait; "
+             "test \"$(ls '%s'/*/fragmentation.json | wc -l)\" = 4",
+             bin(), tpath("runs"), tpath("runs"));
+    cr_assert_eq(system(cmd), 0, "four concurrent runs did not leave four results files");
+}
+
+Test(cli, run_out_path_too_long)
+{
+    char dir[1400], args[1600];
+    size_t n = (size_t)snprintf(dir, sizeof dir, "%s/", tmpdir);
+    while (n < 1100)
+        dir[n++] = 'd';
+    dir[n] = '\0';
+    snprintf(args, sizeof args, "run fragmentation --variant bug --out %s", dir);
+    expect_bad_input(NULL, args, "too long");
+}
+
+Test(cli, a_plot_that_fails_is_a_failed_result)
+{
+    char args[256];
+    snprintf(args, sizeof args, "run fragmentation --variant bug --plot --out %s", tpath("runs"));
+    run_result r = run("PATH=/nonexistent", args); /* no gnuplot to find */
+    cr_assert_eq(r.rc, 1, "exit %d", r.rc);
+    cr_assert_not_null(strstr(r.out, "results: "), "the table and the results path are still printed: %s", r.out);
+    cr_assert_not_null(strstr(r.err, "--plot: gnuplot failed"), "%s", r.err);
+    char *text = the_result(tpath("runs"), "fragmentation");
+    cr_assert_not_null(text, "the results were written");
+    free(text);
+    run_free(&r);
+}

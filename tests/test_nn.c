@@ -294,3 +294,131 @@ Test(nn, grad_scaler_skips_a_step_with_inf_and_backs_off)
     tensor_release(p);
     close_rt(r);
 }
+
+/* ---- regressions found in review ----------------------------------------------------------------------------- */
+
+Test(nn, nesterov_changes_grad_in_place_as_pytorch)
+{
+    rt *r = open_rt();
+    if (!r->computes) {
+        rt_close(r);
+        return;
+    }
+    float v[2] = {0.0f, 0.0f}, g[2] = {0.5f, -1.0f};
+    tensor *p = param_from(r, v, 2);
+    set_grad(p, g, 2);
+    optimizer *opt = optim_sgd(r, &p, 1, 0.1, 0.9, 0.0, 0.0, true);
+    cr_assert_eq(optim_step(opt), OOM_OK);
+    float h[2];
+    tensor_to_host(p->grad, h); /* _foreach_add_(grads, bufs, alpha=momentum): g + 0.9 g at the first step */
+    cr_assert_float_eq(h[0], 0.95f, 1e-7);
+    cr_assert_float_eq(h[1], -1.9f, 1e-7);
+    tensor_to_host(p, h);
+    cr_assert_float_eq(h[0], -0.095f, 1e-7);
+    optim_free(opt);
+    tensor_release(p);
+    close_rt(r);
+}
+
+Test(nn, an_optimizer_step_that_runs_out_of_memory_can_be_retried)
+{
+    const int64_t P = 4 << 20; /* 16 MiB parameters */
+    for (int adam = 0; adam < 2; adam++) {
+        /* parameters and gradients hold 64 MiB. SGD (budget 80 MiB) makes its first momentum buffer, not the
+         * second. Adam (112 MiB, with 32 MiB of something else held) makes exp_avg for the first parameter, not
+         * exp_avg_sq. */
+        rt *r = test_rt_open((size_t)(adam ? 112 : 80) << 20, NULL);
+        cr_assert_not_null(r);
+        tensor *ps[2] = {tensor_zeros(r, DT_F32, SHAPE(P)), tensor_zeros(r, DT_F32, SHAPE(P))};
+        for (int i = 0; i < 2; i++) {
+            ps[i]->requires_grad = true;
+            ps[i]->grad = tensor_full(r, DT_F32, SHAPE(P), 1.0);
+        }
+        tensor *blocker = adam ? tensor_empty(r, DT_F32, SHAPE(2 * P)) : NULL;
+        optimizer *opt = adam ? optim_adam(r, ps, 2, 1e-3, 0.9, 0.999, 1e-8, 0.0)
+                              : optim_sgd(r, ps, 2, 0.1, 0.9, 0.0, 0.0, false);
+        cr_assert_eq(optim_step(opt), OOM_ENOMEM_DEVICE, "%s", adam ? "adam" : "sgd");
+        rt_clear(r);
+        if (adam) {
+            cr_assert(opt->state_a[0] && !opt->state_b[0], "exp_avg made, exp_avg_sq not");
+        } else { /* SGD made its buffers before any update: nothing moved, nothing kept */
+            cr_assert_null(opt->state_a[0]);
+            cr_assert_eq(ps[0]->st->version, 0, "no parameter was stepped");
+        }
+        tensor_release(blocker); /* free memory and step again */
+        tensor_release(ps[1]->grad);
+        ps[1]->grad = NULL;
+        cr_assert_eq(optim_step(opt), OOM_OK, "%s retry: %s", adam ? "adam" : "sgd", rt_message(r));
+        cr_assert_not_null(opt->state_a[0]);
+        if (adam)
+            cr_assert_not_null(opt->state_b[0], "exp_avg_sq completed on the retry");
+        cr_assert_eq(ps[0]->st->version, 1);
+        optim_free(opt);
+        tensor_release(ps[0]);
+        tensor_release(ps[1]);
+        close_rt(r);
+    }
+}
+
+Test(nn, nested_autocast_restores_the_outer_dtype)
+{
+    rt *r = open_rt();
+    tensor *a = tensor_randn(r, DT_F32, SHAPE(2, 2), 0.0, 1.0), *b = tensor_randn(r, DT_F32, SHAPE(2, 2), 0.0, 1.0);
+    amp_autocast_enter(r, DT_F16);
+    amp_autocast_enter(r, DT_BF16);
+    tensor *c1 = op_mm(a, b);
+    amp_autocast_exit(r);
+    tensor *c2 = op_mm(a, b);
+    amp_autocast_exit(r);
+    tensor *c3 = op_mm(a, b);
+    cr_assert_eq(c1->dt, DT_BF16);
+    cr_assert_eq(c2->dt, DT_F16, "back in the outer float16 region");
+    cr_assert_eq(c3->dt, DT_F32);
+    tensor *ts[] = {a, b, c1, c2, c3};
+    for (int i = 0; i < 5; i++)
+        tensor_release(ts[i]);
+    close_rt(r);
+}
+
+Test(nn, grad_scaler_completes_its_state_after_an_oom)
+{
+    rt *r = test_rt_open((size_t)2 << 20, NULL); /* one 2 MiB small segment */
+    cr_assert_not_null(r);
+    tensor *f1 = tensor_empty(r, DT_F32, SHAPE(262144)), *f2 = tensor_empty(r, DT_F32, SHAPE((1048576 - 1024) / 4));
+    tensor *l = tensor_full(r, DT_F32, SCALAR, 1.0); /* 512 bytes left: _scale fits, _growth_tracker does not */
+    grad_scaler gs;
+    grad_scaler_init(&gs, r);
+    cr_assert_null(grad_scaler_scale(&gs, l));
+    cr_assert_eq(rt_status(r), OOM_ENOMEM_DEVICE);
+    rt_clear(r);
+    tensor_release(f1);
+    tensor *scaled = grad_scaler_scale(&gs, l);
+    cr_assert_not_null(scaled, "%s", rt_message(r));
+    cr_assert_not_null(gs.growth_tracker);
+    cr_assert_eq(grad_scaler_update(&gs), OOM_OK);
+    tensor_release(scaled);
+    tensor_release(l);
+    tensor_release(f2);
+    grad_scaler_free(&gs);
+    close_rt(r);
+}
+
+Test(nn, half_after_the_optimizer_keeps_the_parameters)
+{
+    rt *r = open_rt();
+    nn_mlp *m = nn_mlp_new(r, 256, 2, 10, DT_F32);
+    tensor *params[6];
+    nn_mlp_parameters(m, params, 6);
+    optimizer *opt = optim_sgd(r, params, 6, 0.1, 0.0, 0.0, 0.0, false);
+    params[0]->grad = tensor_zeros(r, DT_F32, params[0]->ndim, params[0]->shape);
+    cr_assert_eq(nn_mlp_to(m, DT_F16), OOM_OK);
+    cr_assert_eq(m->layers[0].weight, params[0], "the same parameter object");
+    cr_assert_eq(params[0]->dt, DT_F16);
+    cr_assert_eq(params[0]->grad->dt, DT_F16, "param.grad.data = fn(param.grad)");
+    int64_t f16 = 2 * (block_bytes(256 * 256 * 2) + block_bytes(256 * 2)) + block_bytes(10 * 256 * 2) + block_bytes(20);
+    cr_assert_eq(test_stat(r, "allocated_bytes.all.current"), f16 + block_bytes(256 * 256 * 2));
+    cr_assert_eq(optim_step(opt), OOM_OK, "%s", rt_message(r));
+    optim_free(opt);
+    nn_mlp_free(m);
+    close_rt(r);
+}
