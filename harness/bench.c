@@ -29,7 +29,7 @@ oom_status device_time_raw_pairs(device *dev, size_t bytes, int outstanding, lon
 }
 #endif
 
-static double now_ns(void)
+double bench_now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -40,6 +40,12 @@ static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
+}
+
+double bench_median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return v[n / 2];
 }
 
 /* Median ns per cachealloc malloc+free pair; NAN-free: returns a negative value on an allocation failure. */
@@ -54,7 +60,7 @@ static double time_cachealloc(cachealloc *ca, size_t bytes, int k, long iters)
     for (int i = 0; i < k; i++)
         cachealloc_free(ca, p[i]);
     for (int r = 0; r < BENCH_RUNS; r++) {
-        double t0 = now_ns();
+        double t0 = bench_now_ns();
         for (long rep = 0; rep < reps; rep++) {
             for (int i = 0; i < k; i++)
                 if (cachealloc_malloc(ca, bytes, &p[i]) != OOM_OK)
@@ -62,10 +68,9 @@ static double time_cachealloc(cachealloc *ca, size_t bytes, int k, long iters)
             for (int i = 0; i < k; i++)
                 cachealloc_free(ca, p[i]);
         }
-        runs[r] = (now_ns() - t0) / ((double)reps * k);
+        runs[r] = (bench_now_ns() - t0) / ((double)reps * k);
     }
-    qsort(runs, BENCH_RUNS, sizeof runs[0], cmp_double);
-    return runs[BENCH_RUNS / 2];
+    return bench_median(runs, BENCH_RUNS);
 }
 
 oom_status bench_alloc(const bench_options *opt, FILE *out)

@@ -12,6 +12,10 @@
 
 OOM_BEGIN_DECLS
 
+/* The benchmarks' clock (CLOCK_MONOTONIC, ns) and the median of n figures (v is sorted in place). */
+double bench_now_ns(void);
+double bench_median(double *v, int n);
+
 typedef struct bench_options {
     device_kind kind; /* backend under the allocator; sim runs dry (accounting only) */
     long iters;       /* malloc+free pairs per cell; 0 = a default that takes well under a second */

@@ -2,16 +2,8 @@
  * cudaMallocAsync/cudaFreeAsync, so the caching allocator's figures have their baselines in the same run. */
 #include <cuda_runtime.h>
 #include <stdint.h>
-#include <time.h>
 
 #include "bench.h"
-
-static double now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
 
 #define RAW_MAX_K 64
 
@@ -58,13 +50,13 @@ extern "C" oom_status device_time_raw_pairs(device *dev, size_t bytes, int outst
     if (!raw_round(bytes, outstanding, async, s))
         return OOM_ENOMEM_DEVICE;
     long rounds = pairs / outstanding > 0 ? pairs / outstanding : 1;
-    double t0 = now_ns();
+    double t0 = bench_now_ns();
     for (long r = 0; r < rounds; r++)
         if (!raw_round(bytes, outstanding, async, s))
             return OOM_ENOMEM_DEVICE;
     if (async)
         cudaStreamSynchronize(s);
-    *ns = (now_ns() - t0) / ((double)rounds * outstanding);
+    *ns = (bench_now_ns() - t0) / ((double)rounds * outstanding);
     if (async) {
         /* give the pool's memory back so later cells and the caching allocator see the whole device */
         int dev_id = 0;

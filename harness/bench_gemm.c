@@ -46,19 +46,6 @@ static const cpu_shape cpu_shapes[] = {
 };
 #define N_CPU_SHAPES (sizeof cpu_shapes / sizeof cpu_shapes[0])
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static const char *layout_name(bool ta, bool tb)
 {
     static const char *const names[4] = {"NN", "NT", "TN", "TT"};
@@ -79,21 +66,20 @@ static double time_ref(const cpu_shape *s)
         b[i] = -1.0f + 2.0f * (float)(oom_rng_hash(2, i) >> 40) * 0x1p-24f;
     int64_t lda = s->ta ? s->m : s->k, ldb = s->tb ? s->k : s->n;
 #define CALL() k_gemm_ref(DT_F32, s->ta, s->tb, s->m, s->n, s->k, 1.0f, a, lda, b, ldb, 0.0f, c, s->n)
-    double t0 = now_s();
+    double t0 = (bench_now_ns() * 1e-9);
     if (CALL() != OOM_OK) /* warm-up, and a first estimate of the cost */
         goto out;
-    double once = now_s() - t0;
+    double once = (bench_now_ns() * 1e-9) - t0;
     long reps = once > 0.02 ? 1 : (long)(0.02 / (once > 1e-7 ? once : 1e-7)) + 1;
     double runs[CPU_RUNS];
     for (int r = 0; r < CPU_RUNS; r++) {
-        t0 = now_s();
+        t0 = (bench_now_ns() * 1e-9);
         for (long i = 0; i < reps; i++)
             CALL();
-        runs[r] = (now_s() - t0) * 1e3 / (double)reps;
+        runs[r] = ((bench_now_ns() * 1e-9) - t0) * 1e3 / (double)reps;
     }
 #undef CALL
-    qsort(runs, CPU_RUNS, sizeof runs[0], cmp_double);
-    ms = runs[CPU_RUNS / 2];
+    ms = bench_median(runs, CPU_RUNS);
 out:
     free(a);
     free(b);

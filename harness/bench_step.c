@@ -4,7 +4,6 @@
  * A benchmark, not a test: it prints figures and asserts nothing. */
 #include <cJSON.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "autograd.h"
 #include "bench.h"
@@ -13,25 +12,6 @@
 #include "optim.h"
 
 #define STEP_RUNS 21
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return v[n / 2];
-}
 
 oom_status bench_step(const bench_step_options *opt, FILE *out)
 {
@@ -50,14 +30,14 @@ oom_status bench_step(const bench_step_options *opt, FILE *out)
     tensor *y = tensor_randint(r, SHAPE(B), 0, 10);
     double train[STEP_RUNS], eval[STEP_RUNS];
     for (int i = -3; i < STEP_RUNS && rt_ok(r); i++) { /* three warm-up steps */
-        double t0 = now_ms();
+        double t0 = (bench_now_ns() * 1e-6);
         optim_zero_grad(o, true);
         tensor *logits = nn_mlp_forward(m, x);
         tensor *loss = op_cross_entropy(logits, y);
         autograd_backward(loss, NULL, false);
         optim_step(o);
         rt_sync(r);
-        double t1 = now_ms();
+        double t1 = (bench_now_ns() * 1e-6);
         tensor_release(loss);
         tensor_release(logits);
         RT_NO_GRAD(r)
@@ -66,7 +46,7 @@ oom_status bench_step(const bench_step_options *opt, FILE *out)
             rt_sync(r);
             tensor_release(out2);
         }
-        double t2 = now_ms();
+        double t2 = (bench_now_ns() * 1e-6);
         if (i >= 0) {
             train[i] = t1 - t0;
             eval[i] = t2 - t1;
@@ -74,7 +54,7 @@ oom_status bench_step(const bench_step_options *opt, FILE *out)
     }
     st = rt_status(r);
     if (st == OOM_OK) {
-        double tr = median(train, STEP_RUNS), ev = median(eval, STEP_RUNS);
+        double tr = bench_median(train, STEP_RUNS), ev = bench_median(eval, STEP_RUNS);
         if (opt->json) {
             cJSON *j = cJSON_CreateObject();
             cJSON_AddStringToObject(j, "benchmark", "step");
