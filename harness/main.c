@@ -66,6 +66,16 @@ static int bad_input(const char *fmt, const char *arg)
     return EXIT_BAD_INPUT;
 }
 
+/* The value of --backend at argv[*i] (advancing *i): 0, or the exit status of a bad one (its line printed). */
+static int take_backend(int argc, char **argv, int *i, device_kind *kind)
+{
+    if (++*i >= argc)
+        return bad_input("%s needs a value", "--backend");
+    if (device_kind_parse(argv[*i], kind) != OOM_OK)
+        return bad_input("--backend: '%s' is not auto, cuda or sim", argv[*i]);
+    return 0;
+}
+
 /* Print a cJSON object and free it. */
 static void print_json(cJSON *o)
 {
@@ -190,10 +200,9 @@ static int cmd_bench_gemm(int argc, char **argv)
         if (strcmp(argv[i], "--json") == 0) {
             opt.json = true;
         } else if (strcmp(argv[i], "--backend") == 0) {
-            if (++i >= argc)
-                return bad_input("%s needs a value", "--backend");
-            if (device_kind_parse(argv[i], &opt.kind) != OOM_OK)
-                return bad_input("--backend: '%s' is not auto, cuda or sim", argv[i]);
+            int rc = take_backend(argc, argv, &i, &opt.kind);
+            if (rc)
+                return rc;
         } else {
             return bad_input("bench gemm: unknown option '%s'", argv[i]);
         }
@@ -210,16 +219,14 @@ static int cmd_bench_step(int argc, char **argv)
     for (int i = 0; i < argc; i++) {
         if (strcmp(argv[i], "--json") == 0) {
             opt.json = true;
-        } else if (strcmp(argv[i], "--backend") == 0 || strcmp(argv[i], "--width") == 0 ||
-                   strcmp(argv[i], "--batch") == 0) {
+        } else if (strcmp(argv[i], "--backend") == 0) {
+            int rc = take_backend(argc, argv, &i, &opt.kind);
+            if (rc)
+                return rc;
+        } else if (strcmp(argv[i], "--width") == 0 || strcmp(argv[i], "--batch") == 0) {
             const char *o = argv[i];
             if (++i >= argc)
                 return bad_input("%s needs a value", o);
-            if (strcmp(o, "--backend") == 0) {
-                if (device_kind_parse(argv[i], &opt.kind) != OOM_OK)
-                    return bad_input("--backend: '%s' is not auto, cuda or sim", argv[i]);
-                continue;
-            }
             char *end = NULL;
             long v = strtol(argv[i], &end, 10);
             if (!end || *end || v < 1 || v > 65536)
@@ -248,10 +255,9 @@ static int cmd_bench(int argc, char **argv)
         if (strcmp(argv[i], "--json") == 0) {
             opt.json = true;
         } else if (strcmp(argv[i], "--backend") == 0) {
-            if (++i >= argc)
-                return bad_input("%s needs a value", "--backend");
-            if (device_kind_parse(argv[i], &opt.kind) != OOM_OK)
-                return bad_input("--backend: '%s' is not auto, cuda or sim", argv[i]);
+            int rc = take_backend(argc, argv, &i, &opt.kind);
+            if (rc)
+                return rc;
         } else if (strcmp(argv[i], "--iters") == 0) {
             if (++i >= argc)
                 return bad_input("%s needs a value", "--iters");
@@ -348,8 +354,9 @@ static int cmd_run(int argc, char **argv)
         if (strcmp(a, "--variant") == 0) {
             o.variant = argv[++i];
         } else if (strcmp(a, "--backend") == 0) {
-            if (device_kind_parse(argv[++i], &o.backend) != OOM_OK)
-                return bad_input("--backend: '%s' is not auto, cuda or sim", argv[i]);
+            int rc = take_backend(argc, argv, &i, &o.backend);
+            if (rc)
+                return rc;
         } else if (strcmp(a, "--budget") == 0) {
             if (units_parse_size(argv[++i], &o.budget) != OOM_OK)
                 return bad_input("--budget: '%s' is not a size (bytes, or a number with KiB, MiB, GiB, TiB, KB, "
@@ -468,10 +475,9 @@ static int cmd_parity(int argc, char **argv)
     size_t n = 0;
     for (int i = 0; i < argc; i++) {
         if (strcmp(argv[i], "--backend") == 0) {
-            if (++i >= argc)
-                return bad_input("%s needs a value", "--backend");
-            if (device_kind_parse(argv[i], &kind) != OOM_OK)
-                return bad_input("--backend: '%s' is not auto, cuda or sim", argv[i]);
+            int rc = take_backend(argc, argv, &i, &kind);
+            if (rc)
+                return rc;
         } else if (argv[i][0] == '-') {
             return bad_input("parity: unknown option '%s'", argv[i]);
         } else {
