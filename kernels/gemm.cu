@@ -28,22 +28,12 @@
 
 #include <type_traits>
 
+#include "cuda_util.cuh"
 #include "kernels.h"
 
 namespace {
 
 /* ---- shared helpers ---------------------------------------------------------------------------------- */
-
-__device__ __forceinline__ float to_f32(float v) { return v; }
-__device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
-__device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <typename T> __device__ __forceinline__ T from_f32(float v);
-template <> __device__ __forceinline__ float from_f32<float>(float v) { return v; }
-template <> __device__ __forceinline__ __half from_f32<__half>(float v) { return __float2half_rn(v); }
-template <> __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v)
-{
-    return __float2bfloat16_rn(v);
-}
 
 /* Block b's tile (tm, tn): blocks walk groups of 8 tile rows column by column, so the blocks resident at one
  * time share A rows and B columns in L2. */
@@ -64,7 +54,7 @@ template <typename T> __global__ void scale_c_kernel(int64_t m, int64_t n, float
     int64_t total = m * n;
     for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < total; e += (int64_t)gridDim.x * blockDim.x) {
         T *p = c + (e / n) * ldc + e % n;
-        *p = from_f32<T>(beta == 0.0f ? 0.0f : beta * to_f32(*p));
+        *p = kc_from_f<T>(beta == 0.0f ? 0.0f : beta * kc_to_f(*p));
     }
 }
 
@@ -494,16 +484,16 @@ __global__ void __launch_bounds__(HG_THREADS, 2) /* two blocks per SM: 2 x 80 Ki
                 float v0 = alpha * acc[i][j][2 * h], v1 = alpha * acc[i][j][2 * h + 1];
                 if (pair && col + 1 < n) {
                     if (beta != 0.0f) {
-                        v0 += beta * to_f32(cp[0]);
-                        v1 += beta * to_f32(cp[1]);
+                        v0 += beta * kc_to_f(cp[0]);
+                        v1 += beta * kc_to_f(cp[1]);
                     }
                     *reinterpret_cast<uint32_t *>(cp) =
-                        (uint32_t)bits16(from_f32<T>(v0)) | (uint32_t)bits16(from_f32<T>(v1)) << 16;
+                        (uint32_t)bits16(kc_from_f<T>(v0)) | (uint32_t)bits16(kc_from_f<T>(v1)) << 16;
                 } else {
                     if (col < n)
-                        cp[0] = from_f32<T>(beta != 0.0f ? v0 + beta * to_f32(cp[0]) : v0);
+                        cp[0] = kc_from_f<T>(beta != 0.0f ? v0 + beta * kc_to_f(cp[0]) : v0);
                     if (col + 1 < n)
-                        cp[1] = from_f32<T>(beta != 0.0f ? v1 + beta * to_f32(cp[1]) : v1);
+                        cp[1] = kc_from_f<T>(beta != 0.0f ? v1 + beta * kc_to_f(cp[1]) : v1);
                 }
             }
         }

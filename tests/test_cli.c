@@ -11,6 +11,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "fileio.h"
+
 #define TRACE "tests/data/train_mlp.trace.json"
 
 static char tmpdir[64];
@@ -35,29 +37,6 @@ static const char *bin(void)
 {
     const char *b = getenv("OOMLAB_BIN");
     return b && b[0] ? b : "build/oomlab";
-}
-
-static char *read_all(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    size_t got;
-    while (buf && (got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
-        n += got;
-        if (n + 1 == cap) {
-            char *nb = realloc(buf, cap *= 2);
-            if (!nb)
-                free(buf);
-            buf = nb;
-        }
-    }
-    fclose(f);
-    if (buf)
-        buf[n] = '\0';
-    return buf;
 }
 
 /* The tmp path of name. */
@@ -97,7 +76,9 @@ static run_result run(const char *env, const char *args)
              env ? env : "", bin(), args, tmpdir, tmpdir);
     int st = system(cmd);
     cr_assert(st != -1 && WIFEXITED(st), "cannot run: %s", cmd);
-    run_result r = {.rc = WEXITSTATUS(st), .out = read_all(tpath("stdout")), .err = read_all(tpath("stderr"))};
+    run_result r = {.rc = WEXITSTATUS(st),
+                    .out = fileio_read_all(tpath("stdout"), NULL),
+                    .err = fileio_read_all(tpath("stderr"), NULL)};
     cr_assert(r.out && r.err);
     cr_assert_neq(r.rc, 127, "%s not found (set OOMLAB_BIN or run make build/oomlab): %s", bin(), r.err);
     return r;
@@ -221,7 +202,7 @@ Test(cli, snapshot_written)
     snprintf(args, sizeof args, "replay " TRACE " --snapshot %s", tpath("snap.json"));
     run_result r = run(NULL, args);
     cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
-    char *text = read_all(tpath("snap.json"));
+    char *text = fileio_read_all(tpath("snap.json"), NULL);
     cr_assert_not_null(text, "no snapshot written");
     cJSON *snap = cJSON_Parse(text);
     cr_assert_not_null(snap, "the snapshot does not parse");
@@ -267,7 +248,7 @@ static char *the_result(const char *dir, const char *name)
     snprintf(cmd, sizeof cmd, "ls '%s'/*/'%s.json' > '%s/found' 2>/dev/null", dir, name, tmpdir);
     if (system(cmd) != 0)
         return NULL;
-    char *list = read_all(tpath("found"));
+    char *list = fileio_read_all(tpath("found"), NULL);
     if (!list)
         return NULL;
     char *nl = strchr(list, '\n');
@@ -276,7 +257,7 @@ static char *the_result(const char *dir, const char *name)
         return NULL;
     }
     *nl = '\0';
-    char *text = read_all(list);
+    char *text = fileio_read_all(list, NULL);
     free(list);
     return text;
 }
@@ -382,7 +363,7 @@ Test(cli, run_results_cannot_be_written)
     char args[256];
     snprintf(args, sizeof args, "run fragmentation --variant bug --out %s", tpath("afile"));
     expect_bad_input(NULL, args, "afile");
-    char *text = read_all(tpath("afile"));
+    char *text = fileio_read_all(tpath("afile"), NULL);
     cr_assert_str_eq(text, "x\n", "the file in the way was changed");
     free(text);
 }

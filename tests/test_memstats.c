@@ -11,30 +11,10 @@
 #include <string.h>
 
 #include "memstats.h"
+#include "fileio.h"
 #include "status.h"
 
 #define STATS_GLOB "tests/data/*.stats.json"
-
-static char *read_text(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    char *buf = NULL;
-    if (fseek(f, 0, SEEK_END) == 0) {
-        long n = ftell(f);
-        if (n >= 0 && fseek(f, 0, SEEK_SET) == 0 && (buf = malloc((size_t)n + 1)) != NULL) {
-            if (fread(buf, 1, (size_t)n, f) != (size_t)n) {
-                free(buf);
-                buf = NULL;
-            } else {
-                buf[n] = '\0';
-            }
-        }
-    }
-    fclose(f);
-    return buf;
-}
 
 /* ---- data-driven: one test per recording ---- */
 
@@ -62,7 +42,7 @@ ParameterizedTestParameters(memstats, recorded)
 /* Load "memory_stats" into *m (every key must be known and integral); returns the parsed document. */
 static cJSON *load_recording(const char *path, memstats *m)
 {
-    char *text = read_text(path);
+    char *text = fileio_read_all(path, NULL);
     cr_assert_not_null(text, "cannot read %s", path);
     cJSON *doc = cJSON_Parse(text);
     free(text);

@@ -19,35 +19,15 @@
 #include "memstats.h"
 #include "replay.h"
 #include "snapshot.h"
+#include "fileio.h"
 #include "status.h"
 
 #define DATA "tests/data/"
 #define TRACE_GLOB DATA "*.trace.json"
 
-static char *read_text(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    char *buf = NULL;
-    if (fseek(f, 0, SEEK_END) == 0) {
-        long n = ftell(f);
-        if (n >= 0 && fseek(f, 0, SEEK_SET) == 0 && (buf = malloc((size_t)n + 1)) != NULL) {
-            if (fread(buf, 1, (size_t)n, f) != (size_t)n) {
-                free(buf);
-                buf = NULL;
-            } else {
-                buf[n] = '\0';
-            }
-        }
-    }
-    fclose(f);
-    return buf;
-}
-
 static cJSON *load_json(const char *path)
 {
-    char *text = read_text(path);
+    char *text = fileio_read_all(path, NULL);
     cr_assert_not_null(text, "cannot read %s", path);
     cJSON *doc = cJSON_Parse(text);
     free(text);

@@ -10,23 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fileio.h"
 #include "runner.h"
 #include "scenario.h"
 #include "testutil.h"
-
-static char *read_file(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    cr_assert_not_null(f, "cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    cr_assert_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
-}
 
 static void run_all(const scenario *sc, run_result *res)
 {
@@ -73,7 +60,8 @@ static int64_t num(const cJSON *o, const char *key)
 
 Test(scenario, fragmentation_counters_equal_pytorch)
 {
-    char *text = read_file("tests/data/twins/fragmentation.torch.json");
+    char *text = fileio_read_all("tests/data/twins/fragmentation.torch.json", NULL);
+    cr_assert_not_null(text, "%s", oom_error_msg());
     cJSON *twin = cJSON_Parse(text);
     cr_assert_not_null(twin);
     const scenario *sc = scenario_find("fragmentation");

@@ -13,6 +13,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "fileio.h"
+
 #define SCRIPT "scripts/snapshot2json.py"
 
 static char tmpdir[64];
@@ -42,28 +44,6 @@ static const char *tpath(const char *name)
     return p;
 }
 
-static char *read_all(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    size_t cap = 4096, n = 0, got;
-    char *buf = malloc(cap);
-    while (buf && (got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
-        n += got;
-        if (n + 1 == cap) {
-            char *nb = realloc(buf, cap *= 2);
-            if (!nb)
-                free(buf);
-            buf = nb;
-        }
-    }
-    fclose(f);
-    if (buf)
-        buf[n] = '\0';
-    return buf;
-}
-
 /* Run a shell command; its exit status (stdout and stderr go to tmpdir/stdout and tmpdir/stderr). */
 static int sh(const char *fmt, const char *a, const char *b)
 {
@@ -82,7 +62,7 @@ static void make_pickle(const char *name, const char *expr)
     snprintf(code, sizeof code, "import collections, os, pickle, sys; pickle.dump(%s, open(sys.argv[1], \"wb\"))",
              expr);
     int rc = sh("python3 -c '%s' '%s'", code, tpath(name));
-    char *err = read_all(tpath("stderr"));
+    char *err = fileio_read_all(tpath("stderr"), NULL);
     cr_assert_eq(rc, 0, "python3 could not write the pickle: %s", err ? err : "");
     free(err);
 }
@@ -92,7 +72,7 @@ static int other_files(void)
 {
     int rc = sh("ls -A '%s' | grep -c -v -x -e stdout -e stderr%s", tmpdir, "");
     cr_assert(rc == 0 || rc == 1); /* grep -c exits 1 when it counts 0 */
-    char *t = read_all(tpath("stdout"));
+    char *t = fileio_read_all(tpath("stdout"), NULL);
     cr_assert_not_null(t);
     int n = atoi(t);
     free(t);
@@ -105,7 +85,7 @@ static void expect_refused(const char *in, const char *what)
     char args[400];
     snprintf(args, sizeof args, "'%s' -o '%s'", tpath(in), tpath("out.json"));
     int rc = sh("python3 " SCRIPT " %s%s", args, "");
-    char *err = read_all(tpath("stderr")), *out = read_all(tpath("stdout"));
+    char *err = fileio_read_all(tpath("stderr"), NULL), *out = fileio_read_all(tpath("stdout"), NULL);
     cr_assert(err && out);
     cr_assert_eq(rc, 2, "exit %d, expected 2: %s", rc, err);
     cr_assert_str_empty(out);
@@ -120,7 +100,7 @@ static void expect_refused(const char *in, const char *what)
 
 static cJSON *load_json(const char *path)
 {
-    char *text = read_all(path);
+    char *text = fileio_read_all(path, NULL);
     cr_assert_not_null(text, "cannot read %s", path);
     cJSON *doc = cJSON_Parse(text);
     free(text);
@@ -156,7 +136,7 @@ Test(snapshot2json, strip_frames_and_tuples)
                 "{\"garbage_collection_threshold\": 0.5, \"expandable_segments\": True}, \"external_annotations\": "
                 "[]}");
     int rc = sh("python3 " SCRIPT " --strip-frames '%s' -o '%s'", tpath("snap.pickle"), tpath("out.json"));
-    char *err = read_all(tpath("stderr"));
+    char *err = fileio_read_all(tpath("stderr"), NULL);
     cr_assert_eq(rc, 0, "exit %d: %s", rc, err ? err : "");
     cr_assert_str_empty(err);
     free(err);
@@ -237,7 +217,7 @@ Test(snapshot2json, output_dir_missing, .disabled = true)
     char out[256];
     snprintf(out, sizeof out, "%s/missing/out.json", tmpdir);
     int rc = sh("python3 " SCRIPT " '%s' -o '%s'", tpath("snap.pickle"), out);
-    char *err = read_all(tpath("stderr"));
+    char *err = fileio_read_all(tpath("stderr"), NULL);
     cr_assert(err);
     size_t len = strlen(err);
     cr_assert_eq(rc, 2, "exit %d, expected 2: %s", rc, err);
@@ -265,7 +245,7 @@ Test(snapshot2json, oomlab_pickle_round_trip)
     cr_assert_eq(sh(fmt, tpath("model.pickle"), ""), 0, "oomlab replay --snapshot .pickle failed");
     cr_assert_eq(sh(fmt, tpath("model.json"), ""), 0, "oomlab replay --snapshot .json failed");
     int rc = sh("python3 " SCRIPT " '%s' -o '%s'", tpath("model.pickle"), tpath("converted.json"));
-    char *err = read_all(tpath("stderr"));
+    char *err = fileio_read_all(tpath("stderr"), NULL);
     cr_assert_eq(rc, 0, "snapshot2json refused oomlab's pickle: %s", err ? err : "");
     free(err);
     cJSON *a = load_json(tpath("converted.json")), *j = load_json(tpath("model.json"));
@@ -273,7 +253,7 @@ Test(snapshot2json, oomlab_pickle_round_trip)
     drop_times(j);
     cr_assert(cJSON_Compare(a, j, true), "the pickle and the JSON snapshot differ");
     /* the float setting stayed a float: python's json writes it with a decimal point */
-    char *text = read_all(tpath("converted.json"));
+    char *text = fileio_read_all(tpath("converted.json"), NULL);
     cr_assert_not_null(strstr(text, "\"garbage_collection_threshold\":0.0"), "threshold is not a float");
     free(text);
     cJSON_Delete(a);
