@@ -29,7 +29,7 @@ CFLAGS  ?= $(STD) $(WARN) $(OPT) -g $(SANITIZE)
 LDLIBS  := -lcjson -lm -lpthread
 LDFLAGS += $(SANITIZE)
 
-HARNESS_C := $(filter-out harness/main.c,$(wildcard harness/*.c))
+HARNESS_C := $(filter-out harness/cli/main.c,$(wildcard harness/*/*.c))
 SCEN_C    := $(wildcard scenarios/*.c)
 KREF_C    := $(wildcard kernels/*.c)
 TEST_C    := $(wildcard tests/*.c)
@@ -37,7 +37,7 @@ LIB_OBJ   := $(patsubst %.c,$(BUILD)/%.o,$(HARNESS_C) $(SCEN_C) $(KREF_C))
 
 ifneq ($(NVCC),)
   HAS_CUDA := 1
-  CU_SRC   := $(wildcard harness/*.cu) $(wildcard kernels/*.cu)
+  CU_SRC   := $(wildcard harness/*/*.cu) $(wildcard kernels/*.cu)
   LIB_OBJ  += $(patsubst %.cu,$(BUILD)/%.o,$(CU_SRC))
   CPPFLAGS += -DOOM_HAVE_CUDA=1
   # Static cudart loads libcuda at run time, so the binary also starts on machines with no driver (CI).
@@ -63,7 +63,7 @@ $(BUILD)/liboomlab.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/oomlab: $(BUILD)/harness/main.o $(BUILD)/liboomlab.a
+$(BUILD)/oomlab: $(BUILD)/harness/cli/main.o $(BUILD)/liboomlab.a
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
 $(BUILD)/oomlab_tests: $(patsubst %.c,$(BUILD)/%.o,$(TEST_C)) $(BUILD)/liboomlab.a
@@ -90,6 +90,7 @@ run: deps
 # BACKEND=cuda runs the backend-parameterised tests on the GPU, one job at a time.
 TEST_JOBS := $(if $(filter cuda,$(BACKEND)),--jobs 1,)
 test: deps
+	@bash scripts/check_layers.sh
 	$(MAKE) --no-print-directory $(BUILD)/oomlab $(BUILD)/oomlab_tests
 	OOMLAB_TEST_BACKEND=$(BACKEND) OOMLAB_BIN=$(BUILD)/oomlab $(BUILD)/oomlab_tests --color=never $(TEST_JOBS) $(TESTFLAGS)
 

@@ -12,9 +12,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "compat.h"
-#include "dtype.h"
-#include "status.h"
+#include "core/compat.h"
+#include "core/dtype.h"
+#include "core/status.h"
 
 OOM_BEGIN_DECLS
 

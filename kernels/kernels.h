@@ -31,9 +31,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "compat.h"
-#include "dtype.h"
-#include "status.h"
+#include "core/compat.h"
+#include "core/dtype.h"
+#include "core/status.h"
 
 OOM_BEGIN_DECLS
 

@@ -14,7 +14,7 @@
 
 #include <stdint.h>
 
-#include "dtype.h"
+#include "core/dtype.h"
 
 #define LD_F32(p, i) (((const float *)(p))[i])
 #define LD_F16(p, i) f16_to_f32(((const uint16_t *)(p))[i])

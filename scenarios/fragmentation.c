@@ -37,9 +37,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ops.h"
-#include "scenario.h"
-#include "tensor.h"
+#include "runtime/ops.h"
+#include "run/scenario.h"
+#include "runtime/tensor.h"
 
 #define MIB ((int64_t)1 << 20)
 

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "allocconf.h"
+#include "alloc/allocconf.h"
 
 #define MB ((size_t)1 << 20)
 #define GB ((size_t)1 << 30)

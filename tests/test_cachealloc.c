@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cachealloc.h"
+#include "alloc/cachealloc.h"
 #include "testutil.h"
 
 /* ---- helpers ---------------------------------------------------------------------------------------------- */

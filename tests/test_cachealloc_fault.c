@@ -7,7 +7,7 @@
  */
 #include <criterion/criterion.h>
 
-#include "cachealloc.h"
+#include "alloc/cachealloc.h"
 #include "testutil.h"
 
 #define CHECK_OK(ca) cr_assert_eq(cachealloc_check(ca), OOM_OK, "cachealloc_check: %s", oom_error_msg())

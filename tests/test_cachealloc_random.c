@@ -8,7 +8,7 @@
 #include <criterion/criterion.h>
 #include <stdlib.h>
 
-#include "cachealloc.h"
+#include "alloc/cachealloc.h"
 #include "testutil.h"
 
 #define STEPS 100000

@@ -11,7 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "fileio.h"
+#include "core/fileio.h"
 
 #define TRACE "tests/data/train_mlp.trace.json"
 

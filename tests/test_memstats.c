@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "memstats.h"
-#include "fileio.h"
-#include "status.h"
+#include "alloc/memstats.h"
+#include "core/fileio.h"
+#include "core/status.h"
 
 #define STATS_GLOB "tests/data/*.stats.json"
 

@@ -9,11 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "amp.h"
-#include "autograd.h"
-#include "nn.h"
-#include "ops.h"
-#include "optim.h"
+#include "runtime/amp.h"
+#include "runtime/autograd.h"
+#include "runtime/nn.h"
+#include "runtime/ops.h"
+#include "runtime/optim.h"
 #include "testutil.h"
 
 static rt *open_rt(void)

@@ -1,7 +1,7 @@
 /* test_replay.c - `oomlab replay` parity with PyTorch 2.11: every recorded trace (tests/data/NAME.trace.json)
  * replayed under its own config and budget gives exactly the memory_stats() PyTorch recorded
  * (NAME.stats.json); whatif_default replayed under another recording's config predicts that recording's
- * stats; the model's OOM text; and the model's _snapshot() (harness/snapshot.h). */
+ * stats; the model's OOM text; and the model's _snapshot() (harness/alloc/snapshot.h). */
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 
@@ -14,13 +14,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cachealloc.h"
-#include "device.h"
-#include "memstats.h"
-#include "replay.h"
-#include "snapshot.h"
-#include "fileio.h"
-#include "status.h"
+#include "alloc/cachealloc.h"
+#include "device/device.h"
+#include "alloc/memstats.h"
+#include "alloc/replay.h"
+#include "alloc/snapshot.h"
+#include "core/fileio.h"
+#include "core/status.h"
 
 #define DATA "tests/data/"
 #define TRACE_GLOB DATA "*.trace.json"

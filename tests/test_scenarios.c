@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fileio.h"
-#include "runner.h"
-#include "scenario.h"
+#include "core/fileio.h"
+#include "run/runner.h"
+#include "run/scenario.h"
 #include "testutil.h"
 
 static void run_all(const scenario *sc, run_result *res)

@@ -13,7 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "fileio.h"
+#include "core/fileio.h"
 
 #define SCRIPT "scripts/snapshot2json.py"
 

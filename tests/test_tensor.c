@@ -7,8 +7,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "ops.h"
-#include "tensor.h"
+#include "runtime/ops.h"
+#include "runtime/tensor.h"
 #include "testutil.h"
 
 static rt *open_rt(void)

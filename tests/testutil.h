@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "device.h"
-#include "memstats.h"
-#include "runtime.h"
+#include "device/device.h"
+#include "alloc/memstats.h"
+#include "runtime/runtime.h"
 
 /* The backend under test: OOMLAB_TEST_BACKEND=cuda (make test BACKEND=cuda) or sim (the default). */
 static inline device_kind test_backend(void)

@@ -1,0 +1,69 @@
+/* allocconf.h - the caching allocator's configuration, in PyTorch's PYTORCH_CUDA_ALLOC_CONF syntax.
+ *
+ * Syntax: "key:value,key:value"; list values in [...]; booleans are exactly True/False; spaces are ignored.
+ * The text comes from --alloc-conf, else OOMLAB_ALLOC_CONF, else PYTORCH_CUDA_ALLOC_CONF (alloc_conf_pick).
+ * Keys and ranges (PyTorch 2.11, c10/core/AllocatorConfig.cpp; values in MB are integers, MiB units):
+ *   max_split_size_mb            >= large_segment_size_mb (20 unless set); default unlimited
+ *   max_non_split_rounding_mb    >= large_segment_size_mb; default large_segment_size_mb (20)
+ *   roundup_power2_divisions     one power of two (1, 2, 4, ...; not 0) for every size, or [MB:div,...,>:div]:
+ *                                MB a power of two sets bucket log2(MB) (clamped to 15) and, if first, every
+ *                                lower bucket; '>' sets the buckets after the last named one; div 0 or 2^k
+ *   garbage_collection_threshold 0 < t < 1; default 0 (off)
+ *   expandable_segments          True/False; default False
+ *   large_segment_size_mb        > 10; default 20; read before the other keys wherever it stands
+ *   per_process_memory_fraction  0 <= f <= 1; default 1 (no cap)
+ * Accepted and without effect on one stream and one device: release_lock_on_cudamalloc,
+ * pinned_use_cuda_host_register, pinned_use_background_threads, graph_capture_record_stream_reuse (True/False),
+ * pinned_num_register_threads (a power of two <= 128), pinned_reserve_segment_size_mb (> 0), backend:native.
+ * Stricter than PyTorch: numbers must be the whole token (no "20abc", no sign), ':' and ',' are required.
+ */
+#ifndef OOMLAB_ALLOCCONF_H
+#define OOMLAB_ALLOCCONF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "core/compat.h"
+#include "core/status.h"
+
+OOM_BEGIN_DECLS
+
+#define ALLOC_CONF_ROUNDUP_BUCKETS 16 /* bucket i covers sizes in [2^(20+i), 2^(21+i)); 0 also below 1 MiB */
+#define ALLOC_CONF_TEXT_MAX 512
+
+typedef struct alloc_conf {
+    size_t max_split_size;                               /* SIZE_MAX = unlimited */
+    size_t max_non_split_rounding;                       /* bytes; default 20 MiB */
+    size_t roundup_divisions[ALLOC_CONF_ROUNDUP_BUCKETS]; /* 0 = plain 512 B rounding */
+    double gc_threshold;                                 /* 0 = off */
+    bool expandable_segments;
+    size_t large_segment_size;          /* mid-band segment and large expandable page; default 20 MiB */
+    double per_process_memory_fraction; /* 1.0 = no cap */
+    bool fraction_set;                  /* per_process_memory_fraction was given */
+    char text[ALLOC_CONF_TEXT_MAX];     /* the settings string as parsed */
+} alloc_conf;
+
+/* PyTorch's defaults. */
+void alloc_conf_default(alloc_conf *c);
+
+/* Parse text over the defaults. On error returns OOM_EINVAL, leaves *c untouched and writes one line to err
+ * naming the key and its allowed range, e.g. "max_split_size_mb must be an integer >= 20 (got 10)" (also kept
+ * in the last-error record). text may be NULL or "" (the defaults); it is copied, truncated, into c->text. */
+oom_status alloc_conf_parse(alloc_conf *c, const char *text, char *err, size_t errcap);
+
+/* The settings string to use: cli if non-NULL, else $OOMLAB_ALLOC_CONF, else $PYTORCH_CUDA_ALLOC_CONF, else "".
+ * A variable that is set but empty still wins. *source names where it came from ("--alloc-conf",
+ * "OOMLAB_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF" or "default") when source is non-NULL. */
+const char *alloc_conf_pick(const char *cli, const char **source);
+
+/* roundup_power2_divisions for a request of size bytes (PyTorch's bucket lookup: floor(log2 size) - 20,
+ * clamped to 0..15). */
+size_t alloc_conf_divisions(const alloc_conf *c, size_t size);
+
+/* Write the canonical settings (all modeled keys, fixed order) as "key:value,..." into buf, truncated to cap;
+ * returns buf. Unlimited max_split_size reads "unlimited"; the divisions use the shortest list form. */
+char *alloc_conf_format(const alloc_conf *c, char *buf, size_t cap);
+
+OOM_END_DECLS
+
+#endif

@@ -1,0 +1,157 @@
+/* cachealloc.h - PyTorch 2.11's CUDA caching allocator, for one device and one stream.
+ *
+ * It behaves like c10/cuda/CUDACachingAllocator.cpp (DeviceCachingAllocator): the same request rounding
+ * (512 B quantum, roundup_power2_divisions), small (<= 1 MiB) and large pools, segment sizes (2 MiB, 20 MiB, or
+ * the request rounded up to 2 MiB), best fit by (size, address), the split and merge rules, max_split_size and
+ * max_non_split_rounding, the malloc slow path (free-block search, garbage collection, new segment,
+ * release_available_cached_blocks, release of all cached blocks and one retry, OOM), the per-process budget,
+ * empty_cache, expandable segments, the statistics of memory_stats(), and the OOM message.
+ * ../shared/reference/pytorch-allocator.md is the behavioural spec; comments cite PyTorch's function names.
+ *
+ * Every byte oomlab reports comes from these counters. A failed allocation is a normal result:
+ * cachealloc_malloc returns OOM_ENOMEM_DEVICE, records the OOM (stats, trace, message) and never aborts.
+ */
+#ifndef OOMLAB_CACHEALLOC_H
+#define OOMLAB_CACHEALLOC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "alloc/allocconf.h"
+#include "core/compat.h"
+#include "device/device.h"
+#include "alloc/memstats.h"
+#include "core/status.h"
+
+OOM_BEGIN_DECLS
+
+/* PyTorch's constants (unchanged 2.4-2.11). */
+#define CA_MIN_BLOCK_SIZE ((size_t)512)       /* kMinBlockSize: rounding quantum */
+#define CA_SMALL_SIZE ((size_t)1048576)       /* kSmallSize: largest small-pool request */
+#define CA_SMALL_BUFFER ((size_t)2097152)     /* kSmallBuffer: small segment and small page */
+#define CA_MIN_LARGE_ALLOC ((size_t)10485760) /* kMinLargeAlloc: from here segments = size rounded to 2 MiB */
+#define CA_ROUND_LARGE ((size_t)2097152)      /* kRoundLarge */
+
+typedef struct cachealloc cachealloc;
+
+/* Trace actions, as in PyTorch's TraceEntry and _snapshot()'s device_traces. */
+typedef enum ca_action {
+    CA_ALLOC = 0,
+    CA_FREE_REQUESTED,
+    CA_FREE_COMPLETED,
+    CA_SEGMENT_ALLOC,
+    CA_SEGMENT_FREE,
+    CA_SEGMENT_MAP,
+    CA_SEGMENT_UNMAP,
+    CA_SNAPSHOT,
+    CA_OOM,
+    CA_ACTION_COUNT
+} ca_action;
+
+const char *ca_action_str(ca_action a); /* "alloc", "free_requested", ... */
+bool ca_action_parse(const char *s, ca_action *out);
+
+/* One trace entry. For CA_OOM, addr holds the device's free bytes (PyTorch's device_free). */
+typedef struct ca_trace_entry {
+    ca_action action;
+    devptr addr;
+    size_t size;    /* alloc/free: requested bytes; segment_*: bytes; oom: rounded size */
+    int64_t time_us;
+} ca_trace_entry;
+
+/* What the last OOM looked like, captured at the moment it happened (after the cache was emptied). */
+typedef struct ca_oom_info {
+    size_t requested;          /* bytes the caller asked for */
+    size_t rounded;            /* after round_size */
+    size_t alloc_size;         /* the segment it tried to get: what "Tried to allocate" reports */
+    size_t device_total;       /* cudaMemGetInfo */
+    size_t device_free;
+    bool capped;               /* a budget was active */
+    size_t allowed;            /* the budget */
+    size_t allocated;          /* allocated_bytes.all.current */
+    size_t reserved;           /* reserved_bytes.all.current */
+    size_t largest_free_block; /* the largest free cached block, any pool */
+    double fragmented_share;   /* (reserved - allocated) / reserved: cached memory no request could get back */
+    char message[1024];        /* PyTorch's text, then oomlab's two figures */
+} ca_oom_info;
+
+/* Options for cachealloc_new. */
+typedef struct cachealloc_options {
+    alloc_conf conf;     /* see allocconf.h; alloc_conf_default() for PyTorch's defaults */
+    size_t budget_bytes; /* 0: none, unless conf.per_process_memory_fraction < 1 (fraction x device total) */
+    int device_id;       /* for messages */
+} cachealloc_options;
+
+/* Create an allocator over dev (borrowed; it must outlive the allocator). OOM_ENOMEM_HOST on failure. */
+oom_status cachealloc_new(device *dev, const cachealloc_options *opt, cachealloc **out);
+/* Return every segment and page to the device and free the allocator. Live blocks are released too. */
+void cachealloc_delete(cachealloc *ca);
+
+/* Allocate nbytes (PyTorch's raw_alloc). nbytes == 0 gives *out = 0 and touches nothing.
+ * OOM_ENOMEM_DEVICE when the device or the budget cannot supply it (the OOM is recorded: num_ooms, the trace,
+ * cachealloc_last_oom); OOM_ECUDA on another device failure. *out is only written on success. */
+oom_status cachealloc_malloc(cachealloc *ca, size_t nbytes, devptr *out);
+/* Free a pointer from cachealloc_malloc (raw_delete). p == 0 is a no-op; an unknown p is OOM_EINVAL. */
+oom_status cachealloc_free(cachealloc *ca, devptr p);
+/* Size of the block behind a live pointer (0 if unknown). */
+size_t cachealloc_block_size(const cachealloc *ca, devptr p);
+
+/* torch.cuda.empty_cache(): release every whole free segment and unmap free expandable pages. */
+void cachealloc_empty_cache(cachealloc *ca);
+
+/* What malloc(nbytes) would do first, without doing it: true when it finds no cached block and must
+ * release cached memory (garbage collection, max_split release or the emptying retry) before it can
+ * get a segment. Trace replay uses this to tell PyTorch's own releases from an explicit empty_cache(). */
+bool cachealloc_would_release(const cachealloc *ca, size_t nbytes);
+
+const memstats *cachealloc_stats(const cachealloc *ca);
+void cachealloc_reset_peak(cachealloc *ca);        /* reset_peak_memory_stats */
+void cachealloc_reset_accumulated(cachealloc *ca); /* reset_accumulated_memory_stats */
+const alloc_conf *cachealloc_conf(const cachealloc *ca);
+/* The budget in bytes, or 0 when none is active. */
+size_t cachealloc_budget(const cachealloc *ca);
+/* The most recent OOM, or NULL if none happened. */
+const ca_oom_info *cachealloc_last_oom(const cachealloc *ca);
+/* Largest free cached block (mapped), any pool. */
+size_t cachealloc_largest_free_block(const cachealloc *ca);
+
+/* Trace recording (torch.cuda.memory._record_memory_history(enabled="all")). Off by default. */
+void cachealloc_record_history(cachealloc *ca, bool enabled);
+/* Entries recorded so far, oldest first. */
+const ca_trace_entry *cachealloc_trace(const cachealloc *ca, size_t *count);
+void cachealloc_trace_clear(cachealloc *ca);
+
+/* Validator: recounts every segment, block and stat and checks the invariants stated in cachealloc.c.
+ * OOM_OK, or OOM_ECORRUPT with the broken invariant in the last-error record. Debug builds (OOM_DEBUG >= 2)
+ * run it after every mutating call and abort on failure. */
+oom_status cachealloc_check(const cachealloc *ca);
+
+/* One block as _snapshot() reports it. */
+typedef struct ca_snap_block {
+    devptr addr;
+    size_t size;
+    size_t requested_size;
+    int state; /* 0 inactive, 1 active_allocated */
+} ca_snap_block;
+
+/* One segment as _snapshot() reports it (an expandable range reports one segment per mapped run). */
+typedef struct ca_snap_segment {
+    devptr address;
+    size_t total_size, allocated_size, active_size, requested_size;
+    bool is_small, is_expandable;
+    size_t nblocks;
+    ca_snap_block *blocks;
+} ca_snap_segment;
+
+/* The segments in address order. Returns a malloc'd array (free with cachealloc_snapshot_free), or NULL when
+ * out of host memory; *count gets the number of segments. */
+ca_snap_segment *cachealloc_snapshot(const cachealloc *ca, size_t *count);
+void cachealloc_snapshot_free(ca_snap_segment *segs, size_t count);
+
+/* memory_summary() of this allocator (memstats_summary with its device id); malloc'd, caller frees. */
+char *cachealloc_summary(const cachealloc *ca, bool abbreviated);
+
+OOM_END_DECLS
+
+#endif

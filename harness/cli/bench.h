@@ -1,0 +1,76 @@
+/* bench.h - `oomlab bench alloc`: the caching allocator's cost per malloc+free pair on a cache hit. */
+#ifndef OOMLAB_BENCH_H
+#define OOMLAB_BENCH_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "core/compat.h"
+#include "device/device.h"
+#include "core/dtype.h"
+#include "core/status.h"
+
+OOM_BEGIN_DECLS
+
+/* The benchmarks' clock (CLOCK_MONOTONIC, ns) and the median of n figures (v is sorted in place). */
+double bench_now_ns(void);
+double bench_median(double *v, int n);
+
+typedef struct bench_options {
+    device_kind kind; /* backend under the allocator; sim runs dry (accounting only) */
+    long iters;       /* malloc+free pairs per cell; 0 = a default that takes well under a second */
+    bool json;
+} bench_options;
+
+/* Time cachealloc_malloc+cachealloc_free pairs for 1 KiB, 1 MiB, 20 MiB and 256 MiB with 1 and 64 allocations
+ * outstanding (median of 7 runs), and on cuda also cudaMalloc/cudaFree and cudaMallocAsync/cudaFreeAsync.
+ * Writes a table (or JSON) to out. OOM_ENODEV when cuda is asked for and absent. */
+oom_status bench_alloc(const bench_options *opt, FILE *out);
+
+/* cuda only (bench_cuda.cu): mean ns per cudaMalloc+cudaFree pair (async=false), or per
+ * cudaMallocAsync+cudaFreeAsync pair on the device's default pool with its release threshold at the maximum
+ * (async=true). `outstanding` allocations are made before they are freed, `pairs` pairs in all, after one
+ * warm-up round. OOM_EUNSUPPORTED on sim or when the cuda backend is not built in. */
+oom_status device_time_raw_pairs(device *dev, size_t bytes, int outstanding, long pairs, bool async, double *ns);
+
+typedef struct bench_gemm_options {
+    device_kind kind; /* cuda: oomlab's GEMM against cuBLAS; sim: the CPU reference only */
+    bool json;
+} bench_gemm_options;
+
+/* `oomlab bench gemm`: TFLOP/s of k_gemm_cuda against cuBLAS SGEMM (TF32 off; cuBLAS is loaded with dlopen,
+ * never linked) for the scenario shapes (8192x4096x4096, 4096^3, 256x4096x4096, and the NN/TN layouts of
+ * Linear's backward), f16/bf16 tensor-core GEMM against cublasGemmEx, and ms per call of k_gemm_ref at the CI
+ * scale (batch 64, width 256). Each figure: median of timed repetitions after a warm-up, CUDA events. Writes a
+ * table (or JSON) to out. OOM_ENODEV when cuda is asked for and absent. Implemented in bench_gemm.c (CPU part)
+ * and bench_gemm_cuda.cu. */
+oom_status bench_gemm(const bench_gemm_options *opt, FILE *out);
+
+/* One GPU figure of `bench gemm`: C[m x n] = op(A) op(B), layout "NT" = A as is, B transposed, and so on. */
+typedef struct bench_gemm_row {
+    dtype dt;
+    bool ta, tb;
+    long m, n, k;
+    double ours_tflops;   /* k_gemm_cuda; < 0: it failed */
+    double cublas_tflops; /* < 0: cuBLAS absent or failed */
+    double rel_err;       /* ||ours - cuBLAS|| / ||cuBLAS|| (Frobenius), < 0: not compared */
+} bench_gemm_row;
+
+/* cuda only (bench_gemm_cuda.cu): the GPU rows of `bench gemm`, at most max_rows into rows (*n_rows set), and
+ * which cuBLAS was loaded ("cuBLAS not found" when none) into cublas_info. The device must be open.
+ * OOM_EUNSUPPORTED when the cuda backend is not built in; OOM_ENOMEM_DEVICE when the buffers do not fit. */
+oom_status bench_gemm_gpu(bench_gemm_row *rows, int max_rows, int *n_rows, char *cublas_info, size_t info_len);
+
+typedef struct bench_step_options {
+    device_kind kind; /* sim: the CPU references; cuda: the CUDA kernels */
+    int64_t width, batch; /* 0: the CI scale, 256 and 64 */
+    bool json;
+} bench_step_options;
+
+/* `oomlab bench step`: ms per training step and per no_grad forward of MLP(width, depth 4) at batch; median of
+ * 21 after 3 warm-ups (bench_step.c). OOM_ENODEV when cuda is asked for and absent. */
+oom_status bench_step(const bench_step_options *opt, FILE *out);
+
+OOM_END_DECLS
+
+#endif

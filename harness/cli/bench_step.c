@@ -1,0 +1,86 @@
+/* bench_step.c - `oomlab bench step`: milliseconds per training step of the canonical MLP at the CI scale
+ * (width 256, depth 4, batch 64: zero_grad, forward, cross-entropy, backward, SGD with momentum), and per
+ * forward pass under no_grad, on the chosen backend: the CPU references on sim, the CUDA kernels on cuda.
+ * A benchmark, not a test: it prints figures and asserts nothing. */
+#include <cJSON.h>
+#include <stdlib.h>
+
+#include "runtime/autograd.h"
+#include "cli/bench.h"
+#include "runtime/nn.h"
+#include "runtime/ops.h"
+#include "runtime/optim.h"
+
+#define STEP_RUNS 21
+
+oom_status bench_step(const bench_step_options *opt, FILE *out)
+{
+    const int64_t W = opt->width > 0 ? opt->width : 256, B = opt->batch > 0 ? opt->batch : 64;
+    const int D = 4;
+    rt_options ro = {.backend = opt->kind == DEVICE_AUTO ? DEVICE_AUTO : opt->kind, .seed = 1};
+    rt *r = NULL;
+    oom_status st = rt_open(&ro, &r);
+    if (st != OOM_OK)
+        return st;
+    nn_mlp *m = nn_mlp_new(r, W, D, 10, DT_F32);
+    tensor *params[2 * (D + 1)];
+    size_t np = m ? nn_mlp_parameters(m, params, sizeof params / sizeof params[0]) : 0;
+    optimizer *o = optim_sgd(r, params, np, 0.01, 0.9, 0.0, 0.0, false);
+    tensor *x = tensor_randn(r, DT_F32, SHAPE(B, W), 0.0, 1.0);
+    tensor *y = tensor_randint(r, SHAPE(B), 0, 10);
+    double train[STEP_RUNS], eval[STEP_RUNS];
+    for (int i = -3; i < STEP_RUNS && rt_ok(r); i++) { /* three warm-up steps */
+        double t0 = (bench_now_ns() * 1e-6);
+        optim_zero_grad(o, true);
+        tensor *logits = nn_mlp_forward(m, x);
+        tensor *loss = op_cross_entropy(logits, y);
+        autograd_backward(loss, NULL, false);
+        optim_step(o);
+        rt_sync(r);
+        double t1 = (bench_now_ns() * 1e-6);
+        tensor_release(loss);
+        tensor_release(logits);
+        RT_NO_GRAD(r)
+        {
+            tensor *out2 = nn_mlp_forward(m, x);
+            rt_sync(r);
+            tensor_release(out2);
+        }
+        double t2 = (bench_now_ns() * 1e-6);
+        if (i >= 0) {
+            train[i] = t1 - t0;
+            eval[i] = t2 - t1;
+        }
+    }
+    st = rt_status(r);
+    if (st == OOM_OK) {
+        double tr = bench_median(train, STEP_RUNS), ev = bench_median(eval, STEP_RUNS);
+        if (opt->json) {
+            cJSON *j = cJSON_CreateObject();
+            cJSON_AddStringToObject(j, "benchmark", "step");
+            cJSON_AddStringToObject(j, "backend", r->dev->ops->name);
+            cJSON_AddStringToObject(j, "kernels", r->k->name);
+            cJSON_AddNumberToObject(j, "width", (double)W);
+            cJSON_AddNumberToObject(j, "depth", D);
+            cJSON_AddNumberToObject(j, "batch", (double)B);
+            cJSON_AddNumberToObject(j, "train_step_ms", tr);
+            cJSON_AddNumberToObject(j, "forward_ms", ev);
+            char *s = cJSON_Print(j);
+            if (s)
+                fprintf(out, "%s\n", s);
+            free(s);
+            cJSON_Delete(j);
+        } else {
+            fprintf(out, "oomlab bench step: MLP(width %lld, depth %d) batch %lld on %s (%s kernels), median of %d\n",
+                    (long long)W, D, (long long)B, r->dev->ops->name, r->k->name, STEP_RUNS);
+            fprintf(out, "  training step (zero_grad, forward, cross-entropy, backward, SGD)  %9.3f ms\n", tr);
+            fprintf(out, "  forward under no_grad                                            %9.3f ms\n", ev);
+        }
+    }
+    tensor_release(x);
+    tensor_release(y);
+    optim_free(o);
+    nn_mlp_free(m);
+    rt_close(r);
+    return st;
+}

@@ -1,0 +1,38 @@
+/* fileio.h - files that are never left half written: atomic replace, and directory creation.
+ *
+ * Everything oomlab writes for a user (snapshots, run results, baselines) goes through fileio_write_atomic, so a
+ * crash, a full disk or a bad path leaves either the old file or the new one, never a partial one.
+ */
+#ifndef OOMLAB_FILEIO_H
+#define OOMLAB_FILEIO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "core/compat.h"
+#include "core/status.h"
+
+OOM_BEGIN_DECLS
+
+/* Write len bytes to path through a temporary file next to it (path.tmp.PID.N, created exclusively), flushed
+ * and fsync'd, then renamed over path. On failure the temporary file is removed and the last-error record
+ * names the problem: OOM_EIO (cannot create, write or rename) or OOM_ENOMEM_HOST. */
+oom_status fileio_write_atomic(const char *path, const void *data, size_t len);
+
+/* Write a new file: like fileio_write_atomic, but the temporary file is linked to path only if nothing is there
+ * (link(2) fails on an existing name), so two writers never take one name. *existed is set when path was
+ * taken; nothing is written then, and the status is OOM_EIO. */
+oom_status fileio_write_new(const char *path, const void *data, size_t len, bool *existed);
+
+/* The whole file, NUL-terminated, in a malloc'd buffer (the caller frees it); *len (if non-NULL) gets its
+ * length. NULL with OOM_EIO ("cannot open PATH: reason", "cannot read PATH") or OOM_ENOMEM_HOST in the
+ * last-error record. */
+char *fileio_read_all(const char *path, size_t *len);
+
+/* mkdir -p path (mode 0777 less the umask). OOM_EIO, with the reason in the last-error record, when a component
+ * cannot be made or exists and is not a directory. */
+oom_status fileio_mkdirs(const char *path);
+
+OOM_END_DECLS
+
+#endif

@@ -1,0 +1,231 @@
+/* device.c - backend selection, the op wrappers and fault injection (see device.h). */
+#include "device/device.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+bool device_cuda_built(void)
+{
+#ifdef OOM_HAVE_CUDA
+    return true;
+#else
+    return false;
+#endif
+}
+
+#ifndef OOM_HAVE_CUDA
+/* Stubs for a build without nvcc: the cuda backend is simply absent. */
+oom_status device_cuda_open(const device_options *opt, device *dev)
+{
+    (void)opt;
+    (void)dev;
+    return OOM_ENODEV;
+}
+
+bool device_cuda_visible(void) { return false; }
+#endif
+
+oom_status device_kind_parse(const char *s, device_kind *out)
+{
+    if (!s || !out)
+        return OOM_EINVAL;
+    if (strcmp(s, "auto") == 0)
+        *out = DEVICE_AUTO;
+    else if (strcmp(s, "sim") == 0)
+        *out = DEVICE_SIM;
+    else if (strcmp(s, "cuda") == 0)
+        *out = DEVICE_CUDA;
+    else
+        return OOM_EINVAL;
+    return OOM_OK;
+}
+
+const char *device_kind_str(device_kind k)
+{
+    switch (k) {
+    case DEVICE_AUTO:
+        return "auto";
+    case DEVICE_SIM:
+        return "sim";
+    case DEVICE_CUDA:
+        return "cuda";
+    }
+    return "unknown";
+}
+
+oom_status device_open(const device_options *opt, device **out)
+{
+    static const device_options defaults; /* zero: auto, default capacity */
+    if (!out)
+        return OOM_EINVAL;
+    if (!opt)
+        opt = &defaults;
+
+    device_kind kind = opt->kind;
+    switch (kind) {
+    case DEVICE_AUTO:
+        /* device_cuda_visible() is the first CUDA call, and only when cuda is built in. */
+        kind = (device_cuda_built() && device_cuda_visible()) ? DEVICE_CUDA : DEVICE_SIM;
+        break;
+    case DEVICE_CUDA:
+        if (!device_cuda_built() || !device_cuda_visible())
+            return OOM_ENODEV;
+        break;
+    case DEVICE_SIM:
+        break;
+    default:
+        return OOM_EINVAL;
+    }
+
+    device *dev = calloc(1, sizeof *dev);
+    if (!dev)
+        return OOM_ENOMEM_HOST;
+    dev->kind = kind;
+    oom_status st = kind == DEVICE_CUDA ? device_cuda_open(opt, dev) : device_sim_open(opt, dev);
+    if (st != OOM_OK) {
+        free(dev);
+        return st;
+    }
+    *out = dev;
+    return OOM_OK;
+}
+
+void device_close(device *dev)
+{
+    if (!dev)
+        return;
+    if (dev->ops && dev->ops->close)
+        dev->ops->close(dev->impl);
+    free(dev);
+}
+
+void device_fault_arm(device *dev, uint64_t nth, bool persistent)
+{
+    if (!dev)
+        return;
+    /* nth counts from the next allocation; 0 disarms. */
+    dev->fault_at = nth ? dev->alloc_calls + nth : 0;
+    dev->fault_persistent = nth ? persistent : false;
+}
+
+/* Count one device allocation and decide whether the injector fails it. */
+static bool fault_fires(device *dev)
+{
+    dev->alloc_calls++;
+    if (dev->fault_at == 0)
+        return false;
+    if (dev->alloc_calls == dev->fault_at || (dev->fault_persistent && dev->alloc_calls > dev->fault_at)) {
+        dev->faults_fired++;
+        return true;
+    }
+    return false;
+}
+
+oom_status device_mem_alloc(device *dev, size_t bytes, devptr *out)
+{
+    if (!dev || !out)
+        return OOM_EINVAL;
+    if (fault_fires(dev))
+        return OOM_ENOMEM_DEVICE;
+    return dev->ops->mem_alloc(dev->impl, bytes, out);
+}
+
+oom_status device_mem_free(device *dev, devptr p, size_t bytes)
+{
+    if (!dev)
+        return OOM_EINVAL;
+    return dev->ops->mem_free(dev->impl, p, bytes);
+}
+
+oom_status device_mem_info(device *dev, size_t *free_bytes, size_t *total_bytes)
+{
+    if (!dev || !free_bytes || !total_bytes)
+        return OOM_EINVAL;
+    return dev->ops->mem_info(dev->impl, free_bytes, total_bytes);
+}
+
+oom_status device_va_reserve(device *dev, size_t bytes, devptr *out)
+{
+    if (!dev || !out)
+        return OOM_EINVAL;
+    return dev->ops->va_reserve(dev->impl, bytes, out);
+}
+
+oom_status device_va_release(device *dev, devptr p, size_t bytes)
+{
+    if (!dev)
+        return OOM_EINVAL;
+    return dev->ops->va_release(dev->impl, p, bytes);
+}
+
+oom_status device_va_map(device *dev, devptr p, size_t bytes, size_t page_bytes)
+{
+    if (!dev)
+        return OOM_EINVAL;
+    if (fault_fires(dev))
+        return OOM_ENOMEM_DEVICE;
+    return dev->ops->va_map(dev->impl, p, bytes, page_bytes);
+}
+
+oom_status device_va_unmap(device *dev, devptr p, size_t bytes, size_t page_bytes)
+{
+    if (!dev)
+        return OOM_EINVAL;
+    return dev->ops->va_unmap(dev->impl, p, bytes, page_bytes);
+}
+
+oom_status device_host_alloc(device *dev, size_t bytes, void **out)
+{
+    if (!dev || !out)
+        return OOM_EINVAL;
+    return dev->ops->host_alloc(dev->impl, bytes, out);
+}
+
+oom_status device_host_free(device *dev, void *p)
+{
+    if (!dev)
+        return OOM_EINVAL;
+    return dev->ops->host_free(dev->impl, p);
+}
+
+oom_status device_copy_htod(device *dev, devptr dst, const void *src, size_t bytes)
+{
+    if (!dev || (!src && bytes))
+        return OOM_EINVAL;
+    return dev->ops->copy_htod(dev->impl, dst, src, bytes);
+}
+
+oom_status device_copy_dtoh(device *dev, void *dst, devptr src, size_t bytes)
+{
+    if (!dev || (!dst && bytes))
+        return OOM_EINVAL;
+    return dev->ops->copy_dtoh(dev->impl, dst, src, bytes);
+}
+
+oom_status device_copy_dtod(device *dev, devptr dst, devptr src, size_t bytes)
+{
+    if (!dev)
+        return OOM_EINVAL;
+    return dev->ops->copy_dtod(dev->impl, dst, src, bytes);
+}
+
+oom_status device_fill(device *dev, devptr dst, int byte, size_t bytes)
+{
+    if (!dev)
+        return OOM_EINVAL;
+    return dev->ops->fill(dev->impl, dst, byte, bytes);
+}
+
+void *device_host_view(device *dev, devptr p)
+{
+    if (!dev)
+        return NULL;
+    return dev->ops->host_view(dev->impl, p);
+}
+
+void device_addr_hint(device *dev, devptr addr, size_t bytes)
+{
+    if (!dev)
+        return;
+    dev->ops->addr_hint(dev->impl, addr, bytes);
+}

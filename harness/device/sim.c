@@ -1,0 +1,665 @@
+/* device_sim.c - the simulated device: a fixed capacity, driver-like address placement, host RAM backing.
+ *
+ * Address ranges (segments from mem_alloc, reservations from va_reserve) live in one array sorted by base.
+ * Every range starts at a DEVICE_VMM_GRANULARITY boundary and spans a multiple of it.
+ *
+ * Segments (mem_alloc) are placed the way the CUDA driver placed cudaMalloc on an H100 (driver 580): the
+ * address of every segment in nine PyTorch traces recorded there is predicted exactly (tests/data). The driver
+ * carves its address space into regions of the request rounded up to 32 MiB, stacked downward:
+ *   1. a request first goes into a free gap of an existing region, newest region first, and within a region
+ *      into the smallest gap that fits (ties: lowest address), at the gap's low end;
+ *   2. otherwise a new region is carved from the top of the highest free stretch of address space strictly
+ *      larger than it (the unbounded space below every region also qualifies at equal size), and the request
+ *      sits at the region's bottom;
+ *   3. a region whose segments are all freed is released, and its space merges with free neighbours.
+ * The first region starts with 8 MiB the driver holds itself, and 480 MiB below it belong to the context.
+ * The order matters because the caching allocator breaks best-fit ties between equal-size blocks by address.
+ * Reservations (va_reserve) take the lowest free gap above SIM_VMM_BASE. An addr_hint of an exact size
+ * overrides the placement once (trace replay uses PyTorch's recorded addresses this way).
+ * Physical memory is charged by mem_alloc (its bytes) and va_map (its bytes), never by va_reserve.
+ * Backing: segments are anonymous zero-filled mappings; a reservation is one PROT_NONE mapping whose pages
+ * va_map makes read-write and va_unmap discards (MADV_DONTNEED) and makes PROT_NONE again, so stale bytes
+ * never survive an unmap and a stray access faults. Dry-run keeps the same bookkeeping without backing.
+ */
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS, MAP_NORESERVE, madvise */
+
+#include "device/device.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#define GRAN DEVICE_VMM_GRANULARITY
+#define SIM_VA_BASE ((devptr)0x300000000ULL)       /* VMM reservations grow up from here */
+#define SIM_VA_LIMIT ((devptr)0x7f0000000000ULL)    /* ... to the floor of the cudaMalloc heap */
+#define SIM_HEAP_TOP ((devptr)0x7fc000000000ULL)    /* cudaMalloc regions stack down from here */
+#define SIM_REGION ((size_t)32 << 20)               /* the driver's region granularity */
+#define SIM_DRIVER_HELD ((size_t)8 << 20)           /* held by the driver at the bottom of the first region */
+#define SIM_CONTEXT_HELD ((size_t)480 << 20)        /* held by the context below the first region */
+#define SIM_HOST_ALIGN ((size_t)4096)
+#define PAGE_CONT UINT32_MAX /* a granule inside a mapped page, not its first */
+
+typedef enum range_kind { RANGE_SEGMENT, RANGE_RESERVATION } range_kind;
+
+typedef struct sim_range {
+    devptr base;
+    size_t size;  /* address space taken: a multiple of GRAN */
+    size_t bytes; /* segment: the bytes asked for (and charged); reservation: == size */
+    range_kind kind;
+    unsigned char *backing; /* host mapping of the whole range; NULL in dry-run */
+    /* reservation, one entry per granule: 0 unmapped, n the first granule of an n-granule mapped page,
+     * PAGE_CONT a later granule of one. Unmap must name the pages exactly as they were mapped. */
+    uint32_t *pages;
+    size_t mapped_granules;
+} sim_range;
+
+/* A driver region: segments live inside it; live counts them (plus one for the driver's own 8 MiB). */
+typedef struct sim_region {
+    devptr base;
+    size_t size;
+    uint64_t seq;   /* creation order: newer regions are searched first */
+    size_t live;
+    size_t held;    /* bytes at the bottom the driver holds itself */
+    bool permanent; /* the context's stretch: never released, never searched */
+} sim_region;
+
+typedef struct sim_dev {
+    sim_region *regions; /* sorted by base */
+    size_t nregions, capregions;
+    uint64_t region_seq;
+    size_t hint_bytes;   /* the hint applies to a mem_alloc of exactly this many bytes */
+    size_t capacity;
+    size_t in_use; /* physical bytes charged */
+    bool dry_run;
+    devptr hint; /* 0 = none */
+    sim_range *ranges;
+    size_t nranges, capranges;
+    void **host; /* host_alloc blocks, so that host_free can reject unknown pointers */
+    size_t nhost, caphost;
+} sim_dev;
+
+/* Round up to a multiple of GRAN; 0 on overflow. */
+static size_t round_gran(size_t n)
+{
+    if (n > SIZE_MAX - (GRAN - 1))
+        return 0;
+    return (n + GRAN - 1) / GRAN * GRAN;
+}
+
+/* Index of the first range whose base is > p. */
+static size_t upper_index(const sim_dev *s, devptr p)
+{
+    size_t lo = 0, hi = s->nranges;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s->ranges[mid].base <= p)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* The range whose address space contains p, or NULL. */
+static sim_range *find_containing(sim_dev *s, devptr p)
+{
+    size_t i = upper_index(s, p);
+    if (i == 0)
+        return NULL;
+    sim_range *r = &s->ranges[i - 1];
+    return p - r->base < r->size ? r : NULL;
+}
+
+/* Is [lo, lo+size) free address space? (size > 0, no overflow checked by the caller) */
+static bool span_is_free(const sim_dev *s, devptr lo, size_t size)
+{
+    size_t i = upper_index(s, lo);
+    if (i > 0) {
+        const sim_range *prev = &s->ranges[i - 1];
+        if (prev->base + prev->size > lo)
+            return false;
+    }
+    return i == s->nranges || s->ranges[i].base - lo >= size;
+}
+
+/* A base for a reservation of size bytes: the lowest free gap in [SIM_VA_BASE, SIM_VA_LIMIT). */
+static bool place(sim_dev *s, size_t size, devptr *out)
+{
+    devptr cursor = SIM_VA_BASE;
+    for (size_t i = 0; i < s->nranges; i++) {
+        const sim_range *r = &s->ranges[i];
+        if (r->base >= SIM_VA_LIMIT)
+            break;
+        if (r->base > cursor && r->base - cursor >= size) {
+            *out = cursor;
+            return true;
+        }
+        if (r->base + r->size > cursor)
+            cursor = r->base + r->size;
+    }
+    if (cursor < SIM_VA_LIMIT && SIM_VA_LIMIT - cursor >= size) {
+        *out = cursor;
+        return true;
+    }
+    return false;
+}
+
+/* ---- the driver's region model for segments (see the file comment) ---- */
+
+static sim_region *region_containing(sim_dev *s, devptr p)
+{
+    for (size_t i = 0; i < s->nregions; i++)
+        if (p >= s->regions[i].base && p - s->regions[i].base < s->regions[i].size)
+            return &s->regions[i];
+    return NULL;
+}
+
+static sim_region *region_add(sim_dev *s, devptr base, size_t size, size_t held, bool permanent)
+{
+    if (s->nregions == s->capregions) {
+        size_t cap = s->capregions ? s->capregions * 2 : 16;
+        sim_region *nr = realloc(s->regions, cap * sizeof *nr);
+        if (!nr)
+            return NULL;
+        s->regions = nr;
+        s->capregions = cap;
+    }
+    size_t i = 0;
+    while (i < s->nregions && s->regions[i].base < base)
+        i++;
+    memmove(&s->regions[i + 1], &s->regions[i], (s->nregions - i) * sizeof *s->regions);
+    s->regions[i] = (sim_region){base, size, ++s->region_seq, held ? 1 : 0, held, permanent};
+    s->nregions++;
+    return &s->regions[i];
+}
+
+/* The smallest gap of at least size bytes in region g (ties: lowest address). */
+static bool region_best_gap(const sim_dev *s, const sim_region *g, size_t size, devptr *out)
+{
+    devptr cursor = g->base + g->held, end = g->base + g->size, best = 0;
+    size_t best_len = SIZE_MAX;
+    for (size_t i = upper_index(s, cursor > 0 ? cursor - 1 : 0); i <= s->nranges; i++) {
+        devptr next = i < s->nranges ? s->ranges[i].base : end;
+        if (next > end)
+            next = end;
+        if (next >= cursor && next - cursor >= size && next - cursor < best_len) {
+            best = cursor;
+            best_len = next - cursor;
+        }
+        if (i == s->nranges || s->ranges[i].base >= end)
+            break;
+        if (s->ranges[i].base + s->ranges[i].size > cursor)
+            cursor = s->ranges[i].base + s->ranges[i].size;
+    }
+    if (best_len == SIZE_MAX)
+        return false;
+    *out = best;
+    return true;
+}
+
+/* A new region of z bytes: the top of the highest free stretch between regions strictly larger than z, else
+ * just below the lowest region. */
+static bool region_carve(sim_dev *s, size_t z, devptr *out)
+{
+    for (size_t i = s->nregions; i-- > 1;) {
+        devptr lo = s->regions[i - 1].base + s->regions[i - 1].size, hi = s->regions[i].base;
+        if (hi > lo && hi - lo > z) {
+            *out = hi - z;
+            return true;
+        }
+    }
+    devptr low = s->nregions ? s->regions[0].base : SIM_HEAP_TOP;
+    if (low < SIM_VA_LIMIT || low - SIM_VA_LIMIT < z)
+        return false;
+    *out = low - z;
+    return true;
+}
+
+static size_t round_region(size_t n) { return (n + SIM_REGION - 1) / SIM_REGION * SIM_REGION; }
+
+/* Where the driver puts a segment of size bytes (a multiple of GRAN); *g gets its region. */
+static bool place_segment(sim_dev *s, size_t size, devptr *out, sim_region **g)
+{
+    devptr hint = s->hint;
+    size_t hint_bytes = s->hint_bytes;
+    s->hint = 0;
+    if (hint && hint % GRAN == 0 && round_gran(hint_bytes) == size && hint >= SIM_VA_LIMIT &&
+        hint <= UINT64_MAX - size && span_is_free(s, hint, size)) {
+        sim_region *r = region_containing(s, hint);
+        if (r && !r->permanent && hint + size <= r->base + r->size && hint >= r->base + r->held) {
+            *g = r;
+            *out = hint;
+            return true;
+        }
+        bool overlaps = false;
+        for (size_t i = 0; i < s->nregions; i++)
+            if (s->regions[i].base < hint + size && hint < s->regions[i].base + s->regions[i].size)
+                overlaps = true;
+        if (!overlaps && (*g = region_add(s, hint, size, 0, false)) != NULL) {
+            *out = hint;
+            return true;
+        }
+    }
+    /* 1. existing regions, newest first */
+    sim_region *best = NULL;
+    for (size_t i = 0; i < s->nregions; i++) {
+        sim_region *r = &s->regions[i];
+        devptr at;
+        if (!r->permanent && (!best || r->seq > best->seq) && region_best_gap(s, r, size, &at))
+            best = r;
+    }
+    if (best) {
+        region_best_gap(s, best, size, out);
+        *g = best;
+        return true;
+    }
+    /* 2. a new region; the first one comes with the driver's and the context's stretches */
+    bool first = s->nregions == 0;
+    size_t z = round_region(size + (first ? SIM_DRIVER_HELD : 0));
+    devptr base;
+    if (first) {
+        base = SIM_HEAP_TOP - z;
+        if (!region_add(s, base - SIM_CONTEXT_HELD, SIM_CONTEXT_HELD, 0, true))
+            return false;
+    } else if (!region_carve(s, z, &base)) {
+        return false;
+    }
+    *g = region_add(s, base, z, first ? SIM_DRIVER_HELD : 0, false);
+    if (!*g)
+        return false;
+    *out = base + (first ? SIM_DRIVER_HELD : 0);
+    return true;
+}
+
+/* A segment at p was freed: release its region once nothing lives in it. */
+static void region_release_segment(sim_dev *s, devptr p)
+{
+    sim_region *r = region_containing(s, p);
+    if (!r || r->permanent)
+        return;
+    if (--r->live == 0) {
+        size_t i = (size_t)(r - s->regions);
+        memmove(&s->regions[i], &s->regions[i + 1], (s->nregions - i - 1) * sizeof *s->regions);
+        s->nregions--;
+    }
+}
+
+/* Insert r keeping the array sorted; false when the array cannot grow. */
+static bool insert_range(sim_dev *s, const sim_range *r)
+{
+    if (s->nranges == s->capranges) {
+        size_t cap = s->capranges ? s->capranges * 2 : 16;
+        sim_range *nr = realloc(s->ranges, cap * sizeof *nr);
+        if (!nr)
+            return false;
+        s->ranges = nr;
+        s->capranges = cap;
+    }
+    size_t i = upper_index(s, r->base);
+    memmove(&s->ranges[i + 1], &s->ranges[i], (s->nranges - i) * sizeof *s->ranges);
+    s->ranges[i] = *r;
+    s->nranges++;
+    return true;
+}
+
+static void remove_range(sim_dev *s, sim_range *r)
+{
+    size_t i = (size_t)(r - s->ranges);
+    memmove(&s->ranges[i], &s->ranges[i + 1], (s->nranges - i - 1) * sizeof *s->ranges);
+    s->nranges--;
+}
+
+/* The exact range starting at p of the given kind, or NULL. */
+static sim_range *find_exact(sim_dev *s, devptr p, range_kind kind)
+{
+    sim_range *r = find_containing(s, p);
+    return (r && r->base == p && r->kind == kind) ? r : NULL;
+}
+
+/* Addressable length of a range: segments stop at the bytes asked for. */
+static size_t range_limit(const sim_range *r) { return r->kind == RANGE_SEGMENT ? r->bytes : r->size; }
+
+/* Check that [p, p+bytes) lies in one allocation and is fully mapped; *host gets its backing (NULL in
+ * dry-run). bytes > 0. */
+static oom_status sim_span(sim_dev *s, devptr p, size_t bytes, unsigned char **host)
+{
+    sim_range *r = find_containing(s, p);
+    if (!r)
+        return OOM_EINVAL;
+    size_t off = (size_t)(p - r->base);
+    size_t limit = range_limit(r);
+    if (off >= limit || bytes > limit - off)
+        return OOM_EINVAL;
+    if (r->kind == RANGE_RESERVATION) {
+        for (size_t g = off / GRAN; g <= (off + bytes - 1) / GRAN; g++)
+            if (r->pages[g] == 0)
+                return OOM_EINVAL;
+    }
+    *host = r->backing ? r->backing + off : NULL;
+    return OOM_OK;
+}
+
+static oom_status sim_mem_alloc(void *impl, size_t bytes, devptr *out)
+{
+    sim_dev *s = impl;
+    if (bytes == 0) {
+        s->hint = 0;
+        return OOM_EINVAL;
+    }
+    size_t size = round_gran(bytes);
+    devptr base;
+    if (bytes > s->capacity - s->in_use || size == 0) {
+        s->hint = 0;
+        return OOM_ENOMEM_DEVICE;
+    }
+    sim_region *g = NULL;
+    if (!place_segment(s, size, &base, &g))
+        return OOM_ENOMEM_DEVICE;
+    sim_range r = {.base = base, .size = size, .bytes = bytes, .kind = RANGE_SEGMENT};
+    if (!s->dry_run) {
+        void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (m == MAP_FAILED) {
+            if (g->live == 0) {
+                g->live = 1;
+                region_release_segment(s, base);
+            }
+            return OOM_ENOMEM_HOST;
+        }
+        r.backing = m;
+    }
+    if (!insert_range(s, &r)) {
+        if (r.backing)
+            munmap(r.backing, size);
+        if (g->live == 0)
+            region_release_segment(s, base); /* undo an empty new region */
+        return OOM_ENOMEM_HOST;
+    }
+    g->live++;
+    s->in_use += bytes;
+    *out = base;
+    return OOM_OK;
+}
+
+static oom_status sim_mem_free(void *impl, devptr p, size_t bytes)
+{
+    sim_dev *s = impl;
+    sim_range *r = find_exact(s, p, RANGE_SEGMENT);
+    if (!r || r->bytes != bytes)
+        return OOM_EINVAL;
+    if (r->backing)
+        munmap(r->backing, r->size);
+    s->in_use -= bytes;
+    remove_range(s, r);
+    region_release_segment(s, p);
+    return OOM_OK;
+}
+
+static oom_status sim_mem_info(void *impl, size_t *free_bytes, size_t *total_bytes)
+{
+    sim_dev *s = impl;
+    *free_bytes = s->capacity - s->in_use;
+    *total_bytes = s->capacity;
+    return OOM_OK;
+}
+
+static oom_status sim_va_reserve(void *impl, size_t bytes, devptr *out)
+{
+    sim_dev *s = impl;
+    if (bytes == 0 || bytes % GRAN != 0) {
+        s->hint = 0;
+        return OOM_EINVAL;
+    }
+    devptr base;
+    if (!place(s, bytes, &base))
+        return OOM_ENOMEM_DEVICE;
+    sim_range r = {.base = base, .size = bytes, .bytes = bytes, .kind = RANGE_RESERVATION};
+    r.pages = calloc(bytes / GRAN, sizeof *r.pages);
+    if (!r.pages)
+        return OOM_ENOMEM_HOST;
+    if (!s->dry_run) {
+        void *m = mmap(NULL, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (m == MAP_FAILED) {
+            free(r.pages);
+            return OOM_ENOMEM_HOST;
+        }
+        r.backing = m;
+    }
+    if (!insert_range(s, &r)) {
+        if (r.backing)
+            munmap(r.backing, bytes);
+        free(r.pages);
+        return OOM_ENOMEM_HOST;
+    }
+    *out = base;
+    return OOM_OK;
+}
+
+static oom_status sim_va_release(void *impl, devptr p, size_t bytes)
+{
+    sim_dev *s = impl;
+    sim_range *r = find_exact(s, p, RANGE_RESERVATION);
+    if (!r || r->size != bytes || r->mapped_granules != 0)
+        return OOM_EINVAL;
+    if (r->backing)
+        munmap(r->backing, r->size);
+    free(r->pages);
+    remove_range(s, r);
+    return OOM_OK;
+}
+
+/* Validate a va_map/va_unmap request; returns the reservation and the first granule index. */
+static sim_range *page_request(sim_dev *s, devptr p, size_t bytes, size_t page_bytes, size_t *g0)
+{
+    if (page_bytes == 0 || page_bytes % GRAN != 0 || page_bytes / GRAN >= PAGE_CONT)
+        return NULL;
+    if (bytes == 0 || bytes % page_bytes != 0 || p % GRAN != 0)
+        return NULL;
+    sim_range *r = find_containing(s, p);
+    if (!r || r->kind != RANGE_RESERVATION)
+        return NULL;
+    size_t off = (size_t)(p - r->base);
+    if (bytes > r->size - off)
+        return NULL;
+    *g0 = off / GRAN;
+    return r;
+}
+
+static oom_status sim_va_map(void *impl, devptr p, size_t bytes, size_t page_bytes)
+{
+    sim_dev *s = impl;
+    size_t g0;
+    sim_range *r = page_request(s, p, bytes, page_bytes, &g0);
+    if (!r)
+        return OOM_EINVAL;
+    size_t ng = bytes / GRAN, per = page_bytes / GRAN;
+    for (size_t g = g0; g < g0 + ng; g++)
+        if (r->pages[g] != 0)
+            return OOM_EINVAL; /* already mapped */
+    if (bytes > s->capacity - s->in_use)
+        return OOM_ENOMEM_DEVICE;
+    if (r->backing && mprotect(r->backing + g0 * GRAN, bytes, PROT_READ | PROT_WRITE) != 0)
+        return OOM_ENOMEM_HOST;
+    for (size_t g = g0; g < g0 + ng; g++)
+        r->pages[g] = (g - g0) % per == 0 ? (uint32_t)per : PAGE_CONT;
+    r->mapped_granules += ng;
+    s->in_use += bytes;
+    return OOM_OK;
+}
+
+static oom_status sim_va_unmap(void *impl, devptr p, size_t bytes, size_t page_bytes)
+{
+    sim_dev *s = impl;
+    size_t g0;
+    sim_range *r = page_request(s, p, bytes, page_bytes, &g0);
+    if (!r)
+        return OOM_EINVAL;
+    size_t ng = bytes / GRAN, per = page_bytes / GRAN;
+    /* Every page must have been mapped as one page of exactly page_bytes (one handle each on cuda). */
+    for (size_t g = g0; g < g0 + ng; g++)
+        if (r->pages[g] != ((g - g0) % per == 0 ? (uint32_t)per : PAGE_CONT))
+            return OOM_EINVAL;
+    if (r->backing) {
+        unsigned char *h = r->backing + g0 * GRAN;
+        /* Drop the contents (the next map reads zeros), then make stray accesses fault. */
+        if (madvise(h, bytes, MADV_DONTNEED) != 0 || mprotect(h, bytes, PROT_NONE) != 0)
+            return OOM_ENOMEM_HOST;
+    }
+    memset(&r->pages[g0], 0, ng * sizeof *r->pages);
+    r->mapped_granules -= ng;
+    s->in_use -= bytes;
+    return OOM_OK;
+}
+
+static oom_status sim_host_alloc(void *impl, size_t bytes, void **out)
+{
+    sim_dev *s = impl;
+    if (bytes == 0)
+        return OOM_EINVAL;
+    if (bytes > SIZE_MAX - (SIM_HOST_ALIGN - 1))
+        return OOM_ENOMEM_HOST;
+    if (s->nhost == s->caphost) {
+        size_t cap = s->caphost ? s->caphost * 2 : 16;
+        void **nh = realloc(s->host, cap * sizeof *nh);
+        if (!nh)
+            return OOM_ENOMEM_HOST;
+        s->host = nh;
+        s->caphost = cap;
+    }
+    /* aligned_alloc wants a size that is a multiple of the alignment. */
+    void *p = aligned_alloc(SIM_HOST_ALIGN, (bytes + SIM_HOST_ALIGN - 1) / SIM_HOST_ALIGN * SIM_HOST_ALIGN);
+    if (!p)
+        return OOM_ENOMEM_HOST;
+    s->host[s->nhost++] = p;
+    *out = p;
+    return OOM_OK;
+}
+
+static oom_status sim_host_free(void *impl, void *p)
+{
+    sim_dev *s = impl;
+    if (!p)
+        return OOM_OK; /* like cudaFreeHost(NULL) */
+    for (size_t i = s->nhost; i-- > 0;) {
+        if (s->host[i] == p) {
+            free(p);
+            s->host[i] = s->host[--s->nhost];
+            return OOM_OK;
+        }
+    }
+    return OOM_EINVAL;
+}
+
+static oom_status sim_copy_htod(void *impl, devptr dst, const void *src, size_t bytes)
+{
+    if (bytes == 0)
+        return OOM_OK;
+    unsigned char *d;
+    oom_status st = sim_span(impl, dst, bytes, &d);
+    if (st == OOM_OK && d)
+        memcpy(d, src, bytes);
+    return st;
+}
+
+static oom_status sim_copy_dtoh(void *impl, void *dst, devptr src, size_t bytes)
+{
+    if (bytes == 0)
+        return OOM_OK;
+    unsigned char *h;
+    oom_status st = sim_span(impl, src, bytes, &h);
+    if (st == OOM_OK && h)
+        memcpy(dst, h, bytes);
+    return st;
+}
+
+static oom_status sim_copy_dtod(void *impl, devptr dst, devptr src, size_t bytes)
+{
+    if (bytes == 0)
+        return OOM_OK;
+    unsigned char *d, *h;
+    oom_status st = sim_span(impl, dst, bytes, &d);
+    if (st == OOM_OK)
+        st = sim_span(impl, src, bytes, &h);
+    if (st == OOM_OK && d && h)
+        memmove(d, h, bytes);
+    return st;
+}
+
+static oom_status sim_fill(void *impl, devptr dst, int byte, size_t bytes)
+{
+    if (bytes == 0)
+        return OOM_OK;
+    unsigned char *d;
+    oom_status st = sim_span(impl, dst, bytes, &d);
+    if (st == OOM_OK && d)
+        memset(d, (unsigned char)byte, bytes);
+    return st;
+}
+
+static void *sim_host_view(void *impl, devptr p)
+{
+    unsigned char *h;
+    return sim_span(impl, p, 1, &h) == OOM_OK ? h : NULL;
+}
+
+static void sim_addr_hint(void *impl, devptr addr, size_t bytes)
+{
+    sim_dev *s = impl;
+    s->hint = addr;
+    s->hint_bytes = bytes;
+}
+
+static void sim_close(void *impl)
+{
+    sim_dev *s = impl;
+    if (!s)
+        return;
+    for (size_t i = 0; i < s->nranges; i++) {
+        if (s->ranges[i].backing)
+            munmap(s->ranges[i].backing, s->ranges[i].size);
+        free(s->ranges[i].pages);
+    }
+    for (size_t i = 0; i < s->nhost; i++)
+        free(s->host[i]);
+    free(s->ranges);
+    free(s->regions);
+    free(s->host);
+    free(s);
+}
+
+static const device_ops sim_ops = {
+    .name = "sim",
+    .mem_alloc = sim_mem_alloc,
+    .mem_free = sim_mem_free,
+    .mem_info = sim_mem_info,
+    .va_reserve = sim_va_reserve,
+    .va_release = sim_va_release,
+    .va_map = sim_va_map,
+    .va_unmap = sim_va_unmap,
+    .host_alloc = sim_host_alloc,
+    .host_free = sim_host_free,
+    .copy_htod = sim_copy_htod,
+    .copy_dtoh = sim_copy_dtoh,
+    .copy_dtod = sim_copy_dtod,
+    .fill = sim_fill,
+    .host_view = sim_host_view,
+    .addr_hint = sim_addr_hint,
+    .close = sim_close,
+};
+
+oom_status device_sim_open(const device_options *opt, device *dev)
+{
+    if (!dev)
+        return OOM_EINVAL;
+    sim_dev *s = calloc(1, sizeof *s);
+    if (!s)
+        return OOM_ENOMEM_HOST;
+    s->capacity = (opt && opt->sim_capacity_bytes) ? opt->sim_capacity_bytes : DEVICE_SIM_DEFAULT_CAPACITY;
+    s->dry_run = opt && opt->sim_dry_run;
+    dev->ops = &sim_ops;
+    dev->impl = s;
+    dev->kind = DEVICE_SIM;
+    snprintf(dev->name, sizeof dev->name, "sim");
+    dev->total_bytes = s->capacity;
+    return OOM_OK;
+}

@@ -1,0 +1,179 @@
+/* plot.c - the results JSON drawn with gnuplot. See plot.h. */
+#include "run/plot.h"
+
+#include <cJSON.h>
+#include <fcntl.h>
+#include <math.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core/fileio.h"
+
+extern char **environ;
+
+#define MIB 1048576.0
+
+static oom_status fail(char *err, size_t cap, oom_status st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, cap, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+static double num(const cJSON *o, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsNumber(v) ? v->valuedouble : NAN;
+}
+
+static const char *str(const cJSON *o, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+/* A label as a gnuplot string: double quotes become single ones. */
+static void put_label(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++)
+        fputc(*s == '"' ? '\'' : *s, f);
+    fputc('"', f);
+}
+
+/* Run gnuplot on script; its stderr goes to errfile. */
+static bool run_gnuplot(const char *script, const char *errfile)
+{
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 2, errfile, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    char *argv[] = {"gnuplot", (char *)script, NULL};
+    pid_t pid;
+    int rc = posix_spawnp(&pid, "gnuplot", &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0)
+        return false;
+    int status = 0;
+    if (waitpid(pid, &status, 0) != pid)
+        return false;
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+/* Write the data (one gnuplot index per variant: step, label, allocated MiB, reserved MiB) and the script. */
+static bool write_inputs(const cJSON *run, const char *dat, const char *gp, const char *png_tmp)
+{
+    const cJSON *vs = cJSON_GetObjectItemCaseSensitive(run, "variants");
+    int nv = cJSON_GetArraySize(vs);
+    FILE *d = fopen(dat, "w"), *g = fopen(gp, "w");
+    if (!d || !g) {
+        if (d)
+            fclose(d);
+        if (g)
+            fclose(g);
+        return false;
+    }
+    for (int i = 0; i < nv; i++) {
+        const cJSON *ss = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(vs, i), "samples");
+        if (cJSON_GetArraySize(ss) == 0) /* an empty block would merge into the next: keep one undefined point */
+            fprintf(d, "0 \"\" NaN NaN\n");
+        for (int k = 0; k < cJSON_GetArraySize(ss); k++) {
+            const cJSON *s = cJSON_GetArrayItem(ss, k);
+            fprintf(d, "%d ", k);
+            put_label(d, str(s, "label"));
+            fprintf(d, " %.3f %.3f\n", num(s, "allocated") / MIB, num(s, "reserved") / MIB);
+        }
+        fprintf(d, "\n\n");
+    }
+    int cols = nv <= 1 ? 1 : nv <= 4 ? 2 : 3, rows = (nv + cols - 1) / cols;
+    double budget = num(run, "budget") / MIB;
+    fprintf(g, "set terminal pngcairo size %d,%d font 'sans,10'\n", 520 * cols, 420 * rows + 40);
+    fprintf(g, "set output ");
+    put_label(g, png_tmp);
+    fprintf(g, "\nset multiplot layout %d,%d title ", rows, cols);
+    char title[512];
+    snprintf(title, sizeof title, "%s on %s (%s), budget %.0f MiB: allocated and reserved bytes at each step",
+             str(run, "scenario"), str(run, "backend"), str(run, "device"), budget);
+    put_label(g, title);
+    fprintf(g, " font 'sans,12'\n");
+    fprintf(g, "set termoption noenhanced\n"); /* labels are plain text: torch.cuda.empty_cache() has underscores */
+    fprintf(g, "set grid ytics\nset ylabel 'MiB'\nset yrange [0:%.3f]\nset key at graph 0.98, graph 0.62 right "
+               "font 'sans,8' box opaque\n",
+            budget * 1.15);
+    fprintf(g, "set xtics rotate by 35 right font 'sans,7'\nset bmargin 7\n");
+    for (int i = 0; i < nv; i++) {
+        const cJSON *v = cJSON_GetArrayItem(vs, i);
+        const cJSON *oom = cJSON_GetObjectItemCaseSensitive(v, "oom");
+        snprintf(title, sizeof title, "%s: %s %s", str(v, "name"), strcmp(str(v, "outcome"), "oom") == 0 ? "OOM" : str(v, "outcome"),
+                 cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(v, "passed")) ? "(as expected)" : "(NOT as expected)");
+        fprintf(g, "set title ");
+        put_label(g, title);
+        fprintf(g, "\nplot '%s' index %d using 1:4:xtic(2) with linespoints lw 2 pt 7 ps 0.6 lc rgb '#1f77b4' "
+                   "title 'reserved', '' index %d using 1:3 with linespoints lw 2 pt 7 ps 0.6 lc rgb '#ff7f0e' "
+                   "title 'allocated', %.3f with lines dt 2 lc rgb '#555555' title 'budget'",
+                dat, i, i, budget);
+        if (cJSON_IsObject(oom)) /* the sample right after the OOM */
+            fprintf(g, ", '' index %d using 1:($1 == %d ? $4 : 1/0) with points pt 6 ps 2.5 lw 2 lc rgb '#d62728' "
+                       "title 'OOM'",
+                    i, (int)num(oom, "step"));
+        fprintf(g, "\n");
+    }
+    fprintf(g, "unset multiplot\n");
+    bool ok = !ferror(d) && !ferror(g);
+    ok = (fclose(d) == 0) && ok;
+    ok = (fclose(g) == 0) && ok;
+    return ok;
+}
+
+oom_status plot_run(const char *json_path, const char *png_path, char *err, size_t errcap)
+{
+    char *text = fileio_read_all(json_path, NULL);
+    if (!text)
+        return fail(err, errcap, OOM_EIO, "%s", oom_error_detail());
+    cJSON *run = cJSON_Parse(text);
+    free(text);
+    if (!run || strcmp(str(run, "schema"), "oomlab.run/1") != 0 ||
+        !cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(run, "variants")) || isnan(num(run, "budget"))) {
+        cJSON_Delete(run);
+        return fail(err, errcap, OOM_EINVAL, "%s is not an oomlab results file (schema oomlab.run/1)", json_path);
+    }
+    char dir[] = "/tmp/oomlab_plot.XXXXXX";
+    if (!mkdtemp(dir)) {
+        cJSON_Delete(run);
+        return fail(err, errcap, OOM_EIO, "cannot make a temporary directory");
+    }
+    char dat[64], gp[64], gerr[64], tmp_png[1100];
+    snprintf(dat, sizeof dat, "%s/run.dat", dir);
+    snprintf(gp, sizeof gp, "%s/run.gp", dir);
+    snprintf(gerr, sizeof gerr, "%s/gnuplot.err", dir);
+    snprintf(tmp_png, sizeof tmp_png, "%s.tmp.%ld", png_path, (long)getpid());
+    oom_status st = OOM_OK;
+    if (!write_inputs(run, dat, gp, tmp_png)) {
+        st = fail(err, errcap, OOM_EIO, "cannot write the plot's inputs in %s", dir);
+    } else if (!run_gnuplot(gp, gerr)) {
+        char *why = fileio_read_all(gerr, NULL);
+        char *nl = why ? strchr(why, '\n') : NULL;
+        if (nl)
+            *nl = '\0';
+        st = fail(err, errcap, OOM_EIO, "gnuplot failed%s%s (install gnuplot-nox: make deps)", why && why[0] ? ": " : "",
+                  why ? why : "");
+        free(why);
+    } else if (rename(tmp_png, png_path) != 0) {
+        st = fail(err, errcap, OOM_EIO, "cannot write %s", png_path);
+    }
+    unlink(tmp_png);
+    unlink(dat);
+    unlink(gp);
+    unlink(gerr);
+    rmdir(dir);
+    cJSON_Delete(run);
+    return st;
+}

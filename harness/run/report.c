@@ -1,0 +1,232 @@
+/* report.c - the run table and the results JSON. See report.h. */
+#include "run/report.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/fileio.h"
+#include "alloc/memstats.h"
+
+static int64_t stat_of(const memstats *m, const char *key)
+{
+    int64_t v = 0;
+    memstats_get(m, key, &v);
+    return v;
+}
+
+static const char *size_str(int64_t b, char *buf, size_t cap)
+{
+    return memstats_format_size((uint64_t)(b < 0 ? 0 : b), buf, cap);
+}
+
+void report_table(const run_result *r, FILE *out)
+{
+    char b1[32], b2[32], b3[32], b4[32];
+    fprintf(out, "%s: %s\n", r->sc->name, r->sc->title);
+    fprintf(out, "backend %s (%s)%s, budget %s\n\n", r->backend, r->device, r->dry_run ? ", dry run" : "",
+            size_str((int64_t)r->budget, b1, sizeof b1));
+    fprintf(out, "%-26s %-7s %14s %14s %16s %14s  %s\n", "variant", "outcome", "peak alloc", "peak reserved",
+            "unalloc at OOM", "largest free", "");
+    for (size_t i = 0; i < r->nvariants; i++) {
+        const variant_result *v = &r->variants[i];
+        bool oom = v->outcome == OUTCOME_OOM;
+        fprintf(out, "%-26s %-7s %14s %14s %16s %14s  %s\n", v->v->name,
+                v->outcome == OUTCOME_OOM ? "OOM" : variant_outcome_str(v->outcome),
+                size_str(stat_of(&v->stats, "allocated_bytes.all.peak"), b1, sizeof b1),
+                size_str(stat_of(&v->stats, "reserved_bytes.all.peak"), b2, sizeof b2),
+                oom ? size_str((int64_t)v->oom.reserved_unallocated, b3, sizeof b3) : "-",
+                oom ? size_str((int64_t)v->oom.largest_free_block, b4, sizeof b4) : "-", v->passed ? "✓" : "✗");
+    }
+    for (size_t i = 0; i < r->nvariants; i++) {
+        const variant_result *v = &r->variants[i];
+        fprintf(out, "\n%s (%s): %s\n", v->v->name, variant_kind_str(v->v->kind), v->v->summary);
+        if (v->alloc_conf[0] && strcmp(v->v->alloc_conf, "") != 0)
+            fprintf(out, "  settings: %s\n", v->v->alloc_conf);
+        for (size_t j = 0; j < v->nexpect; j++)
+            fprintf(out, "  %s %s\n", v->expect[j].holds ? "✓" : "✗", v->expect[j].text);
+        if (v->outcome == OUTCOME_ERROR)
+            fprintf(out, "  error: %s\n", v->error);
+        if (v->ooms)
+            fprintf(out, "  OOM at %s: %s\n", v->oom.what, v->oom.message);
+    }
+    size_t passed = 0;
+    for (size_t i = 0; i < r->nvariants; i++)
+        passed += r->variants[i].passed;
+    fprintf(out, "\n%zu of %zu variants show what they must%s\n", passed, r->nvariants,
+            r->passed ? "" : " (✗ above)");
+}
+
+/* ---- JSON ------------------------------------------------------------------------------------------------ */
+
+/* cJSON_Add* return NULL when out of host memory; *ok collects that. */
+static cJSON *add(cJSON *o, const char *key, cJSON *item, bool *ok)
+{
+    if (!item || !cJSON_AddItemToObject(o, key, item)) {
+        cJSON_Delete(item);
+        *ok = false;
+        return NULL;
+    }
+    return item;
+}
+
+static void add_int(cJSON *o, const char *key, int64_t v, bool *ok) { add(o, key, cJSON_CreateNumber((double)v), ok); }
+static void add_str(cJSON *o, const char *key, const char *v, bool *ok) { add(o, key, cJSON_CreateString(v), ok); }
+static void add_bool(cJSON *o, const char *key, bool v, bool *ok) { add(o, key, cJSON_CreateBool(v), ok); }
+
+static void push(cJSON *a, cJSON *item, bool *ok)
+{
+    if (!a || !item || !cJSON_AddItemToArray(a, item)) {
+        cJSON_Delete(item);
+        *ok = false;
+    }
+}
+
+static cJSON *variant_json(const variant_result *v, bool *ok)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o) {
+        *ok = false;
+        return NULL;
+    }
+    add_str(o, "name", v->v->name, ok);
+    add_str(o, "kind", variant_kind_str(v->v->kind), ok);
+    add_str(o, "summary", v->v->summary, ok);
+    add_str(o, "alloc_conf", v->alloc_conf, ok);
+    add_str(o, "outcome", variant_outcome_str(v->outcome), ok);
+    add_bool(o, "passed", v->passed, ok);
+    add(o, "error", v->outcome == OUTCOME_ERROR ? cJSON_CreateString(v->error) : cJSON_CreateNull(), ok);
+    add_int(o, "peak_allocated", stat_of(&v->stats, "allocated_bytes.all.peak"), ok);
+    add_int(o, "peak_reserved", stat_of(&v->stats, "reserved_bytes.all.peak"), ok);
+    add(o, "seconds", cJSON_CreateNumber(v->seconds), ok);
+    if (v->ooms) {
+        cJSON *d = add(o, "oom", cJSON_CreateObject(), ok);
+        if (d) {
+            add_int(d, "step", v->oom.step, ok);
+            add_str(d, "what", v->oom.what, ok);
+            add_int(d, "requested", (int64_t)v->oom.requested, ok);
+            add_int(d, "alloc_size", (int64_t)v->oom.alloc_size, ok);
+            add_int(d, "allocated", (int64_t)v->oom.allocated, ok);
+            add_int(d, "reserved", (int64_t)v->oom.reserved, ok);
+            add_int(d, "reserved_unallocated", (int64_t)v->oom.reserved_unallocated, ok);
+            add_int(d, "largest_free_block", (int64_t)v->oom.largest_free_block, ok);
+            add_int(d, "ooms", v->ooms, ok);
+            add_str(d, "message", v->oom.message, ok);
+        }
+    } else {
+        add(o, "oom", cJSON_CreateNull(), ok);
+    }
+    cJSON *ex = add(o, "expectations", cJSON_CreateArray(), ok);
+    for (size_t i = 0; i < v->nexpect; i++) {
+        cJSON *e = cJSON_CreateObject();
+        if (e) {
+            add_bool(e, "holds", v->expect[i].holds, ok);
+            add_str(e, "text", v->expect[i].text, ok);
+        }
+        push(ex, e, ok);
+    }
+    cJSON *sa = add(o, "samples", cJSON_CreateArray(), ok);
+    for (size_t i = 0; i < v->nsamples; i++) {
+        const scn_sample *s = &v->samples[i];
+        cJSON *e = cJSON_CreateObject();
+        if (e) {
+            add_str(e, "label", s->label, ok);
+            add_int(e, "allocated", s->allocated, ok);
+            add_int(e, "reserved", s->reserved, ok);
+            add_int(e, "active", s->active, ok);
+            add_int(e, "inactive_split", s->inactive_split, ok);
+            add_int(e, "allocated_peak", s->allocated_peak, ok);
+            add_int(e, "reserved_peak", s->reserved_peak, ok);
+            add_int(e, "segments", s->segments, ok);
+            add_int(e, "num_device_alloc", s->device_allocs, ok);
+            add_int(e, "num_device_free", s->device_frees, ok);
+            add_int(e, "num_alloc_retries", s->alloc_retries, ok);
+            add_int(e, "num_ooms", s->ooms, ok);
+        }
+        push(sa, e, ok);
+    }
+    cJSON *ms = add(o, "memory_stats", cJSON_CreateObject(), ok);
+    for (size_t i = 0; ms && i < MEMSTATS_NKEYS; i++) {
+        const char *key;
+        int64_t val;
+        memstats_key(&v->stats, i, &key, &val);
+        add_int(ms, key, val, ok);
+    }
+    return o;
+}
+
+cJSON *report_json(const run_result *r)
+{
+    bool ok = true;
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return NULL;
+    add_str(o, "schema", REPORT_SCHEMA, &ok);
+    add_str(o, "scenario", r->sc->name, &ok);
+    add_str(o, "title", r->sc->title, &ok);
+    add_str(o, "backend", r->backend, &ok);
+    add_str(o, "device", r->device, &ok);
+    add_bool(o, "dry_run", r->dry_run, &ok);
+    add_int(o, "budget", (int64_t)r->budget, &ok);
+    add_str(o, "started", r->started, &ok);
+    add_bool(o, "passed", r->passed, &ok);
+    cJSON *p = add(o, "params", cJSON_CreateObject(), &ok);
+    for (size_t i = 0; p && i < r->sc->nparams; i++)
+        add_int(p, r->sc->params[i].name, r->params[i], &ok);
+    cJSON *vs = add(o, "variants", cJSON_CreateArray(), &ok);
+    for (size_t i = 0; i < r->nvariants; i++)
+        push(vs, variant_json(&r->variants[i], &ok), &ok);
+    if (!ok) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
+oom_status report_write(const run_result *r, const char *dir, char *path, size_t cap)
+{
+    cJSON *j = report_json(r);
+    char *text = j ? cJSON_Print(j) : NULL;
+    cJSON_Delete(j);
+    if (!text) {
+        OOM_ERROR(OOM_ENOMEM_HOST, "cannot write the run results: out of host memory");
+        return OOM_ENOMEM_HOST;
+    }
+    size_t tlen = strlen(text);
+    text[tlen] = '\n'; /* newline-terminated; the NUL is not written */
+    /* STAMP: 2026-11-23T05:41:00Z -> 20261123T054100Z */
+    char stamp[32];
+    size_t n = 0;
+    for (const char *c = r->started; *c && n + 1 < sizeof stamp; c++)
+        if (*c != '-' && *c != ':')
+            stamp[n++] = *c;
+    stamp[n] = '\0';
+    oom_status st = OOM_OK;
+    bool claimed = false;
+    for (int k = 1; k < 100 && !claimed && st == OOM_OK; k++) {
+        /* DIR/STAMP-BACKEND[-k]/SCENARIO.json; a name another run (of this second) took is skipped */
+        int len = k == 1 ? snprintf(path, cap, "%s/%s-%s", dir, stamp, r->backend)
+                         : snprintf(path, cap, "%s/%s-%s-%d", dir, stamp, r->backend, k);
+        int more = len < 0 || (size_t)len >= cap ? -1 : snprintf(path + len, cap - (size_t)len, "/%s.json", r->sc->name);
+        if (more < 0 || (size_t)(len + more) >= cap) {
+            OOM_ERROR(OOM_EIO, "the results path is too long (%zu bytes of directory): %.200s", strlen(dir), dir);
+            st = OOM_EIO;
+            break;
+        }
+        path[len] = '\0'; /* the directory first */
+        if ((st = fileio_mkdirs(path)) != OOM_OK)
+            break;
+        path[len] = '/';
+        bool existed = false;
+        st = fileio_write_new(path, text, tlen + 1, &existed);
+        claimed = st == OOM_OK;
+        if (existed)
+            st = OOM_OK; /* taken: the next name */
+    }
+    if (!claimed && st == OOM_OK) {
+        OOM_ERROR(OOM_EIO, "cannot write into %s: 99 runs of %s in one second", dir, r->sc->name);
+        st = OOM_EIO;
+    }
+    free(text);
+    return st;
+}

@@ -1,0 +1,45 @@
+/* report.h - a scenario run as people read it (the table) and as programs read it (the results JSON).
+ *
+ * The table: one row per variant (variant, outcome, peak allocated, peak reserved, reserved but unallocated at
+ * the OOM, the largest free block at the OOM, and ✓ when every expectation holds), then each variant's
+ * expectations, ✓ or ✗, and its OOM message.
+ *
+ * The results JSON, schema "oomlab.run/1":
+ *   {"schema", "scenario", "title", "backend", "device", "dry_run", "budget", "started", "passed",
+ *    "params": {name: value},
+ *    "variants": [{"name", "kind", "summary", "alloc_conf", "outcome": "ok"|"oom"|"error", "passed", "error",
+ *                  "peak_allocated", "peak_reserved", "seconds",
+ *                  "oom": null | {"step", "what", "requested", "alloc_size", "allocated", "reserved",
+ *                                 "reserved_unallocated", "largest_free_block", "message"},
+ *                  "expectations": [{"holds", "text"}],
+ *                  "samples": [{"label", "allocated", "reserved", "active", "inactive_split",
+ *                               "allocated_peak", "reserved_peak", "segments", "num_device_alloc",
+ *                               "num_device_free", "num_alloc_retries", "num_ooms"}],
+ *                  "memory_stats": {the 122 keys of torch.cuda.memory_stats()}}]}
+ * Byte counts are integers; run files are written atomically (fileio.h).
+ */
+#ifndef OOMLAB_REPORT_H
+#define OOMLAB_REPORT_H
+
+#include <cJSON.h>
+#include <stdio.h>
+
+#include "core/compat.h"
+#include "run/runner.h"
+#include "core/status.h"
+
+OOM_BEGIN_DECLS
+
+#define REPORT_SCHEMA "oomlab.run/1"
+
+void report_table(const run_result *r, FILE *out);
+/* The results JSON; NULL when out of host memory. The caller frees it with cJSON_Delete. */
+cJSON *report_json(const run_result *r);
+/* Write the results JSON to DIR/STAMP-BACKEND/SCENARIO.json (STAMP from r->started), creating directories;
+ * the path written goes to path (cap bytes). OOM_EIO / OOM_ENOMEM_HOST with the reason in the last-error
+ * record; nothing partial is left. */
+oom_status report_write(const run_result *r, const char *dir, char *path, size_t cap);
+
+OOM_END_DECLS
+
+#endif

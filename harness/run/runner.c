@@ -1,0 +1,317 @@
+/* runner.c - runs a scenario's variants in fresh runtimes and records samples, OOMs and expectations. */
+#include "run/runner.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "alloc/cachealloc.h"
+
+/* The run of one variant: what scenario code sees as scn. */
+struct scn {
+    rt *r;
+    const scenario *sc;
+    const int64_t *params;
+    variant_result *res;
+    size_t capsamples, capexpect;
+};
+
+static void *xrealloc(void *p, size_t n)
+{
+    void *q = realloc(p, n);
+    if (!q) {
+        fprintf(stderr, "oomlab: out of host memory\n");
+        abort();
+    }
+    return q;
+}
+
+const char *variant_kind_str(variant_kind k)
+{
+    return k == VARIANT_BUG ? "bug" : k == VARIANT_FIX ? "fix" : "myth";
+}
+
+const char *variant_outcome_str(variant_outcome o)
+{
+    return o == OUTCOME_OK ? "ok" : o == OUTCOME_OOM ? "oom" : "error";
+}
+
+/* ---- scenario-facing API ------------------------------------------------------------------------------ */
+
+rt *scn_rt(scn *s) { return s->r; }
+
+int64_t scn_param(const scn *s, const char *name)
+{
+    for (size_t i = 0; i < s->sc->nparams; i++)
+        if (strcmp(s->sc->params[i].name, name) == 0)
+            return s->params[i];
+    fprintf(stderr, "oomlab: scenario %s has no parameter '%s'\n", s->sc->name, name);
+    abort(); /* a scenario asking for a parameter it did not declare is a programming error */
+}
+
+const memstats *scn_stats(const scn *s) { return cachealloc_stats(s->r->ca); }
+
+int64_t scn_stat(const scn *s, const char *key)
+{
+    int64_t v = 0;
+    memstats_get(scn_stats(s), key, &v);
+    return v;
+}
+
+void scn_step(scn *s, const char *fmt, ...)
+{
+    variant_result *res = s->res;
+    if (res->nsamples == s->capsamples) {
+        s->capsamples = s->capsamples ? s->capsamples * 2 : 64;
+        res->samples = xrealloc(res->samples, s->capsamples * sizeof *res->samples);
+    }
+    scn_sample *smp = &res->samples[res->nsamples++];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(smp->label, sizeof smp->label, fmt, ap);
+    va_end(ap);
+    smp->allocated = scn_stat(s, "allocated_bytes.all.current");
+    smp->reserved = scn_stat(s, "reserved_bytes.all.current");
+    smp->active = scn_stat(s, "active_bytes.all.current");
+    smp->inactive_split = scn_stat(s, "inactive_split_bytes.all.current");
+    smp->allocated_peak = scn_stat(s, "allocated_bytes.all.peak");
+    smp->reserved_peak = scn_stat(s, "reserved_bytes.all.peak");
+    smp->segments = scn_stat(s, "segment.all.current");
+    smp->device_allocs = scn_stat(s, "num_device_alloc");
+    smp->device_frees = scn_stat(s, "num_device_free");
+    smp->alloc_retries = scn_stat(s, "num_alloc_retries");
+    smp->ooms = scn_stat(s, "num_ooms");
+}
+
+bool scn_caught(scn *s, const char *what)
+{
+    rt *r = s->r;
+    if (rt_status(r) != OOM_ENOMEM_DEVICE)
+        return false;
+    variant_result *res = s->res;
+    if (res->ooms++ == 0) {
+        const ca_oom_info *o = cachealloc_last_oom(r->ca);
+        scn_oom *d = &res->oom;
+        d->step = (int)res->nsamples;
+        snprintf(d->what, sizeof d->what, "%s", what);
+        snprintf(d->message, sizeof d->message, "%s", rt_message(r));
+        if (o) {
+            d->requested = o->requested;
+            d->alloc_size = o->alloc_size;
+            d->allocated = o->allocated;
+            d->reserved = o->reserved;
+            d->reserved_unallocated = o->reserved - o->allocated;
+            d->largest_free_block = o->largest_free_block;
+        }
+    }
+    rt_clear(r);
+    return true;
+}
+
+void scn_expect(scn *s, bool holds, const char *fmt, ...)
+{
+    variant_result *res = s->res;
+    if (res->nexpect == s->capexpect) {
+        s->capexpect = s->capexpect ? s->capexpect * 2 : 8;
+        res->expect = xrealloc(res->expect, s->capexpect * sizeof *res->expect);
+    }
+    scn_expectation *e = &res->expect[res->nexpect++];
+    e->holds = holds;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->text, sizeof e->text, fmt, ap);
+    va_end(ap);
+}
+
+const scn_oom *scn_first_oom(const scn *s) { return s->res->ooms ? &s->res->oom : NULL; }
+
+/* ---- validation ------------------------------------------------------------------------------------------ */
+
+static const scenario_param *param_find(const scenario *sc, const char *name, size_t *idx)
+{
+    for (size_t i = 0; i < sc->nparams; i++) {
+        if (strcmp(sc->params[i].name, name) == 0) {
+            if (idx)
+                *idx = i;
+            return &sc->params[i];
+        }
+    }
+    return NULL;
+}
+
+/* The settings a variant runs under: the user's text, then the variant's keys (later keys win). */
+static oom_status variant_conf(const run_options *o, const scenario_variant *v, alloc_conf *c, char *err,
+                               size_t errcap)
+{
+    const char *user = o->alloc_conf ? o->alloc_conf : "";
+    size_t n = strlen(user) + strlen(v->alloc_conf) + 2;
+    char *text = malloc(n);
+    if (!text) {
+        snprintf(err, errcap, "out of host memory");
+        return OOM_ENOMEM_HOST;
+    }
+    snprintf(text, n, "%s%s%s", user, user[0] && v->alloc_conf[0] ? "," : "", v->alloc_conf);
+    alloc_conf_default(c);
+    oom_status st = alloc_conf_parse(c, text, err, errcap);
+    free(text);
+    return st;
+}
+
+oom_status runner_validate(const scenario *sc, const run_options *o, char *err, size_t errcap)
+{
+    if (sc->nparams > RUN_MAX_PARAMS) { /* a scenario's own mistake, caught before it reads past run_result */
+        snprintf(err, errcap, "scenario %s declares %zu parameters; at most %d", sc->name, sc->nparams,
+                 RUN_MAX_PARAMS);
+        return OOM_EINVAL;
+    }
+    if (o->variant && !scenario_variant_find(sc, o->variant)) {
+        size_t n = (size_t)snprintf(err, errcap, "scenario %s has no variant '%s' (variants:", sc->name, o->variant);
+        for (size_t i = 0; i < sc->nvariants && n < errcap; i++)
+            n += (size_t)snprintf(err + n, errcap - n, " %s", sc->variants[i].name);
+        if (n < errcap)
+            snprintf(err + n, errcap - n, ")");
+        return OOM_EINVAL;
+    }
+    if (o->nsets > RUN_MAX_SETS) {
+        snprintf(err, errcap, "at most %d --set options", RUN_MAX_SETS);
+        return OOM_EINVAL;
+    }
+    for (int i = 0; i < o->nsets; i++) {
+        const scenario_param *p = param_find(sc, o->sets[i].name, NULL);
+        if (!p) {
+            size_t n = (size_t)snprintf(err, errcap, "--set: scenario %s has no parameter '%s' (parameters:", sc->name,
+                                        o->sets[i].name);
+            for (size_t j = 0; j < sc->nparams && n < errcap; j++)
+                n += (size_t)snprintf(err + n, errcap - n, " %s", sc->params[j].name);
+            if (n < errcap)
+                snprintf(err + n, errcap - n, ")");
+            return OOM_EINVAL;
+        }
+        if (o->sets[i].value < p->min || o->sets[i].value > p->max) {
+            snprintf(err, errcap, "--set %s: %lld is out of range (%lld to %lld)", p->name,
+                     (long long)o->sets[i].value, (long long)p->min, (long long)p->max);
+            return OOM_EINVAL;
+        }
+    }
+    for (size_t i = 0; i < sc->nvariants; i++) {
+        const scenario_variant *v = &sc->variants[i];
+        if (o->variant && strcmp(o->variant, v->name) != 0)
+            continue;
+        alloc_conf c;
+        if (variant_conf(o, v, &c, err, errcap) != OOM_OK)
+            return OOM_EINVAL;
+    }
+    if (o->dry_run && o->backend == DEVICE_CUDA) {
+        snprintf(err, errcap, "--dry-run runs on the sim backend; it cannot be combined with --backend cuda");
+        return OOM_EINVAL;
+    }
+    return OOM_OK;
+}
+
+/* ---- running ----------------------------------------------------------------------------------------------- */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void run_variant(const scenario *sc, const run_options *o, run_result *run, const scenario_variant *v,
+                        variant_result *res)
+{
+    memset(res, 0, sizeof *res);
+    res->v = v;
+    alloc_conf c;
+    char cerr[512];
+    variant_conf(o, v, &c, cerr, sizeof cerr); /* validated already */
+    alloc_conf_format(&c, res->alloc_conf, sizeof res->alloc_conf);
+    rt_options ro = {.backend = o->backend, .dry_run = o->dry_run, .budget_bytes = run->budget, .conf = &c,
+                     .seed = o->seed};
+    rt *r = NULL;
+    oom_status st = rt_open(&ro, &r);
+    if (st != OOM_OK) {
+        res->outcome = OUTCOME_ERROR;
+        snprintf(res->error, sizeof res->error, "cannot open the %s backend: %s", device_kind_str(o->backend),
+                 oom_error_msg());
+        return;
+    }
+    if (!run->backend[0]) { /* where the variants ran, as the first runtime found it */
+        snprintf(run->backend, sizeof run->backend, "%s", r->dev->ops->name);
+        snprintf(run->device, sizeof run->device, "%s", r->dev->name);
+    }
+    scn s = {.r = r, .sc = sc, .params = run->params, .res = res};
+    double t0 = now_s();
+    st = sc->run(&s, v);
+    res->seconds = now_s() - t0;
+    if (st != OOM_OK || !rt_ok(r)) {
+        res->outcome = OUTCOME_ERROR;
+        snprintf(res->error, sizeof res->error, "%s", rt_ok(r) ? oom_status_str(st) : rt_message(r));
+    } else {
+        res->outcome = res->ooms ? OUTCOME_OOM : OUTCOME_OK;
+    }
+    /* every variant ends clean: a scenario that leaks would misreport its own numbers */
+    int64_t left = scn_stat(&s, "allocated_bytes.all.current");
+    scn_expect(&s, r->live_tensors == 0 && r->live_nodes == 0 && left == 0,
+               "ends with every tensor released (%zu tensors, %zu autograd nodes, %lld bytes left)", r->live_tensors,
+               r->live_nodes, (long long)left);
+    res->stats = *cachealloc_stats(r->ca);
+    res->passed = res->outcome != OUTCOME_ERROR;
+    for (size_t i = 0; i < res->nexpect; i++)
+        res->passed = res->passed && res->expect[i].holds;
+    rt_close(r);
+}
+
+oom_status runner_run(const scenario *sc, const run_options *o, run_result *out, char *err, size_t errcap)
+{
+    memset(out, 0, sizeof *out);
+    oom_status st = runner_validate(sc, o, err, errcap);
+    if (st != OOM_OK)
+        return st;
+    if (o->backend == DEVICE_CUDA && (!device_cuda_built() || !device_cuda_visible())) {
+        snprintf(err, errcap, "--backend cuda: %s",
+                 device_cuda_built() ? "no GPU is visible" : "the cuda backend is not built into this binary");
+        return OOM_ENODEV;
+    }
+    out->sc = sc;
+    out->budget = o->budget ? o->budget : sc->default_budget;
+    out->dry_run = o->dry_run;
+    for (size_t i = 0; i < sc->nparams; i++)
+        out->params[i] = sc->params[i].def;
+    for (int i = 0; i < o->nsets; i++) {
+        size_t idx = 0;
+        if (param_find(sc, o->sets[i].name, &idx))
+            out->params[idx] = o->sets[i].value;
+    }
+    time_t now = time(NULL);
+    struct tm tmv;
+    gmtime_r(&now, &tmv);
+    strftime(out->started, sizeof out->started, "%Y-%m-%dT%H:%M:%SZ", &tmv);
+    out->variants = calloc(sc->nvariants, sizeof *out->variants);
+    if (!out->variants) {
+        snprintf(err, errcap, "out of host memory");
+        return OOM_ENOMEM_HOST;
+    }
+    out->passed = true;
+    for (size_t i = 0; i < sc->nvariants; i++) {
+        const scenario_variant *v = &sc->variants[i];
+        if (o->variant && strcmp(o->variant, v->name) != 0)
+            continue;
+        variant_result *res = &out->variants[out->nvariants++];
+        run_variant(sc, o, out, v, res);
+        out->passed = out->passed && res->passed;
+    }
+    return OOM_OK;
+}
+
+void run_result_free(run_result *r)
+{
+    for (size_t i = 0; i < r->nvariants; i++) {
+        free(r->variants[i].samples);
+        free(r->variants[i].expect);
+    }
+    free(r->variants);
+    memset(r, 0, sizeof *r);
+}

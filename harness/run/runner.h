@@ -1,0 +1,104 @@
+/* runner.h - running a scenario's variants and collecting what they measured.
+ *
+ * Each variant runs in a fresh runtime (its own device and caching allocator) under the budget, enforced as
+ * set_per_process_memory_fraction is, so an OOM happens at the same step on every GPU and on sim. The
+ * allocator settings are the user's (--alloc-conf, OOMLAB_ALLOC_CONF or PYTORCH_CUDA_ALLOC_CONF) with the
+ * variant's own keys on top. Variants run one after another in this process; CUDA is initialised by the first
+ * variant's runtime, never before.
+ *
+ * Besides the scenario's own expectations, every variant is checked to end clean: every tensor and autograd node
+ * released and nothing left allocated, so a scenario cannot hide a leak of its own.
+ */
+#ifndef OOMLAB_RUNNER_H
+#define OOMLAB_RUNNER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "alloc/allocconf.h"
+#include "core/compat.h"
+#include "device/device.h"
+#include "alloc/memstats.h"
+#include "run/scenario.h"
+
+OOM_BEGIN_DECLS
+
+#define RUN_MAX_SETS 16
+#define RUN_MAX_PARAMS 32 /* parameters a scenario may declare */
+
+typedef struct run_set {
+    const char *name;
+    int64_t value;
+} run_set;
+
+typedef struct run_options {
+    device_kind backend;
+    bool dry_run;           /* sim without backing memory or compute */
+    size_t budget;          /* 0: the scenario's default */
+    const char *alloc_conf; /* the user's settings text; NULL or "" for PyTorch's defaults */
+    const char *variant;    /* NULL: all */
+    run_set sets[RUN_MAX_SETS];
+    int nsets;
+    uint64_t seed;
+} run_options;
+
+/* The allocator's counters at a step (memory_stats() names in the results JSON). */
+typedef struct scn_sample {
+    char label[64];
+    int64_t allocated, reserved, active, inactive_split; /* *_bytes.all.current */
+    int64_t allocated_peak, reserved_peak;               /* *_bytes.all.peak */
+    int64_t segments;                                    /* segment.all.current */
+    int64_t device_allocs, device_frees;                 /* num_device_alloc, num_device_free */
+    int64_t alloc_retries, ooms;                         /* num_alloc_retries, num_ooms */
+} scn_sample;
+
+typedef struct scn_expectation {
+    bool holds;
+    char text[320];
+} scn_expectation;
+
+typedef enum variant_outcome { OUTCOME_OK, OUTCOME_OOM, OUTCOME_ERROR } variant_outcome;
+const char *variant_outcome_str(variant_outcome o); /* "ok", "oom", "error" */
+
+typedef struct variant_result {
+    const scenario_variant *v;
+    char alloc_conf[ALLOC_CONF_TEXT_MAX]; /* the effective settings, canonical form */
+    variant_outcome outcome;
+    char error[RT_MESSAGE_MAX]; /* OUTCOME_ERROR: what went wrong */
+    scn_oom oom;                /* OUTCOME_OOM: the first OOM */
+    int ooms;                   /* OOMs caught */
+    memstats stats;             /* at the end of the variant */
+    scn_sample *samples;
+    size_t nsamples;
+    scn_expectation *expect;
+    size_t nexpect;
+    bool passed; /* no error and every expectation holds */
+    double seconds;
+} variant_result;
+
+typedef struct run_result {
+    const scenario *sc;
+    char backend[8];
+    char device[96];
+    size_t budget;
+    bool dry_run;
+    int64_t params[RUN_MAX_PARAMS]; /* the scenario's parameters, in its order */
+    char started[32];   /* UTC, ISO 8601 */
+    variant_result *variants;
+    size_t nvariants;
+    bool passed;
+} run_result;
+
+/* Check the options against the scenario (variant, --set names and ranges, allocator settings) without running
+ * anything: OOM_EINVAL with one line in err naming the problem. */
+oom_status runner_validate(const scenario *sc, const run_options *o, char *err, size_t errcap);
+
+/* Validate, then run. OOM_EINVAL (bad input, err says why) or OOM_ENODEV (no such backend) before anything
+ * runs; OOM_OK once every selected variant ran, whatever their outcomes (out->passed tells). */
+oom_status runner_run(const scenario *sc, const run_options *o, run_result *out, char *err, size_t errcap);
+void run_result_free(run_result *r);
+
+OOM_END_DECLS
+
+#endif

@@ -1,0 +1,123 @@
+/* autograd.h - the graph that backward walks, the tensors it saves, and the engine.
+ *
+ * As in PyTorch (torch/csrc/autograd): an op on tensors that require grad, with grad mode on, creates a node
+ * (its grad_fn, e.g. "AddmmBackward0") whose next edges point at the nodes of its inputs: their grad_fn, or for
+ * a leaf its AccumulateGrad node. The node saves exactly the tensors PyTorch's derivatives.yaml formula needs
+ * (ops.c lists them per op). The output holds its grad_fn, each node holds its next nodes, and AccumulateGrad
+ * holds its leaf, so a tensor keeps its whole history alive, and with it every saved activation: that is how a
+ * graph leaks. Dropping the last reference frees the saved tensors.
+ *
+ * A saved tensor remembers the version of its storage (tensor.h). Unpacking it in backward checks that the
+ * version has not moved and that the graph has not been freed, with PyTorch's messages:
+ *   "Trying to backward through the graph a second time (or directly access saved tensors after they have
+ *    already been freed). ..."
+ *   "one of the variables needed for gradient computation has been modified by an inplace operation: [...]"
+ * A saved output of the node itself is kept without its grad_fn, as SavedVariable does, so a node never owns
+ * itself.
+ *
+ * backward(root, grad, retain_graph) runs nodes in dependency order (ready nodes by decreasing sequence
+ * number, as PyTorch's ready queue does), sums the gradients that meet at a node, frees each node's saved
+ * tensors after it ran unless retain_graph, and accumulates into leaves' .grad the PyTorch way: the first
+ * gradient is taken over when nothing else holds it (else cloned), later ones are added in place.
+ */
+#ifndef OOMLAB_AUTOGRAD_H
+#define OOMLAB_AUTOGRAD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/compat.h"
+#include "runtime/runtime.h"
+#include "core/status.h"
+#include "runtime/tensor.h"
+
+OOM_BEGIN_DECLS
+
+#define AG_MAX_NEXT 4
+#define AG_MAX_SAVED 4
+
+typedef struct ag_node ag_node;
+
+/* The backward formula of a node: given grad (the gradient of the node's output; borrowed), write into
+ * grads[i] a new reference to the gradient for next edge i, or NULL, for every i < nnext whose edge is set.
+ * Return OOM_OK, or the failure already recorded in the rt. */
+typedef oom_status (*ag_apply_fn)(ag_node *n, tensor *grad, tensor **grads);
+
+typedef struct ag_fn {
+    const char *name; /* PyTorch's class name: "AddmmBackward0", "ReluBackward0", "AccumulateGrad", ... */
+    ag_apply_fn apply;
+    bool is_view; /* the node of a view op (t, view, narrow): see ag_unpack's message */
+} ag_fn;
+
+typedef struct ag_edge {
+    ag_node *fn; /* owned reference; NULL: this input needs no gradient */
+    int input_nr;
+} ag_edge;
+
+/* A saved tensor (SavedVariable). */
+typedef struct ag_saved {
+    tensor *t;        /* owned; NULL once released (or never saved) */
+    uint32_t version; /* the storage version when saved */
+    bool defined;     /* a tensor was saved in this slot */
+    bool is_output;   /* saved output of this node: kept without grad_fn */
+} ag_saved;
+
+/* Invariants: refcount >= 1 while referenced (by a tensor's grad_fn, another node's edge, or the engine);
+ * released implies every saved[i].t == NULL; variable != NULL exactly for AccumulateGrad nodes, and then
+ * variable->grad_acc == this node. */
+struct ag_node {
+    const ag_fn *fn;
+    rt *rt;
+    int refcount;
+    uint64_t seq;
+    int nnext;
+    ag_edge next[AG_MAX_NEXT];
+    int nsaved;
+    ag_saved saved[AG_MAX_SAVED];
+    bool released;
+    tensor *variable; /* AccumulateGrad: the leaf (owned) */
+    /* what the formula needs besides saved tensors (PyTorch saves these as plain values) */
+    dtype in_dtype, out_dtype;
+    int in_ndim;
+    int64_t in_shape[TENSOR_MAX_DIMS];
+    int64_t iparam[2];
+    double fparam[2];
+    /* custom nodes (checkpoint): a context and its destructor */
+    void *ctx;
+    void (*ctx_free)(void *ctx);
+    ag_node *link; /* the teardown worklist */
+};
+
+/* Grad mode is on and some input requires grad: the op must record a node. NULL inputs are skipped. */
+bool ag_any_requires_grad(rt *r, int n, tensor *const *inputs);
+
+/* A node for an op, with next edges for inputs[0..n) (NULL inputs, or inputs that need no grad, get none). */
+ag_node *ag_node_new(rt *r, const ag_fn *fn, int n, tensor *const *inputs);
+ag_node *ag_node_retain(ag_node *n);
+/* Drop a reference. Frees the node, its saved tensors and (transitively) what only it kept alive; iterative,
+ * so a graph chained over many steps is freed without deep recursion. */
+void ag_node_release(ag_node *n);
+
+/* Save t in slot i (is_output: t is this node's output). */
+void ag_save(ag_node *n, int i, tensor *t, bool is_output);
+/* The tensor saved in slot i, borrowed, or NULL with the autograd error recorded in the rt. */
+tensor *ag_unpack(ag_node *n, int i);
+/* Free the saved tensors (a backward without retain_graph did it). */
+void ag_release_saved(ag_node *n);
+
+/* Make out the output of n (out->grad_fn = n, taking the caller's reference to n). */
+void ag_set_history(tensor *out, ag_node *n);
+/* In-place op on self recorded by n: self's history moves to n (rebase_history). Takes the reference to n. */
+void ag_rebase_history(tensor *self, ag_node *n);
+
+/* The engine: tensor.backward(gradient=grad, retain_graph). grad NULL: ones for a one-element root. */
+oom_status autograd_backward(tensor *root, tensor *grad, bool retain_graph);
+
+/* torch.utils.checkpoint(fn, x) (reentrant variant): run fn under no_grad now, keeping only x; in backward,
+ * recompute fn(x) with grad on and backpropagate through the recomputed segment. fn returns a new reference. */
+typedef tensor *(*ag_checkpoint_fn)(void *ctx, tensor *x);
+tensor *autograd_checkpoint(ag_checkpoint_fn fn, void *ctx, tensor *x);
+
+OOM_END_DECLS
+
+#endif

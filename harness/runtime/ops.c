@@ -1,0 +1,836 @@
+/* ops.c - differentiable ops: forward kernels, the nodes they record, and their backward formulas.
+ * See ops.h for what each node saves; the formulas follow tools/autograd/derivatives.yaml and
+ * torch/csrc/autograd/FunctionsManual.cpp. */
+#include "runtime/ops.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "runtime/amp.h"
+#include "runtime/autograd.h"
+
+bool op_check(rt *r, oom_status st)
+{
+    if (st == OOM_OK)
+        return true;
+    rt_fail(r, st, "%s", oom_error_msg());
+    return false;
+}
+
+/* Launch a kernel unless the rt is a dry run; false (failure recorded) if it failed. */
+#define KRUN(r, call) (!(r)->computes || op_check((r), (r)->k->call))
+
+/* Every op starts here: NULL operands or an earlier failure make it return NULL. */
+static bool live(int n, tensor *const *ts)
+{
+    for (int i = 0; i < n; i++)
+        if (!ts[i])
+            return false;
+    return rt_ok(ts[0]->rt);
+}
+#define LIVE(...) live((int)(sizeof((tensor *[]){__VA_ARGS__}) / sizeof(tensor *)), (tensor *[]){__VA_ARGS__})
+
+static tensor *empty_like(const tensor *t) { return tensor_empty_like(t); }
+
+static bool need_contiguous(const tensor *t, const char *op)
+{
+    if (t->transposed) {
+        rt_fail(t->rt, OOM_EINVAL, "%s: expected a contiguous tensor (call it on the result of .t() only "
+                                   "through mm/linear)", op);
+        return false;
+    }
+    return true;
+}
+
+/* Elementwise ops run over the storage, so their operands must share one layout: both plain, or both .t() views
+ * (then the result is a .t() view too, as PyTorch keeps a dense input's strides). */
+static bool same_layout(const tensor *a, const tensor *b, const char *op)
+{
+    if (a->transposed == b->transposed)
+        return true;
+    rt_fail(a->rt, OOM_EINVAL, "%s: an operand and a .t() view of another layout: oomlab's elementwise kernels need "
+                               "one layout (make one contiguous first)",
+            op);
+    return false;
+}
+
+static bool same_shape(const tensor *a, const tensor *b, const char *op)
+{
+    if (tensor_same_shape(a, b) && a->dt == b->dt)
+        return true;
+    char sa[64], sb[64];
+    rt_fail(a->rt, OOM_EINVAL, "%s: the operands must have the same shape and dtype (got %s %s and %s %s)", op,
+            tensor_shape_str(a, sa, sizeof sa), dtype_str(a->dt), tensor_shape_str(b, sb, sizeof sb),
+            dtype_str(b->dt));
+    return false;
+}
+
+static bool is_float(const tensor *t, const char *op)
+{
+    if (t->dt != DT_I64)
+        return true;
+    rt_fail(t->rt, OOM_EINVAL, "%s: not implemented for 'Long'", op);
+    return false;
+}
+
+/* A view made by t(), view() or narrow(): remembered so that in-place ops on it can be refused (inplace_ok). */
+static tensor *mark_view(tensor *out, const tensor *base)
+{
+    if (out) {
+        out->is_view = true;
+        out->view_of_leaf = base->view_of_leaf || (base->requires_grad && !base->grad_fn);
+    }
+    return out;
+}
+
+/* The node records the input shape and dtype (the plain values PyTorch saves beside tensors). */
+static void note_input(ag_node *n, const tensor *in)
+{
+    n->in_dtype = in->dt;
+    n->in_ndim = in->ndim;
+    for (int i = 0; i < in->ndim; i++)
+        n->in_shape[i] = in->shape[i];
+}
+
+/* ---- add, mul, clone ----------------------------------------------------------------------------- */
+
+static oom_status add_backward(ag_node *n, tensor *grad, tensor **grads)
+{
+    double alpha = n->fparam[0];
+    if (n->next[0].fn)
+        grads[0] = tensor_retain(grad);
+    if (n->next[1].fn) {
+        if (alpha == 1.0) {
+            grads[1] = tensor_retain(grad); /* the same tensor flows to both inputs, as in PyTorch */
+        } else {
+            grads[1] = empty_like(grad);
+            if (!grads[1] || !KRUN(n->rt, scale(grad->dt, tensor_data(grads[1]), tensor_data(grad), (float)alpha,
+                                                tensor_numel(grad))))
+                return n->rt->status;
+        }
+    }
+    return OOM_OK;
+}
+static const ag_fn add_fn = {"AddBackward0", add_backward, false};
+
+tensor *op_add(tensor *a, tensor *b, double alpha)
+{
+    if (!LIVE(a, b) || !same_shape(a, b, "add") || !same_layout(a, b, "add"))
+        return NULL;
+    rt *r = a->rt;
+    tensor *out = empty_like(a);
+    if (!out || !KRUN(r, add(a->dt, tensor_data(out), tensor_data(a), tensor_data(b), (float)alpha,
+                             tensor_numel(a))))
+        return tensor_release(out), NULL;
+    tensor *in[2] = {a, b};
+    if (ag_any_requires_grad(r, 2, in)) {
+        ag_node *n = ag_node_new(r, &add_fn, 2, in);
+        n->fparam[0] = alpha;
+        ag_set_history(out, n);
+    }
+    return out;
+}
+
+/* check_inplace: a leaf that requires grad, or a view of one, may not be changed while grad mode records. PyTorch
+ * rebases an in-place op on any other view that takes part in autograd onto its base (CopySlices); oomlab does
+ * not, and refuses it rather than drop the gradient. */
+static bool inplace_ok(tensor *self, const tensor *other)
+{
+    rt *r = self->rt;
+    if (!r->grad_enabled)
+        return true;
+    if (self->requires_grad && !self->grad_fn) {
+        rt_fail(r, OOM_EAUTOGRAD, "a leaf Variable that requires grad is being used in an in-place operation.");
+        return false;
+    }
+    if (self->is_view && self->view_of_leaf) {
+        rt_fail(r, OOM_EAUTOGRAD,
+                "a view of a leaf Variable that requires grad is being used in an in-place operation.");
+        return false;
+    }
+    if (self->is_view && (self->requires_grad || (other && other->requires_grad))) {
+        rt_fail(r, OOM_EINVAL, "in-place operation on a view that takes part in autograd: PyTorch rebases it onto its "
+                               "base (CopySlices), which oomlab does not model");
+        return false;
+    }
+    return true;
+}
+
+tensor *op_add_(tensor *self, tensor *other, double alpha)
+{
+    if (!LIVE(self, other) || !same_shape(self, other, "add_") || !same_layout(self, other, "add_") ||
+        !inplace_ok(self, other))
+        return NULL;
+    rt *r = self->rt;
+    if (!KRUN(r, add(self->dt, tensor_data(self), tensor_data(self), tensor_data(other), (float)alpha,
+                     tensor_numel(self))))
+        return NULL;
+    tensor_bump_version(self);
+    tensor *in[2] = {self, other};
+    if (ag_any_requires_grad(r, 2, in)) {
+        ag_node *n = ag_node_new(r, &add_fn, 2, in);
+        n->fparam[0] = alpha;
+        ag_rebase_history(self, n);
+    }
+    return self;
+}
+
+tensor *op_mul_(tensor *self, double s)
+{
+    if (!LIVE(self) || !inplace_ok(self, NULL))
+        return NULL;
+    if (self->requires_grad && self->rt->grad_enabled) {
+        rt_fail(self->rt, OOM_EINVAL, "mul_ by a scalar is only used without grad here");
+        return NULL;
+    }
+    if (!KRUN(self->rt, scale(self->dt, tensor_data(self), tensor_data(self), (float)s, tensor_numel(self))))
+        return NULL;
+    tensor_bump_version(self);
+    return self;
+}
+
+static oom_status mul_backward(ag_node *n, tensor *grad, tensor **grads)
+{
+    rt *r = n->rt;
+    for (int i = 0; i < 2; i++) {
+        if (!n->next[i].fn)
+            continue;
+        tensor *other = ag_unpack(n, 1 - i); /* d(a*b)/da = b: slot 1 holds other, slot 0 self */
+        if (!other)
+            return r->status;
+        grads[i] = empty_like(grad);
+        if (!grads[i] || !KRUN(r, mul(grad->dt, tensor_data(grads[i]), tensor_data(grad), tensor_data(other),
+                                      tensor_numel(grad))))
+            return r->status;
+    }
+    return OOM_OK;
+}
+static const ag_fn mul_fn = {"MulBackward0", mul_backward, false};
+
+tensor *op_mul(tensor *a, tensor *b)
+{
+    if (!LIVE(a, b) || !same_shape(a, b, "mul") || !same_layout(a, b, "mul") || !is_float(a, "mul"))
+        return NULL;
+    rt *r = a->rt;
+    tensor *out = empty_like(a);
+    if (!out || !KRUN(r, mul(a->dt, tensor_data(out), tensor_data(a), tensor_data(b), tensor_numel(a))))
+        return tensor_release(out), NULL;
+    tensor *in[2] = {a, b};
+    if (ag_any_requires_grad(r, 2, in)) {
+        ag_node *n = ag_node_new(r, &mul_fn, 2, in);
+        ag_save(n, 0, n->next[1].fn ? a : NULL, false); /* self, needed for other's gradient */
+        ag_save(n, 1, n->next[0].fn ? b : NULL, false); /* other, needed for self's gradient */
+        ag_set_history(out, n);
+    }
+    return out;
+}
+
+static oom_status passthrough_backward(ag_node *n, tensor *grad, tensor **grads)
+{
+    if (n->next[0].fn)
+        grads[0] = tensor_retain(grad);
+    return OOM_OK;
+}
+static const ag_fn clone_fn = {"CloneBackward0", passthrough_backward, false};
+
+tensor *op_clone(tensor *t)
+{
+    if (!LIVE(t))
+        return NULL;
+    rt *r = t->rt;
+    tensor *out = empty_like(t);
+    if (!out || !KRUN(r, cast(t->dt, tensor_data(out), t->dt, tensor_data(t), tensor_numel(t))))
+        return tensor_release(out), NULL;
+    if (ag_any_requires_grad(r, 1, &t))
+        ag_set_history(out, ag_node_new(r, &clone_fn, 1, &t));
+    return out;
+}
+
+/* ---- views: t, view, narrow --------------------------------------------------------------------- */
+
+static oom_status t_backward(ag_node *n, tensor *grad, tensor **grads)
+{
+    if (n->next[0].fn && !(grads[0] = op_t(grad)))
+        return n->rt->status;
+    return OOM_OK;
+}
+static const ag_fn t_fn = {"TBackward0", t_backward, true};
+
+tensor *op_t(tensor *t)
+{
+    if (!LIVE(t))
+        return NULL;
+    if (t->ndim != 2) {
+        rt_fail(t->rt, OOM_EINVAL, "t() expects a tensor with <= 2 dimensions, but self is %dD", t->ndim);
+        return NULL;
+    }
+    int64_t shape[2] = {t->shape[1], t->shape[0]};
+    tensor *out = mark_view(tensor_alias(t, t->offset, 2, shape, !t->transposed), t);
+    if (ag_any_requires_grad(t->rt, 1, &t))
+        ag_set_history(out, ag_node_new(t->rt, &t_fn, 1, &t));
+    return out;
+}
+
+static oom_status view_backward(ag_node *n, tensor *grad, tensor **grads)
+{
+    if (n->next[0].fn && !(grads[0] = op_view(grad, n->in_ndim, n->in_shape)))
+        return n->rt->status;
+    return OOM_OK;
+}
+static const ag_fn view_fn = {"ViewBackward0", view_backward, true};
+
+tensor *op_view(tensor *t, int ndim, const int64_t *shape)
+{
+    if (!LIVE(t) || !need_contiguous(t, "view"))
+        return NULL;
+    int64_t numel = 1;
+    bool ok = ndim >= 0 && ndim <= TENSOR_MAX_DIMS;
+    for (int i = 0; ok && i < ndim; i++) {
+        ok = shape[i] >= 0 && (shape[i] == 0 || numel <= INT64_MAX / shape[i]);
+        numel = ok ? numel * shape[i] : 0;
+    }
+    if (!ok || numel != tensor_numel(t)) {
+        char s[64];
+        rt_fail(t->rt, OOM_EINVAL, "shape is invalid for input of size %lld (input %s)", (long long)tensor_numel(t),
+                tensor_shape_str(t, s, sizeof s));
+        return NULL;
+    }
+    tensor *out = mark_view(tensor_alias(t, t->offset, ndim, shape, false), t);
+    if (ag_any_requires_grad(t->rt, 1, &t)) {
+        ag_node *n = ag_node_new(t->rt, &view_fn, 1, &t);
+        note_input(n, t);
+        ag_set_history(out, n);
+    }
+    return out;
+}
+
+static oom_status slice_backward(ag_node *n, tensor *grad, tensor **grads)
+{
+    rt *r = n->rt;
+    if (!n->next[0].fn)
+        return OOM_OK;
+    /* slice_backward: zeros of the input's shape, the gradient copied into the rows it came from */
+    tensor *g = tensor_zeros(r, grad->dt, n->in_ndim, n->in_shape);
+    if (!g)
+        return r->status;
+    size_t row = tensor_numel(grad) / (grad->shape[0] ? (size_t)grad->shape[0] : 1) * dtype_size(grad->dt);
+    unsigned char *dst = tensor_data(g);
+    if (r->computes && !op_check(r, r->k->cast(grad->dt, dst ? dst + (size_t)n->iparam[0] * row : NULL, grad->dt,
+                                               tensor_data(grad), tensor_numel(grad)))) {
+        tensor_release(g);
+        return r->status;
+    }
+    grads[0] = g;
+    return OOM_OK;
+}
+static const ag_fn slice_fn = {"SliceBackward0", slice_backward, true};
+
+tensor *op_narrow(tensor *t, int64_t start, int64_t length)
+{
+    if (!LIVE(t) || !need_contiguous(t, "narrow"))
+        return NULL;
+    if (t->ndim < 1 || start < 0 || length < 0 || start > t->shape[0] || length > t->shape[0] - start) {
+        rt_fail(t->rt, OOM_EINVAL, "start (%lld) + length (%lld) exceeds dimension size (%lld).", (long long)start,
+                (long long)length, (long long)(t->ndim ? t->shape[0] : 0));
+        return NULL;
+    }
+    int64_t shape[TENSOR_MAX_DIMS];
+    memcpy(shape, t->shape, sizeof shape);
+    size_t row = t->shape[0] ? tensor_nbytes(t) / (size_t)t->shape[0] : 0;
+    shape[0] = length;
+    tensor *out = mark_view(tensor_alias(t, t->offset + (size_t)start * row, t->ndim, shape, false), t);
+    if (ag_any_requires_grad(t->rt, 1, &t)) {
+        ag_node *n = ag_node_new(t->rt, &slice_fn, 1, &t);
+        note_input(n, t);
+        n->iparam[0] = start;
+        ag_set_history(out, n);
+    }
+    return out;
+}
+
+/* ---- to(dtype) ---------------------------------------------------------------------------------- */
+
+static oom_status to_backward(ag_node *n, tensor *grad, tensor **grads)
+{
+    if (!n->next[0].fn)
+        return OOM_OK;
+    /* _to_copy_backward: the gradient goes back to the source dtype */
+    bool prev = rt_set_grad_enabled(n->rt, false);
+    grads[0] = op_to(grad, n->in_dtype);
+    rt_set_grad_enabled(n->rt, prev);
+    return grads[0] ? OOM_OK : n->rt->status;
+}
+static const ag_fn to_fn = {"ToCopyBackward0", to_backward, false};
+
+tensor *op_to(tensor *t, dtype dt)
+{
+    if (!LIVE(t))
+        return NULL;
+    if (t->dt == dt)
+        return tensor_retain(t);
+    if (!need_contiguous(t, "to") || ((t->dt == DT_I64) != (dt == DT_I64))) {
+        if (rt_ok(t->rt))
+            rt_fail(t->rt, OOM_EINVAL, "to(%s) of a %s tensor is not supported", dtype_str(dt), dtype_str(t->dt));
+        return NULL;
+    }
+    rt *r = t->rt;
+    tensor *out = tensor_empty(r, dt, t->ndim, t->shape);
+    if (!out || !KRUN(r, cast(dt, tensor_data(out), t->dt, tensor_data(t), tensor_numel(t))))
+        return tensor_release(out), NULL;
+    if (ag_any_requires_grad(r, 1, &t)) {
+        ag_node *n = ag_node_new(r, &to_fn, 1, &t);
+        note_input(n, t);
+        ag_set_history(out, n);
+    }
+    return out;
+}
+
+/* ---- matmuls ------------------------------------------------------------------------------------- */
+
+/* c (m x n, contiguous) = a @ b + beta * c, for a (m x k) and b (k x n) plain or transposed views. */
+static bool gemm_into(tensor *c, const tensor *a, const tensor *b, float beta)
+{
+    rt *r = c->rt;
+    int64_t m = a->shape[0], k = a->shape[1], n = b->shape[1];
+    /* a transposed view of a k x m storage is op(A) with ta; its leading dimension is the storage's row */
+    int64_t lda = a->transposed ? m : k, ldb = b->transposed ? k : n;
+    return KRUN(r, gemm(c->dt, a->transposed, b->transposed, m, n, k, 1.0f, tensor_data(a), lda, tensor_data(b),
+                        ldb, beta, tensor_data(c), n));
+}
+
+static bool mm_shapes(const tensor *a, const tensor *b, const char *op)
+{
+    if (a->ndim == 2 && b->ndim == 2 && a->shape[1] == b->shape[0] && a->dt == b->dt && a->dt != DT_I64)
+        return true;
+    char sa[64], sb[64];
+    if (a->ndim == 2 && b->ndim == 2 && a->shape[1] != b->shape[0])
+        rt_fail(a->rt, OOM_EINVAL, "mat1 and mat2 shapes cannot be multiplied (%lldx%lld and %lldx%lld)",
+                (long long)a->shape[0], (long long)a->shape[1], (long long)b->shape[0], (long long)b->shape[1]);
+    else
+        rt_fail(a->rt, OOM_EINVAL, "%s: expected 2-D float operands of one dtype (got %s %s and %s %s)", op,
+                tensor_shape_str(a, sa, sizeof sa), dtype_str(a->dt), tensor_shape_str(b, sb, sizeof sb),
+                dtype_str(b->dt));
+    return false;
+}
+
+/* The product of two 2-D operands into a new (m x n) tensor. */
+static tensor *matmul(const tensor *a, const tensor *b)
+{
+    tensor *out = tensor_empty(a->rt, a->dt, SHAPE(a->shape[0], b->shape[1]));
+    if (out && !gemm_into(out, a, b, 0.0f))
+        return tensor_release(out), NULL;
+    return out;
+}
+
+/* mm_mat1_backward: grad @ mat2.t(), or (mat2 @ grad.t()).t() when mat1 was column-major (a .t() view), so
+ * that the gradient has mat1's layout. */
+static tensor *mm_mat1_backward(tensor *grad, tensor *mat2, bool mat1_transposed)
+{
+    tensor *m2t = NULL, *gt = NULL, *p = NULL, *res = NULL;
+    if (mat1_transposed) {
+        gt = op_t(grad);
+        p = gt ? matmul(mat2, gt) : NULL;
+        res = p ? op_t(p) : NULL;
+    } else {
+        m2t = op_t(mat2);
+        res = m2t ? matmul(grad, m2t) : NULL;
+    }
+    tensor_release(m2t);
+    tensor_release(gt);
+    tensor_release(p);
+    return res;
+}
+
+/* mm_mat2_backward: mat1.t() @ grad, or (grad.t() @ mat1).t() when mat2 was column-major (F.linear's w.t()),
+ * so that the weight's gradient comes out contiguous and AccumulateGrad can take it over. */
+static tensor *mm_mat2_backward(tensor *grad, tensor *mat1, bool mat2_transposed)
+{
+    tensor *m1t = NULL, *gt = NULL, *p = NULL, *res = NULL;
+    if (mat2_transposed) {
+        gt = op_t(grad);
+        p = gt ? matmul(gt, mat1) : NULL;
+        res = p ? op_t(p) : NULL;
+    } else {
+        m1t = op_t(mat1);
+        res = m1t ? matmul(m1t, grad) : NULL;
+    }
+    tensor_release(m1t);
+    tensor_release(gt);
+    tensor_release(p);
+    return res;
+}
+
+/* next edges: [self/bias,] mat1, mat2; iparam[0] = mat1 transposed, iparam[1] = mat2 transposed */
+static oom_status mm_grads(ag_node *n, tensor *grad, tensor **grads, int first)
+{
+    rt *r = n->rt;
+    if (n->next[first].fn) {
+        tensor *mat2 = ag_unpack(n, 1);
+        if (!mat2 || !(grads[first] = mm_mat1_backward(grad, mat2, n->iparam[0])))
+            return r->status;
+    }
+    if (n->next[first + 1].fn) {
+        tensor *mat1 = ag_unpack(n, 0);
+        if (!mat1 || !(grads[first + 1] = mm_mat2_backward(grad, mat1, n->iparam[1])))
+            return r->status;
+    }
+    return OOM_OK;
+}
+
+static oom_status mm_backward(ag_node *n, tensor *grad, tensor **grads) { return mm_grads(n, grad, grads, 0); }
+static const ag_fn mm_fn = {"MmBackward0", mm_backward, false};
+
+static void save_mm_operands(ag_node *n, tensor *mat1, tensor *mat2, int first)
+{
+    ag_save(n, 0, n->next[first + 1].fn ? mat1 : NULL, false); /* mat1, for mat2's gradient */
+    ag_save(n, 1, n->next[first].fn ? mat2 : NULL, false);     /* mat2, for mat1's gradient */
+    n->iparam[0] = mat1->transposed;
+    n->iparam[1] = mat2->transposed;
+}
+
+tensor *op_mm(tensor *a, tensor *b)
+{
+    if (!LIVE(a, b))
+        return NULL;
+    rt *r = a->rt;
+    tensor *ca = amp_autocast_matmul_operand(r, a), *cb = amp_autocast_matmul_operand(r, b);
+    tensor *out = NULL;
+    if (ca && cb && mm_shapes(ca, cb, "mm"))
+        out = matmul(ca, cb);
+    if (out) {
+        tensor *in[2] = {ca, cb};
+        if (ag_any_requires_grad(r, 2, in)) {
+            ag_node *n = ag_node_new(r, &mm_fn, 2, in);
+            save_mm_operands(n, ca, cb, 0);
+            ag_set_history(out, n);
+        }
+    }
+    tensor_release(ca);
+    tensor_release(cb);
+    return out;
+}
+
+static oom_status addmm_backward(ag_node *n, tensor *grad, tensor **grads)
+{
+    rt *r = n->rt;
+    if (n->next[0].fn) {
+        /* self: grad, reduced to the bias shape (validate_outputs' sum_to) */
+        grads[0] = tensor_empty(r, grad->dt, SHAPE(grad->shape[1]));
+        if (!grads[0] || !KRUN(r, sum_rows(grad->dt, tensor_data(grads[0]), tensor_data(grad), grad->shape[0],
+                                           grad->shape[1])))
+            return r->status;
+    }
+    return mm_grads(n, grad, grads, 1);
+}
+static const ag_fn addmm_fn = {"AddmmBackward0", addmm_backward, false};
+
+tensor *op_addmm(tensor *bias, tensor *a, tensor *b)
+{
+    if (!LIVE(bias, a, b))
+        return NULL;
+    rt *r = a->rt;
+    tensor *cbias = amp_autocast_matmul_operand(r, bias);
+    tensor *ca = amp_autocast_matmul_operand(r, a), *cb = amp_autocast_matmul_operand(r, b);
+    tensor *out = NULL;
+    if (cbias && ca && cb && mm_shapes(ca, cb, "addmm")) {
+        if (cbias->ndim != 1 || cbias->shape[0] != cb->shape[1] || cbias->dt != ca->dt) {
+            char s[64];
+            rt_fail(r, OOM_EINVAL, "addmm: the bias %s does not broadcast to [%lld, %lld]",
+                    tensor_shape_str(cbias, s, sizeof s), (long long)ca->shape[0], (long long)cb->shape[1]);
+        } else {
+            /* the bias is broadcast into the output, then the product is added with beta = 1 */
+            out = tensor_empty(r, ca->dt, SHAPE(ca->shape[0], cb->shape[1]));
+            if (out && (!KRUN(r, bias_rows(out->dt, tensor_data(out), tensor_data(cbias), out->shape[0],
+                                           out->shape[1])) ||
+                        !gemm_into(out, ca, cb, 1.0f)))
+                out = (tensor_release(out), NULL);
+        }
+    }
+    if (out) {
+        tensor *in[3] = {cbias, ca, cb};
+        if (ag_any_requires_grad(r, 3, in)) {
+            ag_node *n = ag_node_new(r, &addmm_fn, 3, in);
+            save_mm_operands(n, ca, cb, 1);
+            ag_set_history(out, n);
+        }
+    }
+    tensor_release(cbias);
+    tensor_release(ca);
+    tensor_release(cb);
+    return out;
+}
+
+tensor *op_linear(tensor *x, tensor *w, tensor *b)
+{
+    if (!LIVE(x, w))
+        return NULL;
+    rt *r = x->rt;
+    /* linear is on autocast's lower-precision list: its arguments are cast before w.t() */
+    tensor *cx = amp_autocast_matmul_operand(r, x), *cw = amp_autocast_matmul_operand(r, w);
+    tensor *cb = b ? amp_autocast_matmul_operand(r, b) : NULL;
+    tensor *wt = op_t(cw);
+    tensor *out = b ? op_addmm(cb, cx, wt) : op_mm(cx, wt);
+    tensor_release(wt);
+    tensor_release(cx);
+    tensor_release(cw);
+    tensor_release(cb);
+    return out;
+}
+
+/* ---- activations --------------------------------------------------------------------------------- */
+
+static oom_status relu_backward(ag_node *n, tensor *grad, tensor **grads)
+{
+    rt *r = n->rt;
+    tensor *result = ag_unpack(n, 0);
+    if (!result)
+        return r->status;
+    grads[0] = empty_like(grad);
+    if (!grads[0] || !KRUN(r, relu_backward(grad->dt, tensor_data(grads[0]), tensor_data(grad),
+                                            tensor_data(result), tensor_numel(grad))))
+        return r->status;
+    return OOM_OK;
+}
+static const ag_fn relu_fn = {"ReluBackward0", relu_backward, false};
+
+static oom_status tanh_backward(ag_node *n, tensor *grad, tensor **grads)
+{
+    rt *r = n->rt;
+    tensor *result = ag_unpack(n, 0);
+    if (!result)
+        return r->status;
+    grads[0] = empty_like(grad);
+    if (!grads[0] || !KRUN(r, tanh_backward(grad->dt, tensor_data(grads[0]), tensor_data(grad),
+                                            tensor_data(result), tensor_numel(grad))))
+        return r->status;
+    return OOM_OK;
+}
+static const ag_fn tanh_fn = {"TanhBackward0", tanh_backward, false};
+
+tensor *op_relu(tensor *t)
+{
+    if (!LIVE(t) || !need_contiguous(t, "relu") || !is_float(t, "relu"))
+        return NULL;
+    rt *r = t->rt;
+    tensor *out = empty_like(t);
+    if (!out || !KRUN(r, relu(t->dt, tensor_data(out), tensor_data(t), tensor_numel(t))))
+        return tensor_release(out), NULL;
+    if (ag_any_requires_grad(r, 1, &t)) {
+        ag_node *n = ag_node_new(r, &relu_fn, 1, &t);
+        ag_save(n, 0, out, true); /* result */
+        ag_set_history(out, n);
+    }
+    return out;
+}
+
+tensor *op_tanh(tensor *t)
+{
+    if (!LIVE(t) || !need_contiguous(t, "tanh") || !is_float(t, "tanh"))
+        return NULL;
+    rt *r = t->rt;
+    tensor *out = empty_like(t);
+    if (!out || !KRUN(r, tanh(t->dt, tensor_data(out), tensor_data(t), tensor_numel(t))))
+        return tensor_release(out), NULL;
+    if (ag_any_requires_grad(r, 1, &t)) {
+        ag_node *n = ag_node_new(r, &tanh_fn, 1, &t);
+        ag_save(n, 0, out, true); /* result */
+        ag_set_history(out, n);
+    }
+    return out;
+}
+
+/* ---- log_softmax, nll_loss, mse_loss ---------------------------------------------------------------- */
+
+static bool rows_2d(const tensor *t, const char *op)
+{
+    if (t->ndim == 2 && !t->transposed && t->dt != DT_I64)
+        return true;
+    char s[64];
+    rt_fail(t->rt, OOM_EINVAL, "%s: expected a contiguous 2-D float tensor [batch, classes] (got %s %s)", op,
+            tensor_shape_str(t, s, sizeof s), dtype_str(t->dt));
+    return false;
+}
+
+static oom_status log_softmax_backward(ag_node *n, tensor *grad, tensor **grads)
+{
+    rt *r = n->rt;
+    tensor *result = ag_unpack(n, 0);
+    if (!result)
+        return r->status;
+    grads[0] = empty_like(grad);
+    if (!grads[0] || !KRUN(r, log_softmax_backward(grad->dt, tensor_data(grads[0]), tensor_data(grad),
+                                                   tensor_data(result), grad->shape[0], grad->shape[1])))
+        return r->status;
+    return OOM_OK;
+}
+static const ag_fn log_softmax_fn = {"LogSoftmaxBackward0", log_softmax_backward, false};
+
+tensor *op_log_softmax(tensor *t)
+{
+    if (!LIVE(t) || !rows_2d(t, "log_softmax"))
+        return NULL;
+    rt *r = t->rt;
+    tensor *in = amp_autocast_f32_operand(r, t); /* log_softmax is on autocast's f32 list */
+    tensor *out = in ? empty_like(in) : NULL;
+    if (out && !KRUN(r, log_softmax(in->dt, tensor_data(out), tensor_data(in), in->shape[0], in->shape[1])))
+        out = (tensor_release(out), NULL);
+    if (out && ag_any_requires_grad(r, 1, &in)) {
+        ag_node *n = ag_node_new(r, &log_softmax_fn, 1, &in);
+        ag_save(n, 0, out, true); /* result */
+        ag_set_history(out, n);
+    }
+    tensor_release(in);
+    return out;
+}
+
+static oom_status nll_loss_backward(ag_node *n, tensor *grad, tensor **grads)
+{
+    rt *r = n->rt;
+    tensor *self = ag_unpack(n, 0), *target = self ? ag_unpack(n, 1) : NULL;
+    tensor *total_weight = target ? ag_unpack(n, 2) : NULL;
+    if (!total_weight)
+        return r->status;
+    grads[0] = empty_like(self);
+    if (!grads[0] || !KRUN(r, nll_loss_backward(self->dt, tensor_data(grads[0]), tensor_data(grad),
+                                                tensor_data(target), tensor_data(total_weight), self->shape[0],
+                                                self->shape[1])))
+        return r->status;
+    return OOM_OK;
+}
+static const ag_fn nll_loss_fn = {"NllLossBackward0", nll_loss_backward, false};
+
+tensor *op_nll_loss(tensor *logp, tensor *target)
+{
+    if (!LIVE(logp, target) || !rows_2d(logp, "nll_loss"))
+        return NULL;
+    rt *r = logp->rt;
+    if (target->dt != DT_I64 || target->ndim != 1 || target->shape[0] != logp->shape[0]) {
+        char s[64];
+        rt_fail(r, OOM_EINVAL, "nll_loss: expected an int64 target of shape [%lld] (got %s %s)",
+                (long long)logp->shape[0], tensor_shape_str(target, s, sizeof s), dtype_str(target->dt));
+        return NULL;
+    }
+    tensor *in = amp_autocast_f32_operand(r, logp);
+    /* nll_loss_forward returns (output, total_weight), both 0-dim */
+    tensor *out = in ? tensor_empty(r, in->dt, SCALAR) : NULL;
+    tensor *total_weight = out ? tensor_empty(r, in->dt, SCALAR) : NULL;
+    if (total_weight && !KRUN(r, nll_loss(in->dt, tensor_data(out), tensor_data(total_weight), tensor_data(in),
+                                          tensor_data(target), in->shape[0], in->shape[1])))
+        total_weight = (tensor_release(total_weight), NULL);
+    if (!total_weight)
+        out = (tensor_release(out), NULL);
+    if (out && ag_any_requires_grad(r, 1, &in)) {
+        tensor *edges[2] = {in, NULL}; /* target is not differentiable */
+        ag_node *n = ag_node_new(r, &nll_loss_fn, 2, edges);
+        ag_save(n, 0, in, false);
+        ag_save(n, 1, target, false);
+        ag_save(n, 2, total_weight, true);
+        ag_set_history(out, n);
+    }
+    tensor_release(total_weight);
+    tensor_release(in);
+    return out;
+}
+
+tensor *op_cross_entropy(tensor *logits, tensor *target)
+{
+    tensor *logp = op_log_softmax(logits);
+    tensor *loss = op_nll_loss(logp, target);
+    tensor_release(logp);
+    return loss;
+}
+
+static oom_status mse_backward(ag_node *n, tensor *grad, tensor **grads)
+{
+    rt *r = n->rt;
+    tensor *self = ag_unpack(n, 0), *target = self ? ag_unpack(n, 1) : NULL;
+    if (!target)
+        return r->status;
+    if (n->next[0].fn) {
+        grads[0] = empty_like(self);
+        if (!grads[0] || !KRUN(r, mse_loss_backward(self->dt, tensor_data(grads[0]), tensor_data(grad),
+                                                    tensor_data(self), tensor_data(target), tensor_numel(self))))
+            return r->status;
+    }
+    if (n->next[1].fn) {
+        /* d/dtarget = -d/dself: mse_loss_backward(grad, target, self) */
+        grads[1] = empty_like(self);
+        if (!grads[1] || !KRUN(r, mse_loss_backward(self->dt, tensor_data(grads[1]), tensor_data(grad),
+                                                    tensor_data(target), tensor_data(self), tensor_numel(self))))
+            return r->status;
+    }
+    return OOM_OK;
+}
+static const ag_fn mse_fn = {"MseLossBackward0", mse_backward, false};
+
+tensor *op_mse_loss(tensor *input, tensor *target)
+{
+    if (!LIVE(input, target))
+        return NULL;
+    rt *r = input->rt;
+    tensor *a = amp_autocast_f32_operand(r, input), *b = amp_autocast_f32_operand(r, target);
+    tensor *out = NULL;
+    if (a && b && same_shape(a, b, "mse_loss") && need_contiguous(a, "mse_loss") &&
+        need_contiguous(b, "mse_loss") && is_float(a, "mse_loss")) {
+        out = tensor_empty(r, a->dt, SCALAR);
+        if (out && !KRUN(r, mse_loss(a->dt, tensor_data(out), tensor_data(a), tensor_data(b), tensor_numel(a))))
+            out = (tensor_release(out), NULL);
+    }
+    tensor *in[2] = {a, b};
+    if (out && ag_any_requires_grad(r, 2, in)) {
+        ag_node *n = ag_node_new(r, &mse_fn, 2, in);
+        ag_save(n, 0, a, false);
+        ag_save(n, 1, b, false);
+        ag_set_history(out, n);
+    }
+    tensor_release(a);
+    tensor_release(b);
+    return out;
+}
+
+/* ---- sum, mean ----------------------------------------------------------------------------------- */
+
+/* grad.expand(sizes) [/ numel]: PyTorch expands a view; oomlab has no stride-0 views and materialises it. */
+static oom_status expand_backward(ag_node *n, tensor *grad, tensor **grads)
+{
+    rt *r = n->rt;
+    if (!n->next[0].fn)
+        return OOM_OK;
+    tensor *g = tensor_empty(r, grad->dt, n->in_ndim, n->in_shape);
+    if (!g)
+        return r->status;
+    int64_t numel = tensor_numel(g);
+    bool ok = KRUN(r, bias_rows(g->dt, tensor_data(g), tensor_data(grad), numel, 1));
+    if (ok && n->fparam[0] != 1.0)
+        ok = KRUN(r, scale(g->dt, tensor_data(g), tensor_data(g), (float)n->fparam[0], numel));
+    if (!ok) {
+        tensor_release(g);
+        return r->status;
+    }
+    grads[0] = g;
+    return OOM_OK;
+}
+static const ag_fn sum_fn = {"SumBackward0", expand_backward, false};
+static const ag_fn mean_fn = {"MeanBackward0", expand_backward, false};
+
+static tensor *reduce_all(tensor *t, bool mean)
+{
+    if (!LIVE(t) || !need_contiguous(t, mean ? "mean" : "sum") || !is_float(t, mean ? "mean" : "sum"))
+        return NULL;
+    rt *r = t->rt;
+    int64_t numel = tensor_numel(t);
+    tensor *out = tensor_empty(r, t->dt, SCALAR);
+    if (!out || !KRUN(r, sum_all(t->dt, tensor_data(out), tensor_data(t), numel)) ||
+        (mean && !KRUN(r, scale(t->dt, tensor_data(out), tensor_data(out), 1.0f / (float)numel, 1))))
+        return tensor_release(out), NULL;
+    if (ag_any_requires_grad(r, 1, &t)) {
+        ag_node *n = ag_node_new(r, mean ? &mean_fn : &sum_fn, 1, &t);
+        note_input(n, t);
+        n->fparam[0] = mean ? 1.0 / (double)numel : 1.0;
+        ag_set_history(out, n);
+    }
+    return out;
+}
+
+tensor *op_sum(tensor *t) { return reduce_all(t, false); }
+tensor *op_mean(tensor *t) { return reduce_all(t, true); }

@@ -1,0 +1,68 @@
+/* ops.h - differentiable tensor ops: torch.* and torch.nn.functional as the scenarios call them.
+ *
+ * Each op allocates its result from the caching allocator, launches its kernel (unless the rt is a dry run),
+ * and, when grad mode is on and an input requires grad, records a node that saves exactly what PyTorch 2.11's
+ * tools/autograd/derivatives.yaml saves for it:
+ *
+ *   op                         node              saves
+ *   add, add_                  AddBackward0      nothing
+ *   mul                        MulBackward0      other (if self needs grad), self (if other needs grad)
+ *   t                          TBackward0        nothing (a view)
+ *   mm                         MmBackward0       self (if mat2 needs grad), mat2 (if self needs grad)
+ *   addmm / linear             AddmmBackward0    mat1 (if mat2 needs grad), mat2 (if mat1 needs grad)
+ *   relu                       ReluBackward0     result
+ *   tanh                       TanhBackward0     result
+ *   log_softmax                LogSoftmaxBackward0  result
+ *   nll_loss                   NllLossBackward0  self, target, total_weight (a second, 0-dim output)
+ *   mse_loss                   MseLossBackward0  self, target
+ *   sum, mean                  SumBackward0, MeanBackward0  sizes only
+ *   to(dtype)                  ToCopyBackward0   the source dtype only
+ *   clone, view, narrow        CloneBackward0, ViewBackward0, SliceBackward0  sizes only
+ *
+ * F.linear(x, w, b) is addmm(b, x, w.t()), so a layer keeps its input (and, when the input itself requires grad,
+ * a view of its weight, whose version autograd checks), as in PyTorch. cross_entropy is log_softmax + nll_loss.
+ * Under autocast (amp.h) the matmuls run in the autocast dtype, with weights cast once per region (the cast
+ * cache), and log_softmax, nll_loss and mse_loss run in f32, following PyTorch's autocast op lists.
+ *
+ * All ops return a new reference or NULL with the failure recorded in the rt (tensor.h); a NULL operand gives
+ * NULL. Shapes follow PyTorch's rules for what the scenarios use: elementwise ops need equal shapes; matmuls
+ * are 2-D; log_softmax and the losses work on [batch, classes] rows.
+ */
+#ifndef OOMLAB_OPS_H
+#define OOMLAB_OPS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/compat.h"
+#include "runtime/tensor.h"
+
+OOM_BEGIN_DECLS
+
+tensor *op_add(tensor *a, tensor *b, double alpha); /* a + alpha * b */
+tensor *op_add_(tensor *self, tensor *other, double alpha); /* self += alpha * other; returns self (borrowed!) */
+tensor *op_mul(tensor *a, tensor *b);
+tensor *op_mul_(tensor *self, double s); /* self *= s, in place; returns self (borrowed) */
+tensor *op_clone(tensor *t);
+tensor *op_t(tensor *t);                                  /* 2-D transpose view */
+tensor *op_view(tensor *t, int ndim, const int64_t *shape); /* reshape of a contiguous tensor */
+tensor *op_narrow(tensor *t, int64_t start, int64_t length); /* rows [start, start+length) of dim 0: a view */
+tensor *op_to(tensor *t, dtype dt);                       /* .to(dtype); same dtype: t itself, retained */
+tensor *op_mm(tensor *a, tensor *b);
+tensor *op_addmm(tensor *bias, tensor *a, tensor *b); /* bias (1-D, broadcast over rows) + a @ b */
+tensor *op_linear(tensor *x, tensor *w, tensor *b);   /* F.linear: x @ w.t() + b; b may be NULL */
+tensor *op_relu(tensor *t);
+tensor *op_tanh(tensor *t);
+tensor *op_log_softmax(tensor *t); /* over dim 1 of a 2-D tensor */
+tensor *op_nll_loss(tensor *logp, tensor *target);          /* reduction mean */
+tensor *op_cross_entropy(tensor *logits, tensor *target);   /* F.cross_entropy, reduction mean */
+tensor *op_mse_loss(tensor *input, tensor *target);         /* reduction mean */
+tensor *op_sum(tensor *t);                                  /* all elements, 0-dim result */
+tensor *op_mean(tensor *t);
+
+/* The kernels' error as an rt failure: every op funnels launches through it. */
+bool op_check(rt *r, oom_status st);
+
+OOM_END_DECLS
+
+#endif

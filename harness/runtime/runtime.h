@@ -1,0 +1,106 @@
+/* runtime.h - the tensor runtime's context: one device, its caching allocator, the kernels, and the modes that
+ * PyTorch keeps per thread (grad mode, autocast).
+ *
+ * Everything a scenario does goes through one rt: tensors (tensor.h) take their storage from rt->ca, ops
+ * (ops.h) launch rt->k, autograd (autograd.h) reads rt->grad_enabled. On the sim backend the kernels are the CPU
+ * references working on the simulated device's host backing; on cuda they are the CUDA kernels. In dry-run
+ * (sim only) nothing is computed: tensors are accounted, never filled, so full-scale memory figures come out on
+ * a laptop.
+ *
+ * Errors work like a Python exception that the caller catches at the end of a step. The first failure of an op
+ * (a device OOM, an autograd error, a bad shape) is recorded in the rt: status, and the message as PyTorch words
+ * it. The failing op returns NULL; every op given a NULL operand returns NULL at once, so a step's remaining
+ * calls fall through. The caller checks rt_ok() (or rt_status()), releases its tensors and calls rt_clear()
+ * to go on, as `except torch.OutOfMemoryError` would. Nothing aborts on a device OOM.
+ */
+#ifndef OOMLAB_RUNTIME_H
+#define OOMLAB_RUNTIME_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "alloc/allocconf.h"
+#include "alloc/cachealloc.h"
+#include "core/compat.h"
+#include "device/device.h"
+#include "core/dtype.h"
+#include "kernels.h"
+#include "core/status.h"
+
+OOM_BEGIN_DECLS
+
+typedef struct rt_options {
+    device_kind backend;  /* DEVICE_AUTO: cuda when built in and a GPU is visible, else sim */
+    bool dry_run;         /* sim: no backing memory and no compute (accounting only) */
+    size_t budget_bytes;  /* the per-process budget (set_per_process_memory_fraction); 0 = none */
+    size_t sim_capacity;  /* sim: device size; 0 = the budget when there is one, else an H100's */
+    const alloc_conf *conf; /* NULL: PyTorch's defaults */
+    uint64_t seed;        /* torch.manual_seed */
+} rt_options;
+
+#define RT_MESSAGE_MAX 1280
+
+/* The context. Scenarios read these fields; only runtime.c, tensor.c, autograd.c and ops.c write them.
+ * Invariants: dev and ca are non-NULL for the rt's life; computes == !dry_run; status == OOM_OK exactly when
+ * message is empty; live_tensors and live_nodes count objects not yet freed (0 again once a scenario has
+ * released everything: the leak check of the tests). */
+typedef struct rt {
+    device *dev;
+    cachealloc *ca;
+    const kernel_ops *k; /* kernels_ref (sim) or kernels_cuda */
+    bool computes;       /* false in dry-run: kernels are skipped */
+    bool grad_enabled;   /* torch.is_grad_enabled() */
+    bool autocast;       /* inside torch.autocast("cuda", dtype=autocast_dtype) */
+    dtype autocast_dtype;
+    struct autocast_cache *cast_cache; /* amp.c: the autocast weight-cast cache */
+    oom_status status;
+    char message[RT_MESSAGE_MAX];
+    uint64_t seed;
+    uint64_t rng_offset;  /* tensors drawn so far: each draw uses a fresh stream */
+    uint64_t next_seq;    /* autograd sequence numbers */
+    struct ag_node *dying; /* autograd.c: nodes waiting to be freed (iterative graph teardown) */
+    bool draining;
+    size_t live_tensors, live_nodes;
+} rt;
+
+/* Open a device and a caching allocator on it. OOM_ENODEV when cuda is asked for and absent, OOM_EINVAL for
+ * dry-run on cuda, OOM_ENOMEM_HOST otherwise; the reason is in the last-error record. */
+oom_status rt_open(const rt_options *opt, rt **out);
+/* Free the allocator and the device. Tensors still alive are the caller's bug: debug builds report them. */
+void rt_close(rt *r);
+
+/* ---- errors (see the file comment) ---- */
+static inline bool rt_ok(const rt *r) { return r->status == OOM_OK; }
+static inline oom_status rt_status(const rt *r) { return r->status; }
+static inline const char *rt_message(const rt *r) { return r->message; }
+void rt_clear(rt *r);
+/* Record a failure unless one is already recorded (the first cause wins). Returns st. */
+oom_status rt_fail(rt *r, oom_status st, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+/* Record the allocator's last OOM (its PyTorch-format message). */
+oom_status rt_fail_oom(rt *r);
+
+/* ---- modes ---- */
+/* torch.set_grad_enabled(on); returns the previous mode. */
+bool rt_set_grad_enabled(rt *r, bool on);
+/* `with torch.no_grad():` as a block: RT_NO_GRAD(r) { ... }. Leave the block normally (no break/return). */
+#define RT_NO_GRAD(r)                                                                                          \
+    for (bool rt_ng_prev_ = rt_set_grad_enabled((r), false), rt_ng_once_ = true; rt_ng_once_;                  \
+         rt_set_grad_enabled((r), rt_ng_prev_), rt_ng_once_ = false)
+
+/* A fresh seed for the next random tensor (torch's generator advancing). */
+uint64_t rt_next_seed(rt *r);
+
+/* torch.cuda.empty_cache(): give every whole free segment back to the device (cachealloc.h). */
+void rt_empty_cache(rt *r);
+
+/* Wait for the device (cuda: a failed kernel surfaces here as OOM_ECUDA, recorded in the rt). */
+oom_status rt_sync(rt *r);
+
+OOM_END_DECLS
+
+#endif

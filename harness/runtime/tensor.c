@@ -1,0 +1,376 @@
+/* tensor.c - refcounted tensors over caching-allocator storage. See tensor.h. */
+#include "runtime/tensor.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/autograd.h"
+
+static void *xcalloc(size_t n, size_t size)
+{
+    void *p = calloc(n, size);
+    if (!p) {
+        fprintf(stderr, "oomlab: out of host memory\n");
+        abort(); /* host bookkeeping is "or die"; device memory never is */
+    }
+    return p;
+}
+
+static bool shape_ok(rt *r, int ndim, const int64_t *shape, int64_t *numel)
+{
+    if (ndim < 0 || ndim > TENSOR_MAX_DIMS || (ndim > 0 && !shape)) {
+        rt_fail(r, OOM_EINVAL, "tensors have 0 to %d dimensions (got %d)", TENSOR_MAX_DIMS, ndim);
+        return false;
+    }
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0) {
+            rt_fail(r, OOM_EINVAL, "Trying to create tensor with negative dimension %lld", (long long)shape[i]);
+            return false;
+        }
+        if (shape[i] > 0 && n > INT64_MAX / 8 / shape[i]) {
+            rt_fail(r, OOM_EINVAL, "tensor size overflows");
+            return false;
+        }
+        n *= shape[i];
+    }
+    *numel = n;
+    return true;
+}
+
+static tensor *tensor_new(rt *r, storage *st, size_t offset, dtype dt, int ndim, const int64_t *shape)
+{
+    tensor *t = xcalloc(1, sizeof *t);
+    t->rt = r;
+    t->st = st;
+    t->offset = offset;
+    t->dt = dt;
+    t->ndim = ndim;
+    for (int i = 0; i < ndim; i++)
+        t->shape[i] = shape[i];
+    t->refcount = 1;
+    r->live_tensors++;
+    return t;
+}
+
+tensor *tensor_empty(rt *r, dtype dt, int ndim, const int64_t *shape)
+{
+    int64_t numel;
+    if (!rt_ok(r) || !shape_ok(r, ndim, shape, &numel))
+        return NULL;
+    if ((unsigned)dt >= DT_COUNT) {
+        rt_fail(r, OOM_EINVAL, "unknown dtype %d", (int)dt);
+        return NULL;
+    }
+    size_t nbytes = (size_t)numel * dtype_size(dt);
+    devptr p = 0;
+    oom_status st = cachealloc_malloc(r->ca, nbytes, &p);
+    if (st == OOM_ENOMEM_DEVICE) {
+        rt_fail_oom(r);
+        return NULL;
+    }
+    if (st != OOM_OK) {
+        rt_fail(r, st, "allocation of %zu bytes failed: %s", nbytes, oom_error_msg());
+        return NULL;
+    }
+    storage *s = xcalloc(1, sizeof *s);
+    s->ptr = p;
+    s->nbytes = nbytes;
+    s->refcount = 1;
+    return tensor_new(r, s, 0, dt, ndim, shape);
+}
+
+/* Run a fill-style kernel on a fresh tensor; NULL (and the tensor released) on failure. */
+static tensor *filled(tensor *t, oom_status st)
+{
+    if (t && st != OOM_OK) {
+        rt_fail(t->rt, st, "%s", oom_error_msg());
+        tensor_release(t);
+        return NULL;
+    }
+    return t;
+}
+
+tensor *tensor_full(rt *r, dtype dt, int ndim, const int64_t *shape, double value)
+{
+    tensor *t = tensor_empty(r, dt, ndim, shape);
+    if (!t || !r->computes || tensor_numel(t) == 0)
+        return t;
+    if (dt == DT_I64) {
+        /* integer fills go through the host: only targets are i64, and they are small */
+        int64_t n = tensor_numel(t);
+        int64_t *h = malloc((size_t)n * sizeof *h);
+        if (!h)
+            return filled(t, OOM_ENOMEM_HOST);
+        for (int64_t i = 0; i < n; i++)
+            h[i] = (int64_t)value;
+        oom_status st = device_copy_htod(r->dev, t->st->ptr, h, tensor_nbytes(t));
+        free(h);
+        return filled(t, st);
+    }
+    return filled(t, r->k->fill(dt, tensor_data(t), tensor_numel(t), (float)value));
+}
+
+tensor *tensor_zeros(rt *r, dtype dt, int ndim, const int64_t *shape) { return tensor_full(r, dt, ndim, shape, 0.0); }
+
+tensor *tensor_rand(rt *r, dtype dt, int ndim, const int64_t *shape, double lo, double hi)
+{
+    tensor *t = tensor_empty(r, dt, ndim, shape);
+    if (!t)
+        return NULL;
+    uint64_t seed = rt_next_seed(r); /* drawn in dry-run too, so later draws stay the same */
+    if (!r->computes || tensor_numel(t) == 0)
+        return t;
+    return filled(t, r->k->rand_uniform(dt, tensor_data(t), tensor_numel(t), seed, (float)lo, (float)hi));
+}
+
+oom_status tensor_uniform_(tensor *t, double lo, double hi)
+{
+    if (!t || !rt_ok(t->rt))
+        return t ? t->rt->status : OOM_EINVAL;
+    rt *r = t->rt;
+    uint64_t seed = rt_next_seed(r);
+    if (r->computes && tensor_numel(t) > 0) {
+        oom_status st = r->k->rand_uniform(t->dt, tensor_data(t), tensor_numel(t), seed, (float)lo, (float)hi);
+        if (st != OOM_OK)
+            return rt_fail(r, st, "%s", oom_error_msg());
+    }
+    tensor_bump_version(t);
+    return OOM_OK;
+}
+
+tensor *tensor_randn(rt *r, dtype dt, int ndim, const int64_t *shape, double mean, double std)
+{
+    tensor *t = tensor_empty(r, dt, ndim, shape);
+    if (!t)
+        return NULL;
+    uint64_t seed = rt_next_seed(r);
+    if (!r->computes || tensor_numel(t) == 0)
+        return t;
+    return filled(t, r->k->rand_normal(dt, tensor_data(t), tensor_numel(t), seed, (float)mean, (float)std));
+}
+
+tensor *tensor_randint(rt *r, int ndim, const int64_t *shape, int64_t lo, int64_t hi)
+{
+    if (rt_ok(r) && hi <= lo) {
+        rt_fail(r, OOM_EINVAL, "random_ expects 'from' to be less than 'to', but got from=%lld >= to=%lld",
+                (long long)lo, (long long)hi);
+        return NULL;
+    }
+    tensor *t = tensor_empty(r, DT_I64, ndim, shape);
+    if (!t)
+        return NULL;
+    uint64_t seed = rt_next_seed(r);
+    if (!r->computes || tensor_numel(t) == 0)
+        return t;
+    return filled(t, r->k->rand_int(tensor_data(t), tensor_numel(t), seed, lo, hi));
+}
+
+tensor *tensor_from_host(rt *r, dtype dt, int ndim, const int64_t *shape, const void *host)
+{
+    tensor *t = tensor_empty(r, dt, ndim, shape);
+    if (!t || !r->computes || tensor_nbytes(t) == 0)
+        return t;
+    return filled(t, device_copy_htod(r->dev, t->st->ptr, host, tensor_nbytes(t)));
+}
+
+static void storage_release(rt *r, storage *s)
+{
+    if (--s->refcount > 0)
+        return;
+    if (s->ptr)
+        cachealloc_free(r->ca, s->ptr);
+    free(s);
+}
+
+tensor *tensor_empty_like(const tensor *t)
+{
+    if (!t->transposed)
+        return tensor_empty(t->rt, t->dt, t->ndim, t->shape);
+    tensor *s = tensor_empty(t->rt, t->dt, SHAPE(t->shape[1], t->shape[0])); /* the storage's own layout */
+    if (!s)
+        return NULL;
+    tensor *out = tensor_alias(s, 0, t->ndim, t->shape, true);
+    tensor_release(s);
+    return out;
+}
+
+void tensor_set_data(tensor *t, tensor *src)
+{
+    src->st->refcount++;
+    storage *old = t->st;
+    t->st = src->st;
+    t->offset = src->offset;
+    t->dt = src->dt;
+    t->ndim = src->ndim;
+    for (int i = 0; i < src->ndim; i++)
+        t->shape[i] = src->shape[i];
+    t->transposed = src->transposed;
+    storage_release(t->rt, old);
+    tensor_release(src);
+}
+
+tensor *tensor_alias(const tensor *t, size_t offset, int ndim, const int64_t *shape, bool transposed)
+{
+    if (!t)
+        return NULL;
+    t->st->refcount++;
+    tensor *a = tensor_new(t->rt, t->st, offset, t->dt, ndim, shape);
+    a->transposed = transposed;
+    return a;
+}
+
+tensor *tensor_detach(const tensor *t)
+{
+    if (!t || !rt_ok(t->rt))
+        return NULL;
+    return tensor_alias(t, t->offset, t->ndim, t->shape, t->transposed);
+}
+
+tensor *tensor_retain(tensor *t)
+{
+    if (t)
+        t->refcount++;
+    return t;
+}
+
+
+void tensor_release(tensor *t)
+{
+    if (!t || --t->refcount > 0)
+        return;
+    rt *r = t->rt;
+    tensor_release(t->grad); /* a leaf's .grad: no history, no recursion beyond one level */
+    ag_node_release(t->grad_fn);
+    storage_release(r, t->st);
+    r->live_tensors--;
+    free(t);
+}
+
+tensor *tensor_assign(tensor **slot, tensor *value)
+{
+    tensor *old = *slot;
+    *slot = value;
+    tensor_release(old);
+    return value;
+}
+
+int64_t tensor_numel(const tensor *t)
+{
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++)
+        n *= t->shape[i];
+    return n;
+}
+
+size_t tensor_nbytes(const tensor *t) { return (size_t)tensor_numel(t) * dtype_size(t->dt); }
+
+void *tensor_data(const tensor *t)
+{
+    if (!t->rt->computes || t->st->ptr == 0)
+        return NULL;
+    devptr p = t->st->ptr + t->offset;
+    if (t->rt->dev->kind == DEVICE_CUDA)
+        return (void *)(uintptr_t)p;
+    unsigned char *base = device_host_view(t->rt->dev, t->st->ptr);
+    return base ? base + t->offset : NULL;
+}
+
+bool tensor_same_shape(const tensor *a, const tensor *b)
+{
+    if (a->ndim != b->ndim)
+        return false;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->shape[i] != b->shape[i])
+            return false;
+    return true;
+}
+
+bool tensor_is_contiguous(const tensor *t) { return !t->transposed; }
+
+const char *tensor_shape_str(const tensor *t, char *buf, size_t cap)
+{
+    size_t n = (size_t)snprintf(buf, cap, "[");
+    for (int i = 0; i < t->ndim && n < cap; i++)
+        n += (size_t)snprintf(buf + n, cap - n, "%s%lld", i ? ", " : "", (long long)t->shape[i]);
+    if (n < cap)
+        snprintf(buf + n, cap - n, "]");
+    return buf;
+}
+
+const char *tensor_type_str(const tensor *t)
+{
+    static const char *const names[DT_COUNT] = {"torch.cuda.FloatTensor", "torch.cuda.HalfTensor",
+                                                "torch.cuda.BFloat16Tensor", "torch.cuda.LongTensor"};
+    return names[t->dt];
+}
+
+oom_status tensor_to_host(const tensor *t, void *host)
+{
+    rt *r = t->rt;
+    if (!r->computes)
+        return rt_fail(r, OOM_EINVAL, "a dry run has no tensor values");
+    if (t->transposed)
+        return rt_fail(r, OOM_EINVAL, "tensor_to_host needs a contiguous tensor");
+    if (tensor_nbytes(t) == 0)
+        return OOM_OK;
+    oom_status st = device_copy_dtoh(r->dev, host, t->st->ptr + t->offset, tensor_nbytes(t));
+    if (st != OOM_OK)
+        rt_fail(r, st, "copy to host failed: %s", oom_error_msg());
+    return st;
+}
+
+double tensor_item(const tensor *t)
+{
+    if (!t)
+        return NAN;
+    if (tensor_numel(t) != 1) {
+        char s[64];
+        rt_fail(t->rt, OOM_EINVAL, "a Tensor with %lld elements cannot be converted to Scalar (shape %s)",
+                (long long)tensor_numel(t), tensor_shape_str(t, s, sizeof s));
+        return NAN;
+    }
+    if (!t->rt->computes)
+        return NAN;
+    unsigned char buf[8];
+    if (tensor_to_host(t, buf) != OOM_OK)
+        return NAN;
+    uint16_t h;
+    float f;
+    int64_t i;
+    switch (t->dt) {
+    case DT_F32:
+        memcpy(&f, buf, 4);
+        return f;
+    case DT_F16:
+        memcpy(&h, buf, 2);
+        return f16_to_f32(h);
+    case DT_BF16:
+        memcpy(&h, buf, 2);
+        return bf16_to_f32(h);
+    case DT_I64:
+        memcpy(&i, buf, 8);
+        return (double)i;
+    default:
+        return NAN;
+    }
+}
+
+void tensor_set_requires_grad(tensor *t, bool flag)
+{
+    if (!t)
+        return;
+    if (t->grad_fn && !flag) {
+        rt_fail(t->rt, OOM_EINVAL,
+                "you can only change requires_grad flags of leaf variables. If you want to use a computed "
+                "variable in a subgraph that doesn't require differentiation use var_no_grad = var.detach().");
+        return;
+    }
+    if (flag && t->dt == DT_I64) {
+        rt_fail(t->rt, OOM_EINVAL, "only Tensors of floating point dtype can require gradients");
+        return;
+    }
+    t->requires_grad = flag;
+}

@@ -1,0 +1,124 @@
+/* tensor.h - refcounted tensors whose storage comes from the caching allocator.
+ *
+ * A tensor is a view (shape, dtype, byte offset) of a storage; views share their storage, and the storage's
+ * device block goes back to the caching allocator when its last view is released. Shapes are row-major and
+ * contiguous, with one exception: a 2-D tensor may be `transposed` (what .t() returns), which the GEMM reads
+ * directly; every other kernel needs a plain contiguous operand.
+ *
+ * The version counter lives in the storage, as PyTorch's VariableVersion is shared by a tensor and its views:
+ * every in-place op bumps it, and autograd compares it with the version it saved (autograd.h).
+ *
+ * Ownership: functions that return a tensor * return a new reference; arguments are borrowed. tensor_release
+ * drops one reference (NULL is a no-op), tensor_retain adds one. A tensor holds its .grad and its grad_fn.
+ * Constructors return NULL on failure with the reason recorded in the rt (a device OOM is OOM_ENOMEM_DEVICE
+ * with PyTorch's message).
+ */
+#ifndef OOMLAB_TENSOR_H
+#define OOMLAB_TENSOR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/compat.h"
+#include "device/device.h"
+#include "core/dtype.h"
+#include "runtime/runtime.h"
+#include "core/status.h"
+
+OOM_BEGIN_DECLS
+
+#define TENSOR_MAX_DIMS 4
+
+struct ag_node;
+
+/* A device allocation shared by views. Invariants: refcount >= 1 while any view exists; ptr == 0 exactly when
+ * nbytes == 0 (PyTorch's allocate(0) returns a null pointer and touches no stat). */
+typedef struct storage {
+    devptr ptr;
+    size_t nbytes;
+    int refcount;
+    uint32_t version; /* bumped by every in-place op on any view */
+} storage;
+
+/* Invariants: refcount >= 1; 0 <= ndim <= TENSOR_MAX_DIMS; every shape[i] >= 0; offset + nbytes <= st->nbytes;
+ * transposed only when ndim == 2; grad_fn != NULL implies requires_grad (a non-leaf); grad is only set on
+ * leaves that require grad and has their shape and dtype. */
+typedef struct tensor {
+    rt *rt;
+    storage *st;
+    size_t offset; /* bytes into the storage */
+    int ndim;
+    int64_t shape[TENSOR_MAX_DIMS];
+    bool transposed;
+    dtype dt;
+    int refcount;
+    bool requires_grad;
+    struct tensor *grad;       /* .grad */
+    struct ag_node *grad_fn;   /* the node that made it (owned reference); NULL for leaves */
+    int output_nr;             /* which output of grad_fn */
+    struct ag_node *grad_acc;  /* leaves: their AccumulateGrad node, borrowed (the node owns the leaf) */
+    bool is_view;              /* made by t(), view() or narrow() of another tensor */
+    bool view_of_leaf;         /* ... of a leaf that requires grad (in-place ops on it are refused) */
+} tensor;
+
+/* tensor_empty(r, DT_F32, SHAPE(256, 4096)): the ndim, shape pair of a literal shape. */
+#define SHAPE(...) (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (const int64_t[]){__VA_ARGS__}
+#define SCALAR 0, NULL /* a 0-dim shape */
+
+/* ---- creation (torch.empty, zeros, full, rand, randn, randint, tensor) ---- */
+tensor *tensor_empty(rt *r, dtype dt, int ndim, const int64_t *shape);
+tensor *tensor_zeros(rt *r, dtype dt, int ndim, const int64_t *shape);
+tensor *tensor_full(rt *r, dtype dt, int ndim, const int64_t *shape, double value);
+/* uniform in [lo, hi), normal(mean, std), integers in [lo, hi); deterministic from the rt's seed */
+tensor *tensor_rand(rt *r, dtype dt, int ndim, const int64_t *shape, double lo, double hi);
+tensor *tensor_randn(rt *r, dtype dt, int ndim, const int64_t *shape, double mean, double std);
+tensor *tensor_randint(rt *r, int ndim, const int64_t *shape, int64_t lo, int64_t hi);
+/* init.uniform_(t, lo, hi): fill in place (bumps the version, as every in-place op does). */
+oom_status tensor_uniform_(tensor *t, double lo, double hi);
+/* From host memory (numel elements of dt, host layout = the tensor's). */
+tensor *tensor_from_host(rt *r, dtype dt, int ndim, const int64_t *shape, const void *host);
+/* torch.empty_like(t): same shape and dtype, and the same layout (a .t() view gets a transposed result, as
+ * PyTorch keeps a dense tensor's strides). */
+tensor *tensor_empty_like(const tensor *t);
+/* A view of t's storage with another offset/shape (no autograd: ops.h makes differentiable views). */
+tensor *tensor_alias(const tensor *t, size_t offset, int ndim, const int64_t *shape, bool transposed);
+/* torch.Tensor.detach(): the same storage and version counter, no history, requires_grad false. */
+tensor *tensor_detach(const tensor *t);
+
+/* ---- references ---- */
+tensor *tensor_retain(tensor *t);
+void tensor_release(tensor *t);
+/* *slot = value, releasing the old value: Python's `x = f(...)` rebinding. Returns value. */
+tensor *tensor_assign(tensor **slot, tensor *value);
+
+/* ---- properties ---- */
+int64_t tensor_numel(const tensor *t);
+size_t tensor_nbytes(const tensor *t);
+/* Pointer the kernels read: a host view of simulated memory (sim) or the device address (cuda); NULL in
+ * dry-run and for empty tensors. */
+void *tensor_data(const tensor *t);
+bool tensor_same_shape(const tensor *a, const tensor *b);
+bool tensor_is_contiguous(const tensor *t);
+/* "[256, 4096]" */
+const char *tensor_shape_str(const tensor *t, char *buf, size_t cap);
+/* "torch.cuda.FloatTensor" and friends, as PyTorch's messages name tensor types */
+const char *tensor_type_str(const tensor *t);
+
+/* ---- host copies and values ---- */
+/* Copy the elements to host memory (tensor_nbytes bytes); OOM_EINVAL in dry-run (there are no values). */
+oom_status tensor_to_host(const tensor *t, void *host);
+/* .item() of a one-element tensor, as a double; NAN in dry-run or on failure (recorded in the rt). */
+double tensor_item(const tensor *t);
+
+/* param.data = src: t takes src's storage, dtype and shape (t keeps its identity, .grad and history flags);
+ * src is released. */
+void tensor_set_data(tensor *t, tensor *src);
+/* requires_grad_(flag) of a leaf. */
+void tensor_set_requires_grad(tensor *t, bool flag);
+/* In-place: bump the version counter (every in-place op calls it). */
+static inline void tensor_bump_version(tensor *t) { t->st->version++; }
+
+OOM_END_DECLS
+
+#endif
