@@ -4,7 +4,7 @@
 #   make run SCENARIO=fragmentation [BACKEND=cuda|sim] [ARGS="--variant bug"]
 #                        install missing Debian packages, build, run a scenario (cuda when a GPU is
 #                        visible, else sim), print its table, write results/runs/.../SCENARIO.json and
-#                        its plot SCENARIO.png
+#                        its plot SCENARIO.png; without SCENARIO, the whole catalog in one table
 #   make test            install missing Debian packages, build and run the Criterion suite (sim)
 #   make test BACKEND=cuda   the same suite on a real GPU (one job at a time)
 #   make bench           build with OOM_DEBUG=0 and run the benchmarks
@@ -82,7 +82,6 @@ deps:
 # The run command of the README. BACKEND given on the command line picks the backend; otherwise auto.
 RUN_BACKEND := $(if $(filter command line environment,$(origin BACKEND)),$(BACKEND),auto)
 run: deps
-	@test -n "$(SCENARIO)" || { echo "make run: set SCENARIO (build/oomlab list shows the catalog)" >&2; exit 2; }
 	$(MAKE) --no-print-directory $(BUILD)/oomlab
 	$(BUILD)/oomlab run $(SCENARIO) --backend $(RUN_BACKEND) --plot $(ARGS)
 

@@ -302,27 +302,61 @@ Test(cli, run_fragmentation_table_and_results)
 
 Test(cli, run_json_one_variant_no_write)
 {
-    char args[256];
-    snprintf(args, sizeof args, "run fragmentation --variant myth-empty-cache --json --no-write --out %s",
-             tpath("runs"));
-    run_result r = run(NULL, args);
+    run_result r = run(NULL, "run fragmentation --variant myth-empty-cache --json --no-write");
     cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
     cJSON *o = cJSON_Parse(r.out);
     cr_assert_not_null(o, "--json output does not parse: %s", r.out);
     cr_assert_eq(cJSON_GetArraySize(get(o, "variants")), 1);
     cr_assert_str_eq(get(cJSON_GetArrayItem(get(o, "variants"), 0), "name")->valuestring, "myth-empty-cache");
     cJSON_Delete(o);
-    cr_assert(!exists(tpath("runs")), "--no-write wrote %s", tpath("runs"));
+    cr_assert_str_empty(r.err, "--no-write named a results file: %s", r.err);
     run_free(&r);
 }
 
-Test(cli, run_expectation_fails_exit_1)
+Test(cli, run_json_names_the_file_it_wrote)
 {
-    /* ten pairs fill 5 segments: the 100 MiB request fits, so the bug does not show */
+    char args[256];
+    snprintf(args, sizeof args, "run fragmentation --variant bug --json --out %s", tpath("runs"));
+    run_result r = run(NULL, args);
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+    cJSON *o = cJSON_Parse(r.out);
+    cr_assert_not_null(o, "--json output does not parse: %s", r.out);
+    cJSON_Delete(o);
+    char *text = the_result(tpath("runs"), "fragmentation");
+    cr_assert_not_null(text, "--json wrote no results file");
+    free(text);
+    cr_assert(strncmp(r.err, "results: ", 9) == 0 && strstr(r.err, tpath("runs")), "stderr: %s", r.err);
+    run_free(&r);
+}
+
+Test(cli, run_variants_repeated_or_listed)
+{
+    const char *forms[] = {"--variant bug --variant fix-long-lived-first", "--variant bug,fix-long-lived-first",
+                           "--variant=bug --variant=fix-long-lived-first"};
+    for (size_t k = 0; k < 2; k++) { /* --flag=value is the cli's own change: checked where it lands */
+        char args[256];
+        snprintf(args, sizeof args, "run fragmentation %s --json --no-write", forms[k]);
+        run_result r = run(NULL, args);
+        cr_assert_eq(r.rc, 0, "%s: exit %d: %s", forms[k], r.rc, r.err);
+        cJSON *o = cJSON_Parse(r.out);
+        cr_assert_not_null(o);
+        const cJSON *vs = get(o, "variants");
+        cr_assert_eq(cJSON_GetArraySize(vs), 2, "%s", forms[k]);
+        cr_assert_str_eq(get(cJSON_GetArrayItem(vs, 0), "name")->valuestring, "bug");
+        cr_assert_str_eq(get(cJSON_GetArrayItem(vs, 1), "name")->valuestring, "fix-long-lived-first");
+        cJSON_Delete(o);
+        run_free(&r);
+    }
+}
+
+Test(cli, run_not_reproduced_at_other_parameters_exits_0)
+{
+    /* ten pairs fill 5 segments: the 100 MiB request fits, so the bug does not show; that is a parameter's
+     * doing, not a broken mechanism, and the run says so and passes */
     run_result r = run(NULL, "run fragmentation --variant bug --set pairs=10 --no-write");
-    cr_assert_eq(r.rc, 1, "exit %d, expected 1: %s", r.rc, r.out);
-    cr_assert_not_null(strstr(r.out, "✗ the 100.00 MiB request fails with CUDA out of memory"), "%s", r.out);
-    cr_assert_not_null(strstr(r.out, "0 of 1 variants show what they must"), "%s", r.out);
+    cr_assert_eq(r.rc, 0, "exit %d, expected 0: %s", r.rc, r.out);
+    cr_assert_not_null(strstr(r.out, "not reproduced at these parameters: the 100.00 MiB request fit"), "%s", r.out);
+    cr_assert_not_null(strstr(r.out, "1 of 1 variants show what they must"), "%s", r.out);
     run_free(&r);
 }
 
@@ -330,26 +364,68 @@ Test(cli, run_budget_changes_the_outcome)
 {
     /* with 2 GiB the request fits beside the fragmented segments */
     run_result r = run(NULL, "run fragmentation --variant bug --budget 2GiB --json --no-write");
-    cr_assert_eq(r.rc, 1, "exit %d: %s", r.rc, r.err);
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
     cJSON *o = cJSON_Parse(r.out);
     cr_assert_not_null(o);
     cr_assert_eq((long long)get(o, "budget")->valuedouble, 2LL << 30);
-    cr_assert_str_eq(get(cJSON_GetArrayItem(get(o, "variants"), 0), "outcome")->valuestring, "ok");
+    const cJSON *bug = cJSON_GetArrayItem(get(o, "variants"), 0);
+    cr_assert_str_eq(get(bug, "outcome")->valuestring, "ok");
+    cr_assert(cJSON_IsFalse(get(bug, "reproduced")));
     cJSON_Delete(o);
+    run_free(&r);
+}
+
+Test(cli, run_scale)
+{
+    run_result r = run(NULL, "run fragmentation --variant bug --json --no-write --scale full");
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+    cJSON *o = cJSON_Parse(r.out);
+    cr_assert_not_null(o);
+    cr_assert_str_eq(get(o, "scale")->valuestring, "full");
+    cJSON_Delete(o);
+    run_free(&r);
+    r = run(NULL, "run fragmentation --variant bug --no-write --backend sim");
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+    cr_assert_not_null(strstr(r.out, "scale ci (the default on sim"), "the default scale is not said: %s", r.out);
+    run_free(&r);
+    r = run(NULL, "run fragmentation --variant bug --json --no-write --dry-run");
+    o = cJSON_Parse(r.out);
+    cr_assert_not_null(o);
+    cr_assert_str_eq(get(o, "scale")->valuestring, "full", "a dry run is full scale by default");
+    cJSON_Delete(o);
+    run_free(&r);
+}
+
+Test(cli, run_the_whole_catalog)
+{
+    char args[256];
+    snprintf(args, sizeof args, "run --backend sim --out %s", tpath("runs"));
+    run_result r = run(NULL, args);
+    cr_assert_eq(r.rc, 0, "exit %d: %s%s", r.rc, r.out, r.err);
+    cr_assert_not_null(strstr(r.out, "the catalog: "), "%s", r.out);
+    cr_assert_not_null(strstr(r.out, "fragmentation      bug"), "%s", r.out);
+    cr_assert_not_null(strstr(r.out, "variants in "), "%s", r.out);
+    char *text = the_result(tpath("runs"), "fragmentation"); /* one folder, one file per scenario */
+    cr_assert_not_null(text);
+    free(text);
     run_free(&r);
 }
 
 Test(cli, run_bad_input)
 {
     expect_bad_input(NULL, "run nosuch", "nosuch");
-    expect_bad_input(NULL, "run", "SCENARIO");
+    expect_bad_input(NULL, "run --set pairs=3", "SCENARIO");
+    expect_bad_input(NULL, "run --variant bug", "SCENARIO");
     expect_bad_input(NULL, "run fragmentation --variant fix-everything", "fix-everything");
+    expect_bad_input(NULL, "run fragmentation --variant bug,fix-everything", "fix-everything");
     expect_bad_input(NULL, "run fragmentation --set widgets=3", "widgets");
     expect_bad_input(NULL, "run fragmentation --set pairs=0", "pairs");
     expect_bad_input(NULL, "run fragmentation --set pairs=ten", "pairs=ten");
     expect_bad_input(NULL, "run fragmentation --set pairs", "pairs");
     expect_bad_input(NULL, "run fragmentation --budget lots", "lots");
     expect_bad_input(NULL, "run fragmentation --backend tpu", "tpu");
+    expect_bad_input(NULL, "run fragmentation --scale huge", "huge");
+    expect_bad_input(NULL, "run fragmentation --no-write --out /tmp/x", "--no-write");
     expect_bad_input(NULL, "run fragmentation --alloc-conf max_split_size_mb:10", "max_split_size_mb");
     expect_bad_input("OOMLAB_ALLOC_CONF=bogus:1", "run fragmentation", "bogus");
     expect_bad_input(NULL, "run fragmentation --dry-run --backend cuda", "--dry-run");

@@ -13,6 +13,7 @@
 #include "core/fileio.h"
 #include "run/runner.h"
 #include "run/scenario.h"
+#include "runtime/tensor.h"
 #include "testutil.h"
 
 static void run_all(const scenario *sc, run_result *res)
@@ -105,4 +106,80 @@ Test(scenario, fragmentation_counters_equal_pytorch)
     run_result_free(&res);
     cJSON_Delete(twin);
     free(text);
+}
+
+/* ---- the runner's own contract, on a scenario that exists only in this test ---------------------------- */
+
+static oom_status probe_run(scn *s, const scenario_variant *v)
+{
+    tensor *t = tensor_empty(scn_rt(s), DT_F32, SHAPE(scn_param(s, "elems")));
+    scn_step(s, "holding %lld floats", (long long)scn_param(s, "elems"));
+    scn_metric(s, "bytes_held", "bytes", (double)scn_stat(s, "allocated_bytes.all.current"));
+    tensor_release(t);
+    scn_step(s, "released");
+    double t0 = scn_clock(s);
+    scn_metric(s, "clock_is_monotonic", "1", scn_clock(s) >= t0);
+    if (strcmp(v->name, "myth-broken") == 0)
+        scn_expect(s, false, "a mechanism that does not hold");
+    if (strcmp(v->name, "fix-elsewhere") == 0)
+        scn_not_reproduced(s, "nothing to fix at %lld floats", (long long)scn_param(s, "elems"));
+    scn_note(s, "scale %s", run_scale_str(scn_scale(s)));
+    return OOM_OK;
+}
+
+static const scenario_param probe_params[] = {{"elems", "floats held", 1 << 20, 1, 1 << 24, 1000}};
+static const scenario_variant probe_variants[] = {
+    {"bug", VARIANT_BUG, "holds a tensor", ""},
+    {"fix-elsewhere", VARIANT_FIX, "says it is not reproduced", ""},
+    {"myth-broken", VARIANT_MYTH, "an expectation fails", ""},
+};
+static const scenario probe = {.name = "probe", .title = "the runner's contract", .story = "test only",
+                               .default_budget = 1 << 30, .ci_budget = 64 << 20, .params = probe_params,
+                               .nparams = 1, .variants = probe_variants, .nvariants = 3, .run = probe_run};
+
+Test(scenario, runner_scale_metrics_notes_and_failed_expectations)
+{
+    run_result res;
+    char err[512] = "";
+    run_options o = {.backend = DEVICE_SIM, .scale = SCALE_CI};
+    cr_assert_eq(runner_run(&probe, &o, &res, err, sizeof err), OOM_OK, "%s", err);
+    cr_assert_eq(res.scale, SCALE_CI);
+    cr_assert_eq(res.budget, (size_t)64 << 20, "the ci budget applies at ci scale");
+    cr_assert_eq(res.params[0], 1000, "the ci default applies at ci scale");
+    const variant_result *bug = &res.variants[0], *fix = &res.variants[1], *myth = &res.variants[2];
+    cr_assert_eq(bug->nmetrics, 2);
+    cr_assert_str_eq(bug->metrics[0].name, "bytes_held");
+    cr_assert_eq(bug->metrics[0].value, 4096.0, "1000 floats take one 4096-byte block");
+    cr_assert_eq(bug->metrics[0].sample, 0, "the metric goes with the sample taken before it");
+    cr_assert_eq(bug->metrics[1].value, 1.0);
+    cr_assert(bug->passed && bug->reproduced);
+    cr_assert(fix->passed && !fix->reproduced, "not reproduced does not fail the run");
+    cr_assert_str_eq(fix->notes[0], "nothing to fix at 1000 floats");
+    cr_assert_str_eq(fix->notes[1], "scale ci");
+    cr_assert(!myth->passed);
+    cr_assert(!res.passed, "a failed expectation fails the run");
+    run_result_free(&res);
+
+    o.scale = SCALE_FULL;
+    o.variants[0] = "bug";
+    o.nvariants = 1;
+    cr_assert_eq(runner_run(&probe, &o, &res, err, sizeof err), OOM_OK, "%s", err);
+    cr_assert_eq(res.nvariants, 1);
+    cr_assert_eq(res.budget, (size_t)1 << 30);
+    cr_assert_eq(res.params[0], 1 << 20);
+    cr_assert(res.passed);
+    run_result_free(&res);
+}
+
+Test(scenario, scale_resolution)
+{
+    run_options o = {.backend = DEVICE_SIM};
+    cr_assert_eq(runner_resolve_scale(&o), SCALE_CI, "sim computing: ci");
+    o.dry_run = true;
+    cr_assert_eq(runner_resolve_scale(&o), SCALE_FULL, "a dry run: full");
+    o.dry_run = false;
+    o.backend = DEVICE_CUDA;
+    cr_assert_eq(runner_resolve_scale(&o), SCALE_FULL, "cuda: full");
+    o.scale = SCALE_CI;
+    cr_assert_eq(runner_resolve_scale(&o), SCALE_CI, "asked for: as asked");
 }

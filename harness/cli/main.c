@@ -2,8 +2,8 @@
  *
  *   oomlab list
  *   oomlab describe SCENARIO
- *   oomlab run SCENARIO [--variant V] [--backend auto|cuda|sim] [--budget SIZE] [--set key=value]...
- *              [--alloc-conf S] [--dry-run] [--json] [--plot] [--out DIR | --no-write]
+ *   oomlab run [SCENARIO] [--variant V[,V]]... [--backend auto|cuda|sim] [--scale ci|full] [--budget SIZE]
+ *              [--set key=value]... [--alloc-conf S] [--dry-run] [--json] [--plot] [--out DIR | --no-write]
  *   oomlab plot RESULTS.json [-o OUT.png]
  *   oomlab parity [WORKLOAD...] [--backend auto|cuda|sim]
  *   oomlab replay FILE [--alloc-conf S] [--budget SIZE] [--snapshot OUT] [--json]
@@ -39,10 +39,13 @@ static const char usage[] =
     "usage: oomlab COMMAND [ARGS]\n"
     "  list                       the scenario catalog\n"
     "  describe SCENARIO          a scenario's story, variants and parameters\n"
-    "  run SCENARIO [--variant V] [--backend auto|cuda|sim] [--budget SIZE] [--set key=value]...\n"
-    "               [--alloc-conf S] [--dry-run] [--json] [--plot] [--out DIR | --no-write]\n"
-    "      run a scenario's variants, print the table and write results/runs/STAMP-BACKEND/SCENARIO.json\n"
-    "      (--plot: and SCENARIO.png beside it)\n"
+    "  run [SCENARIO] [--variant V[,V]]... [--backend auto|cuda|sim] [--scale ci|full] [--budget SIZE]\n"
+    "               [--set key=value]... [--alloc-conf S] [--dry-run] [--json] [--plot] [--out DIR | --no-write]\n"
+    "      run a scenario's variants (no SCENARIO: the whole catalog, one table), print the table and write\n"
+    "      results/runs/STAMP-BACKEND/SCENARIO.json (--plot: and SCENARIO.png beside it). --scale: full (the\n"
+    "      workload PyTorch's twin runs; the default on cuda and with --dry-run) or ci (shrunk to run on sim's CPU\n"
+    "      references in seconds; the default on sim). --json prints the results JSON on stdout (an array for the\n"
+    "      catalog) and still writes the file, whose path goes to stderr.\n"
     "  plot RESULTS.json [-o OUT.png]\n"
     "      draw a run: allocated and reserved bytes at each step, per variant (gnuplot)\n"
     "  parity [WORKLOAD...] [--backend auto|cuda|sim]\n"
@@ -304,19 +307,21 @@ static int cmd_describe(int argc, char **argv)
     const scenario *sc = find_scenario(argv[0]);
     if (!sc)
         return EXIT_BAD_INPUT;
-    char budget[32];
-    printf("%s: %s\n\n%s\n\nbudget: %s (--budget)\n\nvariants:\n", sc->name, sc->title, sc->story,
-           memstats_format_size(sc->default_budget, budget, sizeof budget));
+    char budget[32], cibudget[32];
+    printf("%s: %s\n\n%s\n\nbudget: %s at full scale, %s at ci scale (--budget)\n\nvariants:\n", sc->name, sc->title,
+           sc->story, memstats_format_size(sc->default_budget, budget, sizeof budget),
+           memstats_format_size(sc->ci_budget ? sc->ci_budget : sc->default_budget, cibudget, sizeof cibudget));
     for (size_t i = 0; i < sc->nvariants; i++) {
         const scenario_variant *v = &sc->variants[i];
         printf("  %-26s %s%s%s%s\n", v->name, v->summary, v->alloc_conf[0] ? " [" : "", v->alloc_conf,
                v->alloc_conf[0] ? "]" : "");
     }
-    printf("\nparameters (--set name=value):\n");
+    printf("\nparameters (--set name=value; --scale full is the default on cuda and in a dry run, ci on sim):\n");
+    printf("  %-12s %7s %7s  %s\n", "name", "full", "ci", "meaning (range)");
     for (size_t i = 0; i < sc->nparams; i++) {
         const scenario_param *p = &sc->params[i];
-        printf("  %-12s %-6lld %s (%lld to %lld)\n", p->name, (long long)p->def, p->help, (long long)p->min,
-               (long long)p->max);
+        printf("  %-12s %7lld %7lld  %s (%lld to %lld)\n", p->name, (long long)p->def,
+               (long long)scenario_param_default(p, SCALE_CI), p->help, (long long)p->min, (long long)p->max);
     }
     return 0;
 }
@@ -339,24 +344,71 @@ static bool parse_set(const char *arg, run_set *out, char *name, size_t cap)
     return true;
 }
 
+/* --variant V (repeatable) or --variant A,B: append each name. */
+static int take_variants(char *arg, run_options *o)
+{
+    for (char *tok = strtok(arg, ","); tok; tok = strtok(NULL, ",")) {
+        if (o->nvariants == RUN_MAX_VARIANTS)
+            return bad_input("--variant: at most %s variants", "32");
+        o->variants[o->nvariants++] = tok;
+    }
+    return 0;
+}
+
+/* Run one scenario; writes its results file (into *rundir once one is claimed, else claims one in out_dir).
+ * Returns 0 or EXIT_BAD_INPUT (the line printed); *res is filled on 0. */
+static int run_one(const scenario *sc, const run_options *o, const char *out_dir, bool write, char *rundir,
+                   size_t rundircap, char *path, size_t pathcap, run_result *res)
+{
+    char err[512];
+    oom_status st = runner_run(sc, o, res, err, sizeof err);
+    if (st != OOM_OK) {
+        fprintf(stderr, "oomlab: %s\n", err);
+        return EXIT_BAD_INPUT;
+    }
+    path[0] = '\0';
+    if (!write)
+        return 0;
+    st = rundir[0] ? report_write_in(res, rundir, path, pathcap) : report_write(res, out_dir, path, pathcap);
+    if (st != OOM_OK) {
+        fprintf(stderr, "oomlab: --out: %s\n", oom_error_detail());
+        run_result_free(res);
+        return EXIT_BAD_INPUT;
+    }
+    const char *slash = strrchr(path, '/');
+    snprintf(rundir, rundircap, "%.*s", (int)(slash ? slash - path : 0), path);
+    return 0;
+}
+
 static int cmd_run(int argc, char **argv)
 {
     run_options o = {.backend = DEVICE_AUTO, .seed = 0};
     const char *name = NULL, *out_dir = "results/runs", *conf_cli = NULL;
-    bool json = false, write = true, plot = false;
+    bool json = false, write = true, plot = false, out_given = false;
     static char set_names[RUN_MAX_SETS][64];
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         bool has_value = strcmp(a, "--variant") == 0 || strcmp(a, "--backend") == 0 || strcmp(a, "--budget") == 0 ||
-                         strcmp(a, "--set") == 0 || strcmp(a, "--alloc-conf") == 0 || strcmp(a, "--out") == 0;
+                         strcmp(a, "--set") == 0 || strcmp(a, "--alloc-conf") == 0 || strcmp(a, "--out") == 0 ||
+                         strcmp(a, "--scale") == 0;
         if (has_value && i + 1 >= argc)
             return bad_input("%s needs a value", a);
         if (strcmp(a, "--variant") == 0) {
-            o.variant = argv[++i];
+            int rc = take_variants(argv[++i], &o);
+            if (rc)
+                return rc;
         } else if (strcmp(a, "--backend") == 0) {
             int rc = take_backend(argc, argv, &i, &o.backend);
             if (rc)
                 return rc;
+        } else if (strcmp(a, "--scale") == 0) {
+            const char *v = argv[++i];
+            if (strcmp(v, "ci") == 0)
+                o.scale = SCALE_CI;
+            else if (strcmp(v, "full") == 0)
+                o.scale = SCALE_FULL;
+            else
+                return bad_input("--scale: '%.64s' is not ci or full", v);
         } else if (strcmp(a, "--budget") == 0) {
             if (units_parse_size(argv[++i], &o.budget) != OOM_OK)
                 return bad_input("--budget: '%s' is not a size (bytes, or a number with KiB, MiB, GiB, TiB, KB, "
@@ -372,6 +424,7 @@ static int cmd_run(int argc, char **argv)
             conf_cli = argv[++i];
         } else if (strcmp(a, "--out") == 0) {
             out_dir = argv[++i];
+            out_given = true;
             if (!out_dir[0])
                 return bad_input("%s needs a directory", "--out");
         } else if (strcmp(a, "--no-write") == 0) {
@@ -390,50 +443,82 @@ static int cmd_run(int argc, char **argv)
             return bad_input("run: unexpected argument '%s'", a);
         }
     }
-    if (!name)
-        return bad_input("%s", "run: missing SCENARIO (oomlab list shows the catalog)");
     if (plot && !write)
         return bad_input("%s", "--plot draws the results file, which --no-write does not write");
-    const scenario *sc = find_scenario(name);
-    if (!sc)
+    if (out_given && !write)
+        return bad_input("%s", "--out names where results are written, and --no-write writes none: give one");
+    if (!name && (o.nvariants || o.nsets))
+        return bad_input("%s", "run: --variant and --set need a SCENARIO (variants and parameters are a scenario's)");
+    const scenario *one = NULL;
+    if (name && !(one = find_scenario(name)))
         return EXIT_BAD_INPUT;
+    const scenario *const *list = one ? &one : scenario_catalog;
+    size_t n = one ? 1 : scenario_catalog_size;
     o.alloc_conf = alloc_conf_pick(conf_cli, NULL);
     char err[512];
-    if (runner_validate(sc, &o, err, sizeof err) != OOM_OK) /* a settings error names its key and range */
-        return bad_input("%s", err);
-    run_result res;
-    oom_status st = runner_run(sc, &o, &res, err, sizeof err);
-    if (st != OOM_OK) {
-        fprintf(stderr, "oomlab: %s\n", err);
-        return EXIT_BAD_INPUT;
+    for (size_t k = 0; k < n; k++) /* every scenario's options are checked before anything runs or is written */
+        if (runner_validate(list[k], &o, err, sizeof err) != OOM_OK) /* a settings error names its key and range */
+            return bad_input("%s", err);
+    run_result *res = calloc(n, sizeof *res);
+    char (*paths)[1024] = calloc(n, sizeof *paths);
+    if (!res || !paths) {
+        free(res);
+        free(paths);
+        return bad_input("%s", "out of host memory");
     }
-    char path[1024] = "";
-    if (write && report_write(&res, out_dir, path, sizeof path) != OOM_OK) {
-        fprintf(stderr, "oomlab: --out: %s\n", oom_error_detail());
-        run_result_free(&res);
-        return EXIT_BAD_INPUT;
+    char rundir[1024] = "";
+    int rc = 0;
+    size_t done = 0;
+    for (; done < n && rc == 0; done++)
+        rc = run_one(list[done], &o, out_dir, write, rundir, sizeof rundir, paths[done], sizeof paths[0], &res[done]);
+    if (rc) {
+        for (size_t k = 0; k + 1 < done; k++)
+            run_result_free(&res[k]);
+        free(res);
+        free(paths);
+        return rc;
     }
-    char png[1100] = "";
-    bool plot_failed = false;
-    if (plot) { /* the results are written: a plot that fails is a failed result (exit 1), not bad input */
-        snprintf(png, sizeof png, "%.*s.png", (int)(strlen(path) - 5), path); /* NAME.json -> NAME.png */
-        plot_failed = plot_run(path, png, err, sizeof err) != OOM_OK;
+    bool passed = true, plot_failed = false;
+    for (size_t k = 0; k < n; k++) {
+        passed = passed && res[k].passed;
+        if (plot) { /* the results are written: a plot that fails is a failed result (exit 1), not bad input */
+            char png[1100];
+            snprintf(png, sizeof png, "%.*s.png", (int)(strlen(paths[k]) - 5), paths[k]); /* NAME.json -> NAME.png */
+            if (plot_run(paths[k], png, err, sizeof err) != OOM_OK) {
+                fprintf(stderr, "oomlab: --plot: %s\n", err);
+                plot_failed = true;
+            } else if (!json) {
+                printf("plot: %s\n", png);
+            }
+        }
     }
-    if (json) {
-        cJSON *j = report_json(&res);
+    if (json) { /* the results JSON on stdout (an array for the catalog); the file is written all the same */
+        cJSON *j = one ? report_json(&res[0]) : cJSON_CreateArray();
+        for (size_t k = 0; !one && j && k < n; k++) {
+            cJSON *e = report_json(&res[k]);
+            if (!e || !cJSON_AddItemToArray(j, e)) {
+                cJSON_Delete(e);
+                cJSON_Delete(j);
+                j = NULL;
+            }
+        }
         if (j)
             print_json(j);
+        for (size_t k = 0; write && k < n; k++)
+            fprintf(stderr, "results: %s\n", paths[k]);
     } else {
-        report_table(&res, stdout);
+        if (one)
+            report_table(&res[0], stdout);
+        else
+            report_catalog_table(res, n, stdout);
         if (write)
-            printf("results: %s\n", path);
-        if (plot && !plot_failed)
-            printf("plot: %s\n", png);
+            printf("results: %s\n", one ? paths[0] : rundir);
     }
-    if (plot_failed)
-        fprintf(stderr, "oomlab: --plot: %s\n", err);
-    int rc = res.passed && !plot_failed ? 0 : 1;
-    run_result_free(&res);
+    rc = passed && !plot_failed ? 0 : 1;
+    for (size_t k = 0; k < n; k++)
+        run_result_free(&res[k]);
+    free(res);
+    free(paths);
     return rc;
 }
 

@@ -20,31 +20,104 @@ static const char *size_str(int64_t b, char *buf, size_t cap)
     return memstats_format_size((uint64_t)(b < 0 ? 0 : b), buf, cap);
 }
 
+/* A metric's value as people read it: bytes as sizes, seconds in s/ms/us, the rest with 4 digits. */
+static const char *metric_str(const scn_metric_value *m, char *buf, size_t cap)
+{
+    if (strcmp(m->unit, "bytes") == 0 || strcmp(m->unit, "bytes/step") == 0) {
+        char b[32];
+        snprintf(buf, cap, "%s%s%s", m->value < 0 ? "-" : "", size_str((int64_t)(m->value < 0 ? -m->value : m->value), b, sizeof b),
+                 m->unit[5] ? "/step" : "");
+    } else if (strcmp(m->unit, "s") == 0) {
+        double v = m->value;
+        if (v >= 1)
+            snprintf(buf, cap, "%.3f s", v);
+        else if (v >= 1e-3)
+            snprintf(buf, cap, "%.3f ms", v * 1e3);
+        else
+            snprintf(buf, cap, "%.3f us", v * 1e6);
+    } else {
+        snprintf(buf, cap, "%.6g%s%s", m->value, m->unit[0] && strcmp(m->unit, "1") ? " " : "",
+                 strcmp(m->unit, "1") ? m->unit : "");
+    }
+    return buf;
+}
+
+/* Metrics grouped by name, in first-seen order: one value, or a series (first values, "...", the last). */
+static void metrics_table(const variant_result *v, FILE *out)
+{
+    for (size_t i = 0; i < v->nmetrics; i++) {
+        bool seen = false;
+        for (size_t j = 0; j < i && !seen; j++)
+            seen = strcmp(v->metrics[j].name, v->metrics[i].name) == 0;
+        if (seen)
+            continue;
+        size_t n = 0, last = i;
+        for (size_t j = i; j < v->nmetrics; j++)
+            if (strcmp(v->metrics[j].name, v->metrics[i].name) == 0)
+                n++, last = j;
+        char b[48];
+        fprintf(out, "  %s: %s", v->metrics[i].name, metric_str(&v->metrics[i], b, sizeof b));
+        size_t shown = 1;
+        for (size_t j = i + 1; j < v->nmetrics && n > 1; j++) {
+            if (strcmp(v->metrics[j].name, v->metrics[i].name) != 0)
+                continue;
+            if (shown < 4 || j == last)
+                fprintf(out, "%s%s", shown == 4 && n > 5 ? ", ..." : ", ", metric_str(&v->metrics[j], b, sizeof b));
+            else if (shown == 4)
+                fputs(", ...", out);
+            shown++;
+        }
+        fprintf(out, "%s\n", n > 1 ? " (one per step)" : "");
+    }
+}
+
+static const char *outcome_cell(const variant_result *v)
+{
+    return v->outcome == OUTCOME_OOM ? "OOM" : variant_outcome_str(v->outcome);
+}
+
+static const char *mark(const variant_result *v)
+{
+    return !v->passed ? "✗" : v->reproduced ? "✓" : "✓ (not reproduced at these parameters)";
+}
+
+void report_header(const run_result *r, FILE *out)
+{
+    char b1[32];
+    fprintf(out, "backend %s (%s)%s, scale %s%s, budget %s\n", r->backend, r->device, r->dry_run ? ", dry run" : "",
+            run_scale_str(r->scale),
+            r->scale == SCALE_CI ? " (the default on sim: --scale full runs the workload PyTorch's twin runs)" : "",
+            size_str((int64_t)r->budget, b1, sizeof b1));
+}
+
 void report_table(const run_result *r, FILE *out)
 {
     char b1[32], b2[32], b3[32], b4[32];
     fprintf(out, "%s: %s\n", r->sc->name, r->sc->title);
-    fprintf(out, "backend %s (%s)%s, budget %s\n\n", r->backend, r->device, r->dry_run ? ", dry run" : "",
-            size_str((int64_t)r->budget, b1, sizeof b1));
+    report_header(r, out);
+    fputc('\n', out);
     fprintf(out, "%-26s %-7s %14s %14s %16s %14s  %s\n", "variant", "outcome", "peak alloc", "peak reserved",
             "unalloc at OOM", "largest free", "");
     for (size_t i = 0; i < r->nvariants; i++) {
         const variant_result *v = &r->variants[i];
         bool oom = v->outcome == OUTCOME_OOM;
-        fprintf(out, "%-26s %-7s %14s %14s %16s %14s  %s\n", v->v->name,
-                v->outcome == OUTCOME_OOM ? "OOM" : variant_outcome_str(v->outcome),
+        fprintf(out, "%-26s %-7s %14s %14s %16s %14s  %s\n", v->v->name, outcome_cell(v),
                 size_str(stat_of(&v->stats, "allocated_bytes.all.peak"), b1, sizeof b1),
                 size_str(stat_of(&v->stats, "reserved_bytes.all.peak"), b2, sizeof b2),
                 oom ? size_str((int64_t)v->oom.reserved_unallocated, b3, sizeof b3) : "-",
-                oom ? size_str((int64_t)v->oom.largest_free_block, b4, sizeof b4) : "-", v->passed ? "✓" : "✗");
+                oom ? size_str((int64_t)v->oom.largest_free_block, b4, sizeof b4) : "-", mark(v));
     }
     for (size_t i = 0; i < r->nvariants; i++) {
         const variant_result *v = &r->variants[i];
         fprintf(out, "\n%s (%s): %s\n", v->v->name, variant_kind_str(v->v->kind), v->v->summary);
         if (v->alloc_conf[0] && strcmp(v->v->alloc_conf, "") != 0)
             fprintf(out, "  settings: %s\n", v->v->alloc_conf);
+        for (size_t j = 0; j < v->nnotes; j++)
+            fprintf(out, "  %s%s\n", !v->reproduced && j == 0 ? "not reproduced at these parameters: " : "note: ",
+                    v->notes[j]);
         for (size_t j = 0; j < v->nexpect; j++)
             fprintf(out, "  %s %s\n", v->expect[j].holds ? "✓" : "✗", v->expect[j].text);
+        metrics_table(v, out);
         if (v->outcome == OUTCOME_ERROR)
             fprintf(out, "  error: %s\n", v->error);
         if (v->ooms)
@@ -55,6 +128,42 @@ void report_table(const run_result *r, FILE *out)
         passed += r->variants[i].passed;
     fprintf(out, "\n%zu of %zu variants show what they must%s\n", passed, r->nvariants,
             r->passed ? "" : " (✗ above)");
+}
+
+void report_catalog_table(const run_result *runs, size_t n, FILE *out)
+{
+    char b1[32], b2[32];
+    if (n == 0)
+        return;
+    fprintf(out, "the catalog: %zu scenarios\n", n);
+    report_header(&runs[0], out);
+    fprintf(out, "\n%-18s %-26s %-7s %14s %14s  %s\n", "scenario", "variant", "outcome", "peak alloc", "peak reserved", "");
+    size_t passed = 0, total = 0;
+    for (size_t k = 0; k < n; k++) {
+        for (size_t i = 0; i < runs[k].nvariants; i++) {
+            const variant_result *v = &runs[k].variants[i];
+            fprintf(out, "%-18s %-26s %-7s %14s %14s  %s\n", i == 0 ? runs[k].sc->name : "", v->v->name,
+                    outcome_cell(v), size_str(stat_of(&v->stats, "allocated_bytes.all.peak"), b1, sizeof b1),
+                    size_str(stat_of(&v->stats, "reserved_bytes.all.peak"), b2, sizeof b2), mark(v));
+            passed += v->passed;
+            total++;
+        }
+    }
+    for (size_t k = 0; k < n; k++) { /* what failed, in full: the rest is in `oomlab run SCENARIO` */
+        for (size_t i = 0; i < runs[k].nvariants; i++) {
+            const variant_result *v = &runs[k].variants[i];
+            if (v->passed)
+                continue;
+            fprintf(out, "\n%s/%s (%s): %s\n", runs[k].sc->name, v->v->name, variant_kind_str(v->v->kind), v->v->summary);
+            for (size_t j = 0; j < v->nexpect; j++)
+                if (!v->expect[j].holds)
+                    fprintf(out, "  ✗ %s\n", v->expect[j].text);
+            if (v->outcome == OUTCOME_ERROR)
+                fprintf(out, "  error: %s\n", v->error);
+        }
+    }
+    fprintf(out, "\n%zu of %zu variants in %zu scenarios show what they must%s\n", passed, total, n,
+            passed == total ? "" : " (✗ above)");
 }
 
 /* ---- JSON ------------------------------------------------------------------------------------------------ */
@@ -99,6 +208,21 @@ static cJSON *variant_json(const variant_result *v, bool *ok)
     add_int(o, "peak_allocated", stat_of(&v->stats, "allocated_bytes.all.peak"), ok);
     add_int(o, "peak_reserved", stat_of(&v->stats, "reserved_bytes.all.peak"), ok);
     add(o, "seconds", cJSON_CreateNumber(v->seconds), ok);
+    add_bool(o, "reproduced", v->reproduced, ok);
+    cJSON *notes = add(o, "notes", cJSON_CreateArray(), ok);
+    for (size_t i = 0; i < v->nnotes; i++)
+        push(notes, cJSON_CreateString(v->notes[i]), ok);
+    cJSON *mets = add(o, "metrics", cJSON_CreateArray(), ok);
+    for (size_t i = 0; i < v->nmetrics; i++) {
+        cJSON *e = cJSON_CreateObject();
+        if (e) {
+            add_str(e, "name", v->metrics[i].name, ok);
+            add_str(e, "unit", v->metrics[i].unit, ok);
+            add(e, "value", cJSON_CreateNumber(v->metrics[i].value), ok);
+            add_int(e, "sample", v->metrics[i].sample, ok);
+        }
+        push(mets, e, ok);
+    }
     if (v->ooms) {
         cJSON *d = add(o, "oom", cJSON_CreateObject(), ok);
         if (d) {
@@ -167,6 +291,7 @@ cJSON *report_json(const run_result *r)
     add_str(o, "backend", r->backend, &ok);
     add_str(o, "device", r->device, &ok);
     add_bool(o, "dry_run", r->dry_run, &ok);
+    add_str(o, "scale", run_scale_str(r->scale), &ok);
     add_int(o, "budget", (int64_t)r->budget, &ok);
     add_str(o, "started", r->started, &ok);
     add_bool(o, "passed", r->passed, &ok);
@@ -227,6 +352,30 @@ oom_status report_write(const run_result *r, const char *dir, char *path, size_t
         OOM_ERROR(OOM_EIO, "cannot write into %s: 99 runs of %s in one second", dir, r->sc->name);
         st = OOM_EIO;
     }
+    free(text);
+    return st;
+}
+
+oom_status report_write_in(const run_result *r, const char *rundir, char *path, size_t cap)
+{
+    int len = snprintf(path, cap, "%s/%s.json", rundir, r->sc->name);
+    if (len < 0 || (size_t)len >= cap) {
+        OOM_ERROR(OOM_EIO, "the results path is too long: %.200s", rundir);
+        return OOM_EIO;
+    }
+    cJSON *j = report_json(r);
+    char *text = j ? cJSON_Print(j) : NULL;
+    cJSON_Delete(j);
+    if (!text) {
+        OOM_ERROR(OOM_ENOMEM_HOST, "cannot write the run results: out of host memory");
+        return OOM_ENOMEM_HOST;
+    }
+    size_t tlen = strlen(text);
+    text[tlen] = '\n';
+    bool existed = false;
+    oom_status st = fileio_write_new(path, text, tlen + 1, &existed);
+    if (existed)
+        OOM_ERROR(OOM_EIO, "%s exists already: not overwritten", path);
     free(text);
     return st;
 }

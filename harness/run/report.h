@@ -5,10 +5,12 @@
  * expectations, ✓ or ✗, and its OOM message.
  *
  * The results JSON, schema "oomlab.run/1":
- *   {"schema", "scenario", "title", "backend", "device", "dry_run", "budget", "started", "passed",
+ *   {"schema", "scenario", "title", "backend", "device", "dry_run", "scale": "ci"|"full", "budget", "started", "passed",
  *    "params": {name: value},
  *    "variants": [{"name", "kind", "summary", "alloc_conf", "outcome": "ok"|"oom"|"error", "passed", "error",
  *                  "peak_allocated", "peak_reserved", "seconds",
+ *                  "reproduced": false when the failure does not happen at these parameters, "notes": [text],
+ *                  "metrics": [{"name", "unit", "value", "sample": index into samples or -1}],
  *                  "oom": null | {"step", "what", "requested", "alloc_size", "allocated", "reserved",
  *                                 "reserved_unallocated", "largest_free_block", "message"},
  *                  "expectations": [{"holds", "text"}],
@@ -33,12 +35,19 @@ OOM_BEGIN_DECLS
 #define REPORT_SCHEMA "oomlab.run/1"
 
 void report_table(const run_result *r, FILE *out);
+/* The line under a table's title: backend, device, dry run, scale (and that ci is the default on sim), budget. */
+void report_header(const run_result *r, FILE *out);
+/* The whole catalog in one table (scenario, variant, outcome, peaks, ✓), then what failed in full. */
+void report_catalog_table(const run_result *runs, size_t n, FILE *out);
 /* The results JSON; NULL when out of host memory. The caller frees it with cJSON_Delete. */
 cJSON *report_json(const run_result *r);
 /* Write the results JSON to DIR/STAMP-BACKEND/SCENARIO.json (STAMP from r->started), creating directories;
  * the path written goes to path (cap bytes). OOM_EIO / OOM_ENOMEM_HOST with the reason in the last-error
  * record; nothing partial is left. */
 oom_status report_write(const run_result *r, const char *dir, char *path, size_t cap);
+/* Write the results JSON to RUNDIR/SCENARIO.json, a name that must not exist (a catalog run's other scenarios go
+ * beside the first one's file). */
+oom_status report_write_in(const run_result *r, const char *rundir, char *path, size_t cap);
 
 OOM_END_DECLS
 

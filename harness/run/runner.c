@@ -13,9 +13,10 @@
 struct scn {
     rt *r;
     const scenario *sc;
+    const run_result *run;
     const int64_t *params;
     variant_result *res;
-    size_t capsamples, capexpect;
+    size_t capsamples, capexpect, capmetrics, capnotes;
 };
 
 static void *xrealloc(void *p, size_t n)
@@ -38,6 +39,24 @@ const char *variant_outcome_str(variant_outcome o)
     return o == OUTCOME_OK ? "ok" : o == OUTCOME_OOM ? "oom" : "error";
 }
 
+const char *run_scale_str(run_scale s) { return s == SCALE_CI ? "ci" : s == SCALE_FULL ? "full" : "auto"; }
+
+int64_t scenario_param_default(const scenario_param *p, run_scale s)
+{
+    return s == SCALE_CI && p->ci ? p->ci : p->def;
+}
+
+run_scale runner_resolve_scale(const run_options *o)
+{
+    if (o->scale != SCALE_AUTO)
+        return o->scale;
+    if (o->dry_run)
+        return SCALE_FULL;
+    if (o->backend == DEVICE_CUDA || (o->backend == DEVICE_AUTO && device_cuda_built() && device_cuda_visible()))
+        return SCALE_FULL;
+    return SCALE_CI;
+}
+
 /* ---- scenario-facing API ------------------------------------------------------------------------------ */
 
 rt *scn_rt(scn *s) { return s->r; }
@@ -49,6 +68,64 @@ int64_t scn_param(const scn *s, const char *name)
             return s->params[i];
     fprintf(stderr, "oomlab: scenario %s has no parameter '%s'\n", s->sc->name, name);
     abort(); /* a scenario asking for a parameter it did not declare is a programming error */
+}
+
+run_scale scn_scale(const scn *s) { return s->run->scale; }
+bool scn_computes(const scn *s) { return s->r->computes; }
+size_t scn_budget(const scn *s) { return s->run->budget; }
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+double scn_clock(scn *s)
+{
+    rt_sync(s->r); /* a kernel failure surfaces here and stays recorded in the rt */
+    return now_s();
+}
+
+void scn_metric(scn *s, const char *name, const char *unit, double value)
+{
+    variant_result *res = s->res;
+    if (res->nmetrics == s->capmetrics) {
+        s->capmetrics = s->capmetrics ? s->capmetrics * 2 : 16;
+        res->metrics = xrealloc(res->metrics, s->capmetrics * sizeof *res->metrics);
+    }
+    scn_metric_value *m = &res->metrics[res->nmetrics++];
+    snprintf(m->name, sizeof m->name, "%s", name);
+    snprintf(m->unit, sizeof m->unit, "%s", unit);
+    m->value = value;
+    m->sample = (int)res->nsamples - 1;
+}
+
+static void add_note(scn *s, const char *fmt, va_list ap)
+{
+    variant_result *res = s->res;
+    if (res->nnotes == s->capnotes) {
+        s->capnotes = s->capnotes ? s->capnotes * 2 : 4;
+        res->notes = xrealloc(res->notes, s->capnotes * sizeof *res->notes);
+    }
+    vsnprintf(res->notes[res->nnotes++], sizeof res->notes[0], fmt, ap);
+}
+
+void scn_note(scn *s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    add_note(s, fmt, ap);
+    va_end(ap);
+}
+
+void scn_not_reproduced(scn *s, const char *fmt, ...)
+{
+    s->res->reproduced = false;
+    va_list ap;
+    va_start(ap, fmt);
+    add_note(s, fmt, ap);
+    va_end(ap);
 }
 
 const memstats *scn_stats(const scn *s) { return cachealloc_stats(s->r->ca); }
@@ -141,6 +218,17 @@ static const scenario_param *param_find(const scenario *sc, const char *name, si
     return NULL;
 }
 
+/* Whether --variant (none: all) selects v. */
+static bool variant_selected(const run_options *o, const scenario_variant *v)
+{
+    if (o->nvariants == 0)
+        return true;
+    for (int k = 0; k < o->nvariants; k++)
+        if (strcmp(o->variants[k], v->name) == 0)
+            return true;
+    return false;
+}
+
 /* The settings a variant runs under: the user's text, then the variant's keys (later keys win). */
 static oom_status variant_conf(const run_options *o, const scenario_variant *v, alloc_conf *c, char *err,
                                size_t errcap)
@@ -166,8 +254,15 @@ oom_status runner_validate(const scenario *sc, const run_options *o, char *err, 
                  RUN_MAX_PARAMS);
         return OOM_EINVAL;
     }
-    if (o->variant && !scenario_variant_find(sc, o->variant)) {
-        size_t n = (size_t)snprintf(err, errcap, "scenario %s has no variant '%s' (variants:", sc->name, o->variant);
+    if (o->nvariants > RUN_MAX_VARIANTS) {
+        snprintf(err, errcap, "at most %d --variant options", RUN_MAX_VARIANTS);
+        return OOM_EINVAL;
+    }
+    for (int k = 0; k < o->nvariants; k++) {
+        if (scenario_variant_find(sc, o->variants[k]))
+            continue;
+        size_t n = (size_t)snprintf(err, errcap, "scenario %s has no variant '%.64s' (variants:", sc->name,
+                                    o->variants[k]);
         for (size_t i = 0; i < sc->nvariants && n < errcap; i++)
             n += (size_t)snprintf(err + n, errcap - n, " %s", sc->variants[i].name);
         if (n < errcap)
@@ -197,7 +292,7 @@ oom_status runner_validate(const scenario *sc, const run_options *o, char *err, 
     }
     for (size_t i = 0; i < sc->nvariants; i++) {
         const scenario_variant *v = &sc->variants[i];
-        if (o->variant && strcmp(o->variant, v->name) != 0)
+        if (!variant_selected(o, v))
             continue;
         alloc_conf c;
         if (variant_conf(o, v, &c, err, errcap) != OOM_OK)
@@ -212,18 +307,12 @@ oom_status runner_validate(const scenario *sc, const run_options *o, char *err, 
 
 /* ---- running ----------------------------------------------------------------------------------------------- */
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static void run_variant(const scenario *sc, const run_options *o, run_result *run, const scenario_variant *v,
                         variant_result *res)
 {
     memset(res, 0, sizeof *res);
     res->v = v;
+    res->reproduced = true;
     alloc_conf c;
     char cerr[512];
     variant_conf(o, v, &c, cerr, sizeof cerr); /* validated already */
@@ -242,7 +331,7 @@ static void run_variant(const scenario *sc, const run_options *o, run_result *ru
         snprintf(run->backend, sizeof run->backend, "%s", r->dev->ops->name);
         snprintf(run->device, sizeof run->device, "%s", r->dev->name);
     }
-    scn s = {.r = r, .sc = sc, .params = run->params, .res = res};
+    scn s = {.r = r, .sc = sc, .run = run, .params = run->params, .res = res};
     double t0 = now_s();
     st = sc->run(&s, v);
     res->seconds = now_s() - t0;
@@ -276,10 +365,13 @@ oom_status runner_run(const scenario *sc, const run_options *o, run_result *out,
         return OOM_ENODEV;
     }
     out->sc = sc;
-    out->budget = o->budget ? o->budget : sc->default_budget;
+    out->scale = runner_resolve_scale(o);
+    out->budget = o->budget                                       ? o->budget
+                  : out->scale == SCALE_CI && sc->ci_budget != 0 ? sc->ci_budget
+                                                                  : sc->default_budget;
     out->dry_run = o->dry_run;
     for (size_t i = 0; i < sc->nparams; i++)
-        out->params[i] = sc->params[i].def;
+        out->params[i] = scenario_param_default(&sc->params[i], out->scale);
     for (int i = 0; i < o->nsets; i++) {
         size_t idx = 0;
         if (param_find(sc, o->sets[i].name, &idx))
@@ -297,7 +389,7 @@ oom_status runner_run(const scenario *sc, const run_options *o, run_result *out,
     out->passed = true;
     for (size_t i = 0; i < sc->nvariants; i++) {
         const scenario_variant *v = &sc->variants[i];
-        if (o->variant && strcmp(o->variant, v->name) != 0)
+        if (!variant_selected(o, v))
             continue;
         variant_result *res = &out->variants[out->nvariants++];
         run_variant(sc, o, out, v, res);
@@ -311,6 +403,8 @@ void run_result_free(run_result *r)
     for (size_t i = 0; i < r->nvariants; i++) {
         free(r->variants[i].samples);
         free(r->variants[i].expect);
+        free(r->variants[i].metrics);
+        free(r->variants[i].notes);
     }
     free(r->variants);
     memset(r, 0, sizeof *r);

@@ -26,6 +26,7 @@ OOM_BEGIN_DECLS
 
 #define RUN_MAX_SETS 16
 #define RUN_MAX_PARAMS 32 /* parameters a scenario may declare */
+#define RUN_MAX_VARIANTS 32 /* --variant options */
 
 typedef struct run_set {
     const char *name;
@@ -37,7 +38,9 @@ typedef struct run_options {
     bool dry_run;           /* sim without backing memory or compute */
     size_t budget;          /* 0: the scenario's default */
     const char *alloc_conf; /* the user's settings text; NULL or "" for PyTorch's defaults */
-    const char *variant;    /* NULL: all */
+    run_scale scale;        /* SCALE_AUTO: full on cuda and in a dry run, ci on sim when computing */
+    const char *variants[RUN_MAX_VARIANTS]; /* --variant (repeatable); none: all */
+    int nvariants;
     run_set sets[RUN_MAX_SETS];
     int nsets;
     uint64_t seed;
@@ -52,6 +55,13 @@ typedef struct scn_sample {
     int64_t device_allocs, device_frees;                 /* num_device_alloc, num_device_free */
     int64_t alloc_retries, ooms;                         /* num_alloc_retries, num_ooms */
 } scn_sample;
+
+typedef struct scn_metric_value {
+    char name[48];
+    char unit[16];
+    double value;
+    int sample; /* index of the sample it goes with; -1 before the first */
+} scn_metric_value;
 
 typedef struct scn_expectation {
     bool holds;
@@ -73,7 +83,12 @@ typedef struct variant_result {
     size_t nsamples;
     scn_expectation *expect;
     size_t nexpect;
-    bool passed; /* no error and every expectation holds */
+    scn_metric_value *metrics;
+    size_t nmetrics;
+    char (*notes)[320];
+    size_t nnotes;
+    bool reproduced; /* false: scn_not_reproduced said why the failure does not happen at these parameters */
+    bool passed;     /* no error and every expectation holds */
     double seconds;
 } variant_result;
 
@@ -82,6 +97,7 @@ typedef struct run_result {
     char backend[8];
     char device[96];
     size_t budget;
+    run_scale scale; /* resolved: SCALE_CI or SCALE_FULL */
     bool dry_run;
     int64_t params[RUN_MAX_PARAMS]; /* the scenario's parameters, in its order */
     char started[32];   /* UTC, ISO 8601 */
@@ -89,6 +105,10 @@ typedef struct run_result {
     size_t nvariants;
     bool passed;
 } run_result;
+
+/* The scale a run gets: o->scale unless SCALE_AUTO, then full on cuda (explicit or auto with a GPU) and in a dry
+ * run, else ci. */
+run_scale runner_resolve_scale(const run_options *o);
 
 /* Check the options against the scenario (variant, --set names and ranges, allocator settings) without running
  * anything: OOM_EINVAL with one line in err naming the problem. */

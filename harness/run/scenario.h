@@ -32,12 +32,21 @@ typedef enum variant_kind { VARIANT_BUG, VARIANT_FIX, VARIANT_MYTH } variant_kin
 
 const char *variant_kind_str(variant_kind k); /* "bug", "fix", "myth" */
 
-/* A knob of the scenario, set with --set name=value. Values are integers in [min, max]. */
+/* A knob of the scenario, set with --set name=value. Values are integers in [min, max]. def is the value at
+ * full scale (PyTorch's twin runs it), ci the value at CI scale (0: the same as def): ci shrinks a workload so the
+ * whole catalog computes on sim's CPU references in seconds, while every expectation keeps its meaning. */
 typedef struct scenario_param {
     const char *name;
     const char *help;
     int64_t def, min, max;
+    int64_t ci;
 } scenario_param;
+
+/* The workload's scale (--scale): full, the size PyTorch's twin runs, or ci. */
+typedef enum run_scale { SCALE_AUTO = 0, SCALE_CI, SCALE_FULL } run_scale;
+const char *run_scale_str(run_scale s); /* "auto", "ci", "full" */
+/* A parameter's default at a scale (SCALE_AUTO reads as full). */
+int64_t scenario_param_default(const scenario_param *p, run_scale s);
 
 typedef struct scenario_variant {
     const char *name;       /* "bug", "fix-expandable-segments", "myth-empty-cache", ... */
@@ -52,7 +61,8 @@ typedef struct scenario {
     const char *name;  /* the catalog key: `oomlab run NAME` */
     const char *title; /* one line */
     const char *story; /* a paragraph: cause, what the user sees, the fix, and why it works */
-    size_t default_budget;
+    size_t default_budget; /* at full scale */
+    size_t ci_budget;      /* at CI scale (0: default_budget), so that the OOMs still happen where they must */
     const scenario_param *params;
     size_t nparams;
     const scenario_variant *variants;
@@ -66,8 +76,35 @@ typedef struct scenario {
 
 /* The variant's runtime. */
 rt *scn_rt(scn *s);
-/* A parameter's value (the default unless --set changed it). */
+/* A parameter's value (the scale's default unless --set changed it). */
 int64_t scn_param(const scn *s, const char *name);
+/* The scale the variant runs at, and whether kernels compute (false in a dry run: counters only, no values, so
+ * expectations about values say they were not measured). */
+run_scale scn_scale(const scn *s);
+bool scn_computes(const scn *s);
+/* The budget in force (bytes) as given to the runner. */
+size_t scn_budget(const scn *s);
+/* A device-synchronised clock: waits for the device, then reads a monotonic clock (seconds). Time a region as
+ * torch.cuda.synchronize(); t0 = time.perf_counter() ... torch.cuda.synchronize(); t1 = ... does. */
+double scn_clock(scn *s);
+/* A measured figure that is not an allocator counter (time per sample, a gradient norm, bytes per step derived
+ * from samples), recorded with the sample taken last (or -1 before the first); in the results JSON under
+ * "metrics" and in the table's details. unit: "s", "bytes", "bytes/step", "1", ... */
+void scn_metric(scn *s, const char *name, const char *unit, double value);
+/* A line for the reader (shown under the variant in the table, "notes" in the JSON). */
+void scn_note(scn *s, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+/* At these parameters the failure this variant demonstrates does not happen (the budget has room, say): the
+ * variant is reported "not reproduced", with why, and its expectations say what holds instead. It does not fail
+ * the run: a parameter change is not a broken mechanism. */
+void scn_not_reproduced(scn *s, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
 /* Sample the allocator's counters under a label ("step 3", "freed the short-lived tensors"). */
 void scn_step(scn *s, const char *fmt, ...)
 #if defined(__GNUC__)
