@@ -1,0 +1,151 @@
+"""twinlib - what every scenario twin shares: a fresh process per variant, the budget as a memory fraction, samples
+of memory_stats() under the scenario's own labels, caught OOMs, and one JSON file in the shape the parity tests
+read (tests/twin.c).
+
+A twin script defines its variants and a function `body(t, variant, params)` that runs one variant the way the
+scenario (scenarios/NAME.c) does, calling t.step(label) where the scenario calls scn_step, t.caught(exc, what)
+where it calls scn_caught, and t.metric(name, unit, value) where it calls scn_metric. Then:
+
+    if __name__ == "__main__":
+        sys.exit(twinlib.main(__doc__, "NAME", VARIANTS, PARAMS, BUDGET, body))
+
+VARIANTS maps a variant name to its PYTORCH_CUDA_ALLOC_CONF text ("" for none); PARAMS maps each parameter name
+to its full-scale default (the names and defaults of the scenario's --set parameters, so `--set name=value`
+means the same on both sides). Command line:
+
+    python3 scripts/twins/NAME.py [--json OUT] [--budget BYTES] [--set name=value]... [VARIANT...]
+
+Each variant runs in its own process, with cuBLAS's workspaces off by default (CUBLAS_WORKSPACE_CONFIG=:0:0,
+CUBLASLT_WORKSPACE_SIZE=0: oomlab's GEMM needs none, docs/parity.md), or with them on given --workspaces. The
+output is one JSON object: {"scenario", "torch", "device", "total_memory", "budget", "allowed", "params",
+"cublas_workspaces": "off"|"on", "variants": [{"variant", "alloc_conf", "outcome": "ok"|"oom"|"error",
+"oom": null|{"step", "what", "message"}, "error", "samples": [{"label", KEYS...}], "metrics": [{"name", "unit",
+"value", "sample"}]}]}.
+"""
+import json
+import os
+import subprocess
+import sys
+
+MiB = 1 << 20
+GiB = 1 << 30
+
+# The counters a scenario's sample holds (harness/run/runner.h, scn_sample), by memory_stats() name.
+KEYS = ["allocated_bytes.all.current", "reserved_bytes.all.current", "active_bytes.all.current",
+        "inactive_split_bytes.all.current", "allocated_bytes.all.peak", "reserved_bytes.all.peak",
+        "segment.all.current", "num_device_alloc", "num_device_free", "num_alloc_retries", "num_ooms"]
+
+
+class Twin:
+    """One variant's run: the samples, the OOMs and the metrics it records."""
+
+    def __init__(self, torch, budget):
+        self.torch = torch
+        self.samples, self.metrics = [], []
+        self.oom = None
+        torch.cuda.init()
+        self.total = torch.cuda.get_device_properties(0).total_memory
+        torch.cuda.set_per_process_memory_fraction(budget / self.total)
+        self.allowed = int(budget / self.total * self.total)
+
+    def step(self, label):
+        st = self.torch.cuda.memory_stats()
+        s = {"label": label}
+        s.update({k: int(st.get(k, 0)) for k in KEYS})
+        self.samples.append(s)
+
+    def caught(self, exc, what):
+        """`except torch.OutOfMemoryError as exc`: the first one is the variant's OOM."""
+        if self.oom is None:
+            self.oom = {"step": len(self.samples), "what": what, "message": str(exc)}
+
+    def metric(self, name, unit, value):
+        self.metrics.append({"name": name, "unit": unit, "value": float(value), "sample": len(self.samples) - 1})
+
+    def clock(self):
+        """torch.cuda.synchronize(), then a monotonic clock (scn_clock)."""
+        import time
+        self.torch.cuda.synchronize()
+        return time.perf_counter()
+
+
+def _child(name, variant, alloc_conf, params, budget, body):
+    import torch
+    torch.manual_seed(0)
+    t = Twin(torch, budget)
+    res = {"variant": variant, "alloc_conf": alloc_conf, "outcome": "ok", "error": None}
+    try:
+        body(t, variant, params)
+    except Exception as e:  # an error the scenario did not expect: the variant is an error, as in oomlab
+        res["outcome"], res["error"] = "error", "%s: %s" % (type(e).__name__, e)
+    if res["outcome"] == "ok" and t.oom is not None:
+        res["outcome"] = "oom"
+    res.update({"oom": t.oom, "samples": t.samples, "metrics": t.metrics,
+                "total_memory": t.total, "allowed": t.allowed,
+                "torch": torch.__version__, "device": torch.cuda.get_device_name(0)})
+    return res
+
+
+def main(doc, name, variants, params, budget, body, argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    out, chosen, workspaces = None, [], False
+    params = dict(params)
+    i = 0
+    try:
+        while i < len(argv):
+            a = argv[i]
+            if a == "--json":
+                out = argv[i + 1]; i += 2
+            elif a == "--budget":
+                budget = int(argv[i + 1]); i += 2
+            elif a == "--set":
+                k, v = argv[i + 1].split("=", 1)
+                if k not in params:
+                    raise ValueError("no parameter '%s' (parameters: %s)" % (k, " ".join(params)))
+                params[k] = int(v); i += 2
+            elif a == "--workspaces":
+                workspaces = True; i += 1
+            elif a == "--child":
+                variant = argv[i + 1]
+                conf = variants[variant]
+                print(json.dumps(_child(name, variant, conf, json.loads(argv[i + 2]), budget, body)))
+                return 0
+            elif a.startswith("-"):
+                raise ValueError("unknown option '%s'" % a)
+            else:
+                if a not in variants:
+                    raise ValueError("no variant '%s' (variants: %s)" % (a, " ".join(variants)))
+                chosen.append(a); i += 1
+    except (IndexError, ValueError) as e:
+        print("%s: %s\n%s" % (name, e, doc), file=sys.stderr)
+        return 2
+    results = []
+    for v in chosen or list(variants):
+        env = dict(os.environ)
+        env["PYTORCH_CUDA_ALLOC_CONF"] = variants[v]
+        env.pop("PYTORCH_ALLOC_CONF", None)
+        if not workspaces:
+            env["CUBLAS_WORKSPACE_CONFIG"] = ":0:0"
+            env["CUBLASLT_WORKSPACE_SIZE"] = "0"
+        cmd = [sys.executable, sys.argv[0], "--budget", str(budget), "--child", v, json.dumps(params)]
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        if p.returncode != 0 or not p.stdout.strip():
+            results.append({"variant": v, "alloc_conf": variants[v], "outcome": "error",
+                            "error": "twin crashed: %s" % p.stderr.strip()[-2000:], "oom": None, "samples": [],
+                            "metrics": []})
+        else:
+            results.append(json.loads(p.stdout.strip().splitlines()[-1]))
+        r = results[-1]
+        print("%-28s %-5s %s" % (v, r["outcome"], (r["oom"] or {}).get("what", r.get("error") or "")),
+              file=sys.stderr)
+    first = next((r for r in results if "torch" in r), {})
+    doc_out = {"scenario": name, "torch": first.get("torch"), "device": first.get("device"),
+               "total_memory": first.get("total_memory"), "budget": budget, "allowed": first.get("allowed"),
+               "params": params, "cublas_workspaces": "on" if workspaces else "off", "variants": results}
+    text = json.dumps(doc_out, indent=1)
+    if out:
+        with open(out, "w") as f:
+            f.write(text + "\n")
+    else:
+        print(text)
+    return 0

@@ -1,0 +1,98 @@
+/* twin.c - see twin.h. */
+#include "twin.h"
+
+#include <criterion/criterion.h>
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/fileio.h"
+#include "testutil.h"
+
+static const cJSON *item(const cJSON *o, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    cr_assert_not_null(v, "the recording has no '%s'", key);
+    return v;
+}
+
+static int64_t num(const cJSON *o, const char *key)
+{
+    const cJSON *v = item(o, key);
+    cr_assert(cJSON_IsNumber(v), "'%s' is not a number", key);
+    return (int64_t)v->valuedouble;
+}
+
+void twin_check(const scenario *sc, const char *path)
+{
+    char *text = fileio_read_all(path, NULL);
+    cr_assert_not_null(text, "%s", oom_error_msg());
+    cJSON *twin = cJSON_Parse(text);
+    cr_assert_not_null(twin, "%s does not parse", path);
+    cr_assert_str_eq(item(twin, "scenario")->valuestring, sc->name);
+
+    run_options o = {.backend = test_backend(), .scale = SCALE_FULL, .budget = (size_t)num(twin, "budget")};
+    o.dry_run = o.backend == DEVICE_SIM; /* full scale on the CPU references would take minutes */
+    static char names[RUN_MAX_SETS][64];
+    const cJSON *p;
+    cJSON_ArrayForEach(p, item(twin, "params"))
+    {
+        cr_assert_lt(o.nsets, RUN_MAX_SETS);
+        snprintf(names[o.nsets], sizeof names[0], "%s", p->string);
+        o.sets[o.nsets].name = names[o.nsets];
+        o.sets[o.nsets].value = (int64_t)p->valuedouble;
+        o.nsets++;
+    }
+    const cJSON *vs = item(twin, "variants");
+    cJSON_ArrayForEach(p, vs)
+    {
+        cr_assert_lt(o.nvariants, RUN_MAX_VARIANTS);
+        o.variants[o.nvariants++] = item(p, "variant")->valuestring;
+    }
+    run_result res;
+    char err[512] = "";
+    cr_assert_eq(runner_run(sc, &o, &res, err, sizeof err), OOM_OK, "%s", err);
+    cr_assert_eq(res.nvariants, (size_t)cJSON_GetArraySize(vs));
+
+    static const char *const keys[] = {"allocated_bytes.all.current", "reserved_bytes.all.current",
+                                        "active_bytes.all.current",    "inactive_split_bytes.all.current",
+                                        "allocated_bytes.all.peak",    "reserved_bytes.all.peak",
+                                        "segment.all.current",         "num_device_alloc",
+                                        "num_device_free",             "num_alloc_retries",
+                                        "num_ooms"};
+    size_t k = 0;
+    cJSON_ArrayForEach(p, vs)
+    {
+        const variant_result *vr = &res.variants[k++];
+        const char *vn = vr->v->name;
+        cr_assert_str_eq(vn, item(p, "variant")->valuestring);
+        cr_expect_str_eq(variant_outcome_str(vr->outcome), item(p, "outcome")->valuestring, "%s: outcome (%s)", vn,
+                         vr->outcome == OUTCOME_ERROR ? vr->error : "");
+        const cJSON *oom = item(p, "oom");
+        if (cJSON_IsObject(oom) && vr->ooms)
+            cr_expect_eq(vr->oom.step, (int)num(oom, "step"), "%s: the OOM at sample %d, PyTorch's at %d", vn,
+                         vr->oom.step, (int)num(oom, "step"));
+        const cJSON *samples = item(p, "samples");
+        cr_expect_eq(vr->nsamples, (size_t)cJSON_GetArraySize(samples), "%s: %zu samples, PyTorch %d", vn,
+                     vr->nsamples, cJSON_GetArraySize(samples));
+        size_t i = 0;
+        const cJSON *s;
+        cJSON_ArrayForEach(s, samples)
+        {
+            if (i >= vr->nsamples)
+                break;
+            const scn_sample *m = &vr->samples[i++];
+            cr_expect_str_eq(m->label, item(s, "label")->valuestring, "%s: sample %zu", vn, i - 1);
+            const int64_t mine[] = {m->allocated,      m->reserved,      m->active,   m->inactive_split,
+                                    m->allocated_peak, m->reserved_peak, m->segments, m->device_allocs,
+                                    m->device_frees,   m->alloc_retries, m->ooms};
+            for (size_t j = 0; j < sizeof keys / sizeof keys[0]; j++)
+                cr_expect_eq(mine[j], num(s, keys[j]), "%s: sample %zu '%s': %s is %lld, PyTorch %lld", vn, i - 1,
+                             m->label, keys[j], (long long)mine[j], (long long)num(s, keys[j]));
+        }
+    }
+    run_result_free(&res);
+    cJSON_Delete(twin);
+    free(text);
+}
