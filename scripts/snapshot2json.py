@@ -3,14 +3,21 @@
 
 Standard library only, so it runs where PyTorch is not installed.
 
-    scripts/snapshot2json.py SNAPSHOT.pickle [-o OUT.json] [--strip-frames]
+    scripts/snapshot2json.py SNAPSHOT.pickle [-o OUT.json] [--strip-frames] [--budget SIZE]
 
 The output is the snapshot dict exactly as json.dump writes it (tuples become lists).
 --strip-frames empties every "frames" list, which makes a trace small enough to commit.
+--budget SIZE (bytes, or 1GiB, 512MiB, 1.5GB, ...) adds a top-level "budget": the bytes the program's
+torch.cuda.set_per_process_memory_fraction allowed (fraction x total memory), which `oomlab replay` applies.
+PyTorch's snapshot does not record it: its "oom" trace entries carry only device_free and size
+(torch/csrc/cuda/memory_snapshot.cpp), and the "N GiB allowed" of the OutOfMemoryError text is rounded. A
+recording made under a fraction replays faithfully only with its budget.
 Exit status: 0 on success, 2 on bad input (one error line on stderr, nothing written).
 """
 import argparse
+import fractions
 import json
+import re
 import os
 import pickle
 import sys
@@ -31,6 +38,22 @@ def strip_frames(obj):
     return obj
 
 
+# The units of `oomlab --budget` (harness/core/units.c): powers of 1024, or of 1000 for KB..TB.
+_UNITS = {"": 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40,
+          "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
+
+
+def parse_size(text):
+    """Bytes from "1073741824", "1GiB", "1.5GiB", "512MB": a whole number > 0, else None."""
+    m = re.fullmatch(r"([0-9]+(?:\.[0-9]{1,12})?)([A-Za-z]*)", text)
+    if not m or m.group(2) not in _UNITS:
+        return None
+    value = fractions.Fraction(m.group(1)) * _UNITS[m.group(2)]
+    if value.denominator != 1 or value <= 0 or value >= 1 << 64:
+        return None
+    return int(value)
+
+
 class _SafeUnpickler(pickle.Unpickler):
     """A snapshot holds only plain containers and scalars: refuse anything else."""
 
@@ -43,7 +66,16 @@ def main(argv):
     ap.add_argument("snapshot")
     ap.add_argument("-o", "--output", help="output file (default: stdout)")
     ap.add_argument("--strip-frames", action="store_true", help="drop stack frames")
+    ap.add_argument("--budget", metavar="SIZE",
+                    help="the bytes set_per_process_memory_fraction allowed (stored as \"budget\")")
     args = ap.parse_args(argv)
+    budget = None
+    if args.budget is not None:
+        budget = parse_size(args.budget)
+        if budget is None:
+            print(f"snapshot2json: --budget: '{args.budget}' is not a size (bytes, or a number with KiB, MiB, "
+                  "GiB, TiB, KB, MB, GB, TB)", file=sys.stderr)
+            return 2
     try:
         with open(args.snapshot, "rb") as f:
             snap = _SafeUnpickler(f).load()
@@ -56,6 +88,8 @@ def main(argv):
         return 2
     if args.strip_frames:
         strip_frames(snap)
+    if budget is not None:
+        snap["budget"] = budget
     text = json.dumps(snap, separators=(",", ":"))
     if not args.output:
         sys.stdout.write(text + "\n")

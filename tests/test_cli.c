@@ -1,5 +1,6 @@
-/* test_cli.c - the oomlab binary as a user runs it: exit status 0 (replay agrees with PyTorch), 1 (it diverges),
- * 2 (bad input: exactly one line on stderr naming the problem, nothing on stdout, no file written).
+/* test_cli.c - the oomlab binary as a user runs it: exit status 0 (replay agrees with PyTorch, or a what-if
+ * replay), 1 (a check against the recording diverges on some device), 2 (bad input: exactly one line on stderr
+ * naming the problem, nothing on stdout, no file written).
  * The binary is $OOMLAB_BIN (make test sets it), else build/oomlab; tests run from the repository root. */
 #include <criterion/criterion.h>
 
@@ -108,21 +109,44 @@ Test(cli, replay_agrees)
     run_result r = run(NULL, "replay " TRACE);
     cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
     cr_assert_str_empty(r.err);
+    cr_assert_not_null(strstr(r.out, "mode: check against the recording\n"), "%s", r.out);
+    cr_assert_not_null(strstr(r.out, "cuda:0: 417 events\n"), "%s", r.out);
     cr_assert_not_null(strstr(r.out, "agree with PyTorch"), "%s", r.out);
+    cr_assert_null(strstr(r.out, "ignored"), "nothing was ignored: %s", r.out);
     run_free(&r);
+}
+
+static const cJSON *get(const cJSON *o, const char *key) { return cJSON_GetObjectItemCaseSensitive(o, key); }
+
+/* The --json output of a replay: the run's keys, then one object per replayed device. */
+static cJSON *replay_json_of(const run_result *r)
+{
+    cJSON *o = cJSON_Parse(r->out);
+    cr_assert_not_null(o, "--json output does not parse: %s", r->out);
+    const cJSON *schema = get(o, "schema");
+    cr_assert(cJSON_IsString(schema) && strcmp(schema->valuestring, "oomlab.replay/1") == 0, "%s", r->out);
+    cr_assert(cJSON_IsArray(get(o, "devices")), "no devices list: %s", r->out);
+    return o;
 }
 
 Test(cli, replay_json)
 {
     run_result r = run(NULL, "replay " TRACE " --json");
     cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
-    cJSON *o = cJSON_Parse(r.out);
-    cr_assert_not_null(o, "--json output does not parse: %s", r.out);
-    const cJSON *ev = cJSON_GetObjectItemCaseSensitive(o, "replay.events");
-    cr_assert(cJSON_IsNumber(ev) && ev->valuedouble > 0, "replay.events");
-    cr_assert(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(o, "replay.first_divergence")),
-              "replay.first_divergence is not null");
-    const cJSON *peak = cJSON_GetObjectItemCaseSensitive(o, "allocated_bytes.all.peak");
+    cJSON *o = replay_json_of(&r);
+    cr_assert_str_eq(get(o, "mode")->valuestring, "check");
+    cr_assert_str_eq(get(o, "alloc_conf_source")->valuestring, "trace");
+    cr_assert_str_eq(get(o, "budget_source")->valuestring, "none");
+    cr_assert(cJSON_IsNull(get(o, "budget")));
+    cr_assert(cJSON_IsTrue(get(o, "agree")));
+    cr_assert_eq(cJSON_GetArraySize(get(o, "ignored_environment")), 0);
+    const cJSON *devs = get(o, "devices");
+    cr_assert_eq(cJSON_GetArraySize(devs), 1);
+    const cJSON *d = cJSON_GetArrayItem(devs, 0);
+    cr_assert_eq(get(d, "device")->valuedouble, 0);
+    cr_assert_eq(get(d, "events")->valuedouble, 417);
+    cr_assert(cJSON_IsNull(get(d, "first_divergence")), "first_divergence is not null");
+    const cJSON *peak = get(get(d, "memory_stats"), "allocated_bytes.all.peak");
     cr_assert(cJSON_IsNumber(peak), "no allocated_bytes.all.peak");
     /* PyTorch's figure (tests/data/train_mlp.stats.json) */
     cr_assert_eq((long long)peak->valuedouble, 132391936LL);
@@ -130,16 +154,259 @@ Test(cli, replay_json)
     run_free(&r);
 }
 
-Test(cli, whatif_diverges)
+/* ---- what-if replays are simulations, replays under the recording's settings are checks ---- */
+
+Test(cli, whatif_is_a_simulation)
 {
-    run_result r =
-        run(NULL, "replay tests/data/whatif_default.trace.json --alloc-conf expandable_segments:True --json");
-    cr_assert_eq(r.rc, 1, "exit %d, expected 1 (diverges): %s", r.rc, r.err);
-    cJSON *o = cJSON_Parse(r.out);
-    cr_assert_not_null(o, "--json output does not parse");
-    cr_assert(cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(o, "replay.first_divergence")));
+    run_result r = run(NULL, "replay tests/data/whatif_default.trace.json --alloc-conf expandable_segments:True");
+    cr_assert_eq(r.rc, 0, "exit %d, expected 0 (a what-if replay reports, it does not fail): %s%s", r.rc, r.out,
+                 r.err);
+    cr_assert_str_empty(r.err);
+    cr_assert_not_null(strstr(r.out, "mode: what-if simulation"), "%s", r.out);
+    cr_assert_null(strstr(r.out, "check against the recording"), "%s", r.out);
+    cr_assert_not_null(strstr(r.out, "segment actions: first differ from the recording at event "), "%s", r.out);
+    cr_assert_null(strstr(r.out, "diverge"), "a what-if does not diverge: %s", r.out);
+    run_free(&r);
+
+    r = run(NULL, "replay tests/data/whatif_default.trace.json --alloc-conf expandable_segments:True --json");
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+    cJSON *o = replay_json_of(&r);
+    cr_assert_str_eq(get(o, "mode")->valuestring, "whatif");
+    cr_assert_str_eq(get(o, "alloc_conf_source")->valuestring, "--alloc-conf");
+    cr_assert(cJSON_IsNull(get(o, "agree")), "a what-if neither agrees nor diverges");
+    const cJSON *d = cJSON_GetArrayItem(get(o, "devices"), 0);
+    cr_assert(cJSON_IsNumber(get(d, "first_divergence")), "the first difference is reported");
+    cr_assert_gt(strlen(get(d, "divergence")->valuestring), 0);
     cJSON_Delete(o);
     run_free(&r);
+}
+
+Test(cli, alloc_conf_equal_to_the_recording_is_a_check)
+{
+    /* max_split.trace.json was recorded under max_split_size_mb:64 */
+    run_result r = run(NULL, "replay tests/data/max_split.trace.json --alloc-conf max_split_size_mb:64");
+    cr_assert_eq(r.rc, 0, "exit %d: %s%s", r.rc, r.out, r.err);
+    cr_assert_not_null(strstr(r.out, "mode: check against the recording\n"), "%s", r.out);
+    run_free(&r);
+}
+
+Test(cli, unreadable_recorded_settings)
+{
+    /* settings the model cannot read: an error for a check, a what-if under --alloc-conf */
+    write_file("future.json", "{\"segments\": [], \"allocator_settings\": {\"PYTORCH_CUDA_ALLOC_CONF\": "
+                              "\"future_knob:3\"}, \"device_traces\": [[{\"action\": \"alloc\", \"addr\": 4096, "
+                              "\"size\": 512}]]}\n");
+    char args[256];
+    snprintf(args, sizeof args, "replay %s", tpath("future.json"));
+    expect_bad_input(NULL, args, "future_knob");
+    snprintf(args, sizeof args, "replay %s --alloc-conf ''", tpath("future.json"));
+    run_result r = run(NULL, args);
+    cr_assert_eq(r.rc, 0, "exit %d: %s%s", r.rc, r.out, r.err);
+    cr_assert_not_null(strstr(r.out, "mode: what-if simulation"), "%s", r.out);
+    cr_assert_not_null(strstr(r.out, "recorded config: unreadable (allocator_settings: "), "%s", r.out);
+    run_free(&r);
+}
+
+Test(cli, check_that_diverges_exits_1)
+{
+    /* pressure was recorded under a memory fraction: without its budget the replay diverges */
+    run_result r = run(NULL, "replay tests/data/pressure.trace.json");
+    cr_assert_eq(r.rc, 1, "exit %d, expected 1: %s%s", r.rc, r.out, r.err);
+    cr_assert_not_null(strstr(r.out, "mode: check against the recording\n"), "%s", r.out);
+    cr_assert_not_null(strstr(r.out, "segment actions: diverge at event 715"), "%s", r.out);
+    cr_assert_not_null(strstr(r.out, "budget: none"), "%s", r.out);
+    run_free(&r);
+}
+
+/* ---- the environment never overrides a recording ---- */
+
+Test(cli, replay_ignores_the_environment)
+{
+    static const char *const vars[] = {"OOMLAB_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"};
+    for (size_t i = 0; i < 3; i++) {
+        char env[128], line[128];
+        snprintf(env, sizeof env, "%s=expandable_segments:True", vars[i]);
+        run_result r = run(env, "replay " TRACE);
+        cr_assert_eq(r.rc, 0, "%s: exit %d: %s%s", env, r.rc, r.out, r.err);
+        cr_assert_str_empty(r.err);
+        cr_assert_not_null(strstr(r.out, "agree with PyTorch"), "%s: %s", env, r.out);
+        cr_assert_not_null(strstr(r.out, "(from the trace)"), "%s: %s", env, r.out);
+        snprintf(line, sizeof line, "\nignored: %s=expandable_segments:True (", vars[i]);
+        const char *at = strstr(r.out, line);
+        cr_assert_not_null(at, "%s: no line saying it was ignored: %s", env, r.out);
+        cr_assert_null(strstr(at + strlen(line), vars[i]), "%s named more than once: %s", vars[i], r.out);
+        run_free(&r);
+    }
+    /* a setting that does not even parse is ignored too */
+    run_result r = run("OOMLAB_ALLOC_CONF=bogus:1 PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:10", "replay " TRACE);
+    cr_assert_eq(r.rc, 0, "exit %d: %s%s", r.rc, r.out, r.err);
+    cr_assert_not_null(strstr(r.out, "\nignored: OOMLAB_ALLOC_CONF=bogus:1 ("), "%s", r.out);
+    cr_assert_not_null(strstr(r.out, "\nignored: PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:10 ("), "%s", r.out);
+    run_free(&r);
+    /* and the same with --alloc-conf, and in --json */
+    r = run("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True", "replay " TRACE " --alloc-conf '' --json");
+    cr_assert_eq(r.rc, 0, "exit %d: %s%s", r.rc, r.out, r.err);
+    cJSON *o = replay_json_of(&r);
+    cr_assert_str_eq(get(o, "mode")->valuestring, "check");
+    const cJSON *ign = get(o, "ignored_environment");
+    cr_assert_eq(cJSON_GetArraySize(ign), 1);
+    cr_assert_str_eq(get(cJSON_GetArrayItem(ign, 0), "name")->valuestring, "PYTORCH_CUDA_ALLOC_CONF");
+    cr_assert_str_eq(get(cJSON_GetArrayItem(ign, 0), "value")->valuestring, "expandable_segments:True");
+    cJSON_Delete(o);
+    run_free(&r);
+}
+
+/* ---- several devices ---- */
+
+/* Write tmp/name, returning its path (in tpath's rotating buffers): a snapshot whose device_traces[i] is the
+ * trace of tests/data/traces[i].trace.json, or an empty list for NULL; the other keys from the first one given;
+ * budget > 0 adds a top-level "budget". */
+static const char *write_devices(const char *name, const char *const *traces, size_t n, double budget)
+{
+    cJSON *doc = NULL, *lists = cJSON_CreateArray();
+    for (size_t i = 0; i < n; i++) {
+        cJSON *list = NULL;
+        if (traces[i]) {
+            char path[256];
+            snprintf(path, sizeof path, "tests/data/%s.trace.json", traces[i]);
+            char *text = fileio_read_all(path, NULL);
+            cr_assert_not_null(text, "%s", path);
+            cJSON *d = cJSON_Parse(text);
+            free(text);
+            cr_assert_not_null(d);
+            list = cJSON_DetachItemFromArray(cJSON_GetObjectItemCaseSensitive(d, "device_traces"), 0);
+            if (!doc)
+                doc = d;
+            else
+                cJSON_Delete(d);
+        }
+        cJSON_AddItemToArray(lists, list ? list : cJSON_CreateArray());
+    }
+    cr_assert_not_null(doc);
+    cJSON_ReplaceItemInObjectCaseSensitive(doc, "device_traces", lists);
+    if (budget > 0)
+        cJSON_AddNumberToObject(doc, "budget", budget);
+    char *text = cJSON_PrintUnformatted(doc);
+    cr_assert_not_null(text);
+    write_file(name, text);
+    free(text);
+    cJSON_Delete(doc);
+    return tpath(name);
+}
+
+Test(cli, replay_events_on_cuda_1)
+{
+    static const char *const t[] = {NULL, "train_mlp"};
+    char args[256];
+    snprintf(args, sizeof args, "replay %s", write_devices("dev1.json", t, 2, 0));
+    run_result r = run(NULL, args);
+    cr_assert_eq(r.rc, 0, "exit %d: %s%s", r.rc, r.out, r.err);
+    cr_assert_not_null(strstr(r.out, "cuda:1: 417 events\n"), "%s", r.out);
+    cr_assert_null(strstr(r.out, "cuda:0"), "cuda:0 has no events: %s", r.out);
+    cr_assert_not_null(strstr(r.out, "agree with PyTorch"), "%s", r.out);
+    run_free(&r);
+    strcat(args, " --json");
+    r = run(NULL, args);
+    cJSON *o = replay_json_of(&r);
+    const cJSON *devs = get(o, "devices");
+    cr_assert_eq(cJSON_GetArraySize(devs), 1);
+    const cJSON *d = cJSON_GetArrayItem(devs, 0);
+    cr_assert_eq(get(d, "device")->valuedouble, 1);
+    cr_assert_eq(get(d, "events")->valuedouble, 417);
+    cr_assert_eq((long long)get(get(d, "memory_stats"), "allocated_bytes.all.peak")->valuedouble, 132391936LL);
+    cJSON_Delete(o);
+    run_free(&r);
+}
+
+Test(cli, replay_each_device)
+{
+    /* cuda:0 agrees; cuda:1 is pressure, which without its budget diverges */
+    static const char *const t[] = {"train_mlp", "pressure"};
+    char file[192];
+    snprintf(file, sizeof file, "%s", write_devices("two.json", t, 2, 0));
+    char args[256];
+    snprintf(args, sizeof args, "replay %s", file);
+    run_result r = run(NULL, args);
+    cr_assert_eq(r.rc, 1, "exit %d, expected 1 (cuda:1 diverges): %s%s", r.rc, r.out, r.err);
+    const char *d0 = strstr(r.out, "cuda:0: 417 events\n"), *d1 = strstr(r.out, "cuda:1: 3921 events\n");
+    cr_assert(d0 && d1 && d0 < d1, "both devices, in order: %s", r.out);
+    const char *agree = strstr(d0, "agree with PyTorch"), *diverge = strstr(d0, "diverge at event 715");
+    cr_assert(agree && agree < d1, "cuda:0 agrees: %s", r.out);
+    cr_assert(diverge && diverge > d1, "cuda:1 diverges: %s", r.out);
+    run_free(&r);
+
+    snprintf(args, sizeof args, "replay %s --json", file);
+    r = run(NULL, args);
+    cr_assert_eq(r.rc, 1);
+    cJSON *o = replay_json_of(&r);
+    cr_assert(cJSON_IsFalse(get(o, "agree")));
+    const cJSON *devs = get(o, "devices");
+    cr_assert_eq(cJSON_GetArraySize(devs), 2);
+    cr_assert(cJSON_IsNull(get(cJSON_GetArrayItem(devs, 0), "first_divergence")));
+    cr_assert_eq(get(cJSON_GetArrayItem(devs, 1), "first_divergence")->valuedouble, 715);
+    cJSON_Delete(o);
+    run_free(&r);
+
+    /* --device picks one */
+    snprintf(args, sizeof args, "replay %s --device 0", file);
+    r = run(NULL, args);
+    cr_assert_eq(r.rc, 0, "exit %d: %s%s", r.rc, r.out, r.err);
+    cr_assert(strstr(r.out, "cuda:0: 417 events") && !strstr(r.out, "cuda:1"), "%s", r.out);
+    run_free(&r);
+    snprintf(args, sizeof args, "replay %s --device cuda:1", file);
+    r = run(NULL, args);
+    cr_assert_eq(r.rc, 1, "exit %d: %s%s", r.rc, r.out, r.err);
+    cr_assert(strstr(r.out, "cuda:1: 3921 events") && !strstr(r.out, "cuda:0"), "%s", r.out);
+    run_free(&r);
+    snprintf(args, sizeof args, "replay %s --device 2", file);
+    expect_bad_input(NULL, args, "cuda:2");
+    snprintf(args, sizeof args, "replay %s --device one", file);
+    expect_bad_input(NULL, args, "'one'");
+}
+
+Test(cli, replay_no_events)
+{
+    write_file("empty.json", "{\"segments\": [], \"device_traces\": [[], []]}\n");
+    char args[256];
+    snprintf(args, sizeof args, "replay %s", tpath("empty.json"));
+    expect_bad_input(NULL, args, "no trace events");
+    static const char *const t[] = {"train_mlp", NULL};
+    snprintf(args, sizeof args, "replay %s --device 1", write_devices("dev0.json", t, 2, 0));
+    expect_bad_input(NULL, args, "no events on cuda:1");
+}
+
+/* ---- the budget ---- */
+
+Test(cli, budget_from_the_file)
+{
+    static const char *const t[] = {"pressure"};
+    char file[192];
+    snprintf(file, sizeof file, "%s", write_devices("budget.json", t, 1, 1416958225.0));
+    char args[256];
+    snprintf(args, sizeof args, "replay %s", file);
+    run_result r = run(NULL, args);
+    cr_assert_eq(r.rc, 0, "exit %d: %s%s", r.rc, r.out, r.err);
+    cr_assert_not_null(strstr(r.out, "budget: 1416958225 bytes (the file's \"budget\")"), "%s", r.out);
+    cr_assert_not_null(strstr(r.out, "agree with PyTorch"), "%s", r.out);
+    run_free(&r);
+    /* --budget wins */
+    snprintf(args, sizeof args, "replay %s --budget 2GiB --json", file);
+    r = run(NULL, args);
+    cJSON *o = replay_json_of(&r);
+    cr_assert_str_eq(get(o, "budget_source")->valuestring, "--budget");
+    cr_assert_eq((long long)get(o, "budget")->valuedouble, 2LL << 30);
+    cJSON_Delete(o);
+    run_free(&r);
+    snprintf(args, sizeof args, "replay %s --budget 1416958225", file);
+    r = run(NULL, args);
+    cr_assert_eq(r.rc, 0, "exit %d: %s%s", r.rc, r.out, r.err);
+    cr_assert_not_null(strstr(r.out, "budget: 1416958225 bytes (--budget)"), "%s", r.out);
+    run_free(&r);
+    /* a budget that is not a byte count */
+    write_file("badbudget.json", "{\"segments\": [], \"budget\": \"lots\", \"device_traces\": [[{\"action\": "
+                                 "\"alloc\", \"addr\": 4096, \"size\": 512}]]}\n");
+    snprintf(args, sizeof args, "replay %s", tpath("badbudget.json"));
+    expect_bad_input(NULL, args, "'budget'");
 }
 
 Test(cli, missing_file) { expect_bad_input(NULL, "replay tests/data/no_such_trace.json", "no_such_trace.json"); }
@@ -149,7 +416,48 @@ Test(cli, not_json)
     write_file("notjson.json", "this is not JSON\n");
     char args[256];
     snprintf(args, sizeof args, "replay %s", tpath("notjson.json"));
+    expect_bad_input(NULL, args, "not valid JSON at byte 0 (line 1, column 1)");
+    write_file("list.json", "[1, 2]\n");
+    snprintf(args, sizeof args, "replay %s", tpath("list.json"));
     expect_bad_input(NULL, args, "not a JSON object");
+}
+
+Test(cli, truncated_json)
+{
+    /* the first 5000 bytes of a trace, cut in the middle of an entry */
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "head -c 5000 " TRACE " > '%s'", tpath("cut.json"));
+    cr_assert_eq(system(cmd), 0);
+    char args[256];
+    snprintf(args, sizeof args, "replay %s", tpath("cut.json"));
+    expect_bad_input(NULL, args, "truncated: the JSON ends at byte 5000 (line 1) before it is complete");
+    /* an error inside the text is not a truncation: it names where */
+    write_file("bad.json", "{\"segments\": [],\n \"device_traces\": [[} ]]}\n");
+    snprintf(args, sizeof args, "replay %s", tpath("bad.json"));
+    expect_bad_input(NULL, args, "not valid JSON at byte 37 (line 2, column 21)");
+    write_file("empty.json", "");
+    snprintf(args, sizeof args, "replay %s", tpath("empty.json"));
+    expect_bad_input(NULL, args, "is empty");
+}
+
+Test(cli, pickle_given_directly)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd,
+             "python3 -c 'import pickle, sys; pickle.dump({\"segments\": [], \"device_traces\": [[]]}, "
+             "open(sys.argv[1], \"wb\"))' '%s'",
+             tpath("s.pickle"));
+    cr_assert_eq(system(cmd), 0);
+    char args[256];
+    snprintf(args, sizeof args, "replay %s", tpath("s.pickle"));
+    expect_bad_input(NULL, args, "is a pickle: convert it with scripts/snapshot2json.py first");
+}
+
+Test(cli, directory_given)
+{
+    char args[256];
+    snprintf(args, sizeof args, "replay %s", tmpdir);
+    expect_bad_input(NULL, args, "is a directory");
 }
 
 Test(cli, no_device_traces)
@@ -187,13 +495,8 @@ Test(cli, missing_argument)
     expect_bad_input(NULL, "replay " TRACE " --budget", "--budget");
     expect_bad_input(NULL, "replay " TRACE " --alloc-conf", "--alloc-conf");
     expect_bad_input(NULL, "replay " TRACE " --snapshot", "--snapshot");
+    expect_bad_input(NULL, "replay " TRACE " --device", "--device");
     expect_bad_input(NULL, "replay", "FILE");
-}
-
-Test(cli, bad_env_alloc_conf)
-{
-    expect_bad_input("OOMLAB_ALLOC_CONF=bogus:1", "replay " TRACE, "bogus");
-    expect_bad_input("PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:10", "replay " TRACE, "max_split_size_mb");
 }
 
 Test(cli, snapshot_written)
@@ -261,8 +564,6 @@ static char *the_result(const char *dir, const char *name)
     free(list);
     return text;
 }
-
-static const cJSON *get(const cJSON *o, const char *key) { return cJSON_GetObjectItemCaseSensitive(o, key); }
 
 Test(cli, run_fragmentation_table_and_results)
 {

@@ -1,7 +1,8 @@
 /* test_replay.c - `oomlab replay` parity with PyTorch 2.11: every recorded trace (tests/data/NAME.trace.json)
  * replayed under its own config and budget gives exactly the memory_stats() PyTorch recorded
  * (NAME.stats.json); whatif_default replayed under another recording's config predicts that recording's
- * stats; the model's OOM text; and the model's _snapshot() (harness/alloc/snapshot.h). */
+ * stats; the model's OOM text; the model's _snapshot() (harness/alloc/snapshot.h); several devices in one
+ * file, what-if or check, and the file's budget. */
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 
@@ -526,4 +527,212 @@ Test(snapshot, write_failure_leaves_nothing)
     remove_tmpdir(files, 1);
     cachealloc_delete(ca);
     device_close(dev);
+}
+
+/* ---- several devices, what-if vs check, the file's budget ---- */
+
+/* Write path: a snapshot whose device_traces[i] is the trace of tests/data/names[i].trace.json, or an empty
+ * list for NULL; the other keys from the first one given; budget > 0 adds a top-level "budget". */
+static void write_devices(const char *path, const char *const *names, size_t n, double budget)
+{
+    cJSON *doc = NULL, *lists = cJSON_CreateArray();
+    for (size_t i = 0; i < n; i++) {
+        cJSON *list = NULL;
+        if (names[i]) {
+            char src[256];
+            snprintf(src, sizeof src, DATA "%s.trace.json", names[i]);
+            cJSON *d = load_json(src);
+            list = cJSON_DetachItemFromArray(cJSON_GetObjectItemCaseSensitive(d, "device_traces"), 0);
+            if (!doc)
+                doc = d;
+            else
+                cJSON_Delete(d);
+        }
+        cJSON_AddItemToArray(lists, list ? list : cJSON_CreateArray());
+    }
+    cr_assert_not_null(doc);
+    cJSON_ReplaceItemInObjectCaseSensitive(doc, "device_traces", lists);
+    if (budget > 0)
+        cJSON_AddNumberToObject(doc, "budget", budget);
+    char *text = cJSON_PrintUnformatted(doc);
+    cr_assert_not_null(text);
+    cr_assert_eq(fileio_write_atomic(path, text, strlen(text)), OOM_OK);
+    free(text);
+    cJSON_Delete(doc);
+}
+
+TestSuite(replay_devices, .fini = cleanup_tmpdir);
+
+/* Each device's trace replays on its own allocator: both give exactly their recording's stats. */
+Test(replay_devices, each_device_its_own_recording)
+{
+    make_tmpdir();
+    char path[128];
+    snprintf(path, sizeof path, "%s/three.json", tmpdir);
+    static const char *const names[] = {"train_mlp", NULL, "max_split"};
+    write_devices(path, names, 3, 0);
+    replay_options opt = {.alloc_conf = NULL};
+    replay_report rep;
+    char err[400] = "";
+    cr_assert_eq(replay_trace(path, &opt, &rep, err, sizeof err), OOM_OK, "%s", err);
+    cr_assert_eq(rep.ntraces, 3);
+    cr_assert_eq(rep.ndevices, 2, "cuda:1 has no events and is not replayed");
+    cr_assert_not(rep.whatif);
+    cr_assert_eq(rep.budget_source, REPLAY_BUDGET_NONE);
+    cr_assert_eq(rep.devices[0].device, 0);
+    cr_assert_eq(rep.devices[1].device, 2);
+    cr_assert_eq(rep.devices[0].first_divergence, -1, "%s", rep.devices[0].divergence);
+    cr_assert_eq(rep.devices[0].events, 417);
+    recording r = load_recording("train_mlp");
+    assert_all_stats(&rep.devices[0].stats, &r, "cuda:0 (train_mlp)");
+    cJSON_Delete(r.doc);
+    /* cuda:2 is max_split's trace, replayed under the file's settings (train_mlp's: the defaults) */
+    cr_assert_eq(rep.devices[1].events, 2412);
+    replay_report_free(&rep);
+
+    /* one device */
+    opt.one_device = true;
+    opt.device = 2;
+    opt.alloc_conf = "max_split_size_mb:64";
+    cr_assert_eq(replay_trace(path, &opt, &rep, err, sizeof err), OOM_OK, "%s", err);
+    cr_assert_eq(rep.ndevices, 1);
+    cr_assert_eq(rep.devices[0].device, 2);
+    cr_assert(rep.whatif, "max_split_size_mb:64 is not this file's recorded config");
+    r = load_recording("max_split");
+    cr_assert_eq(rep.devices[0].first_divergence, -1, "%s", rep.devices[0].divergence);
+    assert_all_stats(&rep.devices[0].stats, &r, "cuda:2 (max_split)");
+    cJSON_Delete(r.doc);
+    replay_report_free(&rep);
+
+    /* replay_file wants one device */
+    replay_result *res = calloc(1, sizeof *res);
+    opt.one_device = false;
+    opt.alloc_conf = NULL;
+    cr_assert_eq(replay_file(path, &opt, res, err, sizeof err), OOM_EINVAL);
+    cr_assert_not_null(strstr(err, "cuda:0, cuda:2"), "%s", err);
+    opt.one_device = true;
+    opt.device = 1;
+    cr_assert_eq(replay_file(path, &opt, res, err, sizeof err), OOM_EINVAL);
+    cr_assert_not_null(strstr(err, "no events on cuda:1 (it has events on cuda:0, cuda:2)"), "%s", err);
+    free(res);
+    unlink(path);
+    cr_assert_eq(rmdir(tmpdir), 0);
+}
+
+/* A what-if is a config different from the recorded one, whatever text it is spelled with. */
+Test(replay_devices, whatif_is_a_different_config)
+{
+    static const struct {
+        const char *trace, *conf;
+        bool whatif;
+    } cases[] = {
+        {"max_split", "max_split_size_mb:64", false},
+        {"max_split", "max_split_size_mb:64, expandable_segments:False", false},
+        {"max_split", "", true},
+        {"train_mlp", "", false},
+        {"train_mlp", "garbage_collection_threshold:0.6", true},
+        {"expandable_train", "expandable_segments:True", false},
+        {"roundup", "roundup_power2_divisions:[256:1,512:2,1024:4,>:8]", false},
+        {"roundup", "roundup_power2_divisions:[256:1,512:2,1024:4,>:4]", true},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char trace[128], err[400] = "";
+        snprintf(trace, sizeof trace, DATA "%s.trace.json", cases[i].trace);
+        replay_options opt = {.alloc_conf = cases[i].conf};
+        replay_report rep;
+        cr_assert_eq(replay_trace(trace, &opt, &rep, err, sizeof err), OOM_OK, "%s", err);
+        cr_assert_eq(rep.whatif, cases[i].whatif, "%s under '%s'", cases[i].trace, cases[i].conf);
+        if (!cases[i].whatif)
+            cr_assert_eq(rep.devices[0].first_divergence, -1, "%s under its own config '%s': %s", cases[i].trace,
+                         cases[i].conf, rep.devices[0].divergence);
+        replay_report_free(&rep);
+    }
+}
+
+/* The file's "budget" (scripts/snapshot2json.py --budget) applies; opt->budget_bytes wins. */
+Test(replay_devices, budget_from_the_file)
+{
+    recording r = load_recording("pressure");
+    make_tmpdir();
+    char path[128];
+    snprintf(path, sizeof path, "%s/pressure.json", tmpdir);
+    static const char *const names[] = {"pressure"};
+    write_devices(path, names, 1, (double)r.allowed);
+    replay_options opt = {0};
+    replay_report rep;
+    char err[400] = "";
+    cr_assert_eq(replay_trace(path, &opt, &rep, err, sizeof err), OOM_OK, "%s", err);
+    cr_assert_eq(rep.budget_source, REPLAY_BUDGET_FILE);
+    cr_assert_eq(rep.budget_bytes, r.allowed);
+    cr_assert_eq(rep.devices[0].first_divergence, -1, "%s", rep.devices[0].divergence);
+    assert_all_stats(&rep.devices[0].stats, &r, "pressure with the file's budget");
+    replay_report_free(&rep);
+
+    opt.budget_bytes = (size_t)2 << 30;
+    cr_assert_eq(replay_trace(path, &opt, &rep, err, sizeof err), OOM_OK, "%s", err);
+    cr_assert_eq(rep.budget_source, REPLAY_BUDGET_OPTION);
+    cr_assert_eq(rep.budget_bytes, (size_t)2 << 30);
+    replay_report_free(&rep);
+
+    /* without it, the same trace diverges where PyTorch hit the fraction */
+    opt.budget_bytes = 0;
+    cr_assert_eq(replay_trace(DATA "pressure.trace.json", &opt, &rep, err, sizeof err), OOM_OK, "%s", err);
+    cr_assert_eq(rep.budget_source, REPLAY_BUDGET_NONE);
+    cr_assert_eq(rep.devices[0].first_divergence, 715, "%s", rep.devices[0].divergence);
+    replay_report_free(&rep);
+    cJSON_Delete(r.doc);
+    unlink(path);
+    cr_assert_eq(rmdir(tmpdir), 0);
+}
+
+/* --snapshot of a two-device replay: one _snapshot() with both devices' segments and traces at their index. */
+Test(replay_devices, snapshot_of_two_devices)
+{
+    make_tmpdir();
+    char in[128], out[128];
+    snprintf(in, sizeof in, "%s/two.json", tmpdir);
+    snprintf(out, sizeof out, "%s/model.json", tmpdir);
+    static const char *const names[] = {NULL, "train_mlp", "train_mlp"};
+    write_devices(in, names, 3, 0);
+    replay_options opt = {.snapshot_path = out};
+    replay_report rep;
+    char err[400] = "";
+    cr_assert_eq(replay_trace(in, &opt, &rep, err, sizeof err), OOM_OK, "%s", err);
+    cr_assert_eq(rep.ndevices, 2);
+    cJSON *snap = load_json(out);
+    const cJSON *traces = cJSON_GetObjectItemCaseSensitive(snap, "device_traces");
+    cr_assert_eq(cJSON_GetArraySize(traces), 3);
+    cr_assert_eq(cJSON_GetArraySize(cJSON_GetArrayItem(traces, 0)), 0);
+    cr_assert_eq(cJSON_GetArraySize(cJSON_GetArrayItem(traces, 1)), 417);
+    cr_assert_eq(cJSON_GetArraySize(cJSON_GetArrayItem(traces, 2)), 417);
+    int64_t per_device[3] = {0, 0, 0}, reserved[3] = {0, 0, 0};
+    const cJSON *s;
+    cJSON_ArrayForEach(s, cJSON_GetObjectItemCaseSensitive(snap, "segments"))
+    {
+        int64_t d = num(s, "device");
+        cr_assert(d >= 0 && d < 3);
+        per_device[d]++;
+        reserved[d] += num(s, "total_size");
+    }
+    cr_assert_eq(per_device[0], 0);
+    for (int d = 1; d < 3; d++) {
+        cr_assert_eq(per_device[d], rep.devices[d - 1].stats.segment[STAT_ALL].current, "cuda:%d segments", d);
+        cr_assert_eq(reserved[d], rep.devices[d - 1].stats.reserved_bytes[STAT_ALL].current, "cuda:%d bytes", d);
+    }
+    cr_assert_null(cJSON_GetObjectItemCaseSensitive(snap, "budget"), "no budget was used");
+    cJSON_Delete(snap);
+    replay_report_free(&rep);
+
+    /* replaying the model's snapshot gives the same result on both devices */
+    replay_options again = {0};
+    replay_report rep2;
+    cr_assert_eq(replay_trace(out, &again, &rep2, err, sizeof err), OOM_OK, "%s", err);
+    cr_assert_eq(rep2.ndevices, 2);
+    for (size_t i = 0; i < 2; i++) {
+        cr_assert_eq(rep2.devices[i].device, (int)i + 1);
+        cr_assert_eq(rep2.devices[i].first_divergence, -1, "%s", rep2.devices[i].divergence);
+    }
+    replay_report_free(&rep2);
+    static const char *const files[] = {"two.json", "model.json"};
+    remove_tmpdir(files, 2);
 }

@@ -1,8 +1,8 @@
 /* test_snapshot2json.c - scripts/snapshot2json.py: a _dump_snapshot() pickle becomes the JSON `oomlab replay`
- * reads (tuples become lists, --strip-frames empties every frames list); anything that is not a snapshot, or
- * that references a class, is refused with exit 2 and nothing written. Also: the pickle `oomlab replay
- * --snapshot OUT.pickle` writes (the format pytorch.org/memory_viz reads) converts back to the same dict as its
- * JSON. Pickles are made with python3's standard library. */
+ * reads (tuples become lists, --strip-frames empties every frames list, --budget adds the recording's budget);
+ * anything that is not a snapshot, or that references a class, is refused with exit 2 and nothing written.
+ * Also: the pickle `oomlab replay --snapshot OUT.pickle` writes (the format pytorch.org/memory_viz reads)
+ * converts back to the same dict as its JSON. Pickles are made with python3's standard library. */
 #include <criterion/criterion.h>
 
 #include <cjson/cJSON.h>
@@ -55,12 +55,12 @@ static int sh(const char *fmt, const char *a, const char *b)
     return WEXITSTATUS(st);
 }
 
-/* Write a pickle of the Python expression expr (stdlib only; names from collections, os, sys available). */
+/* Write a pickle of the Python expression expr (stdlib only; names from collections, json, os, sys available). */
 static void make_pickle(const char *name, const char *expr)
 {
     char code[900];
-    snprintf(code, sizeof code, "import collections, os, pickle, sys; pickle.dump(%s, open(sys.argv[1], \"wb\"))",
-             expr);
+    snprintf(code, sizeof code,
+             "import collections, json, os, pickle, sys; pickle.dump(%s, open(sys.argv[1], \"wb\"))", expr);
     int rc = sh("python3 -c '%s' '%s'", code, tpath(name));
     char *err = fileio_read_all(tpath("stderr"), NULL);
     cr_assert_eq(rc, 0, "python3 could not write the pickle: %s", err ? err : "");
@@ -224,6 +224,54 @@ Test(snapshot2json, output_dir_missing, .disabled = true)
     cr_assert(len > 1 && strchr(err, '\n') == err + len - 1, "stderr is not one line: %s", err);
     cr_assert(access(out, F_OK) != 0);
     free(err);
+}
+
+/* The recording made under a memory fraction (1/60 of the H100's memory): --budget stores what the fraction
+ * allowed, and oomlab replay uses it. */
+Test(snapshot2json, budget_stored_and_used)
+{
+    make_pickle("pressure.pickle", "json.load(open(\"tests/data/pressure.trace.json\"))");
+    int rc = sh("python3 " SCRIPT " '%s' --budget 1416958225 -o '%s'", tpath("pressure.pickle"), tpath("out.json"));
+    char *err = fileio_read_all(tpath("stderr"), NULL);
+    cr_assert_eq(rc, 0, "exit %d: %s", rc, err ? err : "");
+    free(err);
+    cJSON *d = load_json(tpath("out.json"));
+    const cJSON *b = cJSON_GetObjectItemCaseSensitive(d, "budget");
+    cr_assert(cJSON_IsNumber(b) && b->valuedouble == 1416958225.0, "no top-level budget of 1416958225");
+    cJSON_Delete(d);
+
+    const char *bin = getenv("OOMLAB_BIN");
+    char fmt[300];
+    snprintf(fmt, sizeof fmt, "'%s' replay '%%s'%%s", bin && bin[0] ? bin : "build/oomlab");
+    rc = sh(fmt, tpath("out.json"), "");
+    char *out = fileio_read_all(tpath("stdout"), NULL);
+    cr_assert_eq(rc, 0, "the replay with the stored budget: exit %d: %s", rc, out);
+    cr_assert_not_null(strstr(out, "budget: 1416958225 bytes (the file's \"budget\")"), "%s", out);
+    free(out);
+
+    /* the sizes oomlab takes */
+    rc = sh("python3 " SCRIPT " '%s' --budget 1.5GiB -o '%s'", tpath("pressure.pickle"), tpath("out.json"));
+    cr_assert_eq(rc, 0);
+    d = load_json(tpath("out.json"));
+    cr_assert_eq(cJSON_GetObjectItemCaseSensitive(d, "budget")->valuedouble, 1610612736.0);
+    cJSON_Delete(d);
+    unlink(tpath("out.json"));
+
+    /* bad sizes are refused, nothing written */
+    static const char *const bad[] = {"0", "12XB", "1.5", "lots", "-5", "1e9", "0.3KiB"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char arg[64];
+        snprintf(arg, sizeof arg, "--budget=%s '%s'", bad[i], tpath("pressure.pickle"));
+        char what[64];
+        snprintf(what, sizeof what, "--budget: '%s' is not a size", bad[i]);
+        rc = sh("python3 " SCRIPT " %s -o '%s'", arg, tpath("out.json"));
+        err = fileio_read_all(tpath("stderr"), NULL);
+        cr_assert_eq(rc, 2, "--budget %s: exit %d: %s", bad[i], rc, err);
+        cr_assert_not_null(strstr(err, what), "--budget %s: %s", bad[i], err);
+        cr_assert(strchr(err, '\n') == err + strlen(err) - 1, "not one line: %s", err);
+        cr_assert(access(tpath("out.json"), F_OK) != 0, "--budget %s: out.json was written", bad[i]);
+        free(err);
+    }
 }
 
 /* Remove time_us from every trace entry (it is the clock at recording, different on every run). */

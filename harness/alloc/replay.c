@@ -2,6 +2,8 @@
 #include "alloc/replay.h"
 
 #include <cJSON.h>
+#include <ctype.h>
+#include <dirent.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -140,38 +142,25 @@ static oom_status conf_from_settings(const cJSON *settings, alloc_conf *conf, ch
     return OOM_OK;
 }
 
-/* Parse device_traces[0] into events. */
-static event *parse_events(const cJSON *root, size_t *count, char *err, size_t errcap)
+/* Parse the trace list of device devidx into events. */
+static event *parse_events(const cJSON *list, int devidx, size_t *count, char *err, size_t errcap)
 {
-    const cJSON *traces = cJSON_GetObjectItemCaseSensitive(root, "device_traces");
-    if (!cJSON_IsArray(traces)) {
-        set_err(err, errcap, "not a memory snapshot: no 'device_traces' list");
-        return NULL;
-    }
-    const cJSON *t0 = cJSON_GetArrayItem(traces, 0);
-    if (!t0) {
-        *count = 0;
-        return calloc(1, sizeof(event));
-    }
-    if (!cJSON_IsArray(t0)) {
-        set_err(err, errcap, "device_traces[0] is not a list");
-        return NULL;
-    }
-    size_t n = (size_t)cJSON_GetArraySize(t0), i = 0;
+    size_t n = (size_t)cJSON_GetArraySize(list), i = 0;
     event *ev = calloc(n ? n : 1, sizeof *ev);
     if (!ev) {
         set_err(err, errcap, "out of host memory");
         return NULL;
     }
-    for (const cJSON *e = t0->child; e; e = e->next, i++) {
+    for (const cJSON *e = list->child; e; e = e->next, i++) {
         const cJSON *a = cJSON_GetObjectItemCaseSensitive(e, "action");
         if (!cJSON_IsString(a) || !ca_action_parse(a->valuestring, &ev[i].action)) {
-            set_err(err, errcap, "event %zu: unknown or missing 'action'", i);
+            set_err(err, errcap, "cuda:%d event %zu: unknown or missing 'action'", devidx, i);
             goto fail;
         }
         const char *akey = ev[i].action == CA_OOM ? "device_free" : "addr";
         if (!get_u64(e, akey, &ev[i].addr) || !get_u64(e, "size", &ev[i].size)) {
-            set_err(err, errcap, "event %zu (%s): missing or invalid '%s' or 'size'", i, a->valuestring, akey);
+            set_err(err, errcap, "cuda:%d event %zu (%s): missing or invalid '%s' or 'size'", devidx, i,
+                    a->valuestring, akey);
             goto fail;
         }
     }
@@ -270,59 +259,27 @@ static void maybe_empty_cache(replay_state *st, bool op_is_alloc, size_t nbytes)
     cachealloc_empty_cache(st->ca);
 }
 
-oom_status replay_file(const char *path, const replay_options *opt, replay_result *res, char *err, size_t errcap)
+/* Replay one device's events from an empty allocator; res gets the result. With snap, *snap gets the model's
+ * _snapshot() at the end, its segments marked with the device index. */
+static oom_status replay_events(const event *ev, size_t nev, const replay_report *rep, replay_result *res,
+                                cJSON **snap, char *err, size_t errcap)
 {
-    oom_status rc = OOM_EINVAL;
-    memset(res, 0, sizeof *res);
+    oom_status rc = OOM_OK;
     res->first_divergence = -1;
     res->first_oom_event = -1;
-    size_t len = 0;
-    char *text = fileio_read_all(path, &len);
-    if (!text) {
-        set_err(err, errcap, "%s", oom_error_detail());
-        return OOM_EIO;
-    }
-    cJSON *root = cJSON_ParseWithLength(text, len);
-    free(text);
-    if (!cJSON_IsObject(root)) {
-        set_err(err, errcap, "%s: not a JSON object (expected the dict of torch.cuda.memory._snapshot())", path);
-        cJSON_Delete(root);
-        return OOM_EINVAL;
-    }
-    size_t nev = 0;
-    event *ev = parse_events(root, &nev, err, errcap);
-    if (!ev) {
-        cJSON_Delete(root);
-        return OOM_EINVAL;
-    }
-    if (opt->alloc_conf) {
-        char perr[200];
-        alloc_conf_default(&res->conf);
-        if (alloc_conf_parse(&res->conf, opt->alloc_conf, perr, sizeof perr) != OOM_OK) {
-            set_err(err, errcap, "--alloc-conf: %s", perr);
-            goto out_free;
-        }
-    } else if (conf_from_settings(cJSON_GetObjectItemCaseSensitive(root, "allocator_settings"), &res->conf, err,
-                                  errcap) != OOM_OK) {
-        goto out_free;
-    }
-    cJSON_Delete(root);
-    root = NULL;
-
+    res->conf = rep->conf;
     device *dev = NULL;
     device_options dopt = {.kind = DEVICE_SIM, .sim_dry_run = true};
     if (device_open(&dopt, &dev) != OOM_OK) {
         set_err(err, errcap, "cannot open the sim device");
-        rc = OOM_ENOMEM_HOST;
-        goto out_free;
+        return OOM_ENOMEM_HOST;
     }
-    cachealloc_options copt = {.conf = res->conf, .budget_bytes = opt->budget_bytes};
+    cachealloc_options copt = {.conf = rep->conf, .budget_bytes = rep->budget_bytes};
     cachealloc *ca = NULL;
     if (cachealloc_new(dev, &copt, &ca) != OOM_OK) {
         set_err(err, errcap, "out of host memory");
-        rc = OOM_ENOMEM_HOST;
         device_close(dev);
-        goto out_free;
+        return OOM_ENOMEM_HOST;
     }
     res->budget_bytes = cachealloc_budget(ca);
     cachealloc_record_history(ca, true);
@@ -330,10 +287,10 @@ oom_status replay_file(const char *path, const replay_options *opt, replay_resul
     if (!am_init(&live, nev + 1)) {
         set_err(err, errcap, "out of host memory");
         rc = OOM_ENOMEM_HOST;
-        goto out_close;
+        goto out;
     }
 
-    replay_state st = {.ca = ca, .dev = dev, .ev = ev, .res = res, .keep_trace = opt->snapshot_path != NULL};
+    replay_state st = {.ca = ca, .dev = dev, .ev = ev, .res = res, .keep_trace = snap != NULL};
     for (size_t i = 0; i < nev; i++) {
         const event *e = &ev[i];
         switch (e->action) {
@@ -350,8 +307,8 @@ oom_status replay_file(const char *path, const replay_options *opt, replay_resul
             if (st.pending_hi == st.pending_lo)
                 st.pending_lo = st.pending_hi = i;
             maybe_empty_cache(&st, true, (size_t)e->size);
-            if (!opt->alloc_conf)
-                hint_next_segment(&st); /* the recorded addresses describe this config's history only */
+            if (!rep->whatif)
+                hint_next_segment(&st); /* the recorded addresses describe the recorded config's history only */
             devptr p = 0;
             oom_status s = cachealloc_malloc(ca, (size_t)e->size, &p);
             device_addr_hint(dev, 0, 0);
@@ -364,9 +321,9 @@ oom_status replay_file(const char *path, const replay_options *opt, replay_resul
                 if (e->action == CA_ALLOC)
                     note_divergence(&st, i, "the model ran out of memory where PyTorch allocated");
             } else if (s != OOM_OK) {
-                set_err(err, errcap, "event %zu: device failure %s", i, oom_status_str(s));
+                set_err(err, errcap, "cuda:%d event %zu: device failure %s", res->device, i, oom_status_str(s));
                 rc = s;
-                goto out_map;
+                goto out;
             } else if (e->action == CA_OOM) {
                 /* PyTorch failed here; the program never held the tensor */
                 note_divergence(&st, i, "PyTorch ran out of memory where the model allocated");
@@ -403,23 +360,341 @@ oom_status replay_file(const char *path, const replay_options *opt, replay_resul
     }
     res->events = nev;
     res->stats = *cachealloc_stats(ca);
-    rc = OOM_OK;
-    if (opt->snapshot_path) {
-        oom_error_clear();
-        rc = snapshot_write(ca, opt->snapshot_path);
-        if (rc != OOM_OK) {
-            /* the last-error record reads "EIO at file:line: detail"; the user gets the detail */
-            set_err(err, errcap, "--snapshot: %s", oom_error_detail());
+    if (snap) {
+        *snap = snapshot_json(ca);
+        if (!*snap) {
+            set_err(err, errcap, "--snapshot: out of host memory");
+            rc = OOM_ENOMEM_HOST;
+            goto out;
+        }
+        cJSON *seg;
+        cJSON_ArrayForEach(seg, cJSON_GetObjectItemCaseSensitive(*snap, "segments"))
+        {
+            cJSON_SetNumberValue(cJSON_GetObjectItemCaseSensitive(seg, "device"), res->device);
         }
     }
-out_map:
+out:
     free(live.keys);
     free(live.vals);
-out_close:
     cachealloc_delete(ca);
     device_close(dev);
-out_free:
+    return rc;
+}
+
+/* One line for a file that does not parse: where it ends early (truncated), or where the bad text is. */
+static void json_error(const char *path, const char *text, size_t len, const char *at, char *err, size_t errcap)
+{
+    size_t end = len; /* the text without trailing whitespace */
+    while (end > 0 && strchr(" \t\r\n", text[end - 1]))
+        end--;
+    /* open brackets and an open string at the end: is the document unfinished? */
+    size_t depth = 0, last_quote = 0, token = 0;
+    bool in_string = false, escaped = false;
+    for (size_t i = 0; i < end; i++) {
+        char c = text[i];
+        if (in_string) {
+            if (escaped)
+                escaped = false;
+            else if (c == '\\')
+                escaped = true;
+            else if (c == '"')
+                in_string = false;
+            continue;
+        }
+        if (c == '"') {
+            in_string = true;
+            last_quote = i;
+        } else if (c == '{' || c == '[') {
+            depth++;
+        } else if ((c == '}' || c == ']') && depth > 0) {
+            depth--;
+        }
+    }
+    /* the start of the last token: cJSON reports an unfinished string at its opening quote, a cut number or
+     * literal at its first character, and a missing value after its last ',', ':' or bracket */
+    token = end > 0 ? end - 1 : 0;
+    while (token > 0 && (isalnum((unsigned char)text[token - 1]) || text[token - 1] == '.' ||
+                         text[token - 1] == '-' || text[token - 1] == '+'))
+        token--;
+    size_t pos = at && at >= text && at <= text + len ? (size_t)(at - text) : end;
+    bool truncated = (in_string && pos >= last_quote) || (!in_string && depth > 0 && pos >= token);
+    /* a truncated file ends on the line of its last byte (a final newline ends that line, it starts none) */
+    size_t line = 1, col = 1, upto = truncated ? len - (text[len - 1] == '\n') : pos;
+    for (size_t i = 0; i < upto; i++) {
+        if (text[i] == '\n') {
+            line++;
+            col = 1;
+        } else {
+            col++;
+        }
+    }
+    if (truncated)
+        set_err(err, errcap, "%s is truncated: the JSON ends at byte %zu (line %zu) before it is complete", path,
+                len, line);
+    else
+        set_err(err, errcap, "%s: not valid JSON at byte %zu (line %zu, column %zu)", path, pos, line, col);
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+#define PICKLE_ERR                                                                                             \
+    "%s is a pickle: convert it with scripts/snapshot2json.py first (scripts/snapshot2json.py %s -o OUT.json)"
+
+/* The file's JSON, or NULL with one line in err: a directory, an unreadable or empty file, a pickle, a
+ * truncated or invalid JSON, a JSON that is not an object. */
+static cJSON *load_snapshot(const char *path, oom_status *st, char *err, size_t errcap)
+{
+    *st = OOM_EINVAL;
+    DIR *d = opendir(path);
+    if (d) {
+        closedir(d);
+        set_err(err, errcap, "%s is a directory, not a snapshot JSON file", path);
+        return NULL;
+    }
+    size_t len = 0;
+    char *text = fileio_read_all(path, &len);
+    if (!text) {
+        set_err(err, errcap, "%s", oom_error_detail());
+        *st = OOM_EIO;
+        return NULL;
+    }
+    cJSON *root = NULL;
+    if (len == 0) {
+        set_err(err, errcap, "%s is empty (expected the JSON of torch.cuda.memory._snapshot())", path);
+    } else if ((unsigned char)text[0] == 0x80) { /* pickle protocol 2 and later start with PROTO */
+        set_err(err, errcap, PICKLE_ERR, path, path);
+    } else {
+        const char *at = NULL;
+        /* len + 1 takes in fileio_read_all's NUL, so that text after the value is an error */
+        root = cJSON_ParseWithLengthOpts(text, len + 1, &at, true);
+        if (!root && (ends_with(path, ".pickle") || ends_with(path, ".pkl")))
+            set_err(err, errcap, PICKLE_ERR, path, path);
+        else if (!root)
+            json_error(path, text, len, at, err, errcap);
+        else if (!cJSON_IsObject(root))
+            set_err(err, errcap, "%s: not a JSON object (expected the dict of torch.cuda.memory._snapshot())", path);
+    }
+    free(text);
+    if (root && !cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        root = NULL;
+    }
+    if (root)
+        *st = OOM_OK;
+    return root;
+}
+
+/* "cuda:0, cuda:2" for the devices of traces that have events, into buf. */
+static void devices_with_events(const cJSON *traces, char *buf, size_t cap)
+{
+    size_t n = 0;
+    int i = 0;
+    buf[0] = '\0';
+    for (const cJSON *t = traces->child; t; t = t->next, i++)
+        if (cJSON_IsArray(t) && cJSON_GetArraySize(t) > 0 && n < cap)
+            n += (size_t)snprintf(buf + n, cap - n, "%scuda:%d", n ? ", " : "", i);
+}
+
+/* The budget: opt's, else the file's "budget", else none. */
+static oom_status pick_budget(const cJSON *root, const char *path, const replay_options *opt, replay_report *rep,
+                              char *err, size_t errcap)
+{
+    if (opt->budget_bytes) {
+        rep->budget_bytes = opt->budget_bytes;
+        rep->budget_source = REPLAY_BUDGET_OPTION;
+        return OOM_OK;
+    }
+    const cJSON *b = cJSON_GetObjectItemCaseSensitive(root, "budget");
+    if (!b || cJSON_IsNull(b)) {
+        rep->budget_source = REPLAY_BUDGET_NONE;
+        return OOM_OK;
+    }
+    uint64_t v = 0;
+    if (!get_u64(root, "budget", &v) || v == 0 || v > SIZE_MAX) {
+        set_err(err, errcap, "%s: 'budget' must be a whole number of bytes > 0 (scripts/snapshot2json.py --budget "
+                             "writes it)",
+                path);
+        return OOM_EINVAL;
+    }
+    rep->budget_bytes = (size_t)v;
+    rep->budget_source = REPLAY_BUDGET_FILE;
+    return OOM_OK;
+}
+
+/* The replayed devices' snapshots as one _snapshot(): segments in device order, device_traces at their index,
+ * the budget (not a PyTorch key) when one was used. Takes the snapshots (freed); NULL when out of memory. */
+static cJSON *merge_snapshots(cJSON **snaps, const replay_report *rep)
+{
+    cJSON *all = snaps[0];
+    snaps[0] = NULL;
+    cJSON *segs = cJSON_GetObjectItemCaseSensitive(all, "segments");
+    cJSON *lists = cJSON_CreateArray();
+    bool ok = lists != NULL;
+    for (size_t i = 0, k = 0; ok && i < rep->ntraces; i++) {
+        cJSON *list = NULL;
+        if (k < rep->ndevices && rep->devices[k].device == (int)i) {
+            cJSON *src = k == 0 ? all : snaps[k];
+            list = cJSON_DetachItemFromArray(cJSON_GetObjectItemCaseSensitive(src, "device_traces"), 0);
+            if (k > 0) {
+                cJSON *seg;
+                while (ok && (seg = cJSON_DetachItemFromArray(cJSON_GetObjectItemCaseSensitive(src, "segments"), 0)))
+                    ok = cJSON_AddItemToArray(segs, seg);
+                cJSON_Delete(snaps[k]);
+                snaps[k] = NULL;
+            }
+            k++;
+        }
+        if (!list)
+            list = cJSON_CreateArray();
+        ok = ok && list && cJSON_AddItemToArray(lists, list);
+    }
+    ok = ok && cJSON_ReplaceItemInObjectCaseSensitive(all, "device_traces", lists);
+    if (!ok)
+        cJSON_Delete(lists);
+    if (ok && rep->budget_bytes)
+        ok = cJSON_AddNumberToObject(all, "budget", (double)rep->budget_bytes) != NULL;
+    if (!ok) {
+        cJSON_Delete(all);
+        return NULL;
+    }
+    return all;
+}
+
+oom_status replay_trace(const char *path, const replay_options *opt, replay_report *rep, char *err, size_t errcap)
+{
+    memset(rep, 0, sizeof *rep);
+    oom_status rc;
+    cJSON *root = load_snapshot(path, &rc, err, errcap);
+    if (!root)
+        return rc;
+    rc = OOM_EINVAL;
+    cJSON **snaps = NULL;
+    size_t nsnaps = 0;
+    const cJSON *traces = cJSON_GetObjectItemCaseSensitive(root, "device_traces");
+    if (!cJSON_IsArray(traces)) {
+        set_err(err, errcap, "%s: not a memory snapshot: no 'device_traces' list", path);
+        goto out;
+    }
+    rep->ntraces = (size_t)cJSON_GetArraySize(traces);
+    size_t nwith = 0;
+    int i = 0;
+    for (const cJSON *t = traces->child; t; t = t->next, i++) {
+        if (!cJSON_IsArray(t)) {
+            set_err(err, errcap, "%s: device_traces[%d] is not a list", path, i);
+            goto out;
+        }
+        nwith += cJSON_GetArraySize(t) > 0;
+    }
+    char with[200];
+    devices_with_events(traces, with, sizeof with);
+    if (nwith == 0) {
+        set_err(err, errcap, "%s: no trace events on any device (call torch.cuda.memory._record_memory_history() "
+                             "before the program allocates, then _dump_snapshot())",
+                path);
+        goto out;
+    }
+    if (opt->one_device && (opt->device < 0 || (size_t)opt->device >= rep->ntraces ||
+                            cJSON_GetArraySize(cJSON_GetArrayItem(traces, opt->device)) == 0)) {
+        set_err(err, errcap, "--device: %s has no events on cuda:%d (it has events on %s)", path, opt->device, with);
+        goto out;
+    }
+
+    if (conf_from_settings(cJSON_GetObjectItemCaseSensitive(root, "allocator_settings"), &rep->recorded, err,
+                           errcap) != OOM_OK) {
+        if (!opt->alloc_conf)
+            goto out;
+        /* --alloc-conf replaces settings the model cannot read: a what-if, as nothing says they are the same */
+        snprintf(rep->recorded_error, sizeof rep->recorded_error, "%s", err);
+        err[0] = '\0';
+        alloc_conf_default(&rep->recorded);
+    }
+    rep->conf = rep->recorded;
+    if (opt->alloc_conf) {
+        char perr[200];
+        alloc_conf_default(&rep->conf);
+        if (alloc_conf_parse(&rep->conf, opt->alloc_conf, perr, sizeof perr) != OOM_OK) {
+            set_err(err, errcap, "--alloc-conf: %s", perr);
+            goto out;
+        }
+        char a[ALLOC_CONF_TEXT_MAX], b[ALLOC_CONF_TEXT_MAX];
+        rep->whatif = rep->recorded_error[0] || strcmp(alloc_conf_format(&rep->conf, a, sizeof a),
+                                                       alloc_conf_format(&rep->recorded, b, sizeof b)) != 0;
+    }
+    if (pick_budget(root, path, opt, rep, err, errcap) != OOM_OK)
+        goto out;
+
+    size_t nrep = opt->one_device ? 1 : nwith;
+    rep->devices = calloc(nrep, sizeof *rep->devices);
+    snaps = opt->snapshot_path ? calloc(nrep, sizeof *snaps) : NULL;
+    nsnaps = snaps ? nrep : 0;
+    if (!rep->devices || (opt->snapshot_path && !snaps)) {
+        set_err(err, errcap, "out of host memory");
+        rc = OOM_ENOMEM_HOST;
+        goto out;
+    }
+    i = 0;
+    for (const cJSON *t = traces->child; t; t = t->next, i++) {
+        if (cJSON_GetArraySize(t) == 0 || (opt->one_device && i != opt->device))
+            continue;
+        replay_result *res = &rep->devices[rep->ndevices];
+        res->device = i;
+        size_t nev = 0;
+        event *ev = parse_events(t, i, &nev, err, errcap);
+        if (!ev)
+            goto out;
+        rc = replay_events(ev, nev, rep, res, snaps ? &snaps[rep->ndevices] : NULL, err, errcap);
+        free(ev);
+        if (rc != OOM_OK)
+            goto out;
+        rep->ndevices++;
+        rc = OOM_EINVAL;
+    }
     cJSON_Delete(root);
-    free(ev);
+    root = NULL;
+    rc = OOM_OK;
+    if (opt->snapshot_path) {
+        cJSON *all = merge_snapshots(snaps, rep);
+        oom_error_clear();
+        rc = all ? snapshot_write_tree(all, opt->snapshot_path) : OOM_ENOMEM_HOST;
+        cJSON_Delete(all);
+        if (rc != OOM_OK) /* the last-error record reads "EIO at file:line: detail"; the user gets the detail */
+            set_err(err, errcap, "--snapshot: %s", all ? oom_error_detail() : "out of host memory");
+    }
+out:
+    for (size_t k = 0; k < nsnaps; k++)
+        cJSON_Delete(snaps[k]);
+    free(snaps);
+    cJSON_Delete(root);
+    return rc;
+}
+
+void replay_report_free(replay_report *rep)
+{
+    free(rep->devices);
+    rep->devices = NULL;
+    rep->ndevices = 0;
+}
+
+oom_status replay_file(const char *path, const replay_options *opt, replay_result *res, char *err, size_t errcap)
+{
+    memset(res, 0, sizeof *res);
+    res->first_divergence = -1;
+    res->first_oom_event = -1;
+    replay_report rep;
+    oom_status rc = replay_trace(path, opt, &rep, err, errcap);
+    if (rc == OOM_OK && rep.ndevices != 1) {
+        char with[200] = "";
+        for (size_t k = 0, n = 0; k < rep.ndevices && n < sizeof with; k++)
+            n += (size_t)snprintf(with + n, sizeof with - n, "%scuda:%d", k ? ", " : "", rep.devices[k].device);
+        set_err(err, errcap, "%s has events on %s: pick one device", path, with);
+        rc = OOM_EINVAL;
+    }
+    if (rc == OOM_OK)
+        *res = rep.devices[0];
+    replay_report_free(&rep);
     return rc;
 }

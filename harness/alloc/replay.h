@@ -1,9 +1,12 @@
 /* replay.h - replay a PyTorch memory snapshot's trace through the caching allocator model (`oomlab replay`).
  *
  * The input is the dict of torch.cuda.memory._snapshot() as json.dump writes it (scripts/snapshot2json.py
- * converts a _dump_snapshot() pickle). The alloc, free_requested and oom events of device_traces[0] are
- * replayed in order from an empty allocator on a dry-run sim device; the segment_alloc, segment_free,
- * segment_map and segment_unmap events PyTorch recorded are compared with the ones the model produces.
+ * converts a _dump_snapshot() pickle, and with --budget adds a top-level "budget": the bytes
+ * set_per_process_memory_fraction allowed, which PyTorch's snapshot does not record). device_traces holds one
+ * list per device index; every device whose list has events is replayed (or only the one asked for), each in
+ * order from an empty allocator on its own dry-run sim device. Its alloc, free_requested and oom events are
+ * replayed; the segment_alloc, segment_free, segment_map and segment_unmap events PyTorch recorded are compared
+ * with the ones the model produces.
  *   - A recorded segment_free/segment_unmap that the model would not produce itself at that point is taken as
  *     an empty_cache() call.
  *   - An oom event is replayed as the allocation attempt it records (its rounded size).
@@ -11,7 +14,10 @@
  *     between equal-size blocks break as they did on the GPU, also for what-if configs. Under the trace's own
  *     config a segment that PyTorch's trace shows at an address of the same size takes that address when it
  *     is free: cuBLAS and cuDNN call cudaMalloc behind the allocator's back, and this keeps their traces exact.
- * Without an alloc_conf override the config recorded in allocator_settings is used.
+ * The config is the one recorded in allocator_settings unless opt->alloc_conf is given; the environment
+ * (OOMLAB_ALLOC_CONF, PYTORCH_CUDA_ALLOC_CONF, PYTORCH_ALLOC_CONF) is never read here. A replay under the recorded config is a check
+ * against the recording; under another config it is a what-if simulation, whose differences from the
+ * recording are information.
  */
 #ifndef OOMLAB_REPLAY_H
 #define OOMLAB_REPLAY_H
@@ -28,11 +34,22 @@ OOM_BEGIN_DECLS
 
 typedef struct replay_options {
     const char *alloc_conf;    /* NULL: the trace's allocator_settings */
-    size_t budget_bytes;       /* 0: no budget */
+    size_t budget_bytes;       /* 0: the file's "budget" if it has one, else none */
+    bool one_device;           /* replay only device_traces[device]; else every device that has events */
+    int device;                /* with one_device: the device index (cuda:N) */
     const char *snapshot_path; /* NULL: none; else the model's snapshot after the replay (snapshot_write) */
 } replay_options;
 
+/* Where the budget came from. */
+typedef enum replay_budget_source {
+    REPLAY_BUDGET_NONE,   /* no budget (a per_process_memory_fraction in the config still caps) */
+    REPLAY_BUDGET_OPTION, /* opt->budget_bytes (--budget) */
+    REPLAY_BUDGET_FILE,   /* the file's "budget" (scripts/snapshot2json.py --budget) */
+} replay_budget_source;
+
+/* One device's replay. */
 typedef struct replay_result {
+    int device;               /* its index in device_traces (cuda:N) */
     size_t events;            /* trace entries read */
     long first_divergence;    /* index of the first event where the segment actions disagree; -1 if none */
     char divergence[256];     /* what disagreed there */
@@ -41,13 +58,35 @@ typedef struct replay_result {
     char oom_message[1200];   /* the model's OOM text for it */
     memstats stats;           /* the model's memory_stats() at the end */
     alloc_conf conf;          /* the config the replay used */
-    size_t budget_bytes;
+    size_t budget_bytes;      /* the cap the allocator applied (cachealloc_budget); 0: none */
 } replay_result;
 
-/* Replay the snapshot JSON in path. OOM_EINVAL or OOM_EIO for bad input, with one line in err that names the
- * problem; OOM_OK otherwise (a divergence is a result, not an error). With opt->snapshot_path, the model's
- * _snapshot() (its segments and the whole replayed trace) is written there at the end; a failed write is
- * OOM_EIO (or OOM_ENOMEM_HOST) and leaves no file. */
+/* A replay of a whole file. */
+typedef struct replay_report {
+    bool whatif;                        /* opt->alloc_conf given and different from the recorded settings */
+    alloc_conf conf;                    /* the config the replay used */
+    alloc_conf recorded;                /* the config in the trace's allocator_settings */
+    char recorded_error[200];           /* with alloc_conf: why allocator_settings did not parse ("" if it did) */
+    size_t budget_bytes;                /* the budget asked for (0: none) */
+    replay_budget_source budget_source; /* where it came from */
+    size_t ntraces;                     /* the length of device_traces */
+    size_t ndevices;                    /* devices replayed */
+    replay_result *devices;             /* one per replayed device, in index order (replay_report_free) */
+} replay_report;
+
+/* Replay the snapshot JSON in path: every device whose trace has events, or only opt->device. OOM_EINVAL or
+ * OOM_EIO for bad input, with one line in err that names the problem (a file that is a directory, a pickle, a
+ * truncated or invalid JSON with the byte offset and line, no events on any device or on the one asked for);
+ * OOM_OK otherwise (a divergence is a result, not an error). With opt->snapshot_path, the model's _snapshot()
+ * (every replayed device's segments and whole replayed trace, at its own index) is written there at the end; a
+ * failed write is OOM_EIO (or OOM_ENOMEM_HOST) and leaves no file. rep is zeroed first; free it with
+ * replay_report_free whatever the status. */
+oom_status replay_trace(const char *path, const replay_options *opt, replay_report *rep, char *err, size_t errcap);
+
+void replay_report_free(replay_report *rep);
+
+/* Replay one device: replay_trace, then the result of the one device replayed. OOM_EINVAL when several devices
+ * have events and opt does not pick one. */
 oom_status replay_file(const char *path, const replay_options *opt, replay_result *res, char *err, size_t errcap);
 
 OOM_END_DECLS

@@ -378,6 +378,17 @@ oom_status snapshot_write(const cachealloc *ca, const char *path)
         OOM_ERROR(OOM_ENOMEM_HOST, "cannot write %s: out of host memory", path);
         return OOM_ENOMEM_HOST;
     }
+    oom_status st = snapshot_write_tree(snap, path);
+    cJSON_Delete(snap);
+    return st;
+}
+
+oom_status snapshot_write_tree(const cJSON *snap, const char *path)
+{
+    if (!path || !path[0]) {
+        OOM_ERROR(OOM_EINVAL, "snapshot: empty output path");
+        return OOM_EINVAL;
+    }
     void *data;
     size_t len;
     if (ends_with(path, ".pickle") || ends_with(path, ".pkl")) {
@@ -390,7 +401,6 @@ oom_status snapshot_write(const cachealloc *ca, const char *path)
         data = text;
         len += text ? 1 : 0;
     }
-    cJSON_Delete(snap);
     if (!data) {
         OOM_ERROR(OOM_ENOMEM_HOST, "cannot write %s: out of host memory", path);
         return OOM_ENOMEM_HOST;

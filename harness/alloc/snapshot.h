@@ -41,6 +41,9 @@ unsigned char *snapshot_pickle(const cJSON *snap, size_t *len);
  * OOM_EIO (cannot create, write or rename), OOM_ENOMEM_HOST, or OOM_EINVAL (empty path). */
 oom_status snapshot_write(const cachealloc *ca, const char *path);
 
+/* Write a snapshot_json()-shaped tree (one the caller built or changed) the same way. */
+oom_status snapshot_write_tree(const cJSON *snap, const char *path);
+
 OOM_END_DECLS
 
 #endif

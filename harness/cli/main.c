@@ -6,17 +6,19 @@
  *              [--set key=value]... [--alloc-conf S] [--dry-run] [--json] [--plot] [--out DIR | --no-write]
  *   oomlab plot RESULTS.json [-o OUT.png]
  *   oomlab parity [WORKLOAD...] [--backend auto|cuda|sim]
- *   oomlab replay FILE [--alloc-conf S] [--budget SIZE] [--snapshot OUT] [--json]
+ *   oomlab replay FILE [--device N] [--alloc-conf S] [--budget SIZE] [--snapshot OUT] [--json]
  *   oomlab bench alloc [--backend auto|cuda|sim] [--iters N] [--json]
  *   oomlab bench gemm [--backend auto|cuda|sim] [--json]
  *   oomlab bench step [--backend auto|cuda|sim] [--width N] [--batch N] [--json]
  *   oomlab version | help
  *
  * Exit status: 0 success (run: every variant shows what it must; replay: the model agrees with PyTorch's
- * segment actions), 1 a result that fails (run: an expectation does not hold; replay: it diverges), 2 bad input
- * (one error line on stderr, nothing written).
+ * segment actions on every device, or a what-if replay), 1 a result that fails (run: an expectation does not
+ * hold; replay under the recording's settings: some device diverges), 2 bad input (one error line on stderr,
+ * nothing written).
  */
 #include <cJSON.h>
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,8 +52,10 @@ static const char usage[] =
     "      draw a run: allocated and reserved bytes at each step, per variant (gnuplot)\n"
     "  parity [WORKLOAD...] [--backend auto|cuda|sim]\n"
     "      the runtime's memory on the workloads of scripts/twins/mlp_parity.py, one JSON object per line\n"
-    "  replay FILE [--alloc-conf S] [--budget SIZE] [--snapshot OUT] [--json]\n"
-    "      replay a PyTorch memory snapshot (JSON from scripts/snapshot2json.py) through the allocator model;\n"
+    "  replay FILE [--device N] [--alloc-conf S] [--budget SIZE] [--snapshot OUT] [--json]\n"
+    "      replay a PyTorch memory snapshot (JSON from scripts/snapshot2json.py) through the allocator model,\n"
+    "      every device with events (or cuda:N): under the recording's settings a check (exit 1 if it diverges),\n"
+    "      under another --alloc-conf a what-if simulation (exit 0); --budget wins over the file's \"budget\";\n"
     "      --snapshot writes the model's snapshot after it (OUT.pickle or .pkl: for pytorch.org/memory_viz)\n"
     "  bench alloc [--backend auto|cuda|sim] [--iters N] [--json]\n"
     "      ns per malloc+free pair on a cache hit (cuda: also cudaMalloc and cudaMallocAsync)\n"
@@ -90,19 +94,80 @@ static void print_json(cJSON *o)
     cJSON_Delete(o);
 }
 
+/* The allocator-config variables a replay does not read (the recording's own settings apply): design.md's
+ * precedence for `run`, and PyTorch's newer name. */
+static const char *const replay_env_vars[] = {"OOMLAB_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"};
+#define REPLAY_NENV (sizeof replay_env_vars / sizeof replay_env_vars[0])
+
+static const char *const budget_source_json[] = {"none", "--budget", "file"};
+
+/* One device's replay as a JSON object. */
+static cJSON *replay_device_json(const replay_result *res)
+{
+    cJSON *d = cJSON_CreateObject();
+    cJSON_AddNumberToObject(d, "device", res->device);
+    cJSON_AddNumberToObject(d, "events", (double)res->events);
+    if (res->first_divergence >= 0)
+        cJSON_AddNumberToObject(d, "first_divergence", (double)res->first_divergence);
+    else
+        cJSON_AddNullToObject(d, "first_divergence");
+    cJSON_AddStringToObject(d, "divergence", res->divergence);
+    cJSON_AddNumberToObject(d, "model_ooms", (double)res->model_ooms);
+    if (res->first_oom_event >= 0)
+        cJSON_AddNumberToObject(d, "first_oom_event", (double)res->first_oom_event);
+    else
+        cJSON_AddNullToObject(d, "first_oom_event");
+    cJSON_AddStringToObject(d, "oom_message", res->oom_message);
+    if (res->budget_bytes)
+        cJSON_AddNumberToObject(d, "cap", (double)res->budget_bytes);
+    else
+        cJSON_AddNullToObject(d, "cap");
+    cJSON *m = cJSON_AddObjectToObject(d, "memory_stats");
+    for (size_t i = 0; m && i < MEMSTATS_NKEYS; i++) {
+        const char *key;
+        int64_t v;
+        memstats_key(&res->stats, i, &key, &v);
+        cJSON_AddNumberToObject(m, key, (double)v);
+    }
+    return d;
+}
+
+static void replay_print_device(const replay_result *res, bool whatif)
+{
+    printf("cuda:%d: %zu events\n", res->device, res->events);
+    if (res->first_divergence < 0)
+        printf("  segment actions: agree with PyTorch's\n");
+    else if (whatif)
+        printf("  segment actions: first differ from the recording at %s\n", res->divergence);
+    else
+        printf("  segment actions: diverge at %s\n", res->divergence);
+    if (res->model_ooms)
+        printf("  OOMs: %zu, the first at event %ld:\n    %s\n", res->model_ooms, res->first_oom_event,
+               res->oom_message);
+    static const char *const keys[] = {
+        "allocated_bytes.all.current", "allocated_bytes.all.peak", "reserved_bytes.all.current",
+        "reserved_bytes.all.peak",     "segment.all.current",      "num_device_alloc",
+        "num_device_free",             "num_alloc_retries",        "num_ooms",
+    };
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        int64_t v = 0;
+        memstats_get(&res->stats, keys[i], &v);
+        printf("    %-28s %lld\n", keys[i], (long long)v);
+    }
+}
+
 static int cmd_replay(int argc, char **argv)
 {
-    const char *file = NULL, *conf_cli = NULL, *conf_src = NULL;
+    const char *file = NULL;
     replay_options opt = {0};
-    bool json = false, have_conf = false;
+    bool json = false;
     for (int i = 0; i < argc; i++) {
         if (strcmp(argv[i], "--json") == 0) {
             json = true;
         } else if (strcmp(argv[i], "--alloc-conf") == 0) {
             if (++i >= argc)
                 return bad_input("%s needs a value", "--alloc-conf");
-            conf_cli = argv[i];
-            have_conf = true;
+            opt.alloc_conf = argv[i];
         } else if (strcmp(argv[i], "--budget") == 0) {
             if (++i >= argc)
                 return bad_input("%s needs a value", "--budget");
@@ -110,6 +175,17 @@ static int cmd_replay(int argc, char **argv)
                 return bad_input("--budget: '%s' is not a size (bytes, or a number with KiB, MiB, GiB, TiB, KB, "
                                  "MB, GB, TB)",
                                  argv[i]);
+        } else if (strcmp(argv[i], "--device") == 0) {
+            if (++i >= argc)
+                return bad_input("%s needs a value", "--device");
+            const char *s = strncmp(argv[i], "cuda:", 5) == 0 ? argv[i] + 5 : argv[i];
+            char *end = NULL;
+            errno = 0;
+            long v = strtol(s, &end, 10);
+            if (!isdigit((unsigned char)s[0]) || !end || *end || errno || v > 65535)
+                return bad_input("--device: '%s' is not a device index (0, 1, ... or cuda:N)", argv[i]);
+            opt.one_device = true;
+            opt.device = (int)v;
         } else if (strcmp(argv[i], "--snapshot") == 0) {
             if (++i >= argc)
                 return bad_input("%s needs a value", "--snapshot");
@@ -126,74 +202,90 @@ static int cmd_replay(int argc, char **argv)
     }
     if (!file)
         return bad_input("%s", "replay: missing FILE (a snapshot JSON)");
-    /* --alloc-conf wins; else OOMLAB_ALLOC_CONF or PYTORCH_CUDA_ALLOC_CONF; else the trace's own settings */
-    const char *picked = alloc_conf_pick(conf_cli, &conf_src);
-    if (have_conf || (picked && picked[0]))
-        opt.alloc_conf = picked;
-    replay_result *res = calloc(1, sizeof *res);
-    if (!res)
-        return bad_input("%s", "out of host memory");
-    char err[300];
-    oom_status st = replay_file(file, &opt, res, err, sizeof err);
+    /* The recording's allocator_settings apply unless --alloc-conf is given: an exported config never overrides
+     * a recording, and the output says so. */
+    const char *ignored[REPLAY_NENV];
+    for (size_t i = 0; i < REPLAY_NENV; i++) {
+        const char *v = getenv(replay_env_vars[i]);
+        ignored[i] = v && v[0] ? v : NULL;
+    }
+    replay_report rep;
+    char err[400];
+    oom_status st = replay_trace(file, &opt, &rep, err, sizeof err);
     if (st != OOM_OK) {
-        free(res);
-        if (opt.alloc_conf && strncmp(err, "--alloc-conf: ", 14) == 0 && conf_src &&
-            strcmp(conf_src, "--alloc-conf") != 0)
-            return bad_input("%s", err + 14); /* the message already names the key */
+        replay_report_free(&rep);
         return bad_input("replay: %s", err);
     }
-    char conftext[ALLOC_CONF_TEXT_MAX];
-    alloc_conf_format(&res->conf, conftext, sizeof conftext);
+    bool diverged = false;
+    for (size_t i = 0; i < rep.ndevices; i++)
+        diverged |= rep.devices[i].first_divergence >= 0;
+    char conftext[ALLOC_CONF_TEXT_MAX], rectext[ALLOC_CONF_TEXT_MAX];
+    alloc_conf_format(&rep.conf, conftext, sizeof conftext);
+    alloc_conf_format(&rep.recorded, rectext, sizeof rectext);
     if (json) {
         cJSON *o = cJSON_CreateObject();
-        for (size_t i = 0; i < MEMSTATS_NKEYS; i++) {
-            const char *key;
-            int64_t v;
-            memstats_key(&res->stats, i, &key, &v);
-            cJSON_AddNumberToObject(o, key, (double)v);
+        cJSON_AddStringToObject(o, "schema", "oomlab.replay/1");
+        cJSON_AddStringToObject(o, "file", file);
+        cJSON_AddStringToObject(o, "mode", rep.whatif ? "whatif" : "check");
+        cJSON_AddStringToObject(o, "alloc_conf", conftext);
+        cJSON_AddStringToObject(o, "alloc_conf_source", opt.alloc_conf ? "--alloc-conf" : "trace");
+        if (rep.recorded_error[0])
+            cJSON_AddNullToObject(o, "recorded_alloc_conf");
+        else
+            cJSON_AddStringToObject(o, "recorded_alloc_conf", rectext);
+        if (rep.budget_bytes)
+            cJSON_AddNumberToObject(o, "budget", (double)rep.budget_bytes);
+        else
+            cJSON_AddNullToObject(o, "budget");
+        cJSON_AddStringToObject(o, "budget_source", budget_source_json[rep.budget_source]);
+        cJSON *ign = cJSON_AddArrayToObject(o, "ignored_environment");
+        for (size_t i = 0; ign && i < REPLAY_NENV; i++) {
+            if (!ignored[i])
+                continue;
+            cJSON *e = cJSON_CreateObject();
+            cJSON_AddStringToObject(e, "name", replay_env_vars[i]);
+            cJSON_AddStringToObject(e, "value", ignored[i]);
+            cJSON_AddItemToArray(ign, e);
         }
-        cJSON_AddNumberToObject(o, "replay.events", (double)res->events);
-        if (res->first_divergence >= 0)
-            cJSON_AddNumberToObject(o, "replay.first_divergence", (double)res->first_divergence);
+        if (rep.whatif)
+            cJSON_AddNullToObject(o, "agree");
         else
-            cJSON_AddNullToObject(o, "replay.first_divergence");
-        cJSON_AddStringToObject(o, "replay.divergence", res->divergence);
-        cJSON_AddNumberToObject(o, "replay.model_ooms", (double)res->model_ooms);
-        if (res->first_oom_event >= 0)
-            cJSON_AddNumberToObject(o, "replay.first_oom_event", (double)res->first_oom_event);
-        else
-            cJSON_AddNullToObject(o, "replay.first_oom_event");
-        cJSON_AddStringToObject(o, "replay.oom_message", res->oom_message);
-        cJSON_AddStringToObject(o, "replay.alloc_conf", conftext);
-        cJSON_AddNumberToObject(o, "replay.budget", (double)res->budget_bytes);
+            cJSON_AddBoolToObject(o, "agree", !diverged);
+        cJSON *devs = cJSON_AddArrayToObject(o, "devices");
+        for (size_t i = 0; devs && i < rep.ndevices; i++)
+            cJSON_AddItemToArray(devs, replay_device_json(&rep.devices[i]));
         print_json(o);
     } else {
-        const memstats *m = &res->stats;
-        printf("replay: %s (%zu events)\n", file, res->events);
-        printf("config: %s%s\n", conftext, opt.alloc_conf ? "" : " (from the trace)");
-        if (res->budget_bytes)
-            printf("budget: %zu bytes\n", res->budget_bytes);
-        if (res->first_divergence < 0)
-            printf("segment actions: agree with PyTorch's\n");
+        printf("replay: %s\n", file);
+        if (rep.whatif)
+            printf("mode: what-if simulation (--alloc-conf is not the recording's config): differences from the "
+                   "recording are information, not failures\n");
         else
-            printf("segment actions: diverge at %s\n", res->divergence);
-        if (res->model_ooms)
-            printf("OOMs: %zu, the first at event %ld:\n  %s\n", res->model_ooms, res->first_oom_event,
-                   res->oom_message);
-        static const char *const keys[] = {
-            "allocated_bytes.all.current", "allocated_bytes.all.peak", "reserved_bytes.all.current",
-            "reserved_bytes.all.peak",     "segment.all.current",      "num_device_alloc",
-            "num_device_free",             "num_alloc_retries",        "num_ooms",
-        };
-        for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-            int64_t v = 0;
-            memstats_get(m, keys[i], &v);
-            printf("  %-28s %lld\n", keys[i], (long long)v);
-        }
+            printf("mode: check against the recording\n");
+        printf("config: %s (%s)\n", conftext,
+               !opt.alloc_conf ? "from the trace" : rep.whatif ? "--alloc-conf" : "--alloc-conf, the recording's own");
+        if (rep.recorded_error[0])
+            printf("recorded config: unreadable (%s)\n", rep.recorded_error);
+        else if (rep.whatif)
+            printf("recorded config: %s (the trace's allocator_settings)\n", rectext);
+        for (size_t i = 0; i < REPLAY_NENV; i++)
+            if (ignored[i])
+                printf("ignored: %s=%s (a replay uses the recording's allocator_settings; --alloc-conf for a "
+                       "what-if)\n",
+                       replay_env_vars[i], ignored[i]);
+        if (rep.budget_source == REPLAY_BUDGET_OPTION)
+            printf("budget: %zu bytes (--budget)\n", rep.budget_bytes);
+        else if (rep.budget_source == REPLAY_BUDGET_FILE)
+            printf("budget: %zu bytes (the file's \"budget\")\n", rep.budget_bytes);
+        else if (rep.ndevices && rep.devices[0].budget_bytes)
+            printf("budget: %zu bytes (per_process_memory_fraction in the config)\n", rep.devices[0].budget_bytes);
+        else
+            printf("budget: none (a recording made under set_per_process_memory_fraction needs --budget)\n");
+        for (size_t i = 0; i < rep.ndevices; i++)
+            replay_print_device(&rep.devices[i], rep.whatif);
     }
-    int rc = res->first_divergence < 0 ? 0 : 1;
-    free(res);
-    return rc;
+    replay_report_free(&rep);
+    return !rep.whatif && diverged ? 1 : 0;
 }
 
 static int cmd_bench_gemm(int argc, char **argv)
