@@ -237,3 +237,31 @@ oom_status k_cast_cuda(dtype dst_dt, void *dst, dtype src_dt, const void *src, i
         return kc_dispatch<cast_from<__nv_bfloat16>>(dst_dt, __func__, dst, src, n);
     }
 }
+
+/* ---- retained_graph: pow ------------------------------------------------------------------------------------- */
+
+/* out, a: x ^ e with PyTorch's special cases (elementwise_ref.c, pow1). */
+template <typename T> struct pow_op {
+    float e;
+    static constexpr unsigned reads = 2, writes = 1;
+    __device__ void operator()(float *x) const
+    {
+        float v = x[1];
+        x[0] = e == 2.0f    ? v * v
+               : e == 1.0f  ? v
+               : e == 0.0f  ? 1.0f
+               : e == 3.0f  ? v * v * v
+               : e == 0.5f  ? sqrtf(v)
+               : e == -0.5f ? 1.0f / sqrtf(v)
+               : e == -1.0f ? 1.0f / v
+               : e == -2.0f ? 1.0f / (v * v)
+                            : powf(v, e);
+    }
+};
+
+oom_status k_pow_scalar_cuda(dtype dt, void *out, const void *a, float exponent, int64_t n)
+{
+    if (!kargs_float(dt) || n < 0 || (n > 0 && (!out || !a)))
+        return KARGS_FAIL(dt, 1, n);
+    return kc_dispatch<kc_ew<pow_op>>(dt, __func__, n, out, a, nullptr, nullptr, exponent);
+}

@@ -171,3 +171,37 @@ oom_status k_unscale_check_ref(dtype dt, void *a, int64_t n, const float *inv_sc
         *found_inf = 1.0f;
     return OOM_OK;
 }
+
+/* ---- retained_graph: pow ------------------------------------------------------------------------------------- */
+
+/* x ^ e, with the exponents PyTorch's pow special-cases (pow_out: 0 and 1; PowKernel.cu: the rest). */
+static inline float pow1(float x, float e)
+{
+    if (e == 2.0f)
+        return x * x;
+    if (e == 1.0f)
+        return x;
+    if (e == 0.0f)
+        return 1.0f;
+    if (e == 3.0f)
+        return x * x * x;
+    if (e == 0.5f)
+        return sqrtf(x);
+    if (e == -0.5f)
+        return 1.0f / sqrtf(x);
+    if (e == -1.0f)
+        return 1.0f / x;
+    if (e == -2.0f)
+        return 1.0f / (x * x);
+    return powf(x, e);
+}
+
+oom_status k_pow_scalar_ref(dtype dt, void *out, const void *a, float exponent, int64_t n)
+{
+    if (!kargs_float(dt) || n < 0 || (n > 0 && (!out || !a)))
+        return KARGS_FAIL(dt, 1, n);
+#define POW(T) REF_MAP(T, out, n, pow1(LD_##T(a, i), exponent))
+    REF_FLOAT_DISPATCH(dt, POW)
+#undef POW
+    return OOM_OK;
+}

@@ -86,6 +86,16 @@ static inline uint64_t oom_rng_hash(uint64_t seed, uint64_t i)
  * rand_int         out[i] = integer in [lo, hi), hi > lo
  * unscale_check    a *= inv_scale[0]; if any element of a is inf or NaN (before or after), found_inf[0] = 1
  *                  (never cleared here): GradScaler's _amp_foreach_non_finite_check_and_unscale_
+ *
+ * The retained_graph scenario's kernels (kgru.h has the GRU cell's formulas):
+ * pow_scalar       out = a ^ exponent (Tensor.pow(Scalar)): exponent 2 is a * a, 3 a * a * a, 1 a copy, 0 ones,
+ *                  0.5 sqrt, -0.5 1 / sqrt, -1 1 / a, -2 1 / (a * a), as PyTorch special-cases them; else powf
+ * gru_cell         PyTorch's _thnn_fused_gru_cell on CUDA: igates, hgates batch x 3 hidden, hx batch x hidden,
+ *                  biases 3 hidden (both NULL: none); writes hy (batch x hidden) and the workspace (batch x
+ *                  5 hidden: r, z, n, hx, hn + b_hn) that backward reads
+ * gru_cell_backward _thnn_fused_gru_cell_backward: from grad_hy and the workspace, grad_igates and grad_hgates
+ *                  (batch x 3 hidden) and grad_hx (batch x hidden, the direct part); the caller sums the bias
+ *                  gradients (sum_rows), as PyTorch does
  */
 #define KERNEL_LIST(X)                                                                                          \
     X(gemm, (dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const void *a,          \
@@ -120,7 +130,13 @@ static inline uint64_t oom_rng_hash(uint64_t seed, uint64_t i)
     X(rand_uniform, (dtype dt, void *out, int64_t n, uint64_t seed, float lo, float hi))                       \
     X(rand_normal, (dtype dt, void *out, int64_t n, uint64_t seed, float mean, float std))                     \
     X(rand_int, (int64_t * out, int64_t n, uint64_t seed, int64_t lo, int64_t hi))                             \
-    X(unscale_check, (dtype dt, void *a, int64_t n, const float *inv_scale, float *found_inf))
+    X(unscale_check, (dtype dt, void *a, int64_t n, const float *inv_scale, float *found_inf))                  \
+    /* retained_graph: pow, the fused GRU cell */                                                               \
+    X(pow_scalar, (dtype dt, void *out, const void *a, float exponent, int64_t n))                             \
+    X(gru_cell, (dtype dt, void *hy, void *workspace, const void *igates, const void *hgates, const void *hx,  \
+                 const void *b_ih, const void *b_hh, int64_t batch, int64_t hidden))                            \
+    X(gru_cell_backward, (dtype dt, void *grad_igates, void *grad_hgates, void *grad_hx, const void *grad_hy,  \
+                          const void *workspace, int64_t batch, int64_t hidden))
 
 #define KERNEL_DECLARE_REF(name, params) oom_status k_##name##_ref params;
 #define KERNEL_DECLARE_CUDA(name, params) oom_status k_##name##_cuda params;

@@ -792,3 +792,188 @@ Test(autograd, inplace_on_views_is_refused_not_silently_wrong)
         tensor_release(ts[i]);
     close_rt(r);
 }
+
+/* ---- the retained_graph scenario: pow and GRUCell ------------------------------------------------------------ */
+
+/* GRUCell on CUDA: igates = mm(x, w_ih.t()) keeps x; hgates = mm(h, w_hh.t()) keeps h and the w_hh.t() view; the
+ * fused cell's ThnnFusedGruCellBackward0 keeps igates, hgates, h, both biases and its batch x 5 hidden workspace. */
+Test(autograd, gru_cell_saves_what_pytorch_saves)
+{
+    rt *r = open_rt();
+    const int64_t B = 4, I = 6, H = 8;
+    nn_gru_cell cell;
+    cr_assert_eq(nn_gru_cell_init(&cell, r, I, H), OOM_OK);
+    tensor *x = leaf(r, SHAPE(B, I), false), *h = leaf(r, SHAPE(B, H), true);
+    int64_t before = test_stat(r, "allocated_bytes.all.current");
+    tensor *hy = nn_gru_cell_forward(&cell, x, h);
+    OK(r);
+    /* held: igates, hgates (saved), the workspace (saved), hy */
+    cr_assert_eq(test_stat(r, "allocated_bytes.all.current") - before,
+                 2 * block_bytes(B * 3 * H * 4) + block_bytes(B * 5 * H * 4) + block_bytes(B * H * 4));
+    ag_node *n = hy->grad_fn;
+    cr_assert_str_eq(n->fn->name, "ThnnFusedGruCellBackward0");
+    cr_assert_eq(n->nnext, 5);
+    ag_node *mm_i = n->next[0].fn, *mm_h = n->next[1].fn;
+    cr_assert_str_eq(mm_i->fn->name, "MmBackward0");
+    cr_assert_str_eq(mm_h->fn->name, "MmBackward0");
+    cr_assert(mm_i->saved[0].defined && mm_i->saved[0].t->st == x->st, "mm(x, w_ih.t()) keeps x");
+    cr_assert_not(mm_i->saved[1].defined, "x needs no gradient: w_ih.t() is not kept");
+    cr_assert(mm_h->saved[0].defined && mm_h->saved[0].t->st == h->st, "mm(h, w_hh.t()) keeps h");
+    cr_assert(mm_h->saved[1].defined && mm_h->saved[1].t->st == cell.weight_hh->st, "... and the w_hh.t() view");
+    cr_assert_eq(n->next[2].fn, h->grad_acc);
+    cr_assert_eq(n->next[3].fn, cell.bias_ih->grad_acc);
+    cr_assert_eq(n->next[4].fn, cell.bias_hh->grad_acc);
+    for (int i = 0; i < 6; i++)
+        cr_assert(n->saved[i].defined, "slot %d saved", i);
+    cr_assert_eq(n->saved[0].t->shape[1], 3 * H);
+    cr_assert_eq(n->saved[1].t->shape[1], 3 * H);
+    cr_assert_eq(n->saved[2].t->st, h->st);
+    cr_assert_eq(n->saved[3].t->st, cell.bias_ih->st);
+    cr_assert_eq(n->saved[4].t->st, cell.bias_hh->st);
+    cr_assert(n->saved[5].is_output && n->saved[5].t->shape[0] == B && n->saved[5].t->shape[1] == 5 * H,
+              "the workspace, batch x 5 hidden");
+
+    /* without grad nothing is kept: the gates and the workspace die inside the call */
+    int64_t held = test_stat(r, "allocated_bytes.all.current");
+    tensor *hy2;
+    RT_NO_GRAD(r) { hy2 = nn_gru_cell_forward(&cell, x, h); }
+    OK(r);
+    cr_assert_null(hy2->grad_fn);
+    cr_assert_eq(test_stat(r, "allocated_bytes.all.current") - held, block_bytes(B * H * 4));
+    tensor_release(hy2);
+    tensor_release(hy);
+    tensor_release(h);
+    tensor_release(x);
+    nn_gru_cell_free(&cell);
+    close_rt(r);
+}
+
+/* The scenario's chain: every step keeps x, igates, hgates, the workspace and the new h; after an SGD step, the
+ * backward that reaches an older step finds its biases changed, and says so as PyTorch 2.11 does. */
+Test(autograd, gru_hidden_state_chain_grows_and_breaks_after_a_step)
+{
+    rt *r = open_rt();
+    const int64_t B = 4, I = 8, H = 16;
+    nn_gru_cell cell;
+    cr_assert_eq(nn_gru_cell_init(&cell, r, I, H), OOM_OK);
+    tensor *params[4];
+    nn_gru_cell_parameters(&cell, params);
+    optimizer *opt = optim_sgd(r, params, 4, 0.01, 0.0, 0.0, 0.0, false);
+    tensor *h = NULL;
+    int64_t last = 0;
+    const int64_t growth = block_bytes(B * I * 4) + 2 * block_bytes(B * 3 * H * 4) + block_bytes(B * 5 * H * 4) +
+                           block_bytes(B * H * 4);
+    for (int step = 0; step < 4; step++) {
+        tensor *x = leaf(r, SHAPE(B, I), false);
+        tensor_assign(&h, nn_gru_cell_forward(&cell, x, h));
+        tensor *p = op_pow(h, 2.0), *loss = op_mean(p);
+        tensor_release(p);
+        cr_assert_eq(autograd_backward(loss, NULL, true), OOM_OK, "step %d: %s", step, rt_message(r));
+        tensor_release(loss);
+        tensor_release(x);
+        int64_t now = test_stat(r, "allocated_bytes.all.current");
+        if (step >= 1)
+            cr_assert_eq(now - last, growth, "step %d grew by %lld", step, (long long)(now - last));
+        last = now;
+    }
+    cr_assert_eq(optim_step(opt), OOM_OK);
+    tensor *x = leaf(r, SHAPE(B, I), false);
+    tensor_assign(&h, nn_gru_cell_forward(&cell, x, h));
+    tensor *p = op_pow(h, 2.0), *loss = op_mean(p);
+    cr_assert_eq(autograd_backward(loss, NULL, true), OOM_EAUTOGRAD);
+    char want[512];
+    snprintf(want, sizeof want,
+             "one of the variables needed for gradient computation has been modified by an inplace operation: "
+             "[torch.cuda.FloatTensor [%lld]] is at version 2; expected version 1 instead. Hint: enable anomaly "
+             "detection to find the operation that failed to compute its gradient, with "
+             "torch.autograd.set_detect_anomaly(True, check_nan=False).",
+             (long long)(3 * H));
+    cr_assert_str_eq(rt_message(r), want);
+    rt_clear(r);
+    tensor *ts[] = {p, loss, x, h};
+    for (int i = 0; i < 4; i++)
+        tensor_release(ts[i]);
+    optim_free(opt);
+    nn_gru_cell_free(&cell);
+    close_rt(r);
+}
+
+/* pow_backward, grad * (e * self.pow(e - 1)): three temporaries of self's size at once, beside mean's gradient. */
+Test(autograd, pow_saves_self_and_its_backward_makes_three_temporaries)
+{
+    rt *r = open_rt();
+    tensor *x = leaf(r, SHAPE(64, 64), true);
+    tensor *y = op_pow(x, 2.0), *s = op_mean(y);
+    OK(r);
+    cr_assert_str_eq(y->grad_fn->fn->name, "PowBackward0");
+    cr_assert_eq(y->grad_fn->saved[0].t->st, x->st, "PowBackward0 keeps self");
+    cr_assert_eq(y->grad_fn->fparam[0], 2.0);
+    int64_t base = test_stat(r, "allocated_bytes.all.current"), allocs = test_stat(r, "allocation.all.allocated");
+    const int64_t t = block_bytes(64 * 64 * 4);
+    cr_assert_eq(autograd_backward(s, NULL, false), OOM_OK, "%s", rt_message(r));
+    /* the seed, mean's gradient, then self.pow(1), 2 * that, grad * that: the last becomes x.grad */
+    cr_assert_eq(test_stat(r, "allocation.all.allocated") - allocs, 5);
+    cr_assert_eq(test_stat(r, "allocated_bytes.all.peak"), base + 512 + 4 * t);
+    cr_assert_eq(test_stat(r, "allocated_bytes.all.current"), base + t);
+    if (r->computes) {
+        float xv[64 * 64], g[64 * 64];
+        host(x, xv);
+        host(x->grad, g);
+        for (int i = 0; i < 64 * 64; i++)
+            cr_assert_float_eq(g[i], 2.0f * xv[i] / 4096.0f, 1e-9f, "grad[%d]", i);
+    }
+    tensor_release(s);
+    tensor_release(y);
+    tensor_release(x);
+    close_rt(r);
+}
+
+static tensor *f_pow2(tensor **in) { return op_pow(in[0], 2.0); }
+static tensor *f_pow3(tensor **in) { return op_pow(in[0], 3.0); }
+static tensor *f_gru_fused(tensor **in) { return op_thnn_fused_gru_cell(in[0], in[1], in[2], in[3], in[4]); }
+static tensor *f_gru_fused_nobias(tensor **in) { return op_thnn_fused_gru_cell(in[0], in[1], in[2], NULL, NULL); }
+
+GC(pow2, f_pow2, leaf(r, SHAPE(3, 4), true))
+GC(pow3, f_pow3, leaf(r, SHAPE(3, 4), true))
+GC(thnn_fused_gru_cell, f_gru_fused, leaf(r, SHAPE(3, 12), true), leaf(r, SHAPE(3, 12), true),
+   leaf(r, SHAPE(3, 4), true), leaf(r, SHAPE(12), true), leaf(r, SHAPE(12), true))
+GC(thnn_fused_gru_cell_without_bias, f_gru_fused_nobias, leaf(r, SHAPE(2, 9), true), leaf(r, SHAPE(2, 9), true),
+   leaf(r, SHAPE(2, 3), true))
+
+static nn_gru_cell *gc_gru;
+static tensor *f_gru(tensor **in) { return nn_gru_cell_forward(gc_gru, in[0], in[1]); }
+Test(gradcheck, gru_cell)
+{
+    rt *r = open_rt();
+    nn_gru_cell cell;
+    cr_assert_eq(nn_gru_cell_init(&cell, r, 3, 4), OOM_OK);
+    gc_gru = &cell;
+    tensor *in[2] = {leaf(r, SHAPE(2, 3), true), leaf(r, SHAPE(2, 4), true)};
+    gradcheck(r, f_gru, in, 2, 1e-2, 2e-3);
+    tensor *params[4];
+    nn_gru_cell_parameters(&cell, params);
+    for (int i = 0; i < 4; i++) /* the parameters got theirs too */
+        cr_assert_not_null(params[i]->grad);
+    tensor_release(in[0]);
+    tensor_release(in[1]);
+    nn_gru_cell_free(&cell);
+    close_rt(r);
+}
+
+Test(autograd, thnn_fused_gru_cell_rejects_bad_operands)
+{
+    rt *r = open_rt();
+    tensor *ig = leaf(r, SHAPE(2, 9), false), *hx = leaf(r, SHAPE(2, 3), false), *b = leaf(r, SHAPE(9), false);
+    tensor *bad = leaf(r, SHAPE(2, 8), false);
+    cr_assert_null(op_thnn_fused_gru_cell(ig, bad, hx, NULL, NULL));
+    cr_assert_str_eq(rt_message(r), "_thnn_fused_gru_cell: hidden_gates is [2, 8] float32, expected a float32 tensor "
+                                    "of shape [2, 9]");
+    rt_clear(r);
+    cr_assert_null(op_thnn_fused_gru_cell(ig, ig, hx, b, NULL));
+    cr_assert_str_eq(rt_message(r), "_thnn_fused_gru_cell: give both biases or neither");
+    rt_clear(r);
+    tensor *ts[] = {ig, hx, b, bad};
+    for (int i = 0; i < 4; i++)
+        tensor_release(ts[i]);
+    close_rt(r);
+}

@@ -1866,3 +1866,208 @@ Test(kernels, cuda_random)
 }
 
 #endif /* OOM_HAVE_CUDA */
+
+/* ---- the retained_graph scenario: pow_scalar and the fused GRU cell ------------------------------------------ */
+
+Test(kernels, pow_scalar_known_values)
+{
+    const float a[4] = {3.0f, -2.0f, 0.5f, 4.0f};
+    float out[4];
+    const struct {
+        float e;
+        float want[4];
+    } cases[] = {
+        {2.0f, {9.0f, 4.0f, 0.25f, 16.0f}},  {1.0f, {3.0f, -2.0f, 0.5f, 4.0f}},    {0.0f, {1.0f, 1.0f, 1.0f, 1.0f}},
+        {3.0f, {27.0f, -8.0f, 0.125f, 64.0f}}, {-1.0f, {1.0f / 3.0f, -0.5f, 2.0f, 0.25f}},
+        {-2.0f, {1.0f / 9.0f, 0.25f, 4.0f, 0.0625f}},
+    };
+    for (int64_t c = 0; c < COUNT(cases); c++) {
+        cr_assert_eq(k_pow_scalar_ref(DT_F32, out, a, cases[c].e, 4), OOM_OK);
+        for (int i = 0; i < 4; i++)
+            cr_assert_eq(out[i], cases[c].want[i], "pow(%g, %g) = %.9g", (double)a[i], (double)cases[c].e,
+                         (double)out[i]);
+    }
+    cr_assert_eq(k_pow_scalar_ref(DT_F32, out, a + 3, 0.5f, 1), OOM_OK);
+    cr_assert_eq(out[0], 2.0f);
+    cr_assert_eq(k_pow_scalar_ref(DT_F32, out, a + 3, -0.5f, 1), OOM_OK);
+    cr_assert_eq(out[0], 0.5f);
+    cr_assert_eq(k_pow_scalar_ref(DT_F32, out, a + 3, 2.5f, 1), OOM_OK);
+    cr_assert_eq(out[0], 32.0f);
+    cr_assert(isnan((k_pow_scalar_ref(DT_F32, out, a + 1, 0.5f, 1), out[0])), "sqrt(-2) is NaN");
+    uint16_t h[2] = {f32_to_bf16(3.0f), f32_to_bf16(-2.0f)};
+    cr_assert_eq(k_pow_scalar_ref(DT_BF16, h, h, 2.0f, 2), OOM_OK); /* in place */
+    cr_assert_eq(bf16_to_f32(h[0]), 9.0f);
+    cr_assert_eq(bf16_to_f32(h[1]), 4.0f);
+}
+
+/* The fused GRU cell of kgru.h in double, from the stored operands (biases NULL: none). */
+static void gru_double(dtype dt, const void *ig, const void *hg, const void *hx, const void *b1, const void *b2,
+                       int64_t batch, int64_t h, double *hy, double *ws)
+{
+    for (int64_t b = 0; b < batch; b++)
+        for (int64_t j = 0; j < h; j++) {
+            int64_t g = b * 3 * h + j, w = b * 5 * h + j;
+            double bias[6] = {0};
+            for (int k = 0; b1 && k < 3; k++) {
+                bias[k] = ld(dt, b1, j + k * h);
+                bias[3 + k] = ld(dt, b2, j + k * h);
+            }
+            double r = 1 / (1 + exp(-(ld(dt, ig, g) + ld(dt, hg, g) + bias[0] + bias[3])));
+            double z = 1 / (1 + exp(-(ld(dt, ig, g + h) + ld(dt, hg, g + h) + bias[1] + bias[4])));
+            double hn = ld(dt, hg, g + 2 * h) + bias[5];
+            double n = tanh(ld(dt, ig, g + 2 * h) + bias[2] + r * hn);
+            double x = ld(dt, hx, b * h + j);
+            hy[b * h + j] = n + z * (x - n);
+            ws[w] = r, ws[w + h] = z, ws[w + 2 * h] = n, ws[w + 3 * h] = x, ws[w + 4 * h] = hn;
+        }
+}
+
+/* Forward against double on random operands, every type, with and without biases; then backward against its
+ * double formula evaluated on the stored workspace. Slack: a few f32 operations on values of magnitude <= 8. */
+Test(kernels, gru_cell_against_double)
+{
+    const int64_t batch = 7, h = 9;
+    for (int t = 0; t < 3; t++)
+        for (int with_bias = 0; with_bias < 2; with_bias++) {
+            dtype dt = float_types[t];
+            size_t es = dtype_size(dt);
+            void *ig = rand_buf(dt, batch * 3 * h, -2, 2, 1), *hg = rand_buf(dt, batch * 3 * h, -2, 2, 2);
+            void *hx = rand_buf(dt, batch * h, -1, 1, 3), *go = rand_buf(dt, batch * h, -1, 1, 4);
+            void *b1 = with_bias ? rand_buf(dt, 3 * h, -1, 1, 5) : NULL;
+            void *b2 = with_bias ? rand_buf(dt, 3 * h, -1, 1, 6) : NULL;
+            void *hy = xmalloc((size_t)(batch * h) * es), *ws = xmalloc((size_t)(batch * 5 * h) * es);
+            double *want_hy = xmalloc((size_t)(batch * h) * sizeof(double));
+            double *want_ws = xmalloc((size_t)(batch * 5 * h) * sizeof(double));
+            double *slack = xmalloc((size_t)(batch * 5 * h) * sizeof(double));
+            for (int64_t i = 0; i < batch * 5 * h; i++)
+                slack[i] = 64 * U32;
+            cr_assert_eq(k_gru_cell_ref(dt, hy, ws, ig, hg, hx, b1, b2, batch, h), OOM_OK);
+            gru_double(dt, ig, hg, hx, b1, b2, batch, h, want_hy, want_ws);
+            char what[64];
+            snprintf(what, sizeof what, "gru_cell hy (bias %d)", with_bias);
+            expect_near(what, dt, hy, want_hy, slack, batch * h);
+            snprintf(what, sizeof what, "gru_cell workspace (bias %d)", with_bias);
+            expect_near(what, dt, ws, want_ws, slack, batch * 5 * h);
+            for (int64_t i = 0; i < batch * h; i++) /* hx is copied bit for bit */
+                cr_assert_eq(memcmp((char *)ws + (size_t)((i / h) * 5 * h + 3 * h + i % h) * es, (char *)hx + i * es,
+                                    es), 0);
+
+            void *gi = xmalloc((size_t)(batch * 3 * h) * es), *gh = xmalloc((size_t)(batch * 3 * h) * es);
+            void *ghx = xmalloc((size_t)(batch * h) * es);
+            double *w_gi = xmalloc((size_t)(batch * 3 * h) * sizeof(double));
+            double *w_gh = xmalloc((size_t)(batch * 3 * h) * sizeof(double));
+            double *w_ghx = xmalloc((size_t)(batch * h) * sizeof(double));
+            cr_assert_eq(k_gru_cell_backward_ref(dt, gi, gh, ghx, go, ws, batch, h), OOM_OK);
+            for (int64_t b = 0; b < batch; b++)
+                for (int64_t j = 0; j < h; j++) {
+                    int64_t w = b * 5 * h + j, g = b * 3 * h + j;
+                    double r = ld(dt, ws, w), z = ld(dt, ws, w + h), n = ld(dt, ws, w + 2 * h);
+                    double x = ld(dt, ws, w + 3 * h), hn = ld(dt, ws, w + 4 * h), o = ld(dt, go, b * h + j);
+                    double gz = o * (x - n) * (1 - z) * z, gn = o * (1 - z) * (1 - n * n);
+                    double gr = gn * hn * (1 - r) * r;
+                    w_gi[g] = gr, w_gi[g + h] = gz, w_gi[g + 2 * h] = gn;
+                    w_gh[g] = gr, w_gh[g + h] = gz, w_gh[g + 2 * h] = gn * r;
+                    w_ghx[b * h + j] = o * z;
+                }
+            expect_near("gru_cell_backward grad_igates", dt, gi, w_gi, slack, batch * 3 * h);
+            expect_near("gru_cell_backward grad_hgates", dt, gh, w_gh, slack, batch * 3 * h);
+            expect_near("gru_cell_backward grad_hx", dt, ghx, w_ghx, slack, batch * h);
+            free(ig), free(hg), free(hx), free(go), free(b1), free(b2), free(hy), free(ws);
+            free(want_hy), free(want_ws), free(slack), free(gi), free(gh), free(ghx), free(w_gi), free(w_gh);
+            free(w_ghx);
+        }
+}
+
+Test(kernels, gru_cell_bad_arguments)
+{
+    float x[64] = {0};
+    EXPECT_EINVAL(k_gru_cell_ref(DT_F32, x, x, x, x, x, x, NULL, 1, 1)); /* one bias */
+    EXPECT_EINVAL(k_gru_cell_ref(DT_I64, x, x, x, x, x, NULL, NULL, 1, 1));
+    EXPECT_EINVAL(k_gru_cell_ref(DT_F32, NULL, x, x, x, x, NULL, NULL, 1, 1));
+    EXPECT_EINVAL(k_gru_cell_backward_ref(DT_F32, x, x, x, x, NULL, 1, 1));
+    EXPECT_EINVAL(k_gru_cell_backward_ref(DT_F32, x, x, x, x, x, 1, INT64_MAX / 4));
+    EXPECT_EINVAL(k_pow_scalar_ref(DT_I64, x, x, 2.0f, 1));
+    cr_assert_eq(k_gru_cell_ref(DT_F32, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, 5), OOM_OK, "empty is valid");
+#ifdef OOM_HAVE_CUDA
+    EXPECT_EINVAL(k_gru_cell_cuda(DT_F32, x, x, x, x, x, x, NULL, 1, 1));
+    EXPECT_EINVAL(k_gru_cell_backward_cuda(DT_F32, x, x, x, x, NULL, 1, 1));
+    EXPECT_EINVAL(k_pow_scalar_cuda(DT_I64, x, x, 2.0f, 1));
+#endif
+}
+
+#ifdef OOM_HAVE_CUDA
+/* pow_scalar (exact for the special-cased exponents), gru_cell and gru_cell_backward against the references. */
+Test(kernels, cuda_pow_and_gru_cell)
+{
+    const int64_t shapes[][2] = {{1, 1}, {3, 5}, {64, 1024}, {7, 1025}};
+    gpu g = gpu_open((size_t)64 * 1024 * 5 * 4 * 2);
+    for (int t = 0; t < 3; t++) {
+        dtype dt = float_types[t];
+        size_t es = dtype_size(dt);
+        const float exps[] = {2.0f, 3.0f, 0.5f, 2.5f};
+        for (int k = 0; k < 4; k++) {
+            int64_t n = 1025;
+            void *a = rand_buf(dt, n, 0.1, 3, 90 + (uint64_t)k), *got = xmalloc((size_t)n * es),
+                 *want = xmalloc((size_t)n * es);
+            poison_all(&g);
+            up(&g, at(&g, 1, 0), a, (size_t)n * es);
+            cr_assert_eq(k_pow_scalar_cuda(dt, dp(at(&g, 0, 0)), dp(at(&g, 1, 0)), exps[k], n), OOM_OK);
+            down(&g, got, at(&g, 0, 0), (size_t)n * es);
+            cr_assert_eq(k_pow_scalar_ref(dt, want, a, exps[k], n), OOM_OK);
+            expect_match("pow_scalar", dt, got, want, n, exps[k] == 2.0f || exps[k] == 3.0f);
+            free(a), free(got), free(want);
+        }
+        for (int64_t s = 0; s < COUNT(shapes); s++)
+            for (int with_bias = 0; with_bias < 2; with_bias++) {
+                int64_t batch = shapes[s][0], h = shapes[s][1], n3 = batch * 3 * h, n1 = batch * h;
+                void *ig = rand_buf(dt, n3, -2, 2, 11), *hg = rand_buf(dt, n3, -2, 2, 12);
+                void *hx = rand_buf(dt, n1, -1, 1, 13), *go = rand_buf(dt, n1, -1, 1, 14);
+                void *b = rand_buf(dt, 6 * h, -1, 1, 15);
+                void *hy = xmalloc((size_t)n1 * es), *ws = xmalloc((size_t)(5 * n1) * es);
+                void *d_hy = xmalloc((size_t)n1 * es), *d_ws = xmalloc((size_t)(5 * n1) * es);
+                poison_all(&g);
+                /* buffer 1: igates, hgates, hx; buffer 2: biases; buffer 0: hy then the workspace */
+                up(&g, at(&g, 1, 0), ig, (size_t)n3 * es);
+                up(&g, at(&g, 1, (size_t)n3 * es), hg, (size_t)n3 * es);
+                up(&g, at(&g, 1, (size_t)(2 * n3) * es), hx, (size_t)n1 * es);
+                up(&g, at(&g, 2, 0), b, (size_t)(6 * h) * es);
+                devptr bih = with_bias ? at(&g, 2, 0) : 0, bhh = with_bias ? at(&g, 2, (size_t)(3 * h) * es) : 0;
+                cr_assert_eq(k_gru_cell_cuda(dt, dp(at(&g, 0, 0)), dp(at(&g, 0, (size_t)n1 * es)), dp(at(&g, 1, 0)),
+                                             dp(at(&g, 1, (size_t)n3 * es)), dp(at(&g, 1, (size_t)(2 * n3) * es)),
+                                             dp(bih), dp(bhh), batch, h),
+                             OOM_OK, "%s", oom_error_msg());
+                down(&g, d_hy, at(&g, 0, 0), (size_t)n1 * es);
+                down(&g, d_ws, at(&g, 0, (size_t)n1 * es), (size_t)(5 * n1) * es);
+                cr_assert_eq(k_gru_cell_ref(dt, hy, ws, ig, hg, hx, with_bias ? b : NULL,
+                                            with_bias ? (char *)b + (size_t)(3 * h) * es : NULL, batch, h),
+                             OOM_OK);
+                expect_written("gru_cell", d_ws, 5 * n1, es);
+                expect_match("gru_cell hy", dt, d_hy, hy, n1, false);
+                expect_match("gru_cell workspace", dt, d_ws, ws, 5 * n1, false);
+                expect_guards(&g, "gru_cell", at(&g, 0, 0), (size_t)(6 * n1) * es, 0);
+
+                /* backward from the reference's workspace: buffer 1 holds it and go; buffer 0 the three outputs */
+                void *gi = xmalloc((size_t)n3 * es), *gh = xmalloc((size_t)n3 * es), *ghx = xmalloc((size_t)n1 * es);
+                void *d_g = xmalloc((size_t)(2 * n3 + n1) * es);
+                poison_all(&g);
+                up(&g, at(&g, 1, 0), ws, (size_t)(5 * n1) * es);
+                up(&g, at(&g, 1, (size_t)(5 * n1) * es), go, (size_t)n1 * es);
+                cr_assert_eq(k_gru_cell_backward_cuda(dt, dp(at(&g, 0, 0)), dp(at(&g, 0, (size_t)n3 * es)),
+                                                      dp(at(&g, 0, (size_t)(2 * n3) * es)),
+                                                      dp(at(&g, 1, (size_t)(5 * n1) * es)), dp(at(&g, 1, 0)), batch,
+                                                      h),
+                             OOM_OK, "%s", oom_error_msg());
+                down(&g, d_g, at(&g, 0, 0), (size_t)(2 * n3 + n1) * es);
+                cr_assert_eq(k_gru_cell_backward_ref(dt, gi, gh, ghx, go, ws, batch, h), OOM_OK);
+                expect_written("gru_cell_backward", d_g, 2 * n3 + n1, es);
+                expect_match("gru_cell_backward grad_igates", dt, d_g, gi, n3, false);
+                expect_match("gru_cell_backward grad_hgates", dt, (char *)d_g + (size_t)n3 * es, gh, n3, false);
+                expect_match("gru_cell_backward grad_hx", dt, (char *)d_g + (size_t)(2 * n3) * es, ghx, n1, false);
+                expect_guards(&g, "gru_cell_backward", at(&g, 0, 0), (size_t)(2 * n3 + n1) * es, 0);
+                free(ig), free(hg), free(hx), free(go), free(b), free(hy), free(ws), free(d_hy), free(d_ws);
+                free(gi), free(gh), free(ghx), free(d_g);
+            }
+    }
+    gpu_close(&g);
+}
+#endif /* OOM_HAVE_CUDA */

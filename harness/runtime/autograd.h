@@ -33,8 +33,8 @@
 
 OOM_BEGIN_DECLS
 
-#define AG_MAX_NEXT 4
-#define AG_MAX_SAVED 4
+#define AG_MAX_NEXT 5  /* _thnn_fused_gru_cell: input_gates, hidden_gates, hx, input_bias, hidden_bias */
+#define AG_MAX_SAVED 6 /* ... and its workspace (result1) */
 
 typedef struct ag_node ag_node;
 

@@ -230,3 +230,57 @@ oom_status nn_mlp_to(nn_mlp *m, dtype dt)
     }
     return st;
 }
+
+/* ---- the retained_graph scenario: GRUCell ------------------------------------------------------------------- */
+
+oom_status nn_gru_cell_init(nn_gru_cell *c, rt *r, int64_t input_size, int64_t hidden_size)
+{
+    *c = (nn_gru_cell){.input_size = input_size, .hidden_size = hidden_size};
+    double bound = 1.0 / sqrt((double)hidden_size);
+    c->weight_ih = parameter(r, DT_F32, SHAPE(3 * hidden_size, input_size), bound);
+    c->weight_hh = parameter(r, DT_F32, SHAPE(3 * hidden_size, hidden_size), bound);
+    c->bias_ih = parameter(r, DT_F32, SHAPE(3 * hidden_size), bound);
+    c->bias_hh = parameter(r, DT_F32, SHAPE(3 * hidden_size), bound);
+    if (!rt_ok(r)) {
+        nn_gru_cell_free(c);
+        return r->status;
+    }
+    return OOM_OK;
+}
+
+void nn_gru_cell_free(nn_gru_cell *c)
+{
+    tensor_release(c->weight_ih);
+    tensor_release(c->weight_hh);
+    tensor_release(c->bias_ih);
+    tensor_release(c->bias_hh);
+    c->weight_ih = c->weight_hh = c->bias_ih = c->bias_hh = NULL;
+}
+
+size_t nn_gru_cell_parameters(const nn_gru_cell *c, tensor **out)
+{
+    out[0] = c->weight_ih;
+    out[1] = c->weight_hh;
+    out[2] = c->bias_ih;
+    out[3] = c->bias_hh;
+    return 4;
+}
+
+tensor *nn_gru_cell_forward(const nn_gru_cell *c, tensor *x, tensor *h)
+{
+    if (!x)
+        return NULL;
+    tensor *h0 = h ? tensor_retain(h) : tensor_zeros(x->rt, x->dt, SHAPE(x->shape[0], c->hidden_size));
+    /* params.matmul_ih(input), then params.matmul_hh(hidden): at::matmul of 2-D operands is mm */
+    tensor *wih_t = op_t(c->weight_ih);
+    tensor *igates = op_mm(x, wih_t);
+    tensor *whh_t = op_t(c->weight_hh);
+    tensor *hgates = op_mm(h0, whh_t);
+    tensor *hy = op_thnn_fused_gru_cell(igates, hgates, h0, c->bias_ih, c->bias_hh);
+    tensor_release(hgates);
+    tensor_release(whh_t);
+    tensor_release(igates);
+    tensor_release(wih_t);
+    tensor_release(h0);
+    return hy;
+}

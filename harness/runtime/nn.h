@@ -1,4 +1,4 @@
-/* nn.h - torch.nn modules: Linear, RNNCell, and the canonical MLP of the scenarios.
+/* nn.h - torch.nn modules: Linear, RNNCell, GRUCell, and the canonical MLP of the scenarios.
  *
  * Parameters are leaf tensors that require grad, created in PyTorch's order (weight before bias, layer by
  * layer) and initialised as PyTorch does (Linear: kaiming_uniform_(a=sqrt(5)), i.e. U(-1/sqrt(in), 1/sqrt(in))
@@ -68,6 +68,22 @@ size_t nn_mlp_parameters(const nn_mlp *m, tensor **out, size_t cap);
 /* model.half() / model.to(dtype): each parameter (and its .grad) cast, one at a time, as Module._apply does;
  * the parameters keep their identity, so optimizers made before still hold them. */
 oom_status nn_mlp_to(nn_mlp *m, dtype dt);
+
+/* ---- the retained_graph scenario: GRUCell -------------------------------------------------------------------- */
+
+typedef struct nn_gru_cell {
+    tensor *weight_ih, *weight_hh, *bias_ih, *bias_hh; /* [3 hidden, input], [3 hidden, hidden], [3 hidden] x 2 */
+    int64_t input_size, hidden_size;
+} nn_gru_cell;
+
+/* nn.GRUCell(input_size, hidden_size): the four parameters in PyTorch's order, U(-1/sqrt(hidden), 1/sqrt(hidden)). */
+oom_status nn_gru_cell_init(nn_gru_cell *c, rt *r, int64_t input_size, int64_t hidden_size);
+void nn_gru_cell_free(nn_gru_cell *c);
+/* GRUCell's CUDA path (ATen's GRUCell in RNN.cpp): igates = matmul(x, w_ih.t()), hgates = matmul(h, w_hh.t()), then
+ * _thnn_fused_gru_cell(igates, hgates, h, b_ih, b_hh) (ops.h). h NULL: zeros, as nn.GRUCell.forward makes them. */
+tensor *nn_gru_cell_forward(const nn_gru_cell *c, tensor *x, tensor *h);
+/* The four parameters, in PyTorch's order; returns 4. */
+size_t nn_gru_cell_parameters(const nn_gru_cell *c, tensor **out);
 
 OOM_END_DECLS
 

@@ -834,3 +834,147 @@ static tensor *reduce_all(tensor *t, bool mean)
 
 tensor *op_sum(tensor *t) { return reduce_all(t, false); }
 tensor *op_mean(tensor *t) { return reduce_all(t, true); }
+
+/* ---- the retained_graph scenario: pow, the fused GRU cell (ops.h) ------------------------------------------- */
+
+/* pow_backward: grad * (e * self.pow(e - 1)).conj(); the C++ temporaries self.pow(e - 1) and e * (...) live until
+ * the product is made. e == 0: zeros_like(self). */
+static oom_status pow_backward(ag_node *n, tensor *grad, tensor **grads)
+{
+    rt *r = n->rt;
+    tensor *self = ag_unpack(n, 0);
+    if (!self)
+        return r->status;
+    double e = n->fparam[0];
+    if (e == 0.0) {
+        grads[0] = tensor_zeros(r, self->dt, self->ndim, self->shape);
+        return grads[0] ? OOM_OK : r->status;
+    }
+    int64_t numel = tensor_numel(self);
+    tensor *p = empty_like(self);
+    bool ok = p && KRUN(r, pow_scalar(self->dt, tensor_data(p), tensor_data(self), (float)(e - 1.0), numel));
+    tensor *s = ok ? empty_like(self) : NULL;
+    ok = s && KRUN(r, scale(self->dt, tensor_data(s), tensor_data(p), (float)e, numel));
+    tensor *g = ok ? empty_like(grad) : NULL;
+    ok = g && KRUN(r, mul(grad->dt, tensor_data(g), tensor_data(grad), tensor_data(s), numel));
+    tensor_release(p);
+    tensor_release(s);
+    if (!ok) {
+        tensor_release(g);
+        return r->status;
+    }
+    grads[0] = g;
+    return OOM_OK;
+}
+static const ag_fn pow_fn = {"PowBackward0", pow_backward, false};
+
+tensor *op_pow(tensor *t, double exponent)
+{
+    if (!LIVE(t) || !need_contiguous(t, "pow") || !is_float(t, "pow"))
+        return NULL;
+    rt *r = t->rt;
+    tensor *in = amp_autocast_f32_operand(r, t); /* pow is on autocast's f32 list */
+    tensor *out = in ? empty_like(in) : NULL;
+    if (out && !KRUN(r, pow_scalar(in->dt, tensor_data(out), tensor_data(in), (float)exponent, tensor_numel(in))))
+        out = (tensor_release(out), NULL);
+    if (out && ag_any_requires_grad(r, 1, &in)) {
+        ag_node *n = ag_node_new(r, &pow_fn, 1, &in);
+        ag_save(n, 0, in, false); /* self */
+        n->fparam[0] = exponent;  /* exponent, a plain value */
+        ag_set_history(out, n);
+    }
+    tensor_release(in);
+    return out;
+}
+
+/* Saved slots of ThnnFusedGruCellBackward0, in the forward's argument order, then the workspace. */
+enum { GRU_IGATES, GRU_HGATES, GRU_HX, GRU_B_IH, GRU_B_HH, GRU_WORKSPACE };
+
+/* The generated node unpacks its saved variables sorted by name (gen_autograd_functions.py): hidden_bias,
+ * hidden_gates, hx, input_bias, input_gates, then result1; the first stale one names the in-place error. Then
+ * _thnn_fused_gru_cell_backward(grad, result1, has_bias) (backward runs without grad mode). Gradients for inputs
+ * that need none are made and dropped inside the node, as the generated code drops them. */
+static oom_status gru_cell_backward(ag_node *n, tensor *grad, tensor **grads)
+{
+    rt *r = n->rt;
+    static const int unpack_order[] = {GRU_B_HH, GRU_HGATES, GRU_HX, GRU_B_IH, GRU_IGATES, GRU_WORKSPACE};
+    for (size_t k = 0; k < sizeof unpack_order / sizeof unpack_order[0]; k++)
+        if (!ag_unpack(n, unpack_order[k]) && !rt_ok(r))
+            return r->status;
+    const tensor *ws = n->saved[GRU_WORKSPACE].t;
+    const bool has_bias = n->saved[GRU_B_IH].defined;
+    const int64_t b = ws->shape[0], h = ws->shape[1] / 5;
+    dtype dt = ws->dt;
+    tensor *out[5] = {0};
+    out[0] = tensor_empty(r, dt, SHAPE(b, 3 * h));
+    out[1] = out[0] ? tensor_empty(r, dt, SHAPE(b, 3 * h)) : NULL;
+    out[2] = out[1] ? empty_like(grad) : NULL;
+    bool ok = out[2] && KRUN(r, gru_cell_backward(dt, tensor_data(out[0]), tensor_data(out[1]), tensor_data(out[2]),
+                                                  tensor_data(grad), tensor_data(ws), b, h));
+    for (int i = 0; ok && has_bias && i < 2; i++) { /* grad_gates.sum(0) */
+        out[3 + i] = tensor_empty(r, dt, SHAPE(3 * h));
+        ok = out[3 + i] && KRUN(r, sum_rows(dt, tensor_data(out[3 + i]), tensor_data(out[i]), b, 3 * h));
+    }
+    for (int i = 0; i < 5; i++) {
+        if (ok && n->next[i].fn)
+            grads[i] = out[i];
+        else
+            tensor_release(out[i]);
+    }
+    return ok ? OOM_OK : r->status;
+}
+static const ag_fn gru_cell_fn = {"ThnnFusedGruCellBackward0", gru_cell_backward, false};
+
+/* t is a contiguous tensor of dtype dt and shape [d0] (ndim 1) or [d0, d1]. */
+static bool gru_operand(const tensor *t, int ndim, int64_t d0, int64_t d1, dtype dt, const char *what)
+{
+    if (t->ndim == ndim && !t->transposed && t->dt == dt && t->shape[0] == d0 && (ndim == 1 || t->shape[1] == d1))
+        return true;
+    char got[64], want[64];
+    if (ndim == 1)
+        snprintf(want, sizeof want, "[%lld]", (long long)d0);
+    else
+        snprintf(want, sizeof want, "[%lld, %lld]", (long long)d0, (long long)d1);
+    rt_fail(t->rt, OOM_EINVAL, "_thnn_fused_gru_cell: %s is %s %s%s, expected a %s tensor of shape %s", what,
+            tensor_shape_str(t, got, sizeof got), dtype_str(t->dt), t->transposed ? " (a .t() view)" : "",
+            dtype_str(dt), want);
+    return false;
+}
+
+tensor *op_thnn_fused_gru_cell(tensor *igates, tensor *hgates, tensor *hx, tensor *b_ih, tensor *b_hh)
+{
+    if (!LIVE(igates, hgates, hx) || !is_float(hx, "_thnn_fused_gru_cell"))
+        return NULL;
+    rt *r = hx->rt;
+    if (hx->ndim != 2) {
+        rt_fail(r, OOM_EINVAL, "_thnn_fused_gru_cell: hx must be 2-D [batch, hidden]");
+        return NULL;
+    }
+    const int64_t b = hx->shape[0], h = hx->shape[1];
+    if ((b_ih == NULL) != (b_hh == NULL)) {
+        rt_fail(r, OOM_EINVAL, "_thnn_fused_gru_cell: give both biases or neither");
+        return NULL;
+    }
+    if (!gru_operand(hx, 2, b, h, hx->dt, "hx") || !gru_operand(igates, 2, b, 3 * h, hx->dt, "input_gates") ||
+        !gru_operand(hgates, 2, b, 3 * h, hx->dt, "hidden_gates") ||
+        (b_ih && (!gru_operand(b_ih, 1, 3 * h, 0, hx->dt, "input_bias") ||
+                  !gru_operand(b_hh, 1, 3 * h, 0, hx->dt, "hidden_bias"))))
+        return NULL;
+    /* workspace = at::empty({hx.size(0), hx.size(1) * 5}), then hy = at::empty_like(hx) */
+    tensor *ws = tensor_empty(r, hx->dt, SHAPE(b, 5 * h));
+    tensor *hy = ws ? tensor_empty(r, hx->dt, SHAPE(b, h)) : NULL;
+    if (hy && !KRUN(r, gru_cell(hx->dt, tensor_data(hy), tensor_data(ws), tensor_data(igates), tensor_data(hgates),
+                                tensor_data(hx), b_ih ? tensor_data(b_ih) : NULL, b_hh ? tensor_data(b_hh) : NULL, b,
+                                h)))
+        hy = (tensor_release(hy), NULL);
+    tensor *in[5] = {igates, hgates, hx, b_ih, b_hh};
+    if (hy && ag_any_requires_grad(r, 5, in)) {
+        ag_node *n = ag_node_new(r, &gru_cell_fn, 5, in);
+        for (int i = 0; i < 5; i++)
+            ag_save(n, i, in[i], false);
+        ag_save(n, GRU_WORKSPACE, ws, true); /* result1 */
+        ag_set_history(hy, n);
+    }
+    tensor_release(ws);
+    return hy;
+}

@@ -63,6 +63,21 @@ tensor *op_mean(tensor *t);
 /* The kernels' error as an rt failure: every op funnels launches through it. */
 bool op_check(rt *r, oom_status st);
 
+/* ---- the retained_graph scenario: pow, the fused GRU cell ----------------------------------------------------
+ *   op                         node                        saves
+ *   pow(Scalar)                PowBackward0                self (and the exponent)
+ *   _thnn_fused_gru_cell       ThnnFusedGruCellBackward0   input_gates, hidden_gates, hx, input_bias, hidden_bias
+ *                                                          and result1, the batch x 5 hidden workspace
+ * pow's backward is FunctionsManual's pow_backward, grad * (e * self.pow(e - 1)): three temporaries of self's size
+ * live at once. The fused cell is what GRUCell runs on CUDA (aten/src/ATen/native/RNN.cpp): it allocates the
+ * workspace, then hy; derivatives.yaml names every input in its formula (the double-backward branch needs them),
+ * so the node saves them all, plus the workspace; its backward (grad mode off) allocates grad_input_gates,
+ * grad_hidden_gates, grad_hx, then the two bias gradients (sums over the batch), in that order. */
+tensor *op_pow(tensor *t, double exponent); /* t.pow(exponent), exponent a Python number */
+/* hy of at::_thnn_fused_gru_cell(igates, hgates, hx, b_ih, b_hh): igates and hgates batch x 3 hidden, hx batch x
+ * hidden, the biases 3 hidden (both NULL: none). The workspace lives in the node (freed at once without grad). */
+tensor *op_thnn_fused_gru_cell(tensor *igates, tensor *hgates, tensor *hx, tensor *b_ih, tensor *b_hh);
+
 OOM_END_DECLS
 
 #endif
