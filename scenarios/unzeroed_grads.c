@@ -38,6 +38,8 @@
  *         loss = F.cross_entropy(model(x), y)
  *         loss.backward()
  *         opt.step()      # default foreach SGD without momentum: p += -lr * grad, nothing allocated
+ * Each step's gradient norm (after backward, from a host copy of every .grad) is the metric grad_norm. The
+ * twin's values differ from oomlab's, whose random streams are not torch's: compare their growth, not values.
  *
  * The fixes, and why they work.
  *   fix-zero-grad  opt.zero_grad() at the top of each step. In PyTorch 2.x it sets every .grad to None: the
