@@ -198,8 +198,11 @@ void ag_rebase_history(tensor *self, ag_node *n)
 
 /* ---- AccumulateGrad -------------------------------------------------------------------------------- */
 
-/* accumulate_grad.h: the first gradient becomes .grad, taken over when nothing else holds it (else cloned);
- * later gradients are added in place: `variable.grad += new_grad`. */
+/* accumulate_grad.h: the first gradient becomes .grad, taken over when nothing else holds it (use_count <=
+ * num_expected_refs, 1 without post hooks) and it obeys the layout contract, else cloned; once .grad exists, with
+ * grad mode off (backward without create_graph), later gradients are added in place, `variable_grad += new_grad`,
+ * whatever else holds .grad (no use_count condition on that path). The engine drops the new gradient when this
+ * returns, so while it is added both are held: the peak of a backward into existing gradients. */
 static oom_status accumulate_grad_apply(ag_node *n, tensor *grad, tensor **grads)
 {
     (void)grads;
