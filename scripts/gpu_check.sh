@@ -4,7 +4,7 @@
 #   1. the whole Criterion suite on the cuda backend (one job at a time), then compute-sanitizer over the kernel
 #      suites;
 #   2. oomlab run fragmentation --backend cuda, and oomlab parity --backend cuda;
-#   3. the PyTorch twins (fragmentation, MLP parity, and MLP parity with cuBLAS's workspaces off);
+#   3. the PyTorch twins (fragmentation, MLP parity, MLP parity with cuBLAS's workspaces off, fidelity);
 #   4. oomlab bench alloc (cuda and sim), oomlab bench gemm and oomlab bench step.
 # Everything lands in $OUT/gpu_check.tar.gz (one file: the device tool returns few), with a summary on stdout.
 set -uo pipefail
@@ -44,6 +44,7 @@ python3 scripts/twins/fragmentation.py --json "$logs/fragmentation.torch.json" >
 python3 scripts/twins/mlp_parity.py --json "$logs/mlp_parity.torch.json" >"$logs/twin_mlp.txt" 2>&1 || rc=1
 CUBLAS_WORKSPACE_CONFIG=:0:0 CUBLASLT_WORKSPACE_SIZE=0 python3 scripts/twins/mlp_parity.py \
   --json "$logs/mlp_parity_noworkspace.torch.json" train_sgd train_adam workspace >"$logs/twin_mlp_nows.txt" 2>&1 || rc=1
+python3 scripts/twins/fidelity.py --json "$logs/fidelity.torch.json" >"$logs/twin_fidelity.txt" 2>&1 || rc=1
 cat "$logs/twin_frag.txt"; cut -c1-200 "$logs/twin_mlp_nows.txt"
 
 step "bench alloc (sim, cuda, sim again: the same allocator code on the same host)"
