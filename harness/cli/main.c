@@ -397,8 +397,14 @@ static int cmd_run(int argc, char **argv)
     const scenario *sc = find_scenario(name);
     if (!sc)
         return EXIT_BAD_INPUT;
-    o.alloc_conf = alloc_conf_pick(conf_cli, NULL);
+    /* the user's settings, from the most specific source that is set; a bad one is named with its source */
+    o.alloc_conf = alloc_conf_pick(conf_cli, &o.alloc_conf_source);
     char err[512];
+    alloc_conf user_conf;
+    if (alloc_conf_parse(&user_conf, o.alloc_conf, err, sizeof err) != OOM_OK) {
+        fprintf(stderr, "oomlab: %s: %s\n", o.alloc_conf_source, err);
+        return EXIT_BAD_INPUT;
+    }
     if (runner_validate(sc, &o, err, sizeof err) != OOM_OK) /* a settings error names its key and range */
         return bad_input("%s", err);
     run_result res;
