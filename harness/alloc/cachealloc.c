@@ -1178,16 +1178,23 @@ static void record_oom(cachealloc *ca, const alloc_params *p, size_t orig_size)
         char c[32];
         snprintf(cap, sizeof cap, "%s allowed; ", memstats_format_size(ca->allowed, c, sizeof c));
     }
-    snprintf(o->message, sizeof o->message,
-             "CUDA out of memory. Tried to allocate %s. GPU %d has a total capacity of %s of which %s is free. "
-             "%s%sOf the allocated memory %s is allocated by PyTorch, and %s is reserved by PyTorch but "
-             "unallocated. If reserved but unallocated memory is large try setting "
-             "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for "
-             "Memory Management  "
-             "(https://docs.pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-usage-with-pytorch-cuda-"
-             "alloc-conf) [oomlab] Largest free cached block: %s; fragmented: %.1f%% of reserved memory is "
-             "cached but unusable for this request.",
-             a, ca->device_id, t, f, proc, cap, al, ru, lf, 100.0 * o->fragmented_share);
+    /* PyTorch's text, then oomlab's two figures after it (cut short, never overrun, if it ever does not fit) */
+    int n = snprintf(o->message, sizeof o->message,
+                     "CUDA out of memory. Tried to allocate %s. GPU %d has a total capacity of %s of which %s is "
+                     "free. %s%sOf the allocated memory %s is allocated by PyTorch, and %s is reserved by PyTorch but "
+                     "unallocated. If reserved but unallocated memory is large try setting "
+                     "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation "
+                     "for Memory Management  "
+                     "(https://docs.pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-usage-with-pytorch-"
+                     "cuda-alloc-conf)",
+                     a, ca->device_id, t, f, proc, cap, al, ru);
+    if (n >= 0 && (size_t)n < sizeof o->message) {
+        int m = snprintf(o->message + n, sizeof o->message - (size_t)n,
+                         " [oomlab] Largest free cached block: %s; fragmented: %.1f%% of reserved memory is cached "
+                         "but unusable for this request.",
+                         lf, 100.0 * o->fragmented_share);
+        (void)m;
+    }
     ca->have_oom = true;
 }
 
