@@ -5,7 +5,7 @@
 #      suites;
 #   2. oomlab run --backend cuda (the whole catalog at full scale), and oomlab parity --backend cuda;
 #   3. the PyTorch twins (every scenario's scripts/twins/NAME.py into twins/NAME.torch.json, MLP parity, and
-#      MLP parity with cuBLAS's workspaces off);
+#      MLP parity with cuBLAS's workspaces off, and the allocator's fidelity measurements);
 #   4. oomlab bench alloc (cuda and sim), oomlab bench gemm and oomlab bench step.
 # Everything lands in $OUT/gpu_check.tar.gz (one file: the device tool returns few), with a summary on stdout.
 #
@@ -62,6 +62,7 @@ done
 python3 scripts/twins/mlp_parity.py --json "$logs/mlp_parity.torch.json" >"$logs/twin_mlp.txt" 2>&1 || rc=1
 CUBLAS_WORKSPACE_CONFIG=:0:0 CUBLASLT_WORKSPACE_SIZE=0 python3 scripts/twins/mlp_parity.py \
   --json "$logs/mlp_parity_noworkspace.torch.json" train_sgd train_adam workspace >"$logs/twin_mlp_nows.txt" 2>&1 || rc=1
+python3 scripts/twins/fidelity.py --json "$logs/fidelity.torch.json" >"$logs/twin_fidelity.txt" 2>&1 || rc=1
 cut -c1-200 "$logs/twin_mlp_nows.txt"
 
 fi

@@ -376,34 +376,38 @@ Test(allocconf, divisions_lookup_reference_rounding_examples)
 
 Test(allocconf, error_unknown_key)
 {
+    /* PyTorch 2.11's words (tests/data/twins/fidelity.torch.json), then the keys oomlab knows */
     bad("foo:1",
-        "unknown alloc-conf key 'foo' (known: max_split_size_mb, max_non_split_rounding_mb, "
-        "roundup_power2_divisions, garbage_collection_threshold, expandable_segments, large_segment_size_mb, "
-        "per_process_memory_fraction, release_lock_on_cudamalloc, pinned_use_cuda_host_register, "
-        "pinned_num_register_threads, pinned_use_background_threads, pinned_reserve_segment_size_mb, "
-        "graph_capture_record_stream_reuse, backend)");
+        "Unrecognized key 'foo' in Accelerator allocator config. Known keys: max_split_size_mb, "
+        "max_non_split_rounding_mb, roundup_power2_divisions, garbage_collection_threshold, expandable_segments, "
+        "large_segment_size_mb, per_process_memory_fraction, release_lock_on_cudamalloc, release_lock_on_hipmalloc, "
+        "pinned_use_cuda_host_register, pinned_use_hip_host_register, pinned_num_register_threads, "
+        "pinned_use_background_threads, pinned_reserve_segment_size_mb, graph_capture_record_stream_reuse, "
+        "backend");
     cr_assert_eq(alloc_conf_parse(&(alloc_conf){0}, "Expandable_segments:True", NULL, 0), OOM_EINVAL);
     char err[1024];
     alloc_conf c;
     cr_assert_eq(alloc_conf_parse(&c, "expandable_segments:True,throw_on_cudamalloc_oom:True", err, sizeof err),
                  OOM_EINVAL);
-    cr_assert_eq(strncmp(err, "unknown alloc-conf key 'throw_on_cudamalloc_oom' (known: ", 57), 0, "%s", err);
+    cr_assert_eq(strncmp(err, "Unrecognized key 'throw_on_cudamalloc_oom' in Accelerator allocator config. ", 75), 0,
+                 "%s", err);
     /* a space inside a key is dropped, so "max_split_size_mb 20" is one unknown token */
     cr_assert_eq(alloc_conf_parse(&c, "max_split_size_mb 20", err, sizeof err), OOM_EINVAL);
-    cr_assert_eq(strncmp(err, "unknown alloc-conf key 'max_split_size_mb20' (", 46), 0, "%s", err);
+    cr_assert_eq(strncmp(err, "Unrecognized key 'max_split_size_mb20' in Accelerator allocator config. ", 71), 0,
+                 "%s", err);
 }
 
 Test(allocconf, error_missing_colon)
 {
     bad("max_split_size_mb", "expected ':' after 'max_split_size_mb'");
     bad("max_split_size_mb,20", "expected ':' after 'max_split_size_mb'");
-    bad("expandable_segments=True", "unknown alloc-conf key 'expandable_segments=True' (known: max_split_size_mb, "
-                                    "max_non_split_rounding_mb, roundup_power2_divisions, "
-                                    "garbage_collection_threshold, expandable_segments, large_segment_size_mb, "
-                                    "per_process_memory_fraction, release_lock_on_cudamalloc, "
-                                    "pinned_use_cuda_host_register, pinned_num_register_threads, "
-                                    "pinned_use_background_threads, pinned_reserve_segment_size_mb, "
-                                    "graph_capture_record_stream_reuse, backend)");
+    bad("expandable_segments=True",
+        "Unrecognized key 'expandable_segments=True' in Accelerator allocator config. Known keys: max_split_size_mb, "
+        "max_non_split_rounding_mb, roundup_power2_divisions, garbage_collection_threshold, expandable_segments, "
+        "large_segment_size_mb, per_process_memory_fraction, release_lock_on_cudamalloc, "
+        "release_lock_on_hipmalloc, pinned_use_cuda_host_register, pinned_use_hip_host_register, "
+        "pinned_num_register_threads, pinned_use_background_threads, pinned_reserve_segment_size_mb, "
+        "graph_capture_record_stream_reuse, backend");
     bad("garbage_collection_threshold[0.5]", "expected ':' after 'garbage_collection_threshold'");
 }
 
@@ -607,6 +611,8 @@ static void clear_env(void)
 {
     unsetenv("OOMLAB_ALLOC_CONF");
     unsetenv("PYTORCH_CUDA_ALLOC_CONF");
+    unsetenv("PYTORCH_HIP_ALLOC_CONF");
+    unsetenv("PYTORCH_ALLOC_CONF");
 }
 
 Test(allocconf, pick_cli_first)
@@ -630,6 +636,26 @@ Test(allocconf, pick_oomlab_env_over_pytorch_env)
     cr_assert_str_eq(alloc_conf_pick(NULL, &src), "max_split_size_mb:40");
     cr_assert_str_eq(src, "OOMLAB_ALLOC_CONF");
     setenv("OOMLAB_ALLOC_CONF", "", 1); /* set but empty still wins: the defaults */
+    cr_assert_str_eq(alloc_conf_pick(NULL, &src), "");
+    cr_assert_str_eq(src, "OOMLAB_ALLOC_CONF");
+}
+
+Test(allocconf, pick_pytorch_alloc_conf_after_the_cuda_one)
+{
+    /* PyTorch 2.11 reads PYTORCH_CUDA_ALLOC_CONF, PYTORCH_HIP_ALLOC_CONF, then PYTORCH_ALLOC_CONF
+     * (tests/data/twins/fidelity.torch.json) */
+    clear_env();
+    setenv("PYTORCH_ALLOC_CONF", "expandable_segments:True", 1);
+    const char *src = NULL;
+    cr_assert_str_eq(alloc_conf_pick(NULL, &src), "expandable_segments:True");
+    cr_assert_str_eq(src, "PYTORCH_ALLOC_CONF");
+    setenv("PYTORCH_HIP_ALLOC_CONF", "max_split_size_mb:32", 1);
+    cr_assert_str_eq(alloc_conf_pick(NULL, &src), "max_split_size_mb:32");
+    cr_assert_str_eq(src, "PYTORCH_HIP_ALLOC_CONF");
+    setenv("PYTORCH_CUDA_ALLOC_CONF", "max_split_size_mb:64", 1);
+    cr_assert_str_eq(alloc_conf_pick(NULL, &src), "max_split_size_mb:64");
+    cr_assert_str_eq(src, "PYTORCH_CUDA_ALLOC_CONF");
+    setenv("OOMLAB_ALLOC_CONF", "", 1);
     cr_assert_str_eq(alloc_conf_pick(NULL, &src), "");
     cr_assert_str_eq(src, "OOMLAB_ALLOC_CONF");
 }

@@ -111,7 +111,20 @@ static void expect_only_pool(const cachealloc *ca, int pool)
 
 static char *fmt(uint64_t bytes, char *buf) { return memstats_format_size(bytes, buf, 32); }
 
-/* PyTorch's OOM text (no NVML process line) up to and including the URL. */
+/* PyTorch's NVML line for this process ("" when the backend lists no processes): the sim of the H100 models it,
+ * the cuda backend reads NVML. */
+static const char *proc_of(const ca_oom_info *o)
+{
+    static char line[128];
+    char u[32];
+    line[0] = '\0';
+    if (o->process_in_use)
+        snprintf(line, sizeof line, "Including non-PyTorch memory, this process has %s memory in use. ",
+                 fmt(o->process_in_use, u));
+    return line;
+}
+
+/* PyTorch's OOM text (with this process's NVML line, where the backend lists it) up to and including the URL. */
 static void pytorch_oom_text(char *out, size_t cap, const ca_oom_info *o, int device_id)
 {
     char a[32], t[32], f[32], al[32], ru[32], cap_s[48] = "";
@@ -121,11 +134,11 @@ static void pytorch_oom_text(char *out, size_t cap, const ca_oom_info *o, int de
     }
     snprintf(out, cap,
              "CUDA out of memory. Tried to allocate %s. GPU %d has a total capacity of %s of which %s is free. "
-             "%sOf the allocated memory %s is allocated by PyTorch, and %s is reserved by PyTorch but unallocated."
+             "%s%sOf the allocated memory %s is allocated by PyTorch, and %s is reserved by PyTorch but unallocated."
              " If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:"
              "True to avoid fragmentation.  See documentation for Memory Management  (https://docs.pytorch.org/docs/"
              "stable/notes/cuda.html#optimizing-memory-usage-with-pytorch-cuda-alloc-conf)",
-             fmt(o->alloc_size, a), device_id, fmt(o->device_total, t), fmt(o->device_free, f), cap_s,
+             fmt(o->alloc_size, a), device_id, fmt(o->device_total, t), fmt(o->device_free, f), proc_of(o), cap_s,
              fmt(o->allocated, al), fmt(o->reserved - o->allocated, ru));
 }
 
@@ -146,7 +159,8 @@ static void expect_oom_message(const env *e, const char *want_prefix, int device
     cr_assert_eq(strncmp(o->message, full, strlen(full)), 0, "message:\n%s\nwant prefix:\n%s", o->message, full);
     cr_assert_eq(o->device_total, e->dev->total_bytes);
     if (test_backend() == DEVICE_SIM)
-        cr_assert_eq(o->device_free, e->dev->total_bytes - o->reserved, "sim free = capacity - held");
+        cr_assert_eq(o->device_free, e->dev->total_bytes - o->reserved - DEVICE_SIM_CONTEXT_BYTES,
+                     "sim free = capacity - held - the CUDA context's");
 }
 
 /* ---- 1. rounding ------------------------------------------------------------------------------------------ */
@@ -584,9 +598,9 @@ Test(cachealloc, slow_path_releases_cache_then_retries)
     char want[512], t1[32], f1[32];
     snprintf(want, sizeof want,
              "CUDA out of memory. Tried to allocate 16.00 MiB. GPU 0 has a total capacity of %s of which %s is "
-             "free. 64.00 MiB allowed; Of the allocated memory 52.00 MiB is allocated by PyTorch, and 0 bytes is "
+             "free. %s64.00 MiB allowed; Of the allocated memory 52.00 MiB is allocated by PyTorch, and 0 bytes is "
              "reserved by PyTorch but unallocated.",
-             fmt(e.dev->total_bytes, t1), fmt(o->device_free, f1));
+             fmt(e.dev->total_bytes, t1), fmt(o->device_free, f1), proc_of(o));
     expect_oom_message(&e, want, 0);
     n0 = n;
     t = cachealloc_trace(e.ca, &n);
@@ -619,19 +633,21 @@ Test(cachealloc, oom_message_for_mid_band_request_reports_segment_size)
     cr_assert_eq(o->rounded, 1572864);
     cr_assert_eq(o->alloc_size, 20971520);
     cr_assert(o->capped);
-    cr_assert_eq(o->allowed, 67108864);
+    cr_assert_eq(o->allowed, cachealloc_budget_cap(67108864, e.dev->total_bytes));
+    if (test_backend() == DEVICE_SIM) /* set_per_process_memory_fraction(64 MiB / total) of the H100 */
+        cr_assert_eq(o->allowed, 67108863);
     cr_assert_eq(o->allocated, 52429824);
     cr_assert_eq(o->reserved, 54525952);
     cr_assert_eq(o->largest_free_block, 2096128);
     char want[512], t[32], f[32];
     snprintf(want, sizeof want,
              "CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of %s of which %s is "
-             "free. 64.00 MiB allowed; Of the allocated memory 50.00 MiB is allocated by PyTorch, and 2.00 MiB is "
+             "free. %s64.00 MiB allowed; Of the allocated memory 50.00 MiB is allocated by PyTorch, and 2.00 MiB is "
              "reserved by PyTorch but unallocated.",
-             fmt(e.dev->total_bytes, t), fmt(o->device_free, f));
+             fmt(e.dev->total_bytes, t), fmt(o->device_free, f), proc_of(o));
     expect_oom_message(&e, want, 0);
-    if (test_backend() == DEVICE_SIM) /* H100 80GB: 85017493504 B total, 54525952 B held */
-        cr_assert_eq(strncmp(want + 79, "79.18 GiB of which 79.13 GiB is free.", 37), 0, "%s", want);
+    if (test_backend() == DEVICE_SIM) /* H100 80GB: 85017493504 B total, 54525952 B held, 552402944 B context */
+        cr_assert_eq(strncmp(want + 79, "79.18 GiB of which 78.61 GiB is free.", 37), 0, "%s", want); /* context */
     /* oomlab's two figures follow PyTorch's text */
     cr_assert_float_eq(o->fragmented_share, 2096128.0 / 54525952.0, 1e-12);
     const char *tail = ") [oomlab] Largest free cached block: 2.00 MiB; fragmented: 3.8% of reserved memory is cached "
@@ -650,9 +666,9 @@ Test(cachealloc, budget_from_per_process_memory_fraction)
     cr_assert_eq(cachealloc_budget(e.ca), 0, "a fraction of 1 sets no cap");
     rm(&e);
     e = mk("per_process_memory_fraction:0.5", 64 * MiB, 0);
-    cr_assert_eq(cachealloc_budget(e.ca), 64 * MiB, "budget_bytes wins");
+    cr_assert_eq(cachealloc_budget(e.ca), cachealloc_budget_cap(64 * MiB, e.dev->total_bytes), "budget_bytes wins");
     A_OOM(e.ca, 65 * MiB);
-    cr_assert_eq(cachealloc_last_oom(e.ca)->allowed, 64 * MiB);
+    cr_assert_eq(cachealloc_last_oom(e.ca)->allowed, cachealloc_budget_cap(64 * MiB, e.dev->total_bytes));
     rm(&e);
     e = mkc("");
     cr_assert_eq(cachealloc_budget(e.ca), 0);
@@ -672,9 +688,9 @@ Test(cachealloc, oom_message_fractional_sizes_and_device_id)
     char want[512], t[32], f[32];
     snprintf(want, sizeof want,
              "CUDA out of memory. Tried to allocate 20.00 MiB. GPU 3 has a total capacity of %s of which %s is "
-             "free. 64.00 MiB allowed; Of the allocated memory 31.50 MiB is allocated by PyTorch, and 20.50 MiB is "
+             "free. %s64.00 MiB allowed; Of the allocated memory 31.50 MiB is allocated by PyTorch, and 20.50 MiB is "
              "reserved by PyTorch but unallocated.",
-             fmt(e.dev->total_bytes, t), fmt(o->device_free, f));
+             fmt(e.dev->total_bytes, t), fmt(o->device_free, f), proc_of(o));
     expect_oom_message(&e, want, 3);
     rm(&e);
 }
@@ -688,9 +704,10 @@ Test(cachealloc, oom_request_larger_than_budget)
     char want[512], t[32], f[32];
     snprintf(want, sizeof want,
              "CUDA out of memory. Tried to allocate 100.00 MiB. GPU 0 has a total capacity of %s of which %s is "
-             "free. 64.00 MiB allowed; Of the allocated memory 0 bytes is allocated by PyTorch, and 0 bytes is "
+             "free. %s64.00 MiB allowed; Of the allocated memory 0 bytes is allocated by PyTorch, and 0 bytes is "
              "reserved by PyTorch but unallocated.",
-             fmt(e.dev->total_bytes, t), fmt(cachealloc_last_oom(e.ca)->device_free, f));
+             fmt(e.dev->total_bytes, t), fmt(cachealloc_last_oom(e.ca)->device_free, f),
+             proc_of(cachealloc_last_oom(e.ca)));
     expect_oom_message(&e, want, 0);
     /* the allocator keeps working */
     A(e.ca, 62914560);
@@ -710,9 +727,9 @@ Test(cachealloc, oom_without_budget_has_no_allowed_part)
     char want[512], t[32], f[32];
     snprintf(want, sizeof want,
              "CUDA out of memory. Tried to allocate 2.00 MiB. GPU 0 has a total capacity of %s of which %s is "
-             "free. Of the allocated memory 0 bytes is allocated by PyTorch, and 0 bytes is reserved by PyTorch but "
+             "free. %sOf the allocated memory 0 bytes is allocated by PyTorch, and 0 bytes is reserved by PyTorch but "
              "unallocated.",
-             fmt(e.dev->total_bytes, t), fmt(o->device_free, f));
+             fmt(e.dev->total_bytes, t), fmt(o->device_free, f), proc_of(o));
     expect_oom_message(&e, want, 0);
     device_fault_arm(e.dev, 0, false);
     A(e.ca, 1000);
@@ -1035,9 +1052,10 @@ Test(cachealloc, expandable_oom_under_budget)
     char want[512], t[32], f[32];
     snprintf(want, sizeof want,
              "CUDA out of memory. Tried to allocate 12.00 MiB. GPU 0 has a total capacity of %s of which %s is "
-             "free. 64.00 MiB allowed; Of the allocated memory 51.50 MiB is allocated by PyTorch, and 8.50 MiB is "
+             "free. %s64.00 MiB allowed; Of the allocated memory 51.50 MiB is allocated by PyTorch, and 8.50 MiB is "
              "reserved by PyTorch but unallocated.",
-             fmt(e.dev->total_bytes, t), fmt(cachealloc_last_oom(e.ca)->device_free, f));
+             fmt(e.dev->total_bytes, t), fmt(cachealloc_last_oom(e.ca)->device_free, f),
+             proc_of(cachealloc_last_oom(e.ca)));
     expect_oom_message(&e, want, 0);
     rm(&e);
 }

@@ -66,15 +66,16 @@ typedef struct run_result {
     char *err;
 } run_result;
 
-/* Run `env -u ... [env] $OOMLAB_BIN args` with the allocator-config variables cleared (the caller's shell
- * must not leak a config into the test), stdout and stderr captured. */
+/* Clears the allocator-config variables (ALLOC_CONF_ENV_VARS): the caller's shell must not leak a config into a
+ * test. */
+#define CLEAN_ENV "env -u OOMLAB_ALLOC_CONF -u PYTORCH_CUDA_ALLOC_CONF -u PYTORCH_HIP_ALLOC_CONF -u PYTORCH_ALLOC_CONF "
+
+/* Run `CLEAN_ENV [env] $OOMLAB_BIN args`, stdout and stderr captured. */
 static run_result run(const char *env, const char *args)
 {
     char cmd[2048];
-    snprintf(cmd, sizeof cmd,
-             "env -u OOMLAB_ALLOC_CONF -u PYTORCH_CUDA_ALLOC_CONF -u PYTORCH_ALLOC_CONF %s '%s' %s >'%s/stdout' "
-             "2>'%s/stderr'",
-             env ? env : "", bin(), args, tmpdir, tmpdir);
+    snprintf(cmd, sizeof cmd, CLEAN_ENV "%s '%s' %s >'%s/stdout' 2>'%s/stderr'", env ? env : "", bin(), args, tmpdir,
+             tmpdir);
     int st = system(cmd);
     cr_assert(st != -1 && WIFEXITED(st), "cannot run: %s", cmd);
     run_result r = {.rc = WEXITSTATUS(st),
@@ -806,7 +807,8 @@ Test(cli, runs_in_the_same_second_get_their_own_files)
 {
     char cmd[1024];
     snprintf(cmd, sizeof cmd,
-             "for i in 1 2 3 4; do '%s' run fragmentation --variant bug --out '%s' >/dev/null 2>&1 & done; wait; "
+             "for i in 1 2 3 4; do " CLEAN_ENV "'%s' run fragmentation --variant bug --out '%s' >/dev/null 2>&1 & "
+             "done; wait; "
              "test \"$(ls '%s'/*/fragmentation.json | wc -l)\" = 4",
              bin(), tpath("runs"), tpath("runs"));
     cr_assert_eq(system(cmd), 0, "four concurrent runs did not leave four results files");
@@ -835,4 +837,83 @@ Test(cli, a_plot_that_fails_is_a_failed_result)
     cr_assert_not_null(text, "the results were written");
     free(text);
     run_free(&r);
+}
+
+/* ---- issue 7: the budget is PyTorch's memory fraction; settings are never applied silently ---------------- */
+
+Test(cli, run_records_and_prints_the_cap)
+{
+    /* set_per_process_memory_fraction((1 << 30) / total) on the H100 that sim models allows 1,073,741,823 bytes
+     * (tests/data/twins/fidelity.torch.json) */
+    run_result r = run(NULL, "run fragmentation --backend sim --variant bug --json --no-write");
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+    cJSON *o = cJSON_Parse(r.out);
+    cr_assert_not_null(o);
+    cr_assert_eq((long long)get(o, "budget")->valuedouble, 1LL << 30);
+    cr_assert_eq((long long)get(o, "cap")->valuedouble, 1073741823LL);
+    cr_assert_eq((long long)get(o, "device_total")->valuedouble, 85017493504LL);
+    cJSON_Delete(o);
+    run_free(&r);
+    r = run(NULL, "run fragmentation --backend sim --variant bug --no-write");
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+    cr_assert_not_null(strstr(r.out, "cap 1073741823 bytes: set_per_process_memory_fraction(1073741824 / 85017493504)"),
+                       "%s", r.out);
+    run_free(&r);
+    expect_bad_input(NULL, "run fragmentation --backend sim --budget 100GiB", "more than the device's 79.18 GiB");
+}
+
+/* The run's alloc_conf_source and alloc_conf_user, and the bug variant's outcome, under env. */
+static void expect_settings(const char *env, const char *args, const char *source, const char *user,
+                            const char *outcome)
+{
+    char a[256];
+    snprintf(a, sizeof a, "run fragmentation --backend sim --variant bug --json --no-write %s", args);
+    run_result r = run(env, a);
+    cJSON *o = cJSON_Parse(r.out);
+    cr_assert_not_null(o, "%s %s: %s%s", env, a, r.out, r.err);
+    cr_assert_str_eq(get(o, "alloc_conf_source")->valuestring, source, "%s %s", env, a);
+    cr_assert_str_eq(get(o, "alloc_conf_user")->valuestring, user, "%s %s", env, a);
+    cr_assert_str_eq(get(cJSON_GetArrayItem(get(o, "variants"), 0), "outcome")->valuestring, outcome, "%s %s", env,
+                     a);
+    cJSON_Delete(o);
+    run_free(&r);
+}
+
+Test(cli, run_says_where_the_settings_came_from)
+{
+    expect_settings(NULL, "", "default", "", "oom");
+    /* PyTorch 2.11 reads PYTORCH_CUDA_ALLOC_CONF, PYTORCH_HIP_ALLOC_CONF, PYTORCH_ALLOC_CONF, the first set */
+    expect_settings("PYTORCH_ALLOC_CONF=expandable_segments:True", "", "PYTORCH_ALLOC_CONF",
+                    "expandable_segments:True", "ok");
+    expect_settings("PYTORCH_ALLOC_CONF=max_split_size_mb:128 PYTORCH_HIP_ALLOC_CONF=expandable_segments:True", "",
+                    "PYTORCH_HIP_ALLOC_CONF", "expandable_segments:True", "ok");
+    expect_settings("PYTORCH_ALLOC_CONF=expandable_segments:True PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:128", "",
+                    "PYTORCH_CUDA_ALLOC_CONF", "max_split_size_mb:128", "oom");
+    expect_settings("PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:128 OOMLAB_ALLOC_CONF=expandable_segments:True", "",
+                    "OOMLAB_ALLOC_CONF", "expandable_segments:True", "ok");
+    expect_settings("OOMLAB_ALLOC_CONF=max_split_size_mb:128", "--alloc-conf expandable_segments:True",
+                    "--alloc-conf", "expandable_segments:True", "ok");
+    expect_settings("PYTORCH_CUDA_ALLOC_CONF=", "", "PYTORCH_CUDA_ALLOC_CONF", "", "oom");
+    /* and the table says it */
+    run_result r = run("PYTORCH_ALLOC_CONF=expandable_segments:True", "run fragmentation --backend sim --variant bug "
+                                                                      "--no-write");
+    cr_assert_not_null(strstr(r.out, "settings: 'expandable_segments:True' from PYTORCH_ALLOC_CONF"), "%s", r.out);
+    run_free(&r);
+    r = run(NULL, "run fragmentation --backend sim --variant bug --no-write --alloc-conf max_split_size_mb:128");
+    cr_assert_not_null(strstr(r.out, "settings: 'max_split_size_mb:128' from --alloc-conf"), "%s", r.out);
+    run_free(&r);
+    r = run(NULL, "run fragmentation --backend sim --variant bug --no-write");
+    cr_assert_not_null(strstr(r.out, "settings: PyTorch's defaults"), "%s", r.out);
+    run_free(&r);
+}
+
+Test(cli, run_bad_settings_name_their_variable)
+{
+    expect_bad_input("PYTORCH_CUDA_ALLOC_CONF=bogus:1", "run fragmentation",
+                     "oomlab: PYTORCH_CUDA_ALLOC_CONF: Unrecognized key 'bogus' in Accelerator allocator config.");
+    expect_bad_input("PYTORCH_ALLOC_CONF=max_split_size_mb:10", "run fragmentation",
+                     "oomlab: PYTORCH_ALLOC_CONF: max_split_size_mb must be an integer >= 20 (got 10)");
+    expect_bad_input("OOMLAB_ALLOC_CONF=bogus:1", "run fragmentation", "oomlab: OOMLAB_ALLOC_CONF: Unrecognized key");
+    expect_bad_input("PYTORCH_CUDA_ALLOC_CONF=bogus:1", "run fragmentation --alloc-conf release_lock_on_hipmalloc:yes",
+                     "oomlab: --alloc-conf: release_lock_on_hipmalloc must be True or False (got 'yes')");
 }

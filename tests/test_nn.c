@@ -382,7 +382,9 @@ Test(nn, nested_autocast_restores_the_outer_dtype)
 
 Test(nn, grad_scaler_completes_its_state_after_an_oom)
 {
-    rt *r = test_rt_open((size_t)2 << 20, NULL); /* one 2 MiB small segment */
+    /* one 2 MiB small segment: a budget of 2 MiB would cap at 2 MiB - 1 (set_per_process_memory_fraction's
+     * rounding), so ask for a byte more */
+    rt *r = test_rt_open(((size_t)2 << 20) + 1, NULL);
     cr_assert_not_null(r);
     tensor *f1 = tensor_empty(r, DT_F32, SHAPE(262144)), *f2 = tensor_empty(r, DT_F32, SHAPE((1048576 - 1024) / 4));
     tensor *l = tensor_full(r, DT_F32, SCALAR, 1.0); /* 512 bytes left: _scale fits, _growth_tracker does not */

@@ -288,8 +288,12 @@ Test(snapshot2json, oomlab_pickle_round_trip)
     const char *b = getenv("OOMLAB_BIN");
     if (!b || !b[0])
         b = "build/oomlab";
-    char fmt[300];
-    snprintf(fmt, sizeof fmt, "'%s' replay tests/data/pressure.trace.json --budget 1416958225 --snapshot '%%s'%%s", b);
+    char fmt[400];
+    /* no allocator-config variable of the caller's shell reaches the replay */
+    snprintf(fmt, sizeof fmt,
+             "env -u OOMLAB_ALLOC_CONF -u PYTORCH_CUDA_ALLOC_CONF -u PYTORCH_HIP_ALLOC_CONF -u PYTORCH_ALLOC_CONF "
+             "'%s' replay tests/data/pressure.trace.json --budget 1416958225 --snapshot '%%s'%%s",
+             b);
     cr_assert_eq(sh(fmt, tpath("model.pickle"), ""), 0, "oomlab replay --snapshot .pickle failed");
     cr_assert_eq(sh(fmt, tpath("model.json"), ""), 0, "oomlab replay --snapshot .json failed");
     int rc = sh("python3 " SCRIPT " '%s' -o '%s'", tpath("model.pickle"), tpath("converted.json"));

@@ -33,7 +33,9 @@ enum key_id {
     K_LARGE_SEGMENT,
     K_FRACTION,
     K_RELEASE_LOCK,
+    K_RELEASE_LOCK_HIP,
     K_HOST_REGISTER,
+    K_HOST_REGISTER_HIP,
     K_REGISTER_THREADS,
     K_BACKGROUND_THREADS,
     K_PINNED_RESERVE,
@@ -51,7 +53,9 @@ static const char *const key_names[K_COUNT] = {
     [K_LARGE_SEGMENT] = "large_segment_size_mb",
     [K_FRACTION] = "per_process_memory_fraction",
     [K_RELEASE_LOCK] = "release_lock_on_cudamalloc",
+    [K_RELEASE_LOCK_HIP] = "release_lock_on_hipmalloc", /* PyTorch accepts the ROCm spelling on CUDA too */
     [K_HOST_REGISTER] = "pinned_use_cuda_host_register",
+    [K_HOST_REGISTER_HIP] = "pinned_use_hip_host_register",
     [K_REGISTER_THREADS] = "pinned_num_register_threads",
     [K_BACKGROUND_THREADS] = "pinned_use_background_threads",
     [K_PINNED_RESERVE] = "pinned_reserve_segment_size_mb",
@@ -292,7 +296,9 @@ static oom_status apply(parser *ps, const entry *e)
     case K_EXPANDABLE:
         return parse_bool(ps, e, &c->expandable_segments);
     case K_RELEASE_LOCK:
+    case K_RELEASE_LOCK_HIP:
     case K_HOST_REGISTER:
+    case K_HOST_REGISTER_HIP:
     case K_BACKGROUND_THREADS:
     case K_GRAPH_REUSE:
         return parse_bool(ps, e, &ignored);
@@ -338,7 +344,8 @@ static oom_status unknown_key(parser *ps, tok k)
             break;
         off += (size_t)w;
     }
-    return fail(ps, "unknown alloc-conf key '%.*s' (known: %s)", echo_len(k), k.p, known);
+    return fail(ps, "Unrecognized key '%.*s' in Accelerator allocator config. Known keys: %s", echo_len(k), k.p,
+                known);
 }
 
 /* Split into "key:value" entries and check the shape: known keys, ':', balanced list brackets, ','
@@ -458,7 +465,7 @@ oom_status alloc_conf_parse(alloc_conf *c, const char *text, char *err, size_t e
 
 const char *alloc_conf_pick(const char *cli, const char **source)
 {
-    static const char *const envs[] = {"OOMLAB_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF"};
+    static const char *const envs[] = {ALLOC_CONF_ENV_VARS};
     const char *text = "", *src = "default";
     if (cli) {
         text = cli;

@@ -1,7 +1,8 @@
 /* allocconf.h - the caching allocator's configuration, in PyTorch's PYTORCH_CUDA_ALLOC_CONF syntax.
  *
  * Syntax: "key:value,key:value"; list values in [...]; booleans are exactly True/False; spaces are ignored.
- * The text comes from --alloc-conf, else OOMLAB_ALLOC_CONF, else PYTORCH_CUDA_ALLOC_CONF (alloc_conf_pick).
+ * The text comes from --alloc-conf, else OOMLAB_ALLOC_CONF, else PyTorch's variables in the order PyTorch 2.11
+ * reads them: PYTORCH_CUDA_ALLOC_CONF, PYTORCH_HIP_ALLOC_CONF, PYTORCH_ALLOC_CONF (alloc_conf_pick).
  * Keys and ranges (PyTorch 2.11, c10/core/AllocatorConfig.cpp; values in MB are integers, MiB units):
  *   max_split_size_mb            >= large_segment_size_mb (20 unless set); default unlimited
  *   max_non_split_rounding_mb    >= large_segment_size_mb; default large_segment_size_mb (20)
@@ -12,8 +13,9 @@
  *   expandable_segments          True/False; default False
  *   large_segment_size_mb        > 10; default 20; read before the other keys wherever it stands
  *   per_process_memory_fraction  0 <= f <= 1; default 1 (no cap)
- * Accepted and without effect on one stream and one device: release_lock_on_cudamalloc,
- * pinned_use_cuda_host_register, pinned_use_background_threads, graph_capture_record_stream_reuse (True/False),
+ * Accepted and without effect on one stream and one device: release_lock_on_cudamalloc (or its ROCm spelling
+ * release_lock_on_hipmalloc), pinned_use_cuda_host_register (or pinned_use_hip_host_register),
+ * pinned_use_background_threads, graph_capture_record_stream_reuse (True/False),
  * pinned_num_register_threads (a power of two <= 128), pinned_reserve_segment_size_mb (> 0), backend:native.
  * Stricter than PyTorch: numbers must be the whole token (no "20abc", no sign), ':' and ',' are required.
  */
@@ -51,9 +53,17 @@ void alloc_conf_default(alloc_conf *c);
  * in the last-error record). text may be NULL or "" (the defaults); it is copied, truncated, into c->text. */
 oom_status alloc_conf_parse(alloc_conf *c, const char *text, char *err, size_t errcap);
 
-/* The settings string to use: cli if non-NULL, else $OOMLAB_ALLOC_CONF, else $PYTORCH_CUDA_ALLOC_CONF, else "".
- * A variable that is set but empty still wins. *source names where it came from ("--alloc-conf",
- * "OOMLAB_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF" or "default") when source is non-NULL. */
+/* The environment variables alloc_conf_pick reads, most specific first: oomlab's own, then PyTorch 2.11's in its
+ * order (AcceleratorAllocatorConfig::instance in c10/core/AllocatorConfig.cpp takes the first that is set of
+ * PYTORCH_CUDA_ALLOC_CONF, PYTORCH_HIP_ALLOC_CONF, PYTORCH_ALLOC_CONF; a CUDA build reads the HIP one too, as
+ * measured in tests/data/twins/fidelity.torch.json). */
+#define ALLOC_CONF_ENV_VARS                                                                                     \
+    "OOMLAB_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF", "PYTORCH_ALLOC_CONF"
+
+/* The settings string to use: cli if non-NULL, else the first of ALLOC_CONF_ENV_VARS that is set, else "".
+ * A variable that is set but empty still wins (PyTorch parses it: the defaults). *source names where it came
+ * from ("--alloc-conf", the variable's name, or "default") when source is non-NULL; a string that fails to
+ * parse is reported with that name in front ("PYTORCH_CUDA_ALLOC_CONF: Unrecognized key ..."). */
 const char *alloc_conf_pick(const char *cli, const char **source);
 
 /* roundup_power2_divisions for a request of size bytes (PyTorch's bucket lookup: floor(log2 size) - 20,

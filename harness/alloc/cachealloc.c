@@ -95,6 +95,8 @@ struct cachealloc {
     bool has_divisions;            /* some roundup_power2_divisions bucket is set */
     size_t allowed;                /* allowed_memory_maximum */
     int device_id;
+    bool initialized;              /* CUDA is initialised: a budget was set, or malloc was called */
+    oom_status map_err;            /* the last failure of an expandable reserve or map that is not an OOM */
 
     ca_block **table; /* active blocks by address */
     size_t table_mask, nactive;
@@ -660,14 +662,29 @@ static size_t try_merge_blocks(cachealloc *ca, ca_block *dst, ca_block *src, ca_
     return subsumed_size;
 }
 
+/* A VMM call failed for a reason other than memory: what PyTorch's C10_CUDA_DRIVER_CHECK throws. The backends
+ * check the driver's rules before calling it (sizes and addresses multiples of the granularity), so OOM_EINVAL
+ * is the driver's CUDA_ERROR_INVALID_VALUE, which cuGetErrorString words "invalid argument". */
+static void vmm_failed(cachealloc *ca, oom_status st)
+{
+    if (st == OOM_EINVAL) {
+        OOM_ERROR(OOM_ECUDA, "CUDA driver error: invalid argument");
+        st = OOM_ECUDA;
+    }
+    ca->map_err = st;
+}
+
 /* ExpandableSegment::map over pages [first, last): all pages or none. */
 static size_t expseg_map(cachealloc *ca, expseg *es, size_t first, size_t last)
 {
     if (first >= last)
         return 0;
     oom_status st = device_va_map(ca->dev, es->base + first * es->page, (last - first) * es->page, es->page);
-    if (st != OOM_OK)
+    if (st != OOM_OK) {
+        if (st != OOM_ENOMEM_DEVICE && st != OOM_ELIMIT)
+            vmm_failed(ca, st);
         return 0;
+    }
     for (size_t i = first; i < last; i++)
         es->mapped[i] = 1;
     return (last - first) * es->page;
@@ -716,8 +733,12 @@ static expseg *expseg_new(cachealloc *ca, ca_pool *pool)
     size_t space = total + total / 8; /* 1 1/8 of the device, so pages can move to the end */
     size_t max_pages = (space + page - 1) / page;
     devptr base = 0;
-    if (device_va_reserve(ca->dev, max_pages * page, &base) != OOM_OK)
+    oom_status st = device_va_reserve(ca->dev, max_pages * page, &base);
+    if (st != OOM_OK) {
+        if (st != OOM_ENOMEM_DEVICE && st != OOM_ELIMIT)
+            vmm_failed(ca, st);
         return NULL;
+    }
     expseg *es = xmalloc(sizeof *es);
     es->base = base;
     es->page = page;
@@ -787,8 +808,11 @@ static bool alloc_block(cachealloc *ca, alloc_params *p, bool is_retry)
         return false;
     }
     if (ca->conf.expandable_segments) {
+        /* a driver error (large_segment_size_mb not a multiple of the 2 MiB granularity, say) is thrown as
+         * PyTorch throws it: no retry, no OOM */
+        ca->map_err = OOM_OK;
         p->block = try_allocate_expandable_block(ca, p->pool, p->size);
-        p->err = p->block ? OOM_OK : OOM_ENOMEM_DEVICE;
+        p->err = p->block ? OOM_OK : ca->map_err != OOM_OK ? ca->map_err : OOM_ENOMEM_DEVICE;
         return p->block != NULL;
     }
     devptr ptr = 0;
@@ -1123,6 +1147,26 @@ static void record_oom(cachealloc *ca, const alloc_params *p, size_t orig_size)
     o->largest_free_block = cachealloc_largest_free_block(ca);
     o->fragmented_share = o->reserved ? (double)(o->reserved - o->allocated) / (double)o->reserved : 0.0;
 
+    /* reportProcessMemoryInfo: each compute process NVML lists, this one in its own words */
+    char proc[512] = "";
+    device_proc procs[DEVICE_MAX_PROCS];
+    size_t nprocs = 0, poff = 0;
+    if (device_processes(ca->dev, procs, DEVICE_MAX_PROCS, &nprocs) == OOM_OK) {
+        for (size_t i = 0; i < nprocs && i < DEVICE_MAX_PROCS && poff < sizeof proc; i++) {
+            char u[32];
+            memstats_format_size(procs[i].used_bytes, u, sizeof u);
+            int w = procs[i].self
+                        ? snprintf(proc + poff, sizeof proc - poff,
+                                   "Including non-PyTorch memory, this process has %s memory in use. ", u)
+                        : snprintf(proc + poff, sizeof proc - poff, "Process %u has %s memory in use. ",
+                                   procs[i].pid, u);
+            if (w < 0)
+                break;
+            poff += (size_t)w;
+            if (procs[i].self)
+                o->process_in_use = (size_t)procs[i].used_bytes;
+        }
+    }
     char a[32], t[32], f[32], al[32], ru[32], cap[64] = "", lf[32];
     memstats_format_size(p->alloc_size, a, sizeof a);
     memstats_format_size(dtotal, t, sizeof t);
@@ -1134,16 +1178,23 @@ static void record_oom(cachealloc *ca, const alloc_params *p, size_t orig_size)
         char c[32];
         snprintf(cap, sizeof cap, "%s allowed; ", memstats_format_size(ca->allowed, c, sizeof c));
     }
-    snprintf(o->message, sizeof o->message,
-             "CUDA out of memory. Tried to allocate %s. GPU %d has a total capacity of %s of which %s is free. "
-             "%sOf the allocated memory %s is allocated by PyTorch, and %s is reserved by PyTorch but "
-             "unallocated. If reserved but unallocated memory is large try setting "
-             "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for "
-             "Memory Management  "
-             "(https://docs.pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-usage-with-pytorch-cuda-"
-             "alloc-conf) [oomlab] Largest free cached block: %s; fragmented: %.1f%% of reserved memory is "
-             "cached but unusable for this request.",
-             a, ca->device_id, t, f, cap, al, ru, lf, 100.0 * o->fragmented_share);
+    /* PyTorch's text, then oomlab's two figures after it (cut short, never overrun, if it ever does not fit) */
+    int n = snprintf(o->message, sizeof o->message,
+                     "CUDA out of memory. Tried to allocate %s. GPU %d has a total capacity of %s of which %s is "
+                     "free. %s%sOf the allocated memory %s is allocated by PyTorch, and %s is reserved by PyTorch but "
+                     "unallocated. If reserved but unallocated memory is large try setting "
+                     "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation "
+                     "for Memory Management  "
+                     "(https://docs.pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-usage-with-pytorch-"
+                     "cuda-alloc-conf)",
+                     a, ca->device_id, t, f, proc, cap, al, ru);
+    if (n >= 0 && (size_t)n < sizeof o->message) {
+        int m = snprintf(o->message + n, sizeof o->message - (size_t)n,
+                         " [oomlab] Largest free cached block: %s; fragmented: %.1f%% of reserved memory is cached "
+                         "but unusable for this request.",
+                         lf, 100.0 * o->fragmented_share);
+        (void)m;
+    }
     ca->have_oom = true;
 }
 
@@ -1163,10 +1214,12 @@ oom_status cachealloc_new(device *dev, const cachealloc_options *opt, cachealloc
     ca->small_blocks.stat = STAT_SMALL;
     ca->large_blocks.stat = STAT_LARGE;
     ca->rng = 0x6F6F6D6C6162ULL; /* deterministic treap shapes */
-    /* setMemoryFraction: a fraction below 1 caps held memory at fraction x totalGlobalMem */
+    /* setMemoryFraction: a fraction below 1 caps held memory at fraction x totalGlobalMem. A budget is
+     * set_per_process_memory_fraction(budget / total), which also initialises CUDA. */
     if (opt->budget_bytes) {
-        ca->capped = true;
-        ca->allowed = opt->budget_bytes;
+        ca->allowed = cachealloc_budget_cap(opt->budget_bytes, dev->total_bytes);
+        ca->capped = ca->allowed > 0;
+        ca->initialized = true;
     } else if (ca->conf.per_process_memory_fraction < 1.0) {
         ca->capped = true;
         ca->allowed = (size_t)(ca->conf.per_process_memory_fraction * (double)dev->total_bytes);
@@ -1210,8 +1263,17 @@ void cachealloc_delete(cachealloc *ca)
     free(ca);
 }
 
+size_t cachealloc_budget_cap(size_t budget, size_t total)
+{
+    if (budget == 0 || total == 0 || budget >= total)
+        return 0;
+    double fraction = (double)budget / (double)total; /* Python's budget / total */
+    return (size_t)(fraction * (double)total);
+}
+
 oom_status cachealloc_malloc(cachealloc *ca, size_t nbytes, devptr *out)
 {
+    ca->initialized = true; /* a CUDA tensor initialises CUDA, whatever its size */
     if (nbytes == 0) {
         *out = 0;
         return OOM_OK;
@@ -1282,6 +1344,8 @@ size_t cachealloc_block_size(const cachealloc *ca, devptr p)
 
 void cachealloc_empty_cache(cachealloc *ca)
 {
+    if (!ca->initialized)
+        return; /* torch.cuda.empty_cache() checks is_initialized() first */
     release_cached_blocks(ca);
     debug_check(ca);
 }

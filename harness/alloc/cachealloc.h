@@ -72,6 +72,7 @@ typedef struct ca_oom_info {
     size_t allocated;          /* allocated_bytes.all.current */
     size_t reserved;           /* reserved_bytes.all.current */
     size_t largest_free_block; /* the largest free cached block, any pool */
+    size_t process_in_use;     /* NVML's figure for this process (sim: its model); 0 when not listed */
     double fragmented_share;   /* (reserved - allocated) / reserved: cached memory no request could get back */
     char message[1024];        /* PyTorch's text, then oomlab's two figures */
 } ca_oom_info;
@@ -79,7 +80,9 @@ typedef struct ca_oom_info {
 /* Options for cachealloc_new. */
 typedef struct cachealloc_options {
     alloc_conf conf;     /* see allocconf.h; alloc_conf_default() for PyTorch's defaults */
-    size_t budget_bytes; /* 0: none, unless conf.per_process_memory_fraction < 1 (fraction x device total) */
+    size_t budget_bytes; /* 0: none, unless conf.per_process_memory_fraction < 1 (fraction x device total).
+                          * Applied as set_per_process_memory_fraction(budget_bytes / total) is: the cap is
+                          * cachealloc_budget_cap(), and CUDA counts as initialised from the start. */
     int device_id;       /* for messages */
 } cachealloc_options;
 
@@ -97,8 +100,16 @@ oom_status cachealloc_free(cachealloc *ca, devptr p);
 /* Size of the block behind a live pointer (0 if unknown). */
 size_t cachealloc_block_size(const cachealloc *ca, devptr p);
 
-/* torch.cuda.empty_cache(): release every whole free segment and unmap free expandable pages. */
+/* torch.cuda.empty_cache(): release every whole free segment and unmap free expandable pages (one
+ * num_sync_all_streams). Like PyTorch's, a no-op until CUDA is initialised: before the first cachealloc_malloc,
+ * unless a budget was set (set_per_process_memory_fraction initialises CUDA). */
 void cachealloc_empty_cache(cachealloc *ca);
+
+/* The cap that set_per_process_memory_fraction(budget / total) sets on a device of total bytes: PyTorch keeps
+ * (size_t)(fraction * totalGlobalMem), computed in double, so 1 GiB of an H100 (85,017,493,504 bytes) allows
+ * 1,073,741,823 bytes. 0 (no cap) for a budget of 0, or of total or more (a fraction of 1 sets no cap; PyTorch
+ * refuses one above 1, so callers reject budget > total before). */
+size_t cachealloc_budget_cap(size_t budget, size_t total);
 
 /* What malloc(nbytes) would do first, without doing it: true when it finds no cached block and must
  * release cached memory (garbage collection, max_split release or the emptying retry) before it can
@@ -109,7 +120,7 @@ const memstats *cachealloc_stats(const cachealloc *ca);
 void cachealloc_reset_peak(cachealloc *ca);        /* reset_peak_memory_stats */
 void cachealloc_reset_accumulated(cachealloc *ca); /* reset_accumulated_memory_stats */
 const alloc_conf *cachealloc_conf(const cachealloc *ca);
-/* The budget in bytes, or 0 when none is active. */
+/* The cap in force in bytes (allowed_memory_maximum), or 0 when none is active. */
 size_t cachealloc_budget(const cachealloc *ca);
 /* The most recent OOM, or NULL if none happened. */
 const ca_oom_info *cachealloc_last_oom(const cachealloc *ca);

@@ -546,8 +546,14 @@ static int cmd_run(int argc, char **argv)
         return EXIT_BAD_INPUT;
     const scenario *const *list = one ? &one : scenario_catalog;
     size_t n = one ? 1 : scenario_catalog_size;
-    o.alloc_conf = alloc_conf_pick(conf_cli, NULL);
+    /* the user's settings, from the most specific source that is set; a bad one is named with its source */
+    o.alloc_conf = alloc_conf_pick(conf_cli, &o.alloc_conf_source);
     char err[512];
+    alloc_conf user_conf;
+    if (alloc_conf_parse(&user_conf, o.alloc_conf, err, sizeof err) != OOM_OK) {
+        fprintf(stderr, "oomlab: %s: %s\n", o.alloc_conf_source, err);
+        return EXIT_BAD_INPUT;
+    }
     for (size_t k = 0; k < n; k++) /* every scenario's options are checked before anything runs or is written */
         if (runner_validate(list[k], &o, err, sizeof err) != OOM_OK) /* a settings error names its key and range */
             return bad_input("%s", err);

@@ -6,14 +6,18 @@
  * Every allocation is recorded in a sorted table so that bad frees, double maps and unmaps of unmapped pages
  * are refused with OOM_EINVAL before they reach CUDA, as on the sim backend.
  * The backend assumes one host thread drives it (the primary context is made current in device_cuda_open).
+ * NVML (libnvidia-ml.so.1) is optional: it is opened with dlopen the first time an OOM message asks which
+ * processes use the GPU, as PyTorch does; without it the message leaves that line out.
  */
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+#include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "device/device.h"
 #include "core/status.h"
@@ -203,6 +207,7 @@ static void tab_remove(cu_table *t, cu_entry *x)
 
 typedef struct cuda_dev {
     int ordinal;
+    int pci_domain, pci_bus, pci_device; /* cudaDeviceProp's, to find the device in NVML */
     bool vmm;    /* the driver API was found and the device supports VMM */
     size_t gran; /* cuMemGetAllocationGranularity (minimum) */
     cu_table segs, resv, pages, host;
@@ -484,10 +489,84 @@ static void cu_close(void *impl)
     free(c);
 }
 
+/* NVML, as PyTorch's reportProcessMemoryInfo uses it: the unversioned nvmlDeviceGetComputeRunningProcesses
+ * fills nvmlProcessInfo_v1_t. Declared here so that no NVML header is needed to build. */
+typedef struct nvml_proc_v1 {
+    unsigned int pid;
+    unsigned long long usedGpuMemory;
+} nvml_proc_v1;
+typedef int (*pfn_nvmlInit)(void);
+typedef int (*pfn_nvmlDeviceGetHandleByPciBusId)(const char *pci_bus_id, void **device);
+typedef int (*pfn_nvmlDeviceGetComputeRunningProcesses)(void *device, unsigned int *count, nvml_proc_v1 *infos);
+#define NVML_OK 0
+#define NVML_INSUFFICIENT_SIZE 7
+
+typedef struct nvml_api {
+    bool tried, ok;
+    pfn_nvmlDeviceGetHandleByPciBusId get_handle;
+    pfn_nvmlDeviceGetComputeRunningProcesses procs;
+} nvml_api;
+
+static nvml_api nvml;
+
+static bool nvml_load(void)
+{
+    if (nvml.tried)
+        return nvml.ok;
+    nvml.tried = true;
+    void *h = dlopen("libnvidia-ml.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (!h)
+        return false;
+    pfn_nvmlInit init = (pfn_nvmlInit)dlsym(h, "nvmlInit_v2");
+    nvml.get_handle = (pfn_nvmlDeviceGetHandleByPciBusId)dlsym(h, "nvmlDeviceGetHandleByPciBusId_v2");
+    nvml.procs = (pfn_nvmlDeviceGetComputeRunningProcesses)dlsym(h, "nvmlDeviceGetComputeRunningProcesses");
+    nvml.ok = init && nvml.get_handle && nvml.procs && init() == NVML_OK;
+    return nvml.ok;
+}
+
+static oom_status cu_processes(void *impl, device_proc *out, size_t cap, size_t *count)
+{
+    cuda_dev *c = (cuda_dev *)impl;
+    if (!nvml_load())
+        return OOM_EUNSUPPORTED;
+    char pci[32]; /* NVML_DEVICE_PCI_BUS_ID_FMT */
+    snprintf(pci, sizeof pci, "%08X:%02X:%02X.0", (unsigned)c->pci_domain, (unsigned)c->pci_bus,
+             (unsigned)c->pci_device);
+    void *d = NULL;
+    if (nvml.get_handle(pci, &d) != NVML_OK)
+        return OOM_EUNSUPPORTED;
+    /* as PyTorch: start with 8 entries and grow to the count NVML asks for */
+    unsigned int n = 8;
+    nvml_proc_v1 *buf = NULL;
+    int r = NVML_INSUFFICIENT_SIZE;
+    while (r == NVML_INSUFFICIENT_SIZE) {
+        nvml_proc_v1 *nb = (nvml_proc_v1 *)realloc(buf, (n ? n : 1) * sizeof *buf);
+        if (!nb) {
+            free(buf);
+            return OOM_ENOMEM_HOST;
+        }
+        buf = nb;
+        r = nvml.procs(d, &n, buf);
+    }
+    if (r != NVML_OK) {
+        free(buf);
+        return OOM_EUNSUPPORTED;
+    }
+    unsigned int self = (unsigned int)getpid();
+    for (unsigned int i = 0; i < n && i < cap; i++) {
+        out[i].pid = buf[i].pid;
+        out[i].used_bytes = buf[i].usedGpuMemory;
+        out[i].self = buf[i].pid == self;
+    }
+    *count = n;
+    free(buf);
+    return OOM_OK;
+}
+
 static const device_ops cuda_ops = {
     "cuda",         cu_mem_alloc,  cu_mem_free,  cu_mem_info,  cu_va_reserve, cu_va_release,
     cu_va_map,      cu_va_unmap,   cu_host_alloc, cu_host_free, cu_copy_htod,  cu_copy_dtoh,
-    cu_copy_dtod,   cu_fill,       cu_host_view, cu_addr_hint, cu_close,
+    cu_copy_dtod,   cu_fill,       cu_host_view, cu_addr_hint, cu_close,      cu_processes,
 };
 
 bool device_cuda_visible(void)
@@ -528,6 +607,9 @@ oom_status device_cuda_open(const device_options *opt, device *dev)
     if (!c)
         return OOM_ENOMEM_HOST;
     c->ordinal = ordinal;
+    c->pci_domain = prop.pciDomainID;
+    c->pci_bus = prop.pciBusID;
+    c->pci_device = prop.pciDeviceID;
     c->gran = DEVICE_VMM_GRANULARITY;
 
     /* VMM needs the driver entry points, the device attribute, and a granularity that divides ours. */

@@ -137,6 +137,16 @@ oom_status device_mem_free(device *dev, devptr p, size_t bytes)
     return dev->ops->mem_free(dev->impl, p, bytes);
 }
 
+oom_status device_processes(device *dev, device_proc *out, size_t cap, size_t *count)
+{
+    if (!dev || !count || (!out && cap))
+        return OOM_EINVAL;
+    *count = 0;
+    if (!dev->ops->processes)
+        return OOM_EUNSUPPORTED;
+    return dev->ops->processes(dev->impl, out, cap, count);
+}
+
 oom_status device_mem_info(device *dev, size_t *free_bytes, size_t *total_bytes)
 {
     if (!dev || !free_bytes || !total_bytes)

@@ -45,6 +45,21 @@ typedef struct device_options {
 
 /* An H100 80GB HBM3's totalGlobalMem, measured with PyTorch 2.11 (85017493504 B): sim's default capacity. */
 #define DEVICE_SIM_DEFAULT_CAPACITY ((size_t)85017493504ULL)
+/* What a CUDA context holds on that H100 (tests/data/twins/fidelity.torch.json, PyTorch 2.11, driver 580):
+ * total - free of cudaMemGetInfo right after torch.cuda.init(), before any tensor, and NVML's usedGpuMemory for
+ * the process at that point. The sim of the default capacity charges the first (a request cannot use it, and
+ * "of which X is free" leaves it out) and reports the second, plus what it mapped, as the process's memory in
+ * use. A sim of another capacity models no context. */
+#define DEVICE_SIM_CONTEXT_BYTES ((size_t)552402944ULL)      /* 526.81 MiB */
+#define DEVICE_SIM_CONTEXT_NVML_BYTES ((size_t)543162368ULL) /* 518.00 MiB */
+
+/* One compute process on the GPU, as NVML lists it (nvmlDeviceGetComputeRunningProcesses). */
+typedef struct device_proc {
+    unsigned int pid;
+    unsigned long long used_bytes; /* usedGpuMemory */
+    bool self;                     /* pid is this process's getpid() */
+} device_proc;
+#define DEVICE_MAX_PROCS 64
 /* VMM granularity on both backends (the H100 reports 2 MiB). */
 #define DEVICE_VMM_GRANULARITY ((size_t)2 << 20)
 
@@ -79,6 +94,12 @@ typedef struct device_ops {
      * keeps PyTorch's addresses this way); consumed by the next mem_alloc either way; cuda: ignored. */
     void (*addr_hint)(void *impl, devptr addr, size_t bytes);
     void (*close)(void *impl);
+    /* The compute processes on the GPU and the memory each holds, as NVML reports them (PyTorch's OOM message
+     * lists them): up to cap entries in out, the number listed in *count. cuda: NVML (libnvidia-ml.so.1, loaded
+     * when first asked); sim of the default capacity: this process alone, its physical bytes plus
+     * DEVICE_SIM_CONTEXT_NVML_BYTES. OOM_EUNSUPPORTED when there is nothing to report (no NVML; a sim of
+     * another capacity): PyTorch then leaves the line out. */
+    oom_status (*processes)(void *impl, device_proc *out, size_t cap, size_t *count);
 } device_ops;
 
 /* The device handle. Fields are read-only for callers. */
@@ -124,6 +145,7 @@ oom_status device_copy_dtoh(device *dev, void *dst, devptr src, size_t bytes);
 oom_status device_copy_dtod(device *dev, devptr dst, devptr src, size_t bytes);
 oom_status device_fill(device *dev, devptr dst, int byte, size_t bytes);
 void *device_host_view(device *dev, devptr p);
+oom_status device_processes(device *dev, device_proc *out, size_t cap, size_t *count);
 void device_addr_hint(device *dev, devptr addr, size_t bytes);
 
 /* Backend constructors (device.c picks one). */

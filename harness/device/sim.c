@@ -16,7 +16,10 @@
  * The order matters because the caching allocator breaks best-fit ties between equal-size blocks by address.
  * Reservations (va_reserve) take the lowest free gap above SIM_VMM_BASE. An addr_hint of an exact size
  * overrides the placement once (trace replay uses PyTorch's recorded addresses this way).
- * Physical memory is charged by mem_alloc (its bytes) and va_map (its bytes), never by va_reserve.
+ * Physical memory is charged by mem_alloc (its bytes) and va_map (its bytes), never by va_reserve. At the default
+ * capacity (an H100) the CUDA context's memory is charged from the start (DEVICE_SIM_CONTEXT_BYTES): it is not
+ * free, and the process's memory in use (processes, PyTorch's NVML line) is what was charged plus NVML's figure
+ * for the context. A sim of another capacity has no context.
  * Backing: segments are anonymous zero-filled mappings; a reservation is one PROT_NONE mapping whose pages
  * va_map makes read-write and va_unmap discards (MADV_DONTNEED) and makes PROT_NONE again, so stale bytes
  * never survive an unmap and a stray access faults. Dry-run keeps the same bookkeeping without backing.
@@ -29,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #define GRAN DEVICE_VMM_GRANULARITY
 #define SIM_VA_BASE ((devptr)0x300000000ULL)       /* VMM reservations grow up from here */
@@ -70,7 +74,8 @@ typedef struct sim_dev {
     uint64_t region_seq;
     size_t hint_bytes;   /* the hint applies to a mem_alloc of exactly this many bytes */
     size_t capacity;
-    size_t in_use; /* physical bytes charged */
+    size_t in_use;  /* physical bytes charged, the context's included */
+    size_t context; /* of which the CUDA context's (0: no context modeled) */
     bool dry_run;
     devptr hint; /* 0 = none */
     sim_range *ranges;
@@ -395,6 +400,19 @@ static oom_status sim_mem_free(void *impl, devptr p, size_t bytes)
     return OOM_OK;
 }
 
+static oom_status sim_processes(void *impl, device_proc *out, size_t cap, size_t *count)
+{
+    sim_dev *s = impl;
+    if (s->context == 0)
+        return OOM_EUNSUPPORTED;
+    if (cap > 0)
+        out[0] = (device_proc){.pid = (unsigned int)getpid(),
+                               .used_bytes = s->in_use - s->context + DEVICE_SIM_CONTEXT_NVML_BYTES,
+                               .self = true};
+    *count = 1;
+    return OOM_OK;
+}
+
 static oom_status sim_mem_info(void *impl, size_t *free_bytes, size_t *total_bytes)
 {
     sim_dev *s = impl;
@@ -645,6 +663,7 @@ static const device_ops sim_ops = {
     .host_view = sim_host_view,
     .addr_hint = sim_addr_hint,
     .close = sim_close,
+    .processes = sim_processes,
 };
 
 oom_status device_sim_open(const device_options *opt, device *dev)
@@ -656,6 +675,8 @@ oom_status device_sim_open(const device_options *opt, device *dev)
         return OOM_ENOMEM_HOST;
     s->capacity = (opt && opt->sim_capacity_bytes) ? opt->sim_capacity_bytes : DEVICE_SIM_DEFAULT_CAPACITY;
     s->dry_run = opt && opt->sim_dry_run;
+    if (s->capacity == DEVICE_SIM_DEFAULT_CAPACITY)
+        s->context = s->in_use = DEVICE_SIM_CONTEXT_BYTES;
     dev->ops = &sim_ops;
     dev->impl = s;
     dev->kind = DEVICE_SIM;

@@ -88,6 +88,16 @@ void report_header(const run_result *r, FILE *out)
             run_scale_str(r->scale),
             r->scale == SCALE_CI ? " (the default on sim: --scale full runs the workload PyTorch's twin runs)" : "",
             size_str((int64_t)r->budget, b1, sizeof b1));
+    if (r->cap)
+        fprintf(out, "cap %zu bytes: set_per_process_memory_fraction(%zu / %zu)\n", r->cap, r->budget,
+                r->device_total);
+    else
+        fprintf(out, "cap: none (the budget is the device's %zu bytes)\n", r->device_total);
+    if (strcmp(r->conf_source, "default") == 0)
+        fprintf(out, "settings: PyTorch's defaults (no --alloc-conf, OOMLAB_ALLOC_CONF, PYTORCH_CUDA_ALLOC_CONF, "
+                     "PYTORCH_HIP_ALLOC_CONF or PYTORCH_ALLOC_CONF)\n");
+    else
+        fprintf(out, "settings: '%s' from %s, under each variant's own\n", r->conf_user, r->conf_source);
 }
 
 void report_table(const run_result *r, FILE *out)
@@ -293,6 +303,10 @@ cJSON *report_json(const run_result *r)
     add_bool(o, "dry_run", r->dry_run, &ok);
     add_str(o, "scale", run_scale_str(r->scale), &ok);
     add_int(o, "budget", (int64_t)r->budget, &ok);
+    add(o, "cap", r->cap ? cJSON_CreateNumber((double)r->cap) : cJSON_CreateNull(), &ok);
+    add_int(o, "device_total", (int64_t)r->device_total, &ok);
+    add_str(o, "alloc_conf_source", r->conf_source, &ok);
+    add_str(o, "alloc_conf_user", r->conf_user, &ok);
     add_str(o, "started", r->started, &ok);
     add_bool(o, "passed", r->passed, &ok);
     cJSON *p = add(o, "params", cJSON_CreateObject(), &ok);

@@ -330,6 +330,8 @@ static void run_variant(const scenario *sc, const run_options *o, run_result *ru
     if (!run->backend[0]) { /* where the variants ran, as the first runtime found it */
         snprintf(run->backend, sizeof run->backend, "%s", r->dev->ops->name);
         snprintf(run->device, sizeof run->device, "%s", r->dev->name);
+        run->device_total = r->dev->total_bytes;
+        run->cap = cachealloc_budget(r->ca);
     }
     scn s = {.r = r, .sc = sc, .run = run, .params = run->params, .res = res};
     double t0 = now_s();
@@ -370,6 +372,28 @@ oom_status runner_run(const scenario *sc, const run_options *o, run_result *out,
                   : out->scale == SCALE_CI && sc->ci_budget != 0 ? sc->ci_budget
                                                                   : sc->default_budget;
     out->dry_run = o->dry_run;
+    /* set_per_process_memory_fraction(budget / total) refuses a fraction above 1 */
+    device_options dopt = {.kind = o->dry_run ? DEVICE_SIM : o->backend, .sim_dry_run = true};
+    device *dev = NULL;
+    if (device_open(&dopt, &dev) != OOM_OK) {
+        snprintf(err, errcap, "cannot open the %s backend: %s", device_kind_str(dopt.kind), oom_error_msg());
+        return OOM_ENODEV;
+    }
+    size_t total = dev->total_bytes;
+    device_close(dev);
+    if (out->budget > total) {
+        char b[32], t[32];
+        snprintf(err, errcap,
+                 "%s %s is more than the device's %s (%zu bytes): set_per_process_memory_fraction takes a fraction "
+                 "of at most 1",
+                 o->budget ? "--budget" : "the scenario's budget", memstats_format_size(out->budget, b, sizeof b),
+                 memstats_format_size(total, t, sizeof t), total);
+        return OOM_EINVAL;
+    }
+    out->device_total = total; /* the first variant's allocator confirms both (run_variant) */
+    out->cap = cachealloc_budget_cap(out->budget, total);
+    snprintf(out->conf_source, sizeof out->conf_source, "%s", o->alloc_conf_source ? o->alloc_conf_source : "default");
+    snprintf(out->conf_user, sizeof out->conf_user, "%s", o->alloc_conf ? o->alloc_conf : "");
     for (size_t i = 0; i < sc->nparams; i++)
         out->params[i] = scenario_param_default(&sc->params[i], out->scale);
     for (int i = 0; i < o->nsets; i++) {

@@ -1,10 +1,13 @@
 /* runner.h - running a scenario's variants and collecting what they measured.
  *
- * Each variant runs in a fresh runtime (its own device and caching allocator) under the budget, enforced as
- * set_per_process_memory_fraction is, so an OOM happens at the same step on every GPU and on sim. The
- * allocator settings are the user's (--alloc-conf, OOMLAB_ALLOC_CONF or PYTORCH_CUDA_ALLOC_CONF) with the
- * variant's own keys on top. Variants run one after another in this process; CUDA is initialised by the first
- * variant's runtime, never before.
+ * Each variant runs in a fresh runtime (its own device and caching allocator) under the budget B, applied as
+ * set_per_process_memory_fraction(B / total) is: the cap is (size_t)(B / total * total) in double (one byte
+ * under B for 1 GiB on an H100), total being the GPU's totalGlobalMem or the sim's capacity (an H100's). So an
+ * OOM happens at the same step on every GPU and on sim. A budget above the device's total is bad input, as
+ * PyTorch refuses a fraction above 1. The allocator settings are the user's (alloc_conf, picked by the caller
+ * with alloc_conf_pick: --alloc-conf, then the variables of ALLOC_CONF_ENV_VARS) with the variant's own keys on
+ * top; the runner never reads the environment itself. Variants run one after another in this process; CUDA is
+ * initialised by runner_run, which opens the device once to read its total before the first variant.
  *
  * Besides the scenario's own expectations, every variant is checked to end clean: every tensor and autograd node
  * released and nothing left allocated, so a scenario cannot hide a leak of its own.
@@ -38,6 +41,7 @@ typedef struct run_options {
     bool dry_run;           /* sim without backing memory or compute */
     size_t budget;          /* 0: the scenario's default */
     const char *alloc_conf; /* the user's settings text; NULL or "" for PyTorch's defaults */
+    const char *alloc_conf_source; /* where it came from (alloc_conf_pick's source); NULL: "default" */
     run_scale scale;        /* SCALE_AUTO: full on cuda and in a dry run, ci on sim when computing */
     const char *variants[RUN_MAX_VARIANTS]; /* --variant (repeatable); none: all */
     int nvariants;
@@ -96,8 +100,12 @@ typedef struct run_result {
     const scenario *sc;
     char backend[8];
     char device[96];
-    size_t budget;
-    run_scale scale; /* resolved: SCALE_CI or SCALE_FULL */
+    size_t budget;       /* B: the scenario's default or --budget */
+    size_t cap;          /* the cap in force (cachealloc_budget of the first variant's allocator); 0: none */
+    size_t device_total; /* the total the fraction is of */
+    char conf_source[32];                /* "--alloc-conf", the variable's name, or "default" */
+    char conf_user[ALLOC_CONF_TEXT_MAX]; /* the user's settings text as given */
+    run_scale scale;     /* resolved: SCALE_CI or SCALE_FULL */
     bool dry_run;
     int64_t params[RUN_MAX_PARAMS]; /* the scenario's parameters, in its order */
     char started[32];   /* UTC, ISO 8601 */
@@ -114,8 +122,9 @@ run_scale runner_resolve_scale(const run_options *o);
  * anything: OOM_EINVAL with one line in err naming the problem. */
 oom_status runner_validate(const scenario *sc, const run_options *o, char *err, size_t errcap);
 
-/* Validate, then run. OOM_EINVAL (bad input, err says why) or OOM_ENODEV (no such backend) before anything
- * runs; OOM_OK once every selected variant ran, whatever their outcomes (out->passed tells). */
+/* Validate, then run. OOM_EINVAL (bad input, err says why: also a budget above the device's total) or
+ * OOM_ENODEV (no such backend) before anything runs; OOM_OK once every selected variant ran, whatever their
+ * outcomes (out->passed tells). */
 oom_status runner_run(const scenario *sc, const run_options *o, run_result *out, char *err, size_t errcap);
 void run_result_free(run_result *r);
 

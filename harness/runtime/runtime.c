@@ -16,7 +16,7 @@ oom_status rt_open(const rt_options *opt, rt **out)
         return OOM_EINVAL;
     }
     device_options dopt = {.kind = o.dry_run ? DEVICE_SIM : o.backend,
-                           .sim_capacity_bytes = o.sim_capacity ? o.sim_capacity : o.budget_bytes,
+                           .sim_capacity_bytes = o.sim_capacity,
                            .sim_dry_run = o.dry_run};
     device *dev = NULL;
     oom_status st = device_open(&dopt, &dev);

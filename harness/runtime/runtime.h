@@ -33,8 +33,8 @@ OOM_BEGIN_DECLS
 typedef struct rt_options {
     device_kind backend;  /* DEVICE_AUTO: cuda when built in and a GPU is visible, else sim */
     bool dry_run;         /* sim: no backing memory and no compute (accounting only) */
-    size_t budget_bytes;  /* the per-process budget (set_per_process_memory_fraction); 0 = none */
-    size_t sim_capacity;  /* sim: device size; 0 = the budget when there is one, else an H100's */
+    size_t budget_bytes;  /* set_per_process_memory_fraction(budget_bytes / total); 0 = none */
+    size_t sim_capacity;  /* sim: device size; 0 = an H100's (with its CUDA context) */
     const alloc_conf *conf; /* NULL: PyTorch's defaults */
     uint64_t seed;        /* torch.manual_seed */
 } rt_options;

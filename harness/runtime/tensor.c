@@ -71,6 +71,10 @@ tensor *tensor_empty(rt *r, dtype dt, int ndim, const int64_t *shape)
         rt_fail_oom(r);
         return NULL;
     }
+    if (st == OOM_ECUDA) { /* a driver error PyTorch raises as a RuntimeError: its text alone */
+        rt_fail(r, st, "%s", oom_error_detail());
+        return NULL;
+    }
     if (st != OOM_OK) {
         rt_fail(r, st, "allocation of %zu bytes failed: %s", nbytes, oom_error_msg());
         return NULL;
