@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "core/fileio.h"
+#include "testutil.h"
 
 #define TRACE "tests/data/train_mlp.trace.json"
 
@@ -457,5 +458,20 @@ Test(cli, a_plot_that_fails_is_a_failed_result)
     char *text = the_result(tpath("runs"), "fragmentation");
     cr_assert_not_null(text, "the results were written");
     free(text);
+    run_free(&r);
+}
+
+/* ---- sim out of host memory, scenario labels, bench step, docs ---------------------------------------------- */
+
+Test(cli, sim_out_of_host_memory_is_a_clean_error, .disabled = UNDER_ASAN)
+{
+    /* 400 MB of address space: the sim backs segments with host mappings until that runs out */
+    run_result r = run("sh -c 'ulimit -v 400000; exec \"$0\" \"$@\"'",
+                       "run fragmentation --backend sim --variant bug --no-write");
+    cr_assert_eq(r.rc, 1, "exit %d, expected 1 (a variant that failed): %s%s", r.rc, r.out, r.err);
+    cr_assert_not_null(strstr(r.out, "bug                        error"), "%s", r.out);
+    cr_assert_not_null(strstr(r.out, "sim: cannot back a 20971520-byte segment with host memory (mmap: "),
+                       "the error does not say what failed: %s", r.out);
+    cr_assert_null(strstr(r.out, "CUDA out of memory"), "a host failure reported as a device OOM: %s", r.out);
     run_free(&r);
 }
