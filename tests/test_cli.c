@@ -475,3 +475,27 @@ Test(cli, sim_out_of_host_memory_is_a_clean_error, .disabled = UNDER_ASAN)
     cr_assert_null(strstr(r.out, "CUDA out of memory"), "a host failure reported as a device OOM: %s", r.out);
     run_free(&r);
 }
+
+/* The label of sample i of the first variant of a --json run. */
+static void expect_label(const char *args, int i, const char *label)
+{
+    run_result r = run(NULL, args);
+    cJSON *o = cJSON_Parse(r.out);
+    cr_assert_not_null(o, "oomlab %s: %s", args, r.err);
+    const cJSON *s = cJSON_GetArrayItem(get(cJSON_GetArrayItem(get(o, "variants"), 0), "samples"), i);
+    cr_assert_not_null(s);
+    cr_assert_str_eq(get(s, "label")->valuestring, label, "oomlab %s", args);
+    cJSON_Delete(o);
+    run_free(&r);
+}
+
+Test(cli, fragmentation_labels_say_what_happened)
+{
+    expect_label("run fragmentation --variant bug --json --no-write", 1, "100 pairs allocated");
+    /* 51 segments of 20 MiB fit in 1 GiB, two pairs each: the 103rd pair's first tensor cannot be had */
+    expect_label("run fragmentation --variant bug --set pairs=120 --json --no-write", 1,
+                 "OOM after 102 of 120 pairs");
+    /* long-lived first: 120 of them fill 20 segments, then 31 segments of three short-lived ones */
+    expect_label("run fragmentation --variant fix-long-lived-first --set pairs=120 --json --no-write", 1,
+                 "OOM after 93 of 120 pairs");
+}
