@@ -499,3 +499,19 @@ Test(cli, fragmentation_labels_say_what_happened)
     expect_label("run fragmentation --variant fix-long-lived-first --set pairs=120 --json --no-write", 1,
                  "OOM after 93 of 120 pairs");
 }
+
+Test(cli, bench_step_prints_its_debug_level)
+{
+    run_result r = run(NULL, "bench step --backend sim --width 8 --batch 2");
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+    char want[64];
+    snprintf(want, sizeof want, "OOM_DEBUG=%d", OOM_DEBUG);
+    cr_assert_not_null(strstr(r.out, want), "%s", r.out);
+    run_free(&r);
+    r = run(NULL, "bench step --backend sim --width 8 --batch 2 --json");
+    cJSON *o = cJSON_Parse(r.out);
+    cr_assert_not_null(o, "%s", r.out);
+    cr_assert(cJSON_IsNumber(get(o, "debug_level")) && get(o, "debug_level")->valueint == OOM_DEBUG, "%s", r.out);
+    cJSON_Delete(o);
+    run_free(&r);
+}
