@@ -515,3 +515,11 @@ Test(cli, bench_step_prints_its_debug_level)
     cJSON_Delete(o);
     run_free(&r);
 }
+
+Test(cli, contributing_names_the_bundle_folder)
+{
+    /* the folder make gpu-bundle fills is the one CONTRIBUTING.md tells to carry */
+    int rc = system("d=$(sed -n 's/^\\trm -rf \\([^ ]*\\) && mkdir -p .*/\\1/p' Makefile) && test -n \"$d\" && "
+                    "grep -q -F \"$d/\" CONTRIBUTING.md && ! grep -q -F .devlibs CONTRIBUTING.md");
+    cr_assert_eq(rc, 0, "CONTRIBUTING.md does not name the folder the Makefile's gpu-bundle writes");
+}
