@@ -454,7 +454,7 @@ Test(cli, a_plot_that_fails_is_a_failed_result)
     run_result r = run("PATH=/nonexistent", args); /* no gnuplot to find */
     cr_assert_eq(r.rc, 1, "exit %d", r.rc);
     cr_assert_not_null(strstr(r.out, "results: "), "the table and the results path are still printed: %s", r.out);
-    cr_assert_not_null(strstr(r.err, "--plot: gnuplot failed"), "%s", r.err);
+    cr_assert_not_null(strstr(r.err, "--plot: cannot run gnuplot: it is not on PATH"), "%s", r.err);
     char *text = the_result(tpath("runs"), "fragmentation");
     cr_assert_not_null(text, "the results were written");
     free(text);
@@ -522,4 +522,59 @@ Test(cli, contributing_names_the_bundle_folder)
     int rc = system("d=$(sed -n 's/^\\trm -rf \\([^ ]*\\) && mkdir -p .*/\\1/p' Makefile) && test -n \"$d\" && "
                     "grep -q -F \"$d/\" CONTRIBUTING.md && ! grep -q -F .devlibs CONTRIBUTING.md");
     cr_assert_eq(rc, 0, "CONTRIBUTING.md does not name the folder the Makefile's gpu-bundle writes");
+}
+
+/* ---- plot: where and in which format ---------------------------------------------------------------------- */
+
+/* A results file of a one-variant run, written under tmpdir; its path. */
+static const char *a_results_file(void)
+{
+    static char path[512];
+    char args[256];
+    snprintf(args, sizeof args, "run fragmentation --variant bug --out %s", tpath("runs"));
+    run_result r = run(NULL, args);
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+    const char *p = strstr(r.out, "results: ");
+    cr_assert_not_null(p, "%s", r.out);
+    cr_assert_eq(sscanf(p + 9, "%511s", path), 1);
+    run_free(&r);
+    return path;
+}
+
+Test(cli, plot_into_a_missing_folder)
+{
+    const char *res = a_results_file();
+    char out[256], args[900];
+    snprintf(out, sizeof out, "%s/missing/x.png", tmpdir);
+    snprintf(args, sizeof args, "plot %s -o %s", res, out);
+    expect_bad_input(NULL, args, "missing");
+    run_result r = run(NULL, args);
+    cr_assert_null(strstr(r.err, "gnuplot"), "blames gnuplot: %s", r.err);
+    cr_assert_not_null(strstr(r.err, "does not exist"), "%s", r.err);
+    run_free(&r);
+    cr_assert(!exists(tpath("missing")), "the folder was created");
+}
+
+Test(cli, plot_formats)
+{
+    if (system("command -v gnuplot >/dev/null 2>&1") != 0)
+        cr_skip_test("gnuplot is not installed (make deps installs gnuplot-nox)");
+    const char *res = a_results_file();
+    char args[900];
+    snprintf(args, sizeof args, "plot %s -o %s", res, tpath("x.svg"));
+    run_result r = run(NULL, args);
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+    cr_assert_str_empty(r.err);
+    char *svg = fileio_read_all(tpath("x.svg"), NULL);
+    cr_assert_not_null(svg, "no x.svg");
+    cr_assert_not_null(strstr(svg, "<svg"), "x.svg is not SVG: %.80s", svg);
+    cr_assert_not_null(strstr(svg, "fragmentation on sim"), "the title is missing from x.svg");
+    free(svg);
+    run_free(&r);
+    const char *bad[] = {"x.pdf", "x", "x.PNG.txt"};
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(args, sizeof args, "plot %s -o %s", res, tpath(bad[i]));
+        expect_bad_input(NULL, args, ".png or .svg");
+        cr_assert(!exists(tpath(bad[i])), "%s was written", bad[i]);
+    }
 }
