@@ -578,3 +578,80 @@ Test(cli, plot_formats)
         cr_assert(!exists(tpath(bad[i])), "%s was written", bad[i]);
     }
 }
+
+/* ---- make run and make test ------------------------------------------------------------------------------ */
+
+/* make in the repository root, on the build folder of the binary under test, without the outer make's flags;
+ * skipped where that folder is not a make build (the GPU machine runs a bundle), where make is missing, or where
+ * the binary is older than its sources (make would rebuild it, with this Makefile's default flags). */
+static run_result run_make(const char *args)
+{
+    char dir[256], lib[300];
+    snprintf(dir, sizeof dir, "%s", bin());
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        *slash = '\0';
+    else
+        snprintf(dir, sizeof dir, ".");
+    snprintf(lib, sizeof lib, "%s/liboomlab.a", dir);
+    if (!exists(lib) || system("command -v make >/dev/null 2>&1") != 0)
+        cr_skip_test("%s is not a make build folder", dir);
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -q --no-print-directory BUILD='%s' '%s/oomlab' "
+             ">/dev/null 2>&1",
+             dir, dir);
+    if (system(cmd) != 0)
+        cr_skip_test("%s/oomlab is older than its sources: make would rebuild it", dir);
+    snprintf(cmd, sizeof cmd,
+             "env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u OOMLAB_ALLOC_CONF -u PYTORCH_CUDA_ALLOC_CONF make -s "
+             "--no-print-directory BUILD='%s' %s >'%s/stdout' 2>'%s/stderr'",
+             dir, args, tmpdir, tmpdir);
+    int st = system(cmd);
+    cr_assert(st != -1 && WIFEXITED(st), "cannot run: %s", cmd);
+    run_result r = {.rc = WEXITSTATUS(st),
+                    .out = fileio_read_all(tpath("stdout"), NULL),
+                    .err = fileio_read_all(tpath("stderr"), NULL)};
+    cr_assert(r.out && r.err);
+    return r;
+}
+
+Test(cli, make_run_passes_the_exit_status_through)
+{
+    if (system("command -v gnuplot >/dev/null 2>&1") != 0)
+        cr_skip_test("gnuplot is not installed (make run plots)");
+    char args[512];
+    snprintf(args, sizeof args, "run SCENARIO=fragmentation BACKEND=sim ARGS='--variant bug --out %s'",
+             tpath("runs"));
+    run_result r = run_make(args);
+    cr_assert_eq(r.rc, 0, "exit %d: %s%s", r.rc, r.out, r.err);
+    cr_assert_not_null(strstr(r.out, "1 of 1 variants show what they must"), "%s", r.out);
+    run_free(&r);
+    snprintf(args, sizeof args, "run SCENARIO=fragmentation BACKEND=sim ARGS='--variant bug --set pairs=10 --out %s'",
+             tpath("runs"));
+    r = run_make(args);
+    cr_assert_eq(r.rc, 1, "an expectation that does not hold: exit %d, expected 1: %s", r.rc, r.err);
+    run_free(&r);
+    r = run_make("run SCENARIO=fragmentation BACKEND=sim ARGS='--budget lots'");
+    cr_assert_eq(r.rc, 2, "bad input: exit %d, expected 2: %s", r.rc, r.err);
+    cr_assert_not_null(strstr(r.err, "'lots'"), "%s", r.err);
+    run_free(&r);
+    r = run_make("run");
+    cr_assert_eq(r.rc, 2, "no SCENARIO: exit %d, expected 2: %s", r.rc, r.err);
+    cr_assert_not_null(strstr(r.err, "SCENARIO"), "%s", r.err);
+    run_free(&r);
+}
+
+Test(cli, make_test_on_cuda_without_a_gpu)
+{
+    const char *b = getenv("OOMLAB_TEST_BACKEND");
+    if ((b && strcmp(b, "cuda") == 0) || system("nvidia-smi -L >/dev/null 2>&1") == 0)
+        cr_skip_test("a GPU is visible: make test BACKEND=cuda would run the suite");
+    run_result r = run_make("test BACKEND=cuda");
+    cr_assert_eq(r.rc, 2, "exit %d, expected 2: %s%s", r.rc, r.out, r.err);
+    cr_assert_str_empty(r.out, "the suite ran: %s", r.out);
+    size_t len = strlen(r.err);
+    cr_assert(len > 1 && strchr(r.err, '\n') == r.err + len - 1, "stderr is not one line: %s", r.err);
+    cr_assert_not_null(strstr(r.err, "no GPU"), "%s", r.err);
+    run_free(&r);
+}
