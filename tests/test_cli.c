@@ -655,3 +655,114 @@ Test(cli, make_test_on_cuda_without_a_gpu)
     cr_assert_not_null(strstr(r.err, "no GPU"), "%s", r.err);
     run_free(&r);
 }
+
+/* ---- the command line itself: help, --flag=value, --version -------------------------------------------- */
+
+/* Every command with its own help, as `oomlab help` names them. */
+static const char *const commands[] = {"list",        "describe",   "run",        "plot",    "parity", "replay",
+                                       "bench alloc", "bench gemm", "bench step", "version", "help"};
+
+/* One option a command's help must document (it is parsed by the command). */
+static const char *const documented[] = {"", "", "--alloc-conf", "-o", "--backend", "--snapshot",
+                                         "--iters", "--backend", "--width", "", ""};
+
+Test(cli, help_for_every_command)
+{
+    run_result all = run(NULL, "help");
+    cr_assert_eq(all.rc, 0, "exit %d: %s", all.rc, all.err);
+    cr_assert_str_empty(all.err);
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        char args[128], usage[128];
+        snprintf(args, sizeof args, "help %s", commands[i]);
+        run_result h = run(NULL, args);
+        cr_assert_eq(h.rc, 0, "oomlab %s: exit %d: %s", args, h.rc, h.err);
+        cr_assert_str_empty(h.err, "oomlab %s: %s", args, h.err);
+        snprintf(usage, sizeof usage, "usage: oomlab %s", commands[i]);
+        cr_assert(strncmp(h.out, usage, strlen(usage)) == 0, "oomlab %s does not start with '%s': %s", args, usage,
+                  h.out);
+        cr_assert_not_null(strstr(h.out, documented[i]), "oomlab %s does not document %s: %s", args, documented[i],
+                           h.out);
+        /* one source of truth: the usage line is the one `oomlab help` lists */
+        char *nl = strchr(h.out, '\n');
+        cr_assert_not_null(nl);
+        *nl = '\0';
+        cr_assert_not_null(strstr(all.out, h.out + strlen("usage: oomlab ")), "oomlab help does not list '%s': %s",
+                           h.out, all.out);
+        *nl = '\n';
+        /* and COMMAND --help (or -h) prints exactly the same, whatever else is on the line */
+        const char *forms[] = {"%s --help", "%s -h", "%s --frobnicate --help"};
+        for (size_t f = 0; f < 3; f++) {
+            if (strcmp(commands[i], "help") == 0 && f > 0)
+                continue; /* `help -h` asks for help on "-h" */
+            snprintf(args, sizeof args, forms[f], commands[i]);
+            run_result c = run(NULL, args);
+            cr_assert_eq(c.rc, 0, "oomlab %s: exit %d: %s", args, c.rc, c.err);
+            cr_assert_str_eq(c.out, h.out, "oomlab %s differs from oomlab help %s", args, commands[i]);
+            run_free(&c);
+        }
+        run_free(&h);
+    }
+    run_free(&all);
+}
+
+Test(cli, help_for_a_command_group_and_bad_names)
+{
+    run_result h = run(NULL, "help bench");
+    cr_assert_eq(h.rc, 0, "exit %d: %s", h.rc, h.err);
+    cr_assert_not_null(strstr(h.out, "usage: oomlab bench alloc"), "%s", h.out);
+    cr_assert_not_null(strstr(h.out, "usage: oomlab bench gemm"), "%s", h.out);
+    cr_assert_not_null(strstr(h.out, "usage: oomlab bench step"), "%s", h.out);
+    run_result b = run(NULL, "bench --help");
+    cr_assert_eq(b.rc, 0);
+    cr_assert_str_eq(b.out, h.out);
+    run_free(&b);
+    run_free(&h);
+    expect_bad_input(NULL, "help nosuch", "nosuch");
+    expect_bad_input(NULL, "help bench nosuch", "bench nosuch");
+    expect_bad_input(NULL, "help run run", "help");
+}
+
+Test(cli, version_flag)
+{
+    run_result a = run(NULL, "version"), b = run(NULL, "--version");
+    cr_assert_eq(a.rc, 0);
+    cr_assert_eq(b.rc, 0, "exit %d: %s", b.rc, b.err);
+    cr_assert_str_empty(b.err);
+    cr_assert_not_null(strstr(a.out, "oomlab "), "%s", a.out);
+    cr_assert_str_eq(b.out, a.out);
+    run_free(&a);
+    run_free(&b);
+}
+
+Test(cli, flag_equals_value)
+{
+    /* the same replay, --flag value and --flag=value */
+    run_result a = run(NULL, "replay tests/data/pressure.trace.json --budget 1416958225 --alloc-conf "
+                             "expandable_segments:False --json");
+    run_result b = run(NULL, "replay tests/data/pressure.trace.json --budget=1416958225 "
+                             "--alloc-conf=expandable_segments:False --json");
+    cr_assert_eq(a.rc, 0, "exit %d: %s", a.rc, a.err);
+    cr_assert_eq(b.rc, 0, "exit %d: %s", b.rc, b.err);
+    cr_assert_str_eq(b.out, a.out);
+    cJSON *o = cJSON_Parse(b.out);
+    cr_assert_not_null(o);
+    cr_assert_eq((long long)get(o, "replay.budget")->valuedouble, 1416958225LL);
+    cJSON_Delete(o);
+    run_free(&a);
+    run_free(&b);
+    /* --set=NAME=VALUE splits at the first '=': ten pairs fit, so the bug does not show (exit 1) */
+    run_result r = run(NULL, "run fragmentation --variant=bug --set=pairs=10 --no-write");
+    cr_assert_eq(r.rc, 1, "exit %d: %s%s", r.rc, r.out, r.err);
+    cr_assert_not_null(strstr(r.out, "0 of 1 variants show what they must"), "%s", r.out);
+    run_free(&r);
+    /* everywhere: bench and parity too; the value is checked like a separate one */
+    expect_bad_input(NULL, "bench step --width=0", "'0'");
+    expect_bad_input(NULL, "bench alloc --iters=many", "'many'");
+    expect_bad_input(NULL, "parity --backend=tpu", "'tpu'");
+    /* a value after a flag is the flag's, even when it looks like --flag=value */
+    expect_bad_input(NULL, "run fragmentation --variant --set=x --no-write", "'--set=x'");
+    /* a flag that takes no value */
+    expect_bad_input(NULL, "replay tests/data/pressure.trace.json --json=yes", "--json takes no value");
+    /* an unknown one is still unknown, as typed */
+    expect_bad_input(NULL, "run fragmentation --frobnicate=3", "'--frobnicate=3'");
+}
