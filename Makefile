@@ -80,14 +80,34 @@ deps:
 	fi
 
 # The run command of the README. BACKEND given on the command line picks the backend; otherwise auto.
+# make exits 2 whenever a recipe fails, whatever its status; only in question mode (-q) does a recipe's status 1
+# come through as make's own. So `make run` (alone on the command line, and not under -n) runs in question mode
+# with its recipe lines marked + (run even under -q), and the sub-make that installs and builds runs without
+# -q: make exits with oomlab's own status, 0, 1 or 2.
 RUN_BACKEND := $(if $(filter command line environment,$(origin BACKEND)),$(BACKEND),auto)
-run: deps
-	$(MAKE) --no-print-directory $(BUILD)/oomlab
-	$(BUILD)/oomlab run $(SCENARIO) --backend $(RUN_BACKEND) --plot $(ARGS)
+ifeq ($(MAKECMDGOALS),run)
+  ifeq ($(findstring n,$(firstword -$(MAKEFLAGS))),)
+    MAKEFLAGS += -q
+    RUN_ALWAYS := +
+  endif
+endif
+run:
+	$(RUN_ALWAYS)@flags="$$MAKEFLAGS"; first="$${flags%% *}"; rest="$${flags#"$$first"}"; \
+	  MAKEFLAGS="$$(printf '%s' "$$first" | tr -d q)$$rest" $(MAKE) --no-print-directory deps $(BUILD)/oomlab
+	$(RUN_ALWAYS)$(BUILD)/oomlab run $(SCENARIO) --backend $(RUN_BACKEND) --plot $(ARGS)
 
 # The suite runs in one binary so Criterion prints one closing Synthesis line.
-# BACKEND=cuda runs the backend-parameterised tests on the GPU, one job at a time.
+# BACKEND=cuda runs the backend-parameterised tests on the GPU, one job at a time; without a GPU (nvidia-smi
+# lists none) or without the cuda backend (nvcc not found) it stops before anything, in one line.
 TEST_JOBS := $(if $(filter cuda,$(BACKEND)),--jobs 1,)
+ifeq ($(BACKEND)$(filter test,$(MAKECMDGOALS)),cudatest)
+  ifeq ($(HAS_CUDA),)
+    $(error make test BACKEND=cuda: the cuda backend cannot be built here (nvcc not found); make test runs the suite on sim)
+  endif
+  ifeq ($(shell nvidia-smi -L 2>/dev/null | grep -c '^GPU'),0)
+    $(error make test BACKEND=cuda: no GPU is visible here (nvidia-smi lists none); make test runs the suite on sim)
+  endif
+endif
 test: deps
 	@bash scripts/check_layers.sh
 	$(MAKE) --no-print-directory $(BUILD)/oomlab $(BUILD)/oomlab_tests

@@ -92,10 +92,14 @@ static oom_status run(scn *s, const scenario_variant *v)
         }
     }
     bool pairs_fit = !scn_caught(s, "allocating the pairs");
-    if (pairs_fit)
+    int64_t allocated = 0; /* whole pairs: after an OOM every later allocation fell through */
+    while (allocated < pairs && keep[allocated] && drop[allocated])
+        allocated++;
+    if (allocated == pairs)
         scn_step(s, "%lld pairs allocated", (long long)pairs);
-    else
-        scn_step(s, "OOM after %lld of %lld pairs", (long long)(made - 1), (long long)pairs);
+    else /* the OOM caught above, or an error that ends the variant (the host's memory on sim) */
+        scn_step(s, "%s after %lld of %lld pairs", pairs_fit ? "error" : "OOM", (long long)allocated,
+                 (long long)pairs);
 
     for (int64_t i = 0; i < pairs; i++) /* del drop */
         tensor_release(drop[i]);

@@ -96,13 +96,18 @@ def main(argv):
         return 0
     # Atomic write: a temp file in the same folder, then rename.
     folder = os.path.dirname(os.path.abspath(args.output))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".snapshot2json.")
+    if not os.path.isdir(folder):
+        print(f"snapshot2json: cannot write {args.output}: the folder {folder} does not exist", file=sys.stderr)
+        return 2
+    tmp = None
     try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".snapshot2json.")
         with os.fdopen(fd, "w") as f:
             f.write(text + "\n")
         os.replace(tmp, args.output)
     except OSError as e:
-        os.unlink(tmp)
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
         print(f"snapshot2json: cannot write {args.output}: {e}", file=sys.stderr)
         return 2
     return 0

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "core/fileio.h"
+#include "testutil.h"
 
 #define TRACE "tests/data/train_mlp.trace.json"
 
@@ -832,7 +833,7 @@ Test(cli, a_plot_that_fails_is_a_failed_result)
     run_result r = run("PATH=/nonexistent", args); /* no gnuplot to find */
     cr_assert_eq(r.rc, 1, "exit %d", r.rc);
     cr_assert_not_null(strstr(r.out, "results: "), "the table and the results path are still printed: %s", r.out);
-    cr_assert_not_null(strstr(r.err, "--plot: gnuplot failed"), "%s", r.err);
+    cr_assert_not_null(strstr(r.err, "--plot: cannot run gnuplot: it is not on PATH"), "%s", r.err);
     char *text = the_result(tpath("runs"), "fragmentation");
     cr_assert_not_null(text, "the results were written");
     free(text);
@@ -916,4 +917,320 @@ Test(cli, run_bad_settings_name_their_variable)
     expect_bad_input("OOMLAB_ALLOC_CONF=bogus:1", "run fragmentation", "oomlab: OOMLAB_ALLOC_CONF: Unrecognized key");
     expect_bad_input("PYTORCH_CUDA_ALLOC_CONF=bogus:1", "run fragmentation --alloc-conf release_lock_on_hipmalloc:yes",
                      "oomlab: --alloc-conf: release_lock_on_hipmalloc must be True or False (got 'yes')");
+}
+
+/* ---- sim out of host memory, scenario labels, bench step, docs ---------------------------------------------- */
+
+Test(cli, sim_out_of_host_memory_is_a_clean_error, .disabled = UNDER_ASAN)
+{
+    /* 400 MB of address space: the sim backs segments with host mappings until that runs out */
+    run_result r = run("sh -c 'ulimit -v 400000; exec \"$0\" \"$@\"'",
+                       "run fragmentation --backend sim --variant bug --no-write");
+    cr_assert_eq(r.rc, 1, "exit %d, expected 1 (a variant that failed): %s%s", r.rc, r.out, r.err);
+    cr_assert_not_null(strstr(r.out, "bug                        error"), "%s", r.out);
+    cr_assert_not_null(strstr(r.out, "sim: cannot back a 20971520-byte segment with host memory (mmap: "),
+                       "the error does not say what failed: %s", r.out);
+    cr_assert_null(strstr(r.out, "CUDA out of memory"), "a host failure reported as a device OOM: %s", r.out);
+    run_free(&r);
+}
+
+/* The label of sample i of the first variant of a --json run. */
+static void expect_label(const char *args, int i, const char *label)
+{
+    run_result r = run(NULL, args);
+    cJSON *o = cJSON_Parse(r.out);
+    cr_assert_not_null(o, "oomlab %s: %s", args, r.err);
+    const cJSON *s = cJSON_GetArrayItem(get(cJSON_GetArrayItem(get(o, "variants"), 0), "samples"), i);
+    cr_assert_not_null(s);
+    cr_assert_str_eq(get(s, "label")->valuestring, label, "oomlab %s", args);
+    cJSON_Delete(o);
+    run_free(&r);
+}
+
+Test(cli, fragmentation_labels_say_what_happened)
+{
+    expect_label("run fragmentation --variant bug --json --no-write", 1, "100 pairs allocated");
+    /* 51 segments of 20 MiB fit in 1 GiB, two pairs each: the 103rd pair's first tensor cannot be had */
+    expect_label("run fragmentation --variant bug --set pairs=120 --json --no-write", 1,
+                 "OOM after 102 of 120 pairs");
+    /* long-lived first: 120 of them fill 20 segments, then 31 segments of three short-lived ones */
+    expect_label("run fragmentation --variant fix-long-lived-first --set pairs=120 --json --no-write", 1,
+                 "OOM after 93 of 120 pairs");
+}
+
+Test(cli, bench_step_prints_its_debug_level)
+{
+    run_result r = run(NULL, "bench step --backend sim --width 8 --batch 2");
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+    char want[64];
+    snprintf(want, sizeof want, "OOM_DEBUG=%d", OOM_DEBUG);
+    cr_assert_not_null(strstr(r.out, want), "%s", r.out);
+    run_free(&r);
+    r = run(NULL, "bench step --backend sim --width 8 --batch 2 --json");
+    cJSON *o = cJSON_Parse(r.out);
+    cr_assert_not_null(o, "%s", r.out);
+    cr_assert(cJSON_IsNumber(get(o, "debug_level")) && get(o, "debug_level")->valueint == OOM_DEBUG, "%s", r.out);
+    cJSON_Delete(o);
+    run_free(&r);
+}
+
+Test(cli, contributing_names_the_bundle_folder)
+{
+    /* the folder make gpu-bundle fills is the one CONTRIBUTING.md tells to carry */
+    int rc = system("d=$(sed -n 's/^\\trm -rf \\([^ ]*\\) && mkdir -p .*/\\1/p' Makefile) && test -n \"$d\" && "
+                    "grep -q -F \"$d/\" CONTRIBUTING.md && ! grep -q -F .devlibs CONTRIBUTING.md");
+    cr_assert_eq(rc, 0, "CONTRIBUTING.md does not name the folder the Makefile's gpu-bundle writes");
+}
+
+/* ---- plot: where and in which format ---------------------------------------------------------------------- */
+
+/* A results file of a one-variant run, written under tmpdir; its path. */
+static const char *a_results_file(void)
+{
+    static char path[512];
+    char args[256];
+    snprintf(args, sizeof args, "run fragmentation --variant bug --out %s", tpath("runs"));
+    run_result r = run(NULL, args);
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+    const char *p = strstr(r.out, "results: ");
+    cr_assert_not_null(p, "%s", r.out);
+    cr_assert_eq(sscanf(p + 9, "%511s", path), 1);
+    run_free(&r);
+    return path;
+}
+
+Test(cli, plot_into_a_missing_folder)
+{
+    const char *res = a_results_file();
+    char out[256], args[900];
+    snprintf(out, sizeof out, "%s/missing/x.png", tmpdir);
+    snprintf(args, sizeof args, "plot %s -o %s", res, out);
+    expect_bad_input(NULL, args, "missing");
+    run_result r = run(NULL, args);
+    cr_assert_null(strstr(r.err, "gnuplot"), "blames gnuplot: %s", r.err);
+    cr_assert_not_null(strstr(r.err, "does not exist"), "%s", r.err);
+    run_free(&r);
+    cr_assert(!exists(tpath("missing")), "the folder was created");
+}
+
+Test(cli, plot_formats)
+{
+    if (system("command -v gnuplot >/dev/null 2>&1") != 0)
+        cr_skip_test("gnuplot is not installed (make deps installs gnuplot-nox)");
+    const char *res = a_results_file();
+    char args[900];
+    snprintf(args, sizeof args, "plot %s -o %s", res, tpath("x.svg"));
+    run_result r = run(NULL, args);
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+    cr_assert_str_empty(r.err);
+    char *svg = fileio_read_all(tpath("x.svg"), NULL);
+    cr_assert_not_null(svg, "no x.svg");
+    cr_assert_not_null(strstr(svg, "<svg"), "x.svg is not SVG: %.80s", svg);
+    cr_assert_not_null(strstr(svg, "fragmentation on sim"), "the title is missing from x.svg");
+    free(svg);
+    run_free(&r);
+    const char *bad[] = {"x.pdf", "x", "x.PNG.txt"};
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(args, sizeof args, "plot %s -o %s", res, tpath(bad[i]));
+        expect_bad_input(NULL, args, ".png or .svg");
+        cr_assert(!exists(tpath(bad[i])), "%s was written", bad[i]);
+    }
+}
+
+/* ---- make run and make test ------------------------------------------------------------------------------ */
+
+/* make in the repository root, on the build folder of the binary under test, without the outer make's flags;
+ * skipped where that folder is not a make build (the GPU machine runs a bundle), where make is missing, or where
+ * the binary is older than its sources (make would rebuild it, with this Makefile's default flags). */
+static run_result run_make(const char *env, const char *args)
+{
+    char dir[256], lib[300];
+    snprintf(dir, sizeof dir, "%s", bin());
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        *slash = '\0';
+    else
+        snprintf(dir, sizeof dir, ".");
+    snprintf(lib, sizeof lib, "%s/liboomlab.a", dir);
+    if (!exists(lib) || system("command -v make >/dev/null 2>&1") != 0)
+        cr_skip_test("%s is not a make build folder", dir);
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -q --no-print-directory BUILD='%s' '%s/oomlab' "
+             ">/dev/null 2>&1",
+             dir, dir);
+    if (system(cmd) != 0)
+        cr_skip_test("%s/oomlab is older than its sources: make would rebuild it", dir);
+    snprintf(cmd, sizeof cmd,
+             "env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u OOMLAB_ALLOC_CONF -u PYTORCH_CUDA_ALLOC_CONF %s make -s "
+             "--no-print-directory BUILD='%s' %s >'%s/stdout' 2>'%s/stderr'",
+             env ? env : "", dir, args, tmpdir, tmpdir);
+    int st = system(cmd);
+    cr_assert(st != -1 && WIFEXITED(st), "cannot run: %s", cmd);
+    run_result r = {.rc = WEXITSTATUS(st),
+                    .out = fileio_read_all(tpath("stdout"), NULL),
+                    .err = fileio_read_all(tpath("stderr"), NULL)};
+    cr_assert(r.out && r.err);
+    return r;
+}
+
+Test(cli, make_run_passes_the_exit_status_through)
+{
+    if (system("command -v gnuplot >/dev/null 2>&1") != 0)
+        cr_skip_test("gnuplot is not installed (make run plots)");
+    char args[1024];
+    snprintf(args, sizeof args, "run SCENARIO=fragmentation BACKEND=sim ARGS='--variant bug --out %s'",
+             tpath("runs"));
+    run_result r = run_make(NULL, args);
+    cr_assert_eq(r.rc, 0, "exit %d: %s%s", r.rc, r.out, r.err);
+    cr_assert_not_null(strstr(r.out, "1 of 1 variants show what they must"), "%s", r.out);
+    run_free(&r);
+    /* a result that fails, exit 1: the plot `make run` asks for fails (a gnuplot that exits 1 comes first on
+     * PATH) */
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "mkdir '%s' && printf '#!/bin/sh\nexit 1\n' > '%s/gnuplot' && chmod +x '%s/gnuplot'",
+             tpath("bin"), tpath("bin"), tpath("bin"));
+    cr_assert_eq(system(cmd), 0);
+    char path[1024];
+    snprintf(path, sizeof path, "PATH='%s':\"$PATH\"", tpath("bin"));
+    r = run_make(path, args);
+    cr_assert_eq(r.rc, 1, "a failed result: exit %d, expected 1: %s", r.rc, r.err);
+    cr_assert_not_null(strstr(r.err, "--plot: gnuplot failed"), "%s", r.err);
+    run_free(&r);
+    r = run_make(NULL, "run SCENARIO=fragmentation BACKEND=sim ARGS='--budget lots'");
+    cr_assert_eq(r.rc, 2, "bad input: exit %d, expected 2: %s", r.rc, r.err);
+    cr_assert_not_null(strstr(r.err, "'lots'"), "%s", r.err);
+    run_free(&r);
+}
+
+Test(cli, make_test_on_cuda_without_a_gpu)
+{
+    const char *b = getenv("OOMLAB_TEST_BACKEND");
+    if ((b && strcmp(b, "cuda") == 0) || system("nvidia-smi -L >/dev/null 2>&1") == 0)
+        cr_skip_test("a GPU is visible: make test BACKEND=cuda would run the suite");
+    run_result r = run_make(NULL, "test BACKEND=cuda");
+    cr_assert_eq(r.rc, 2, "exit %d, expected 2: %s%s", r.rc, r.out, r.err);
+    cr_assert_str_empty(r.out, "the suite ran: %s", r.out);
+    size_t len = strlen(r.err);
+    cr_assert(len > 1 && strchr(r.err, '\n') == r.err + len - 1, "stderr is not one line: %s", r.err);
+    /* no GPU; or, first, no cuda backend where nvcc is missing */
+    cr_assert(strstr(r.err, "make test BACKEND=cuda: no GPU is visible") ||
+                  strstr(r.err, "make test BACKEND=cuda: the cuda backend cannot be built here"),
+              "%s", r.err);
+    run_free(&r);
+}
+
+/* ---- the command line itself: help, --flag=value, --version -------------------------------------------- */
+
+/* Every command with its own help, as `oomlab help` names them. */
+static const char *const commands[] = {"list",        "describe",   "run",        "plot",    "parity", "replay",
+                                       "bench alloc", "bench gemm", "bench step", "version", "help"};
+
+/* One option a command's help must document (it is parsed by the command). */
+static const char *const documented[] = {"", "", "--alloc-conf", "-o", "--backend", "--snapshot",
+                                         "--iters", "--backend", "--width", "", ""};
+
+Test(cli, help_for_every_command)
+{
+    run_result all = run(NULL, "help");
+    cr_assert_eq(all.rc, 0, "exit %d: %s", all.rc, all.err);
+    cr_assert_str_empty(all.err);
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        char args[128], usage[128];
+        snprintf(args, sizeof args, "help %s", commands[i]);
+        run_result h = run(NULL, args);
+        cr_assert_eq(h.rc, 0, "oomlab %s: exit %d: %s", args, h.rc, h.err);
+        cr_assert_str_empty(h.err, "oomlab %s: %s", args, h.err);
+        snprintf(usage, sizeof usage, "usage: oomlab %s", commands[i]);
+        cr_assert(strncmp(h.out, usage, strlen(usage)) == 0, "oomlab %s does not start with '%s': %s", args, usage,
+                  h.out);
+        cr_assert_not_null(strstr(h.out, documented[i]), "oomlab %s does not document %s: %s", args, documented[i],
+                           h.out);
+        /* one source of truth: the usage line is the one `oomlab help` lists */
+        char *nl = strchr(h.out, '\n');
+        cr_assert_not_null(nl);
+        *nl = '\0';
+        cr_assert_not_null(strstr(all.out, h.out + strlen("usage: oomlab ")), "oomlab help does not list '%s': %s",
+                           h.out, all.out);
+        *nl = '\n';
+        /* and COMMAND --help (or -h) prints exactly the same, whatever else is on the line */
+        const char *forms[] = {"%s --help", "%s -h", "%s --frobnicate --help"};
+        for (size_t f = 0; f < 3; f++) {
+            if (strcmp(commands[i], "help") == 0 && f > 0)
+                continue; /* `help -h` asks for help on "-h" */
+            snprintf(args, sizeof args, forms[f], commands[i]);
+            run_result c = run(NULL, args);
+            cr_assert_eq(c.rc, 0, "oomlab %s: exit %d: %s", args, c.rc, c.err);
+            cr_assert_str_eq(c.out, h.out, "oomlab %s differs from oomlab help %s", args, commands[i]);
+            run_free(&c);
+        }
+        run_free(&h);
+    }
+    run_free(&all);
+}
+
+Test(cli, help_for_a_command_group_and_bad_names)
+{
+    run_result h = run(NULL, "help bench");
+    cr_assert_eq(h.rc, 0, "exit %d: %s", h.rc, h.err);
+    cr_assert_not_null(strstr(h.out, "usage: oomlab bench alloc"), "%s", h.out);
+    cr_assert_not_null(strstr(h.out, "usage: oomlab bench gemm"), "%s", h.out);
+    cr_assert_not_null(strstr(h.out, "usage: oomlab bench step"), "%s", h.out);
+    run_result b = run(NULL, "bench --help");
+    cr_assert_eq(b.rc, 0);
+    cr_assert_str_eq(b.out, h.out);
+    run_free(&b);
+    run_free(&h);
+    expect_bad_input(NULL, "help nosuch", "nosuch");
+    expect_bad_input(NULL, "help bench nosuch", "bench nosuch");
+    expect_bad_input(NULL, "help run run", "help");
+}
+
+Test(cli, version_flag)
+{
+    run_result a = run(NULL, "version"), b = run(NULL, "--version");
+    cr_assert_eq(a.rc, 0);
+    cr_assert_eq(b.rc, 0, "exit %d: %s", b.rc, b.err);
+    cr_assert_str_empty(b.err);
+    cr_assert_not_null(strstr(a.out, "oomlab "), "%s", a.out);
+    cr_assert_str_eq(b.out, a.out);
+    run_free(&a);
+    run_free(&b);
+}
+
+Test(cli, flag_equals_value)
+{
+    /* the same replay, --flag value and --flag=value */
+    run_result a = run(NULL, "replay tests/data/pressure.trace.json --budget 1416958225 --alloc-conf "
+                             "expandable_segments:False --json");
+    run_result b = run(NULL, "replay tests/data/pressure.trace.json --budget=1416958225 "
+                             "--alloc-conf=expandable_segments:False --json");
+    cr_assert_eq(a.rc, 0, "exit %d: %s", a.rc, a.err);
+    cr_assert_eq(b.rc, 0, "exit %d: %s", b.rc, b.err);
+    cr_assert_str_eq(b.out, a.out);
+    run_free(&a);
+    run_free(&b);
+    run_result r = run(NULL, "run fragmentation --variant=myth-empty-cache --json --no-write");
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+    cJSON *o = cJSON_Parse(r.out);
+    cr_assert_not_null(o, "%s", r.out);
+    cr_assert_eq(cJSON_GetArraySize(get(o, "variants")), 1);
+    cr_assert_str_eq(get(cJSON_GetArrayItem(get(o, "variants"), 0), "name")->valuestring, "myth-empty-cache");
+    cJSON_Delete(o);
+    run_free(&r);
+    /* the value reaches the parser, which judges it (unsplit, it would be "unknown option '--set=widgets=3'");
+     * --set=NAME=VALUE splits at the first '=' */
+    expect_bad_input(NULL, "run fragmentation --variant=nosuch --no-write", "no variant 'nosuch'");
+    expect_bad_input(NULL, "run fragmentation --set=widgets=3 --no-write", "no parameter 'widgets'");
+    expect_bad_input(NULL, "replay tests/data/pressure.trace.json --budget=12XB", "'12XB' is not a size");
+    /* everywhere: bench and parity too */
+    expect_bad_input(NULL, "bench step --width=0", "'0'");
+    expect_bad_input(NULL, "bench alloc --iters=many", "'many'");
+    expect_bad_input(NULL, "parity --backend=tpu", "'tpu'");
+    /* a value after a flag is the flag's, even when it looks like --flag=value */
+    expect_bad_input(NULL, "run fragmentation --variant --set=x --no-write", "'--set=x'");
+    /* a flag that takes no value */
+    expect_bad_input(NULL, "replay tests/data/pressure.trace.json --json=yes", "--json takes no value");
+    /* an unknown one is still unknown, as typed */
+    expect_bad_input(NULL, "run fragmentation --frobnicate=3", "'--frobnicate=3'");
 }

@@ -542,18 +542,6 @@ Test(device_sim, host_view)
     device_close(dev);
 }
 
-/* ASan catches the SIGSEGV itself and exits, so the fault test cannot run under it. */
-#if defined(__SANITIZE_ADDRESS__)
-#define UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define UNDER_ASAN 1
-#endif
-#endif
-#ifndef UNDER_ASAN
-#define UNDER_ASAN 0
-#endif
-
 /* A stale view of an unmapped page faults instead of reading old data. */
 Test(device_sim, unmapped_page_faults, .signal = SIGSEGV, .disabled = UNDER_ASAN)
 {
@@ -567,4 +555,39 @@ Test(device_sim, unmapped_page_faults, .signal = SIGSEGV, .disabled = UNDER_ASAN
     cr_assert_eq(device_va_unmap(dev, va, PAGE, PAGE), OOM_OK);
     w[0] = 2; /* SIGSEGV */
     device_close(dev);
+}
+
+/* The host cannot back a segment (here: the address space is limited): a clean error naming what failed, with
+ * nothing charged or placed, never an abort or a device OOM. */
+Test(device_sim, out_of_host_memory_is_a_clean_error, .disabled = UNDER_ASAN)
+{
+    device *dev = open_sim(8 * GiB, false), *fresh = open_sim(8 * GiB, false);
+    struct rlimit old;
+    cr_assert(test_limit_address_space(256 * MiB, &old), "cannot limit the address space");
+    devptr p = 0, va = 0;
+    oom_status st = device_mem_alloc(dev, GiB, &p);
+    char seg[512];
+    snprintf(seg, sizeof seg, "%s", oom_error_detail());
+    oom_status st2 = device_va_reserve(dev, 4 * GiB, &va);
+    char res[512];
+    snprintf(res, sizeof res, "%s", oom_error_detail());
+    cr_assert_eq(setrlimit(RLIMIT_AS, &old), 0);
+    cr_assert_eq(st, OOM_ENOMEM_HOST, "mem_alloc: %s", oom_status_str(st));
+    cr_assert_eq(p, 0, "out-parameter written on failure");
+    cr_assert_str_eq(seg, "sim: cannot back a 1073741824-byte segment with host memory (mmap: Cannot allocate memory)");
+    cr_assert_eq(st2, OOM_ENOMEM_HOST, "va_reserve: %s", oom_status_str(st2));
+    cr_assert_str_eq(res, "sim: cannot back a 4294967296-byte address reservation with host memory (mmap: Cannot "
+                          "allocate memory)");
+    size_t free_bytes = 0, total = 0;
+    cr_assert_eq(device_mem_info(dev, &free_bytes, &total), OOM_OK);
+    cr_assert_eq(free_bytes, 8 * GiB, "the failed segment was charged");
+    /* with the limit lifted, the same segment lands where it lands on a fresh device */
+    devptr q = 0;
+    cr_assert_eq(device_mem_alloc(dev, GiB, &p), OOM_OK);
+    cr_assert_eq(device_mem_alloc(fresh, GiB, &q), OOM_OK);
+    cr_assert_eq(p, q, "the failed segment left its placement behind");
+    cr_assert_eq(device_mem_free(dev, p, GiB), OOM_OK);
+    cr_assert_eq(device_mem_free(fresh, q, GiB), OOM_OK);
+    device_close(dev);
+    device_close(fresh);
 }

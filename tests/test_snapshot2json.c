@@ -208,22 +208,25 @@ Test(snapshot2json, not_a_pickle)
     expect_refused("text.pickle", "cannot read");
 }
 
-/* Disabled: a known bug in scripts/snapshot2json.py. tempfile.mkstemp is called outside its try, so an output
- * folder that does not exist ends in a Python traceback and exit 1 instead of one line and exit 2. Enable this
- * once the script catches it. */
-Test(snapshot2json, output_dir_missing, .disabled = true)
+/* An output folder that does not exist: one line naming it, no traceback, exit 2, nothing created. */
+Test(snapshot2json, output_dir_missing)
 {
     make_pickle("snap.pickle", "{\"segments\": [], \"device_traces\": [[]]}");
     char out[256];
     snprintf(out, sizeof out, "%s/missing/out.json", tmpdir);
     int rc = sh("python3 " SCRIPT " '%s' -o '%s'", tpath("snap.pickle"), out);
-    char *err = fileio_read_all(tpath("stderr"), NULL);
-    cr_assert(err);
+    char *err = fileio_read_all(tpath("stderr"), NULL), *sout = fileio_read_all(tpath("stdout"), NULL);
+    cr_assert(err && sout);
     size_t len = strlen(err);
     cr_assert_eq(rc, 2, "exit %d, expected 2: %s", rc, err);
     cr_assert(len > 1 && strchr(err, '\n') == err + len - 1, "stderr is not one line: %s", err);
+    cr_assert_null(strstr(err, "Traceback"), "%s", err);
+    cr_assert_not_null(strstr(err, "/missing does not exist"), "stderr does not name the folder: %s", err);
+    cr_assert_str_empty(sout);
     cr_assert(access(out, F_OK) != 0);
+    cr_assert_eq(other_files(), 1, "something besides the input was left in %s", tmpdir);
     free(err);
+    free(sout);
 }
 
 /* The recording made under a memory fraction (1/60 of the H100's memory): --budget stores what the fraction

@@ -180,3 +180,40 @@ Test(tensor, bad_shapes_are_errors_not_crashes)
     tensor_release(b);
     close_rt(r);
 }
+
+/* On sim, host memory that runs out under a segment (here: a limited address space) is an error that names what
+ * failed, with or without expandable segments: not a CUDA OOM, and the runtime goes on once it is cleared. */
+Test(tensor, sim_out_of_host_memory_is_an_error_not_an_oom, .disabled = UNDER_ASAN)
+{
+    static const char *const confs[] = {"", "expandable_segments:True"};
+    static const char *const want[] = {
+        "allocation of 1073741824 bytes failed: sim: cannot back a 1073741824-byte segment with host memory "
+        "(mmap: Cannot allocate memory)",
+        /* the range an expandable segment reserves: 1 1/8 of the H100 that sim models, in 20 MiB pages (4561) */
+        "allocation of 1073741824 bytes failed: sim: cannot back a 95651102720-byte address reservation with host "
+        "memory (mmap: Cannot allocate memory)"};
+    for (int i = 0; i < 2; i++) {
+        alloc_conf c;
+        alloc_conf_default(&c);
+        char err[256];
+        cr_assert_eq(alloc_conf_parse(&c, confs[i], err, sizeof err), OOM_OK);
+        rt_options o = {.backend = DEVICE_SIM, .budget_bytes = 8 * GiB, .conf = &c, .seed = 1};
+        rt *r = NULL;
+        cr_assert_eq(rt_open(&o, &r), OOM_OK);
+        struct rlimit old;
+        cr_assert(test_limit_address_space(256 * MiB, &old), "cannot limit the address space");
+        tensor *t = tensor_empty(r, DT_F32, SHAPE(256 * 1024 * 1024));
+        cr_assert_eq(setrlimit(RLIMIT_AS, &old), 0);
+        cr_assert_null(t);
+        cr_assert_eq(rt_status(r), OOM_ENOMEM_HOST, "[%s] %s: %s", confs[i], oom_status_str(rt_status(r)),
+                     rt_message(r));
+        cr_assert_str_eq(rt_message(r), want[i], "[%s] %s", confs[i], rt_message(r));
+        cr_assert_eq(test_stat(r, "num_ooms"), 0, "[%s] counted as an OOM", confs[i]);
+        cr_assert_eq(test_stat(r, "reserved_bytes.all.current"), 0);
+        rt_clear(r);
+        t = tensor_empty(r, DT_F32, SHAPE(256 * 1024 * 1024));
+        cr_assert_not_null(t, "[%s] %s", confs[i], rt_message(r));
+        tensor_release(t);
+        close_rt(r);
+    }
+}

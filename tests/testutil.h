@@ -2,8 +2,11 @@
 #ifndef OOMLAB_TESTUTIL_H
 #define OOMLAB_TESTUTIL_H
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "device/device.h"
 #include "alloc/memstats.h"
@@ -51,6 +54,36 @@ static inline int64_t test_stat(const rt *r, const char *key)
 
 /* PyTorch's block size for a request of n bytes (no roundup_power2_divisions): 512-byte multiples. */
 static inline int64_t block_bytes(int64_t n) { return n == 0 ? 0 : (n + 511) / 512 * 512; }
+
+/* ASan reserves terabytes of address space and catches SIGSEGV itself: tests that limit the address space or
+ * expect a fault cannot run under it. */
+#if defined(__SANITIZE_ADDRESS__)
+#define UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define UNDER_ASAN 1
+#endif
+#endif
+#ifndef UNDER_ASAN
+#define UNDER_ASAN 0
+#endif
+
+/* Limit this process's address space to what it maps now plus headroom bytes (RLIMIT_AS: every mmap beyond
+ * fails with ENOMEM, as when the host runs out of memory). Returns the limit to restore; false when the current
+ * size cannot be read or the limit cannot be set. */
+static inline bool test_limit_address_space(size_t headroom, struct rlimit *old)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long pages = 0;
+    bool ok = f && fscanf(f, "%lu", &pages) == 1;
+    if (f)
+        fclose(f);
+    if (!ok || getrlimit(RLIMIT_AS, old) != 0)
+        return false;
+    struct rlimit rl = *old;
+    rl.rlim_cur = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + headroom;
+    return setrlimit(RLIMIT_AS, &rl) == 0;
+}
 
 #define MiB ((size_t)1 << 20)
 #define KiB ((size_t)1 << 10)

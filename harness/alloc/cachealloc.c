@@ -96,7 +96,6 @@ struct cachealloc {
     size_t allowed;                /* allowed_memory_maximum */
     int device_id;
     bool initialized;              /* CUDA is initialised: a budget was set, or malloc was called */
-    oom_status map_err;            /* the last failure of an expandable reserve or map that is not an OOM */
 
     ca_block **table; /* active blocks by address */
     size_t table_mask, nactive;
@@ -662,27 +661,32 @@ static size_t try_merge_blocks(cachealloc *ca, ca_block *dst, ca_block *src, ca_
     return subsumed_size;
 }
 
-/* A VMM call failed for a reason other than memory: what PyTorch's C10_CUDA_DRIVER_CHECK throws. The backends
- * check the driver's rules before calling it (sizes and addresses multiples of the granularity), so OOM_EINVAL
- * is the driver's CUDA_ERROR_INVALID_VALUE, which cuGetErrorString words "invalid argument". */
-static void vmm_failed(cachealloc *ca, oom_status st)
+/* A device call of the expandable path failed with st: a device OOM (or the budget) is an OOM, as in PyTorch,
+ * where cuMemCreate's CUDA_ERROR_OUT_OF_MEMORY is; anything else (the host could not back the pages, a driver
+ * error) is that error, which PyTorch raises as such (C10_CUDA_DRIVER_CHECK). The backends check the driver's
+ * rules before calling it (sizes and addresses multiples of the granularity), so OOM_EINVAL is the driver's
+ * CUDA_ERROR_INVALID_VALUE, which cuGetErrorString words "invalid argument". */
+static void expandable_failed(oom_status st, oom_status *err)
 {
+    if (st == OOM_ENOMEM_DEVICE || st == OOM_ELIMIT) {
+        *err = OOM_ENOMEM_DEVICE;
+        return;
+    }
     if (st == OOM_EINVAL) {
         OOM_ERROR(OOM_ECUDA, "CUDA driver error: invalid argument");
         st = OOM_ECUDA;
     }
-    ca->map_err = st;
+    *err = st;
 }
 
-/* ExpandableSegment::map over pages [first, last): all pages or none. */
-static size_t expseg_map(cachealloc *ca, expseg *es, size_t first, size_t last)
+/* ExpandableSegment::map over pages [first, last): all pages or none (*err says why). */
+static size_t expseg_map(cachealloc *ca, expseg *es, size_t first, size_t last, oom_status *err)
 {
     if (first >= last)
         return 0;
     oom_status st = device_va_map(ca->dev, es->base + first * es->page, (last - first) * es->page, es->page);
     if (st != OOM_OK) {
-        if (st != OOM_ENOMEM_DEVICE && st != OOM_ELIMIT)
-            vmm_failed(ca, st);
+        expandable_failed(st, err);
         return 0;
     }
     for (size_t i = first; i < last; i++)
@@ -691,12 +695,12 @@ static size_t expseg_map(cachealloc *ca, expseg *es, size_t first, size_t last)
 }
 
 /* map_block: map the pages covering [to_map->ptr, +size) and merge the result with free neighbours. */
-static bool map_block(cachealloc *ca, ca_block *to_map, size_t size)
+static bool map_block(cachealloc *ca, ca_block *to_map, size_t size, oom_status *err)
 {
     expseg *es = to_map->es;
     size_t first = (size_t)(to_map->ptr - es->base) / es->page;
     size_t last = (size_t)(to_map->ptr + size - es->base + es->page - 1) / es->page;
-    size_t mapped = expseg_map(ca, es, first, last);
+    size_t mapped = expseg_map(ca, es, first, last, err);
     if (mapped == 0)
         return false;
     ca_pool *pool = to_map->pool;
@@ -726,7 +730,7 @@ static bool map_block(cachealloc *ca, ca_block *to_map, size_t size)
     return true;
 }
 
-static expseg *expseg_new(cachealloc *ca, ca_pool *pool)
+static expseg *expseg_new(cachealloc *ca, ca_pool *pool, oom_status *err)
 {
     size_t page = pool->is_small ? CA_SMALL_BUFFER : ca->conf.large_segment_size;
     size_t total = ca->dev->total_bytes;
@@ -735,8 +739,7 @@ static expseg *expseg_new(cachealloc *ca, ca_pool *pool)
     devptr base = 0;
     oom_status st = device_va_reserve(ca->dev, max_pages * page, &base);
     if (st != OOM_OK) {
-        if (st != OOM_ENOMEM_DEVICE && st != OOM_ELIMIT)
-            vmm_failed(ca, st);
+        expandable_failed(st, err);
         return NULL;
     }
     expseg *es = xmalloc(sizeof *es);
@@ -755,7 +758,7 @@ static bool allocatable(const ca_block *b) { return b && !b->allocated; }
 
 /* find_expandable_block: the lowest-address place in an existing range of this pool where a free block and
  * the unmapped space after it reach size; else a fresh range. */
-static ca_block *find_expandable_block(cachealloc *ca, ca_pool *pool, size_t size)
+static ca_block *find_expandable_block(cachealloc *ca, ca_pool *pool, size_t size, oom_status *err)
 {
     for (ca_block *it = treap_first(pool->unmapped); it; it = treap_next(pool->unmapped, it, true)) {
         ca_block *c = it;
@@ -767,7 +770,7 @@ static ca_block *find_expandable_block(cachealloc *ca, ca_pool *pool, size_t siz
         if (bytes >= size)
             return c;
     }
-    expseg *es = expseg_new(ca, pool);
+    expseg *es = expseg_new(ca, pool, err);
     if (!es)
         return NULL;
     ca_block *cand = block_new(ca, es->base, es->max_pages * es->page, pool);
@@ -777,19 +780,21 @@ static ca_block *find_expandable_block(cachealloc *ca, ca_pool *pool, size_t siz
     return cand;
 }
 
-/* try_allocate_expandable_block: map pages until one free block holds size bytes. */
-static ca_block *try_allocate_expandable_block(cachealloc *ca, ca_pool *pool, size_t size)
+/* try_allocate_expandable_block: map pages until one free block holds size bytes. NULL with *err: OOM_ENOMEM_DEVICE
+ * or the device call's own failure. */
+static ca_block *try_allocate_expandable_block(cachealloc *ca, ca_pool *pool, size_t size, oom_status *err)
 {
-    ca_block *candidate = find_expandable_block(ca, pool, size);
+    *err = OOM_ENOMEM_DEVICE;
+    ca_block *candidate = find_expandable_block(ca, pool, size, err);
     if (!candidate)
         return NULL;
     /* candidate: unmapped -> *, or free -> unmapped -> * */
-    if (!candidate->mapped && !map_block(ca, candidate, candidate->size < size ? candidate->size : size))
+    if (!candidate->mapped && !map_block(ca, candidate, candidate->size < size ? candidate->size : size, err))
         return NULL;
     while (candidate->size < size) {
         size_t remaining = size - candidate->size;
         ca_block *new_candidate = candidate->next;
-        if (!map_block(ca, new_candidate, remaining < new_candidate->size ? remaining : new_candidate->size))
+        if (!map_block(ca, new_candidate, remaining < new_candidate->size ? remaining : new_candidate->size, err))
             return NULL;
         candidate = new_candidate;
     }
@@ -810,9 +815,9 @@ static bool alloc_block(cachealloc *ca, alloc_params *p, bool is_retry)
     if (ca->conf.expandable_segments) {
         /* a driver error (large_segment_size_mb not a multiple of the 2 MiB granularity, say) is thrown as
          * PyTorch throws it: no retry, no OOM */
-        ca->map_err = OOM_OK;
-        p->block = try_allocate_expandable_block(ca, p->pool, p->size);
-        p->err = p->block ? OOM_OK : ca->map_err != OOM_OK ? ca->map_err : OOM_ENOMEM_DEVICE;
+        oom_status err;
+        p->block = try_allocate_expandable_block(ca, p->pool, p->size, &err);
+        p->err = p->block ? OOM_OK : err;
         return p->block != NULL;
     }
     devptr ptr = 0;

@@ -93,7 +93,9 @@ void cachealloc_delete(cachealloc *ca);
 
 /* Allocate nbytes (PyTorch's raw_alloc). nbytes == 0 gives *out = 0 and touches nothing.
  * OOM_ENOMEM_DEVICE when the device or the budget cannot supply it (the OOM is recorded: num_ooms, the trace,
- * cachealloc_last_oom); OOM_ECUDA on another device failure. *out is only written on success. */
+ * cachealloc_last_oom); on another device failure its own status (OOM_ENOMEM_HOST: the sim's host memory could not
+ * back a segment or pages; OOM_ECUDA), with expandable segments too, and the reason in the last-error record.
+ * *out is only written on success. */
 oom_status cachealloc_malloc(cachealloc *ca, size_t nbytes, devptr *out);
 /* Free a pointer from cachealloc_malloc (raw_delete). p == 0 is a no-op; an unknown p is OOM_EINVAL. */
 oom_status cachealloc_free(cachealloc *ca, devptr p);

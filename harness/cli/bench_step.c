@@ -1,7 +1,8 @@
 /* bench_step.c - `oomlab bench step`: milliseconds per training step of the canonical MLP at the CI scale
  * (width 256, depth 4, batch 64: zero_grad, forward, cross-entropy, backward, SGD with momentum), and per
  * forward pass under no_grad, on the chosen backend: the CPU references on sim, the CUDA kernels on cuda.
- * A benchmark, not a test: it prints figures and asserts nothing. */
+ * A benchmark, not a test: it prints figures and asserts nothing. The build's OOM_DEBUG level is printed: only
+ * level 0 figures are worth publishing (`make bench` builds that way). */
 #include <cJSON.h>
 #include <stdlib.h>
 
@@ -10,6 +11,10 @@
 #include "runtime/nn.h"
 #include "runtime/ops.h"
 #include "runtime/optim.h"
+
+#ifndef OOM_DEBUG
+#define OOM_DEBUG 0
+#endif
 
 #define STEP_RUNS 21
 
@@ -60,6 +65,7 @@ oom_status bench_step(const bench_step_options *opt, FILE *out)
             cJSON_AddStringToObject(j, "benchmark", "step");
             cJSON_AddStringToObject(j, "backend", r->dev->ops->name);
             cJSON_AddStringToObject(j, "kernels", r->k->name);
+            cJSON_AddNumberToObject(j, "debug_level", OOM_DEBUG);
             cJSON_AddNumberToObject(j, "width", (double)W);
             cJSON_AddNumberToObject(j, "depth", D);
             cJSON_AddNumberToObject(j, "batch", (double)B);
@@ -71,8 +77,10 @@ oom_status bench_step(const bench_step_options *opt, FILE *out)
             free(s);
             cJSON_Delete(j);
         } else {
-            fprintf(out, "oomlab bench step: MLP(width %lld, depth %d) batch %lld on %s (%s kernels), median of %d\n",
-                    (long long)W, D, (long long)B, r->dev->ops->name, r->k->name, STEP_RUNS);
+            fprintf(out, "oomlab bench step: MLP(width %lld, depth %d) batch %lld on %s (%s kernels), OOM_DEBUG=%d%s\n",
+                    (long long)W, D, (long long)B, r->dev->ops->name, r->k->name, OOM_DEBUG,
+                    OOM_DEBUG ? " (checked build: do not publish these figures; use make bench)" : "");
+            fprintf(out, "ms per call, median of %d runs after 3 warm-ups\n", STEP_RUNS);
             fprintf(out, "  training step (zero_grad, forward, cross-entropy, backward, SGD)  %9.3f ms\n", tr);
             fprintf(out, "  forward under no_grad                                            %9.3f ms\n", ev);
         }

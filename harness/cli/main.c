@@ -1,16 +1,7 @@
-/* main.c - the oomlab command line.
- *
- *   oomlab list
- *   oomlab describe SCENARIO
- *   oomlab run [SCENARIO] [--variant V[,V]]... [--backend auto|cuda|sim] [--scale ci|full] [--budget SIZE]
- *              [--set key=value]... [--alloc-conf S] [--dry-run] [--json] [--plot] [--out DIR | --no-write]
- *   oomlab plot RESULTS.json [-o OUT.png]
- *   oomlab parity [WORKLOAD...] [--backend auto|cuda|sim]
- *   oomlab replay FILE [--device N] [--alloc-conf S] [--budget SIZE] [--snapshot OUT] [--json]
- *   oomlab bench alloc [--backend auto|cuda|sim] [--iters N] [--json]
- *   oomlab bench gemm [--backend auto|cuda|sim] [--json]
- *   oomlab bench step [--backend auto|cuda|sim] [--width N] [--batch N] [--json]
- *   oomlab version | help
+/* main.c - the oomlab command line: list, describe, run, plot, parity, replay, bench alloc|gemm|step, version,
+ * help. The commands, their options and their help are the table `commands` below: `oomlab help`, `oomlab help
+ * COMMAND` and `oomlab COMMAND --help` print from it, and main() reads it to accept --flag=value wherever a
+ * --flag takes a value. A new option goes into that table and into its command's parser.
  *
  * Exit status: 0 success (run: every variant shows what it must; replay: the model agrees with PyTorch's
  * segment actions on every device, or a what-if replay), 1 a result that fails (run: an expectation does not
@@ -20,6 +11,7 @@
 #include <cJSON.h>
 #include <ctype.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,33 +29,250 @@
 
 #define EXIT_BAD_INPUT 2
 
-static const char usage[] =
-    "usage: oomlab COMMAND [ARGS]\n"
-    "  list                       the scenario catalog\n"
-    "  describe SCENARIO          a scenario's story, variants and parameters\n"
-    "  run [SCENARIO] [--variant V[,V]]... [--backend auto|cuda|sim] [--scale ci|full] [--budget SIZE]\n"
-    "               [--set key=value]... [--alloc-conf S] [--dry-run] [--json] [--plot] [--out DIR | --no-write]\n"
-    "      run a scenario's variants (no SCENARIO: the whole catalog, one table), print the table and write\n"
-    "      results/runs/STAMP-BACKEND/SCENARIO.json (--plot: and SCENARIO.png beside it). --scale: full (the\n"
-    "      workload PyTorch's twin runs; the default on cuda and with --dry-run) or ci (shrunk to run on sim's CPU\n"
-    "      references in seconds; the default on sim). --json prints the results JSON on stdout (an array for the\n"
-    "      catalog) and still writes the file, whose path goes to stderr.\n"
-    "  plot RESULTS.json [-o OUT.png]\n"
-    "      draw a run: allocated and reserved bytes at each step, per variant (gnuplot)\n"
-    "  parity [WORKLOAD...] [--backend auto|cuda|sim]\n"
-    "      the runtime's memory on the workloads of scripts/twins/mlp_parity.py, one JSON object per line\n"
-    "  replay FILE [--device N] [--alloc-conf S] [--budget SIZE] [--snapshot OUT] [--json]\n"
-    "      replay a PyTorch memory snapshot (JSON from scripts/snapshot2json.py) through the allocator model,\n"
-    "      every device with events (or cuda:N): under the recording's settings a check (exit 1 if it diverges),\n"
-    "      under another --alloc-conf a what-if simulation (exit 0); --budget wins over the file's \"budget\";\n"
-    "      --snapshot writes the model's snapshot after it (OUT.pickle or .pkl: for pytorch.org/memory_viz)\n"
-    "  bench alloc [--backend auto|cuda|sim] [--iters N] [--json]\n"
-    "      ns per malloc+free pair on a cache hit (cuda: also cudaMalloc and cudaMallocAsync)\n"
-    "  bench gemm [--backend auto|cuda|sim] [--json]\n"
-    "      ms per call of the CPU reference GEMM; cuda: TFLOP/s of oomlab's GEMM against cuBLAS\n"
-    "  bench step [--backend auto|cuda|sim] [--width N] [--batch N] [--json]\n"
-    "      ms per training step and per forward of MLP(width, depth 4), CI scale by default (256, batch 64)\n"
-    "  version | help\n";
+/* An option of a command: its name, the value it takes (NULL: a flag that takes none) and what it does. */
+typedef struct cli_option {
+    const char *name;  /* "--budget", "-o" */
+    const char *value; /* "SIZE"; NULL for a flag */
+    const char *help;  /* lines separated by '\n' */
+    bool repeats;      /* may be given more than once */
+} cli_option;
+
+#define CLI_MAX_OPTIONS 12
+
+/* A command: `oomlab NAME ARGS [OPTIONS]`, what it does, and its options (up to the first with no name). */
+typedef struct cli_command {
+    const char *name;    /* "run", "bench alloc" */
+    const char *args;    /* the positional arguments, "" for none */
+    const char *summary; /* what it does, lines separated by '\n' */
+    cli_option options[CLI_MAX_OPTIONS];
+} cli_command;
+
+#define OPT_BACKEND \
+    {"--backend", "auto|cuda|sim", \
+     "the device: cuda (a real GPU) or sim (simulated);\nauto (the default): cuda when a GPU is visible, else sim", \
+     false}
+#define BUDGET_HELP "a size: bytes, or a number with KiB, MiB, GiB, TiB, KB, MB, GB, TB (1GiB, 512MiB)"
+
+static const cli_command commands[] = {
+    {"list", "", "the scenario catalog", {{0}}},
+    {"describe", "SCENARIO", "a scenario's story, variants and parameters", {{0}}},
+    {"run",
+     "[SCENARIO]",
+     "run a scenario's variants (no SCENARIO: the whole catalog, one table), print the table and write\n"
+     "results/runs/STAMP-BACKEND/SCENARIO.json (--plot: and SCENARIO.png beside it)",
+     {
+         {"--variant", "V[,V]",
+          "run only these variants (default: every variant; oomlab describe SCENARIO lists them)", true},
+         OPT_BACKEND,
+         {"--scale", "ci|full",
+          "full: the workload PyTorch's twin runs (the default on cuda and with --dry-run);\n"
+          "ci: shrunk to run on sim's CPU references in seconds (the default on sim)",
+          false},
+         {"--budget", "SIZE",
+          "the memory the run may use, like torch.cuda.set_per_process_memory_fraction; default: the\n"
+          "scenario's own, so the OOM comes at the same step on every GPU;\n" BUDGET_HELP,
+          false},
+         {"--set", "NAME=VALUE", "change a scenario parameter (oomlab describe SCENARIO lists them)", true},
+         {"--alloc-conf", "S",
+          "allocator settings for every variant, in PYTORCH_CUDA_ALLOC_CONF syntax (a variant's\n"
+          "own keys win); default: $OOMLAB_ALLOC_CONF, else $PYTORCH_CUDA_ALLOC_CONF",
+          false},
+         {"--dry-run", NULL, "the same accounting at full scale on sim, with no memory behind it and no compute",
+          false},
+         {"--json", NULL,
+          "print the results JSON (schema oomlab.run/1; an array for the catalog) instead of the\n"
+          "table; the file is still written, its path on stderr",
+          false},
+         {"--plot", NULL, "draw the results beside the results file (SCENARIO.png, gnuplot)", false},
+         {"--out", "DIR", "write the results under DIR/STAMP-BACKEND/ (default: results/runs)", false},
+         {"--no-write", NULL, "write no results file (not with --out)", false},
+     }},
+    {"plot",
+     "RESULTS.json",
+     "draw a run: allocated and reserved bytes at each step, per variant (gnuplot)",
+     {
+         {"-o", "OUT.png|OUT.svg", "the picture to write, a PNG or an SVG (default: RESULTS.png)", false},
+     }},
+    {"parity",
+     "[WORKLOAD...]",
+     "the runtime's memory on the workloads of scripts/twins/mlp_parity.py, one JSON object per line\n"
+     "(workloads: eval_leak, eval_item, eval_nograd, train_sgd, train_adam, rnn_chain; default: all)",
+     {OPT_BACKEND}},
+    {"replay",
+     "FILE",
+     "replay a PyTorch memory snapshot (JSON from scripts/snapshot2json.py) through the allocator model, every\n"
+     "device with events: under the recording's settings a check against PyTorch's segment actions (exit 1 if\n"
+     "it diverges), under another --alloc-conf a what-if simulation (exit 0)",
+     {
+         {"--device", "N", "replay only device N (N or cuda:N)", false},
+         {"--alloc-conf", "S",
+          "a what-if: replay under these allocator settings (PYTORCH_CUDA_ALLOC_CONF syntax) instead of\n"
+          "the recording's (the environment's are never used, and the output says so)",
+          false},
+         {"--budget", "SIZE",
+          "a memory budget, like torch.cuda.set_per_process_memory_fraction (wins over the file's\n"
+          "\"budget\"); " BUDGET_HELP,
+          false},
+         {"--snapshot", "OUT",
+          "write the model's snapshot after the replay, as JSON, or as a pickle for pytorch.org/memory_viz\n"
+          "when OUT ends in .pickle or .pkl",
+          false},
+         {"--json", NULL, "print memory_stats() and the replay's figures as one JSON object", false},
+     }},
+    {"bench alloc",
+     "",
+     "ns per malloc+free pair on a cache hit (cuda: also cudaMalloc and cudaMallocAsync)",
+     {
+         OPT_BACKEND,
+         {"--iters", "N", "malloc+free pairs per timed run (1 to 100000000; default 200000)", false},
+         {"--json", NULL, "print the figures as JSON", false},
+     }},
+    {"bench gemm",
+     "",
+     "ms per call of the CPU reference GEMM; cuda: TFLOP/s of oomlab's GEMM against cuBLAS",
+     {
+         OPT_BACKEND,
+         {"--json", NULL, "print the figures as JSON", false},
+     }},
+    {"bench step",
+     "",
+     "ms per training step and per forward of MLP(width, depth 4), CI scale by default (256, batch 64)",
+     {
+         OPT_BACKEND,
+         {"--width", "N", "the MLP's width (1 to 65536; default 256)", false},
+         {"--batch", "N", "the batch size (1 to 65536; default 64)", false},
+         {"--json", NULL, "print the figures as JSON", false},
+     }},
+    {"version", "", "oomlab's version and whether the cuda backend is built in (also: oomlab --version)", {{0}}},
+    {"help", "[COMMAND]", "the commands; with COMMAND, its usage and options (also: oomlab COMMAND --help)", {{0}}},
+};
+
+#define NCOMMANDS (sizeof commands / sizeof commands[0])
+#define HELP_WIDTH 116 /* usage lines wrap before this column */
+
+/* The command named name (and sub, for "bench alloc"); NULL if none. */
+static const cli_command *command_find(const char *name, const char *sub)
+{
+    size_t n = strlen(name);
+    for (size_t i = 0; i < NCOMMANDS; i++) {
+        const char *c = commands[i].name;
+        if (strcmp(c, name) == 0)
+            return &commands[i];
+        if (sub && strncmp(c, name, n) == 0 && c[n] == ' ' && strcmp(c + n + 1, sub) == 0)
+            return &commands[i];
+    }
+    return NULL;
+}
+
+/* True when name is a group of commands ("bench": "bench alloc", ...). */
+static bool command_is_group(const char *name)
+{
+    size_t n = strlen(name);
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        if (strncmp(commands[i].name, name, n) == 0 && commands[i].name[n] == ' ')
+            return true;
+    return false;
+}
+
+static const cli_option *option_find(const cli_command *c, const char *name, size_t len)
+{
+    for (const cli_option *o = c->options; o < c->options + CLI_MAX_OPTIONS && o->name; o++)
+        if (strlen(o->name) == len && strncmp(o->name, name, len) == 0)
+            return o;
+    return NULL;
+}
+
+/* "NAME ARGS [--opt VALUE] [--flag]..." after prefix, wrapped under its first argument. The lines break at the
+ * same places whatever the prefix, so `oomlab help` shows the same usage lines as `oomlab help COMMAND`. */
+static void print_synopsis(FILE *f, const char *prefix, const cli_command *c)
+{
+    const int width = HELP_WIDTH - (int)strlen("usage: oomlab ");
+    fputs(prefix, f);
+    int col = fprintf(f, "%s%s%s", c->name, c->args[0] ? " " : "", c->args);
+    int indent = (int)strlen(prefix) + col + 1; /* under the first option */
+    for (const cli_option *o = c->options; o < c->options + CLI_MAX_OPTIONS && o->name; o++) {
+        char item[96];
+        int n = snprintf(item, sizeof item, "[%s%s%s]%s", o->name, o->value ? " " : "", o->value ? o->value : "",
+                         o->repeats ? "..." : "");
+        if (col + 1 + n > width) {
+            fprintf(f, "\n%*s%s", indent, "", item);
+            col = indent - (int)strlen(prefix) + n;
+        } else {
+            col += fprintf(f, " %s", item);
+        }
+    }
+    fputc('\n', f);
+}
+
+/* text, its lines after the first indented by indent columns. */
+static void print_lines(FILE *f, const char *text, int indent)
+{
+    for (const char *p = text; *p; p++) {
+        fputc(*p, f);
+        if (*p == '\n')
+            fprintf(f, "%*s", indent, "");
+    }
+    fputc('\n', f);
+}
+
+/* `oomlab help COMMAND` and `oomlab COMMAND --help`. */
+static void print_command_help(FILE *f, const cli_command *c)
+{
+    print_synopsis(f, "usage: oomlab ", c);
+    fputc('\n', f);
+    print_lines(f, c->summary, 0);
+    if (!c->options[0].name)
+        return;
+    int w = 0;
+    for (const cli_option *o = c->options; o < c->options + CLI_MAX_OPTIONS && o->name; o++) {
+        int n = (int)(strlen(o->name) + (o->value ? 1 + strlen(o->value) : 0));
+        w = n > w ? n : w;
+    }
+    fprintf(f, "\noptions:\n");
+    for (const cli_option *o = c->options; o < c->options + CLI_MAX_OPTIONS && o->name; o++) {
+        char head[96];
+        snprintf(head, sizeof head, "%s%s%s", o->name, o->value ? " " : "", o->value ? o->value : "");
+        fprintf(f, "  %-*s  ", w, head);
+        print_lines(f, o->help, w + 4);
+        if (o->repeats)
+            fprintf(f, "  %-*s  (may be given more than once)\n", w, "");
+    }
+}
+
+/* Every command of a group ("bench"), one after the other. */
+static void print_group_help(FILE *f, const char *group)
+{
+    size_t n = strlen(group);
+    bool first = true;
+    for (size_t i = 0; i < NCOMMANDS; i++) {
+        if (strncmp(commands[i].name, group, n) == 0 && commands[i].name[n] == ' ') {
+            if (!first)
+                fputc('\n', f);
+            print_command_help(f, &commands[i]);
+            first = false;
+        }
+    }
+}
+
+/* `oomlab help`: every command, its usage and what it does. */
+static void print_overview(FILE *f)
+{
+    fprintf(f, "usage: oomlab COMMAND [ARGS]   (oomlab help COMMAND, or oomlab COMMAND --help: its options)\n");
+    for (size_t i = 0; i < NCOMMANDS; i++) {
+        const cli_command *c = &commands[i];
+        char head[64];
+        int len = snprintf(head, sizeof head, "%s%s%s", c->name, c->args[0] ? " " : "", c->args);
+        if (!c->options[0].name && len <= 26 && !strchr(c->summary, '\n')) { /* one line: usage, then what */
+            fprintf(f, "  %-26s %s\n", head, c->summary);
+            continue;
+        }
+        print_synopsis(f, "  ", c);
+        fprintf(f, "      ");
+        print_lines(f, c->summary, 6);
+    }
+    fprintf(f, "exit status: 0 success, 1 a result that fails (run: an expectation does not hold; replay: the model\n"
+               "diverges from PyTorch), 2 bad input (one error line on stderr, nothing written)\n");
+}
 
 static int bad_input(const char *fmt, const char *arg)
 {
@@ -696,31 +905,124 @@ static int cmd_parity(int argc, char **argv)
     return rc;
 }
 
+/* `oomlab help [COMMAND]`: argc/argv after "help". */
+static int cmd_help(int argc, char **argv)
+{
+    if (argc == 0)
+        return print_overview(stdout), 0;
+    const cli_command *c = command_find(argv[0], argc == 2 ? argv[1] : NULL);
+    if (argc == 1 && !c && command_is_group(argv[0]))
+        return print_group_help(stdout, argv[0]), 0;
+    if (argc > 2 || !c || (argc == 2 && !strchr(c->name, ' '))) {
+        char what[256];
+        snprintf(what, sizeof what, "%s%s%s", argv[0], argc > 1 ? " " : "", argc > 1 ? argv[1] : "");
+        if (argc > 2 || (c && argc == 2))
+            return bad_input("help: give one COMMAND (got '%s ...'; oomlab help lists them)", what);
+        return bad_input("help: no command '%s' (oomlab help lists them)", what);
+    }
+    print_command_help(stdout, c);
+    return 0;
+}
+
+/* The words after a command, as its parser reads them: --flag=value split into --flag and value where c says
+ * --flag takes a value (a flag that takes none, given one, is bad input: *rc). Words that are values of the
+ * option before them stay as they are; so do words c does not know (its parser names them). *help is set when
+ * --help or -h is among the options. NULL with *rc set on bad input or when out of host memory. */
+static char **split_flag_values(const cli_command *c, int argc, char **argv, int *outc, bool *help, int *rc)
+{
+    char **out = malloc(((size_t)argc * 2 + 1) * sizeof *out);
+    if (!out) {
+        *rc = bad_input("%s", "out of host memory");
+        return NULL;
+    }
+    int n = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i], *eq = strncmp(a, "--", 2) == 0 ? strchr(a, '=') : NULL;
+        const cli_option *o = c ? option_find(c, a, eq ? (size_t)(eq - a) : strlen(a)) : NULL;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
+            *help = true;
+        if (o && eq && !o->value) {
+            free(out);
+            char name[64];
+            snprintf(name, sizeof name, "%.*s", (int)(eq - a), a);
+            *rc = bad_input("%s takes no value", name);
+            return NULL;
+        }
+        if (o && eq) { /* --flag=value */
+            out[n++] = (char *)o->name;
+            out[n++] = (char *)eq + 1;
+            continue;
+        }
+        out[n++] = argv[i];
+        if (o && o->value && i + 1 < argc) /* --flag value: the value is taken as it is */
+            out[n++] = argv[++i];
+    }
+    out[n] = NULL;
+    *outc = n;
+    return out;
+}
+
+static int run_command(const char *cmd, int argc, char **argv)
+{
+    if (strcmp(cmd, "list") == 0)
+        return argc == 0 ? cmd_list() : bad_input("%s", "list takes no arguments");
+    if (strcmp(cmd, "describe") == 0)
+        return cmd_describe(argc, argv);
+    if (strcmp(cmd, "run") == 0)
+        return cmd_run(argc, argv);
+    if (strcmp(cmd, "parity") == 0)
+        return cmd_parity(argc, argv);
+    if (strcmp(cmd, "plot") == 0)
+        return cmd_plot(argc, argv);
+    if (strcmp(cmd, "replay") == 0)
+        return cmd_replay(argc, argv);
+    if (strcmp(cmd, "bench") == 0)
+        return cmd_bench(argc, argv);
+    if (strcmp(cmd, "version") == 0) {
+        if (argc != 0)
+            return bad_input("%s", "version takes no arguments");
+        printf("oomlab 0.1 (allocator model: PyTorch 2.11; cuda backend %s)\n",
+               device_cuda_built() ? "built in" : "not built");
+        return 0;
+    }
+    if (strcmp(cmd, "help") == 0)
+        return cmd_help(argc, argv);
+    return bad_input("unknown command '%s' (oomlab help lists them)", cmd);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2)
         return bad_input("%s", "missing COMMAND (oomlab help lists them)");
     const char *cmd = argv[1];
-    if (strcmp(cmd, "list") == 0)
-        return argc == 2 ? cmd_list() : bad_input("%s", "list takes no arguments");
-    if (strcmp(cmd, "describe") == 0)
-        return cmd_describe(argc - 2, argv + 2);
-    if (strcmp(cmd, "run") == 0)
-        return cmd_run(argc - 2, argv + 2);
-    if (strcmp(cmd, "parity") == 0)
-        return cmd_parity(argc - 2, argv + 2);
-    if (strcmp(cmd, "plot") == 0)
-        return cmd_plot(argc - 2, argv + 2);
-    if (strcmp(cmd, "replay") == 0)
-        return cmd_replay(argc - 2, argv + 2);
-    if (strcmp(cmd, "bench") == 0)
-        return cmd_bench(argc - 2, argv + 2);
-    if (strcmp(cmd, "version") == 0) {
-        printf("oomlab 0.1 (allocator model: PyTorch 2.11; cuda backend %s)\n",
-               device_cuda_built() ? "built in" : "not built");
-        return 0;
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0)
+        cmd = "help";
+    else if (strcmp(cmd, "--version") == 0)
+        cmd = "version";
+    /* the command's entry: bench's is its subcommand's ("bench alloc"), when one is named */
+    const cli_command *c = command_find(cmd, argc > 2 ? argv[2] : NULL);
+    if (!c && !command_is_group(cmd))
+        return bad_input("unknown command '%s' (oomlab help lists them)", cmd);
+    bool help = false;
+    int rc = 0, n = 0;
+    char **args = NULL;
+    if (strcmp(cmd, "help") == 0) { /* its words are command names; help --help is help's own help */
+        args = argv + 2;
+        n = argc - 2;
+        for (int i = 0; i < n; i++)
+            help = help || strcmp(args[i], "--help") == 0 || strcmp(args[i], "-h") == 0;
+    } else if (!(args = split_flag_values(c, argc - 2, argv + 2, &n, &help, &rc))) {
+        return rc;
     }
-    if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0)
-        return fputs(usage, stdout), 0;
-    return bad_input("unknown command '%s' (oomlab help lists them)", cmd);
+    if (help) { /* COMMAND --help: whatever else is on the line */
+        if (c)
+            print_command_help(stdout, c);
+        else
+            print_group_help(stdout, cmd);
+    } else {
+        rc = run_command(cmd, n, args);
+    }
+    if (args != argv + 2)
+        free(args);
+    return rc;
 }

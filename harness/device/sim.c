@@ -23,11 +23,15 @@
  * Backing: segments are anonymous zero-filled mappings; a reservation is one PROT_NONE mapping whose pages
  * va_map makes read-write and va_unmap discards (MADV_DONTNEED) and makes PROT_NONE again, so stale bytes
  * never survive an unmap and a stray access faults. Dry-run keeps the same bookkeeping without backing.
+ * Host memory that cannot back a range is OOM_ENOMEM_HOST with the last-error record saying what and why
+ * ("sim: cannot back a 20971520-byte segment with host memory (mmap: Cannot allocate memory)"): the host ran
+ * out, not the simulated device, so it is never reported as a device OOM.
  */
 #define _DEFAULT_SOURCE /* MAP_ANONYMOUS, MAP_NORESERVE, madvise */
 
 #include "device/device.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -365,10 +369,13 @@ static oom_status sim_mem_alloc(void *impl, size_t bytes, devptr *out)
     if (!s->dry_run) {
         void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (m == MAP_FAILED) {
+            int e = errno;
             if (g->live == 0) {
                 g->live = 1;
                 region_release_segment(s, base);
             }
+            OOM_ERROR(OOM_ENOMEM_HOST, "sim: cannot back a %zu-byte segment with host memory (mmap: %s)", bytes,
+                      strerror(e));
             return OOM_ENOMEM_HOST;
         }
         r.backing = m;
@@ -376,8 +383,11 @@ static oom_status sim_mem_alloc(void *impl, size_t bytes, devptr *out)
     if (!insert_range(s, &r)) {
         if (r.backing)
             munmap(r.backing, size);
-        if (g->live == 0)
-            region_release_segment(s, base); /* undo an empty new region */
+        if (g->live == 0) { /* undo an empty new region */
+            g->live = 1;
+            region_release_segment(s, base);
+        }
+        OOM_ERROR(OOM_ENOMEM_HOST, "sim: cannot record a %zu-byte segment: out of host memory", bytes);
         return OOM_ENOMEM_HOST;
     }
     g->live++;
@@ -433,12 +443,17 @@ static oom_status sim_va_reserve(void *impl, size_t bytes, devptr *out)
         return OOM_ENOMEM_DEVICE;
     sim_range r = {.base = base, .size = bytes, .bytes = bytes, .kind = RANGE_RESERVATION};
     r.pages = calloc(bytes / GRAN, sizeof *r.pages);
-    if (!r.pages)
+    if (!r.pages) {
+        OOM_ERROR(OOM_ENOMEM_HOST, "sim: cannot record a %zu-byte address reservation: out of host memory", bytes);
         return OOM_ENOMEM_HOST;
+    }
     if (!s->dry_run) {
         void *m = mmap(NULL, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (m == MAP_FAILED) {
+            int e = errno;
             free(r.pages);
+            OOM_ERROR(OOM_ENOMEM_HOST, "sim: cannot back a %zu-byte address reservation with host memory (mmap: %s)",
+                      bytes, strerror(e));
             return OOM_ENOMEM_HOST;
         }
         r.backing = m;
@@ -447,6 +462,7 @@ static oom_status sim_va_reserve(void *impl, size_t bytes, devptr *out)
         if (r.backing)
             munmap(r.backing, bytes);
         free(r.pages);
+        OOM_ERROR(OOM_ENOMEM_HOST, "sim: cannot record a %zu-byte address reservation: out of host memory", bytes);
         return OOM_ENOMEM_HOST;
     }
     *out = base;
@@ -496,8 +512,11 @@ static oom_status sim_va_map(void *impl, devptr p, size_t bytes, size_t page_byt
             return OOM_EINVAL; /* already mapped */
     if (bytes > s->capacity - s->in_use)
         return OOM_ENOMEM_DEVICE;
-    if (r->backing && mprotect(r->backing + g0 * GRAN, bytes, PROT_READ | PROT_WRITE) != 0)
+    if (r->backing && mprotect(r->backing + g0 * GRAN, bytes, PROT_READ | PROT_WRITE) != 0) {
+        OOM_ERROR(OOM_ENOMEM_HOST, "sim: cannot back %zu bytes of mapped pages with host memory (mprotect: %s)", bytes,
+                  strerror(errno));
         return OOM_ENOMEM_HOST;
+    }
     for (size_t g = g0; g < g0 + ng; g++)
         r->pages[g] = (g - g0) % per == 0 ? (uint32_t)per : PAGE_CONT;
     r->mapped_granules += ng;
@@ -520,8 +539,11 @@ static oom_status sim_va_unmap(void *impl, devptr p, size_t bytes, size_t page_b
     if (r->backing) {
         unsigned char *h = r->backing + g0 * GRAN;
         /* Drop the contents (the next map reads zeros), then make stray accesses fault. */
-        if (madvise(h, bytes, MADV_DONTNEED) != 0 || mprotect(h, bytes, PROT_NONE) != 0)
+        if (madvise(h, bytes, MADV_DONTNEED) != 0 || mprotect(h, bytes, PROT_NONE) != 0) {
+            OOM_ERROR(OOM_ENOMEM_HOST, "sim: cannot unmap %zu bytes of pages from host memory (%s)", bytes,
+                      strerror(errno));
             return OOM_ENOMEM_HOST;
+        }
     }
     memset(&r->pages[g0], 0, ng * sizeof *r->pages);
     r->mapped_granules -= ng;
@@ -546,8 +568,10 @@ static oom_status sim_host_alloc(void *impl, size_t bytes, void **out)
     }
     /* aligned_alloc wants a size that is a multiple of the alignment. */
     void *p = aligned_alloc(SIM_HOST_ALIGN, (bytes + SIM_HOST_ALIGN - 1) / SIM_HOST_ALIGN * SIM_HOST_ALIGN);
-    if (!p)
+    if (!p) {
+        OOM_ERROR(OOM_ENOMEM_HOST, "sim: cannot allocate %zu bytes of pinned host memory (%s)", bytes, strerror(errno));
         return OOM_ENOMEM_HOST;
+    }
     s->host[s->nhost++] = p;
     *out = p;
     return OOM_OK;

@@ -2,6 +2,7 @@
 #include "run/plot.h"
 
 #include <cJSON.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <math.h>
 #include <spawn.h>
@@ -10,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -49,8 +52,17 @@ static void put_label(FILE *f, const char *s)
     fputc('"', f);
 }
 
-/* Run gnuplot on script; its stderr goes to errfile. */
-static bool run_gnuplot(const char *script, const char *errfile)
+/* The formats a plot is written in, by the output's extension: gnuplot's terminal for each. */
+static const struct {
+    const char *ext, *terminal;
+} formats[] = {
+    {".png", "pngcairo"},
+    {".svg", "svg"},
+};
+
+/* Run gnuplot on script; its stderr goes to errfile. 0 when it succeeded, else posix_spawnp's error (ENOENT:
+ * gnuplot is not on PATH) or -1 (it ran and failed). */
+static int run_gnuplot(const char *script, const char *errfile)
 {
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
@@ -61,15 +73,26 @@ static bool run_gnuplot(const char *script, const char *errfile)
     int rc = posix_spawnp(&pid, "gnuplot", &fa, NULL, argv, environ);
     posix_spawn_file_actions_destroy(&fa);
     if (rc != 0)
-        return false;
+        return rc;
     int status = 0;
     if (waitpid(pid, &status, 0) != pid)
-        return false;
-    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+        return -1;
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+}
+
+/* The last non-empty line of text (gnuplot ends its report with the error itself), in place. */
+static const char *last_line(char *text)
+{
+    size_t n = strlen(text);
+    while (n > 0 && (text[n - 1] == '\n' || text[n - 1] == ' '))
+        text[--n] = '\0';
+    char *nl = strrchr(text, '\n');
+    return nl ? nl + 1 : text;
 }
 
 /* Write the data (one gnuplot index per variant: step, label, allocated MiB, reserved MiB) and the script. */
-static bool write_inputs(const cJSON *run, const char *dat, const char *gp, const char *png_tmp)
+static bool write_inputs(const cJSON *run, const char *dat, const char *gp, const char *terminal,
+                         const char *out_tmp)
 {
     const cJSON *vs = cJSON_GetObjectItemCaseSensitive(run, "variants");
     int nv = cJSON_GetArraySize(vs);
@@ -95,9 +118,9 @@ static bool write_inputs(const cJSON *run, const char *dat, const char *gp, cons
     }
     int cols = nv <= 1 ? 1 : nv <= 4 ? 2 : 3, rows = (nv + cols - 1) / cols;
     double budget = num(run, "budget") / MIB;
-    fprintf(g, "set terminal pngcairo size %d,%d font 'sans,10'\n", 520 * cols, 420 * rows + 40);
+    fprintf(g, "set terminal %s size %d,%d font 'sans,10'\n", terminal, 520 * cols, 420 * rows + 40);
     fprintf(g, "set output ");
-    put_label(g, png_tmp);
+    put_label(g, out_tmp);
     fprintf(g, "\nset multiplot layout %d,%d title ", rows, cols);
     char title[512];
     snprintf(title, sizeof title, "%s on %s (%s), budget %.0f MiB: allocated and reserved bytes at each step",
@@ -135,6 +158,19 @@ static bool write_inputs(const cJSON *run, const char *dat, const char *gp, cons
 
 oom_status plot_run(const char *json_path, const char *png_path, char *err, size_t errcap)
 {
+    const char *dot = strrchr(png_path, '.'), *slash = strrchr(png_path, '/'), *terminal = NULL;
+    for (size_t i = 0; dot && dot > (slash ? slash : png_path) && i < sizeof formats / sizeof formats[0]; i++)
+        if (strcasecmp(dot, formats[i].ext) == 0)
+            terminal = formats[i].terminal;
+    if (!terminal)
+        return fail(err, errcap, OOM_EINVAL, "%s: a plot is written as .png or .svg", png_path);
+    if (slash) { /* the folder must be there: gnuplot would only say it cannot open the file */
+        char folder[1024];
+        struct stat sb;
+        snprintf(folder, sizeof folder, "%.*s", (int)(slash == png_path ? 1 : slash - png_path), png_path);
+        if (stat(folder, &sb) != 0 || !S_ISDIR(sb.st_mode))
+            return fail(err, errcap, OOM_EIO, "cannot write %s: the folder %s does not exist", png_path, folder);
+    }
     char *text = fileio_read_all(json_path, NULL);
     if (!text)
         return fail(err, errcap, OOM_EIO, "%s", oom_error_detail());
@@ -156,15 +192,15 @@ oom_status plot_run(const char *json_path, const char *png_path, char *err, size
     snprintf(gerr, sizeof gerr, "%s/gnuplot.err", dir);
     snprintf(tmp_png, sizeof tmp_png, "%s.tmp.%ld", png_path, (long)getpid());
     oom_status st = OOM_OK;
-    if (!write_inputs(run, dat, gp, tmp_png)) {
+    int gp_rc = 0;
+    if (!write_inputs(run, dat, gp, terminal, tmp_png)) {
         st = fail(err, errcap, OOM_EIO, "cannot write the plot's inputs in %s", dir);
-    } else if (!run_gnuplot(gp, gerr)) {
+    } else if ((gp_rc = run_gnuplot(gp, gerr)) == ENOENT) {
+        st = fail(err, errcap, OOM_EIO, "cannot run gnuplot: it is not on PATH (install gnuplot-nox: make deps)");
+    } else if (gp_rc != 0) {
         char *why = fileio_read_all(gerr, NULL);
-        char *nl = why ? strchr(why, '\n') : NULL;
-        if (nl)
-            *nl = '\0';
-        st = fail(err, errcap, OOM_EIO, "gnuplot failed%s%s (install gnuplot-nox: make deps)", why && why[0] ? ": " : "",
-                  why ? why : "");
+        const char *line = why ? last_line(why) : "";
+        st = fail(err, errcap, OOM_EIO, "gnuplot failed%s%s", line[0] ? ": " : "", line);
         free(why);
     } else if (rename(tmp_png, png_path) != 0) {
         st = fail(err, errcap, OOM_EIO, "cannot write %s", png_path);

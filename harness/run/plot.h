@@ -1,6 +1,6 @@
 /* plot.h - a run's results as a picture: one panel per variant, allocated and reserved bytes at each step, the
- * budget as a line, and the step where the OOM happened marked. Drawn by gnuplot (pngcairo), from the results
- * JSON that `oomlab run` writes (report.h), so every point is the allocator's own counter.
+ * budget as a line, and the step where the OOM happened marked. Drawn by gnuplot (pngcairo or svg), from the
+ * results JSON that `oomlab run` writes (report.h), so every point is the allocator's own counter.
  */
 #ifndef OOMLAB_PLOT_H
 #define OOMLAB_PLOT_H
@@ -12,9 +12,10 @@
 
 OOM_BEGIN_DECLS
 
-/* Plot the results file json_path into png_path (written atomically: gnuplot draws into a temporary file that
- * is renamed when complete). OOM_EINVAL: not a results file (err says why); OOM_EIO: cannot read, write or run
- * gnuplot (err says which). */
+/* Plot the results file json_path into png_path, a PNG (pngcairo) or an SVG by its extension, .png or .svg
+ * (written atomically: gnuplot draws into a temporary file that is renamed when complete). OOM_EINVAL: not a
+ * results file, or another extension (err says which); OOM_EIO: cannot read, cannot write (the output's folder
+ * does not exist), gnuplot is not installed or it failed (err says which). */
 oom_status plot_run(const char *json_path, const char *png_path, char *err, size_t errcap);
 
 OOM_END_DECLS

@@ -66,6 +66,7 @@ tensor *tensor_empty(rt *r, dtype dt, int ndim, const int64_t *shape)
     }
     size_t nbytes = (size_t)numel * dtype_size(dt);
     devptr p = 0;
+    oom_error_clear(); /* a failure below says why in the record; an older one must not stand in for it */
     oom_status st = cachealloc_malloc(r->ca, nbytes, &p);
     if (st == OOM_ENOMEM_DEVICE) {
         rt_fail_oom(r);
@@ -75,8 +76,9 @@ tensor *tensor_empty(rt *r, dtype dt, int ndim, const int64_t *shape)
         rt_fail(r, st, "%s", oom_error_detail());
         return NULL;
     }
-    if (st != OOM_OK) {
-        rt_fail(r, st, "allocation of %zu bytes failed: %s", nbytes, oom_error_msg());
+    if (st != OOM_OK) { /* not a device OOM: the host ran out under a segment, or the backend failed */
+        const char *why = oom_error_detail();
+        rt_fail(r, st, "allocation of %zu bytes failed: %s", nbytes, why[0] ? why : oom_status_str(st));
         return NULL;
     }
     storage *s = xcalloc(1, sizeof *s);
