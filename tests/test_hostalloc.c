@@ -362,6 +362,24 @@ Test(hostalloc, event_on_the_default_stream)
     device_close(dev);
 }
 
+/* Q3: active_requests.peak is the sum of the per-power peaks, not the true peak. */
+Test(hostalloc, active_peaks_are_summed_per_power)
+{
+    device *dev = open_dev();
+    hostalloc *ha = open_ha(dev, NULL);
+    void *a = xmalloc_pinned(ha, 1000); /* 1 KiB */
+    cr_assert_eq(hostalloc_record_event(ha, a, 0), OOM_OK);
+    cr_assert_eq(hostalloc_free(ha, a), OOM_OK);
+    cr_assert_eq(device_stream_synchronize(dev, 0), OOM_OK);
+    void *b = xmalloc_pinned(ha, 3000); /* 4 KiB: a returns first, then b is handed out */
+    cr_assert_eq(hstat(ha, "active_requests.current"), 1);
+    cr_assert_eq(hstat(ha, "active_requests.peak"), 2); /* one block out at a time, yet 1 + 1 */
+    cr_assert_eq(hstat(ha, "allocations.peak"), 2);     /* both held: a true peak */
+    cr_assert_eq(hostalloc_free(ha, b), OOM_OK);
+    hostalloc_delete(ha);
+    device_close(dev);
+}
+
 Test(hostalloc, empty_cache_frees_only_completed_free_blocks)
 {
     device *dev = open_dev();

@@ -916,7 +916,7 @@ oom_status hostalloc_check(hostalloc *ha)
         int64_t n = n_active[i] + ha->unreturned[i];
         CHECK(ha->active_bucket[i].current == n, "active[2^%u] %lld != %lld live+pending+unreturned", i,
               (long long)ha->active_bucket[i].current, (long long)n);
-        int64_t r = ha->returned[i], want_bytes = (n + r) * ((int64_t)1 << i) + r;
+        int64_t r = ha->returned[i], want_bytes = r + (int64_t)((uint64_t)(n + r) << i);
         CHECK(ha->active_bytes_bucket[i].current == want_bytes, "active_bytes[2^%u] %lld != %lld", i,
               (long long)ha->active_bytes_bucket[i].current, (long long)want_bytes);
         CHECK(stat_ok(&ha->active_bucket[i], identity, 0) && stat_ok(&ha->active_bytes_bucket[i], identity, r) &&
