@@ -284,6 +284,72 @@ Test(device, invalid_requests_are_einval)
     device_close(dev);
 }
 
+Test(device, host_register_unregister)
+{
+    device *dev = open_conformance();
+    const size_t n = 64 * KiB;
+    unsigned char *buf = aligned_alloc(4096, n);
+    cr_assert_not_null(buf);
+    size_t pinned, limit;
+    cr_assert_eq(device_host_register(dev, buf, n), OOM_OK);
+    device_host_info(dev, &pinned, &limit);
+    cr_assert_eq(pinned, n);
+    cr_assert_eq(device_host_register(dev, buf + 4096, 4096), OOM_EINVAL); /* already registered */
+    cr_assert_eq(device_host_free(dev, buf), OOM_EINVAL);                 /* not cudaHostAlloc'd */
+    fill_pattern(buf, n, 5);
+    cr_assert_eq(device_host_unregister(dev, buf), OOM_OK);
+    cr_assert_eq(device_host_unregister(dev, buf), OOM_EINVAL);
+    device_host_info(dev, &pinned, &limit);
+    cr_assert_eq(pinned, 0);
+    cr_assert_eq(device_host_register(dev, NULL, n), OOM_EINVAL);
+    cr_assert_eq(device_host_register(dev, buf, 0), OOM_EINVAL);
+    free(buf);
+    device_close(dev);
+}
+
+/* Held work and events: an event is complete once the work queued before it has completed. */
+Test(device, streams_events_and_held_work)
+{
+    device *dev = open_conformance();
+    devevent e0, e1, e2;
+    bool done = false;
+    cr_assert_eq(device_event_record(dev, 0, &e0), OOM_OK);
+    cr_assert_eq(device_stream_synchronize(dev, 0), OOM_OK);
+    cr_assert_eq(device_event_query(dev, e0, &done), OOM_OK);
+    cr_assert(done);
+
+    devstream s;
+    cr_assert_eq(device_stream_create(dev, &s), OOM_OK);
+    cr_assert_neq(s, 0);
+    cr_assert_eq(device_stream_hold(dev, s), OOM_OK);
+    cr_assert_eq(device_event_record(dev, s, &e1), OOM_OK);
+    cr_assert_eq(device_stream_hold(dev, s), OOM_OK);
+    cr_assert_eq(device_event_record(dev, s, &e2), OOM_OK);
+    cr_assert_eq(device_event_query(dev, e1, &done), OOM_OK);
+    cr_assert_not(done);
+    cr_assert_eq(device_stream_complete(dev, s, 1), OOM_OK); /* the first unit: e1 */
+    cr_assert_eq(device_event_query(dev, e1, &done), OOM_OK);
+    cr_assert(done);
+    cr_assert_eq(device_event_query(dev, e2, &done), OOM_OK);
+    cr_assert_not(done);
+    cr_assert_eq(device_stream_complete(dev, s, 99), OOM_OK); /* more than held: all of it */
+    cr_assert_eq(device_event_query(dev, e2, &done), OOM_OK);
+    cr_assert(done);
+
+    cr_assert_eq(device_event_destroy(dev, e0), OOM_OK);
+    cr_assert_eq(device_event_destroy(dev, e1), OOM_OK);
+    cr_assert_eq(device_event_destroy(dev, e2), OOM_OK);
+    cr_assert_eq(device_event_destroy(dev, e2), OOM_EINVAL);
+    cr_assert_eq(device_event_query(dev, e2, &done), OOM_EINVAL);
+    cr_assert_eq(device_event_query(dev, 0, &done), OOM_EINVAL);
+    cr_assert_eq(device_stream_hold(dev, s), OOM_OK);
+    cr_assert_eq(device_stream_destroy(dev, s), OOM_OK); /* its held work completes first */
+    cr_assert_eq(device_stream_destroy(dev, s), OOM_EINVAL);
+    cr_assert_eq(device_stream_destroy(dev, 0), OOM_EINVAL); /* the default stream stays */
+    cr_assert_eq(device_stream_hold(dev, s), OOM_EINVAL);
+    device_close(dev);
+}
+
 /* ---- the simulator (always sim) ---------------------------------------------------------------------- */
 
 Test(device_sim, open_and_kinds)
@@ -590,4 +656,38 @@ Test(device_sim, out_of_host_memory_is_a_clean_error, .disabled = UNDER_ASAN)
     cr_assert_eq(device_mem_free(fresh, q, GiB), OOM_OK);
     device_close(dev);
     device_close(fresh);
+}
+
+Test(device_sim, pinned_budget)
+{
+    device_options o = {.kind = DEVICE_SIM, .sim_pinned_bytes = MiB};
+    device *dev = NULL;
+    cr_assert_eq(device_open(&o, &dev), OOM_OK);
+    size_t pinned, limit;
+    device_host_info(dev, &pinned, &limit);
+    cr_assert_eq(pinned, 0);
+    cr_assert_eq(limit, MiB);
+    void *h = NULL, *h2 = NULL;
+    cr_assert_eq(device_host_alloc(dev, MiB - 4095, &h), OOM_OK); /* charged as 256 pages */
+    device_host_info(dev, &pinned, &limit);
+    cr_assert_eq(pinned, MiB);
+    cr_assert_eq(device_host_alloc(dev, 1, &h2), OOM_ENOMEM_PINNED);
+    cr_assert_null(h2);
+    unsigned char *buf = malloc(8192);
+    cr_assert_not_null(buf);
+    cr_assert_eq(device_host_register(dev, buf, 100), OOM_ENOMEM_PINNED);
+    cr_assert_eq(device_host_free(dev, h), OOM_OK);
+    cr_assert_eq(device_host_register(dev, buf, 100), OOM_OK);
+    device_host_info(dev, &pinned, &limit); /* the pages spanned: one, or two across a page boundary */
+    cr_assert_eq(pinned, ((uintptr_t)buf + 100 + 4095) / 4096 * 4096 - (uintptr_t)buf / 4096 * 4096);
+    cr_assert_eq(device_host_unregister(dev, buf), OOM_OK);
+    free(buf);
+    device_close(dev);
+
+    /* the default budget is the host's RAM */
+    dev = open_sim(0, false);
+    device_host_info(dev, &pinned, &limit);
+    cr_assert_eq(limit, device_host_ram_bytes());
+    cr_assert_gt(limit, 0);
+    device_close(dev);
 }

@@ -295,10 +295,11 @@ static oom_status apply(parser *ps, const entry *e)
     }
     case K_EXPANDABLE:
         return parse_bool(ps, e, &c->expandable_segments);
-    case K_RELEASE_LOCK:
-    case K_RELEASE_LOCK_HIP:
     case K_HOST_REGISTER:
     case K_HOST_REGISTER_HIP:
+        return parse_bool(ps, e, &c->pinned_use_host_register);
+    case K_RELEASE_LOCK:
+    case K_RELEASE_LOCK_HIP:
     case K_BACKGROUND_THREADS:
     case K_GRAPH_REUSE:
         return parse_bool(ps, e, &ignored);
@@ -309,6 +310,7 @@ static oom_status apply(parser *ps, const entry *e)
             return bad_value(ps, e->key, "a power of two <= 128", v, false);
         if (!is_pow2(n) || n > MAX_REGISTER_THREADS)
             return bad_value(ps, e->key, "a power of two <= 128", v, true);
+        c->pinned_num_register_threads = n;
         return OOM_OK;
     }
     case K_PINNED_RESERVE: {
@@ -318,6 +320,7 @@ static oom_status apply(parser *ps, const entry *e)
             return bad_value(ps, e->key, "an integer > 0", v, false);
         if (n == 0)
             return bad_value(ps, e->key, "an integer > 0", v, true);
+        c->pinned_reserve_segment_size = (n > SIZE_MAX / MIB ? SIZE_MAX / MIB : n) * MIB;
         return OOM_OK;
     }
     case K_BACKEND: {
@@ -396,6 +399,9 @@ void alloc_conf_default(alloc_conf *c)
     c->large_segment_size = 20 * MIB;
     c->per_process_memory_fraction = 1.0;
     c->fraction_set = false;
+    c->pinned_use_host_register = false;
+    c->pinned_num_register_threads = 1;
+    c->pinned_reserve_segment_size = 0;
 }
 
 oom_status alloc_conf_parse(alloc_conf *c, const char *text, char *err, size_t errcap)

@@ -13,10 +13,15 @@
  *   expandable_segments          True/False; default False
  *   large_segment_size_mb        > 10; default 20; read before the other keys wherever it stands
  *   per_process_memory_fraction  0 <= f <= 1; default 1 (no cap)
+ * The pinned host allocator's keys (hostalloc.h reads them, hostalloc_options_from_conf):
+ *   pinned_use_cuda_host_register  True/False (or its ROCm spelling pinned_use_hip_host_register); default False
+ *                                  (cudaHostAlloc); True: malloc + cudaHostRegister
+ *   pinned_num_register_threads    a power of two <= 128; default 1; threads that touch the pages before
+ *                                  cudaHostRegister
+ *   pinned_reserve_segment_size_mb > 0; default 0 (none); one pinned segment carved for small requests
  * Accepted and without effect on one stream and one device: release_lock_on_cudamalloc (or its ROCm spelling
- * release_lock_on_hipmalloc), pinned_use_cuda_host_register (or pinned_use_hip_host_register),
- * pinned_use_background_threads, graph_capture_record_stream_reuse (True/False),
- * pinned_num_register_threads (a power of two <= 128), pinned_reserve_segment_size_mb (> 0), backend:native.
+ * release_lock_on_hipmalloc), pinned_use_background_threads, graph_capture_record_stream_reuse (True/False),
+ * backend:native.
  * Stricter than PyTorch: numbers must be the whole token (no "20abc", no sign), ':' and ',' are required.
  */
 #ifndef OOMLAB_ALLOCCONF_H
@@ -42,6 +47,9 @@ typedef struct alloc_conf {
     size_t large_segment_size;          /* mid-band segment and large expandable page; default 20 MiB */
     double per_process_memory_fraction; /* 1.0 = no cap */
     bool fraction_set;                  /* per_process_memory_fraction was given */
+    bool pinned_use_host_register;      /* pinned_use_cuda_host_register */
+    size_t pinned_num_register_threads; /* default 1 */
+    size_t pinned_reserve_segment_size; /* pinned_reserve_segment_size_mb in bytes; 0 = none */
     char text[ALLOC_CONF_TEXT_MAX];     /* the settings string as parsed */
 } alloc_conf;
 

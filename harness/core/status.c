@@ -17,6 +17,7 @@ static const char *const status_names[OOM_STATUS_COUNT] = {
     [OOM_EIO] = "EIO",
     [OOM_ECORRUPT] = "ECORRUPT",
     [OOM_EAUTOGRAD] = "EAUTOGRAD",
+    [OOM_ENOMEM_PINNED] = "ENOMEM_PINNED",
 };
 
 const char *oom_status_str(oom_status st)

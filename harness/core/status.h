@@ -23,6 +23,7 @@ typedef enum oom_status {
     OOM_EIO,               /* a file could not be read or written */
     OOM_ECORRUPT,          /* an invariant check failed */
     OOM_EAUTOGRAD,         /* an autograd rule was broken (backward twice, in-place on a saved tensor) */
+    OOM_ENOMEM_PINNED,     /* page-locked host memory ran out (cudaHostAlloc/cudaHostRegister, sim's pinned budget) */
     OOM_STATUS_COUNT
 } oom_status;
 

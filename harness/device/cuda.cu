@@ -5,7 +5,10 @@
  * runtime and still starts on machines without libcuda (device_cuda_visible() is then false).
  * Every allocation is recorded in a sorted table so that bad frees, double maps and unmaps of unmapped pages
  * are refused with OOM_EINVAL before they reach CUDA, as on the sim backend.
- * The backend assumes one host thread drives it (the primary context is made current in device_cuda_open).
+ * The backend assumes one host thread drives it (the primary context is made current in device_cuda_open),
+ * except the host, stream and event ops, which host_mu serialises: a pin-memory thread calls them.
+ * Held work (device.h) is a one-thread kernel per hold that waits until a counter in mapped pinned memory
+ * reaches its ticket; stream_complete raises the counter from the host.
  * NVML (libnvidia-ml.so.1) is optional: it is opened with dlopen the first time an OOM message asks which
  * processes use the GPU, as PyTorch does; without it the message leaves that line out.
  */
@@ -13,11 +16,13 @@
 #include <cuda_runtime.h>
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <time.h>
 
 #include "device/device.h"
 #include "core/status.h"
@@ -205,12 +210,29 @@ static void tab_remove(cu_table *t, cu_entry *x)
     t->n--;
 }
 
+/* A stream this backend knows (the default stream is entered on first use), with its gate for held work:
+ * gate_h[0] is the highest ticket the host has let through, gate_h[1] the highest ticket whose kernel has
+ * started (so everything queued before it, events included, has completed); both in mapped pinned memory.
+ * Held units queued so far carry tickets 1..queued. */
+typedef struct cu_stream {
+    devstream id; /* 0, or the cudaStream_t */
+    bool created; /* by stream_create (destroyed by stream_destroy) */
+    volatile unsigned *gate_h;
+    unsigned *gate_d;
+    unsigned queued;
+} cu_stream;
+
 typedef struct cuda_dev {
     int ordinal;
     int pci_domain, pci_bus, pci_device; /* cudaDeviceProp's, to find the device in NVML */
     bool vmm;    /* the driver API was found and the device supports VMM */
     size_t gran; /* cuMemGetAllocationGranularity (minimum) */
-    cu_table segs, resv, pages, host;
+    cu_table segs, resv, pages;
+    pthread_mutex_t host_mu; /* guards host, events, streams */
+    cu_table host;           /* pinned blocks (handle 0) and registered ranges (handle 1) */
+    cu_table events;         /* live events */
+    cu_stream *streams;
+    size_t nstreams, capstreams;
 } cuda_dev;
 
 static void *hptr(devptr p) { return (void *)(uintptr_t)p; }
@@ -386,17 +408,40 @@ static oom_status cu_host_alloc(void *impl, size_t bytes, void **out)
     cuda_dev *c = (cuda_dev *)impl;
     if (bytes == 0)
         return OOM_EINVAL;
-    if (!tab_reserve(&c->host, 1))
-        return OOM_ENOMEM_HOST;
-    void *p = NULL;
-    oom_status st = OOM_CUDA(cudaHostAlloc(&p, bytes, cudaHostAllocDefault));
-    if (st == OOM_ENOMEM_DEVICE)
-        st = OOM_ENOMEM_HOST; /* pinned host memory ran out, not the device */
+    pthread_mutex_lock(&c->host_mu);
+    oom_status st = tab_reserve(&c->host, 1) ? OOM_OK : OOM_ENOMEM_HOST;
+    pthread_mutex_unlock(&c->host_mu);
     if (st != OOM_OK)
         return st;
-    tab_insert(&c->host, (devptr)(uintptr_t)p, bytes, 0);
-    *out = p;
-    return OOM_OK;
+    void *p = NULL;
+    st = OOM_CUDA(cudaHostAlloc(&p, bytes, cudaHostAllocDefault)); /* not under host_mu: it takes milliseconds */
+    if (st == OOM_ENOMEM_DEVICE)
+        st = OOM_ENOMEM_PINNED; /* pinned host memory ran out, not the device */
+    if (st != OOM_OK)
+        return st;
+    pthread_mutex_lock(&c->host_mu);
+    if (tab_reserve(&c->host, 1)) { /* another thread may have used the slot */
+        tab_insert(&c->host, (devptr)(uintptr_t)p, bytes, 0);
+    } else {
+        (void)cudaFreeHost(p);
+        st = OOM_ENOMEM_HOST;
+    }
+    pthread_mutex_unlock(&c->host_mu);
+    if (st == OOM_OK)
+        *out = p;
+    return st;
+}
+
+/* Take the entry at p with the given handle out of the host table; false when there is none. */
+static bool host_take(cuda_dev *c, void *p, CUmemGenericAllocationHandle kind)
+{
+    pthread_mutex_lock(&c->host_mu);
+    cu_entry *e = tab_exact(&c->host, (devptr)(uintptr_t)p);
+    bool found = e && e->handle == kind;
+    if (found)
+        tab_remove(&c->host, e);
+    pthread_mutex_unlock(&c->host_mu);
+    return found;
 }
 
 static oom_status cu_host_free(void *impl, void *p)
@@ -404,13 +449,304 @@ static oom_status cu_host_free(void *impl, void *p)
     cuda_dev *c = (cuda_dev *)impl;
     if (!p)
         return OOM_OK;
-    cu_entry *e = tab_exact(&c->host, (devptr)(uintptr_t)p);
-    if (!e)
+    if (!host_take(c, p, 0))
         return OOM_EINVAL;
-    oom_status st = OOM_CUDA(cudaFreeHost(p));
-    if (st == OOM_OK)
-        tab_remove(&c->host, e);
+    return OOM_CUDA(cudaFreeHost(p));
+}
+
+static oom_status cu_host_register(void *impl, void *p, size_t bytes)
+{
+    cuda_dev *c = (cuda_dev *)impl;
+    devptr a = (devptr)(uintptr_t)p;
+    if (a > UINT64_MAX - bytes)
+        return OOM_EINVAL;
+    pthread_mutex_lock(&c->host_mu);
+    oom_status st = tab_overlaps(&c->host, a, bytes) ? OOM_EINVAL
+                    : tab_reserve(&c->host, 1)       ? OOM_OK
+                                                     : OOM_ENOMEM_HOST;
+    if (st == OOM_OK) /* claim the range before the slow call, so no other thread registers it meanwhile */
+        tab_insert(&c->host, a, bytes, 1);
+    pthread_mutex_unlock(&c->host_mu);
+    if (st != OOM_OK)
+        return st;
+    st = OOM_CUDA(cudaHostRegister(p, bytes, cudaHostRegisterDefault));
+    if (st == OOM_ENOMEM_DEVICE)
+        st = OOM_ENOMEM_PINNED;
+    if (st != OOM_OK)
+        (void)host_take(c, p, 1);
     return st;
+}
+
+static oom_status cu_host_unregister(void *impl, void *p)
+{
+    cuda_dev *c = (cuda_dev *)impl;
+    if (!host_take(c, p, 1))
+        return OOM_EINVAL;
+    return OOM_CUDA(cudaHostUnregister(p));
+}
+
+static void cu_host_info(void *impl, size_t *pinned_bytes, size_t *limit_bytes)
+{
+    cuda_dev *c = (cuda_dev *)impl;
+    size_t sum = 0;
+    pthread_mutex_lock(&c->host_mu);
+    for (size_t i = 0; i < c->host.n; i++)
+        sum += c->host.e[i].size;
+    pthread_mutex_unlock(&c->host_mu);
+    *pinned_bytes = sum;
+    *limit_bytes = 0;
+}
+
+/* ---- streams, events and held work (host_mu held by the callers below) ---- */
+
+/* Say it started, then spin until the host lets ticket through (held work, device.h). */
+__global__ void gate_wait_kernel(volatile unsigned *gate, unsigned ticket)
+{
+    gate[1] = ticket;
+    __threadfence_system();
+    while (gate[0] < ticket)
+        __nanosleep(2000);
+}
+
+static cu_stream *stream_find(cuda_dev *c, devstream id)
+{
+    for (size_t i = 0; i < c->nstreams; i++)
+        if (c->streams[i].id == id)
+            return &c->streams[i];
+    return NULL;
+}
+
+/* The entry of stream id; the default stream is entered on first use. NULL: unknown stream or no memory. */
+static cu_stream *stream_get(cuda_dev *c, devstream id, oom_status *st)
+{
+    cu_stream *x = stream_find(c, id);
+    *st = OOM_OK;
+    if (x || id != 0) {
+        if (!x)
+            *st = OOM_EINVAL;
+        return x;
+    }
+    if (c->nstreams == c->capstreams) {
+        size_t cap = c->capstreams ? c->capstreams * 2 : 8;
+        cu_stream *ns = (cu_stream *)realloc(c->streams, cap * sizeof *ns);
+        if (!ns) {
+            *st = OOM_ENOMEM_HOST;
+            return NULL;
+        }
+        c->streams = ns;
+        c->capstreams = cap;
+    }
+    x = &c->streams[c->nstreams++];
+    memset(x, 0, sizeof *x);
+    return x;
+}
+
+/* Open every gate of x (its held work completes). */
+static void gate_open_all(cu_stream *x)
+{
+    if (x->gate_h) {
+        x->gate_h[0] = x->queued;
+        __sync_synchronize();
+    }
+}
+
+static void stream_release(cu_stream *x)
+{
+    if (x->gate_h)
+        (void)cudaFreeHost((void *)x->gate_h);
+    x->gate_h = NULL;
+    x->gate_d = NULL;
+}
+
+static oom_status cu_stream_create(void *impl, devstream *out)
+{
+    cuda_dev *c = (cuda_dev *)impl;
+    cudaStream_t s = NULL;
+    oom_status st = OOM_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    if (st != OOM_OK)
+        return st;
+    pthread_mutex_lock(&c->host_mu);
+    if (c->nstreams == c->capstreams) {
+        size_t cap = c->capstreams ? c->capstreams * 2 : 8;
+        cu_stream *ns = (cu_stream *)realloc(c->streams, cap * sizeof *ns);
+        if (ns) {
+            c->streams = ns;
+            c->capstreams = cap;
+        } else {
+            st = OOM_ENOMEM_HOST;
+        }
+    }
+    if (st == OOM_OK) {
+        cu_stream *x = &c->streams[c->nstreams++];
+        memset(x, 0, sizeof *x);
+        x->id = (devstream)(uintptr_t)s;
+        x->created = true;
+        *out = x->id;
+    }
+    pthread_mutex_unlock(&c->host_mu);
+    if (st != OOM_OK)
+        (void)cudaStreamDestroy(s);
+    return st;
+}
+
+static oom_status cu_stream_destroy(void *impl, devstream id)
+{
+    cuda_dev *c = (cuda_dev *)impl;
+    pthread_mutex_lock(&c->host_mu);
+    cu_stream *x = stream_find(c, id);
+    if (!x || !x->created) {
+        pthread_mutex_unlock(&c->host_mu);
+        return OOM_EINVAL;
+    }
+    cu_stream gone = *x;
+    *x = c->streams[--c->nstreams];
+    pthread_mutex_unlock(&c->host_mu);
+    gate_open_all(&gone);
+    cudaStream_t s = (cudaStream_t)(uintptr_t)gone.id;
+    oom_status st = OOM_CUDA(cudaStreamSynchronize(s)); /* the gate memory must outlive the kernels */
+    stream_release(&gone);
+    oom_status st2 = OOM_CUDA(cudaStreamDestroy(s));
+    return st != OOM_OK ? st : st2;
+}
+
+static oom_status cu_stream_hold(void *impl, devstream id)
+{
+    cuda_dev *c = (cuda_dev *)impl;
+    pthread_mutex_lock(&c->host_mu);
+    oom_status st;
+    cu_stream *x = stream_get(c, id, &st);
+    if (x && !x->gate_h) {
+        void *h = NULL, *d = NULL;
+        st = OOM_CUDA(cudaHostAlloc(&h, 2 * sizeof(unsigned), cudaHostAllocMapped | cudaHostAllocPortable));
+        if (st == OOM_OK)
+            st = OOM_CUDA(cudaHostGetDevicePointer(&d, h, 0));
+        if (st == OOM_OK) {
+            x->gate_h = (volatile unsigned *)h;
+            x->gate_d = (unsigned *)d;
+            x->gate_h[0] = x->queued;
+            x->gate_h[1] = x->queued;
+        } else if (h) {
+            (void)cudaFreeHost(h);
+        }
+    }
+    if (x && st == OOM_OK) {
+        gate_wait_kernel<<<1, 1, 0, (cudaStream_t)(uintptr_t)x->id>>>(x->gate_d, x->queued + 1);
+        st = OOM_CUDA(cudaGetLastError());
+        if (st == OOM_OK)
+            x->queued++;
+    }
+    pthread_mutex_unlock(&c->host_mu);
+    return st;
+}
+
+static oom_status cu_stream_synchronize(void *impl, devstream id);
+
+/* Let n held units through. When units stay held, wait until the kernel of the first of them has started: the
+ * work queued before it (events included) has then completed, as on sim; otherwise synchronise the stream. */
+static oom_status cu_stream_complete(void *impl, devstream id, uint64_t n)
+{
+    cuda_dev *c = (cuda_dev *)impl;
+    pthread_mutex_lock(&c->host_mu);
+    oom_status st;
+    cu_stream *x = stream_get(c, id, &st);
+    bool all = true;
+    volatile unsigned *g = NULL;
+    unsigned next = 0;
+    if (x && x->gate_h) {
+        unsigned open = x->gate_h[0];
+        unsigned to = n >= (uint64_t)(x->queued - open) ? x->queued : open + (unsigned)n;
+        x->gate_h[0] = to;
+        __sync_synchronize();
+        all = to == x->queued;
+        g = x->gate_h;
+        next = to + 1;
+    }
+    pthread_mutex_unlock(&c->host_mu);
+    if (st != OOM_OK)
+        return st;
+    if (all)
+        return cu_stream_synchronize(impl, id);
+    /* The gate page lives until the stream is destroyed, which this thread's caller does not do meanwhile. */
+    for (long spins = 0; g[1] < next; spins++) {
+        if (spins > 10L * 1000 * 1000) { /* ~10 s: the device is not running the stream */
+            oom_error_set(OOM_ECUDA, __FILE__, __LINE__, "stream_complete: held work did not start");
+            return OOM_ECUDA;
+        }
+        struct timespec ts = {0, 1000};
+        nanosleep(&ts, NULL);
+    }
+    return OOM_OK;
+}
+
+static oom_status cu_stream_synchronize(void *impl, devstream id)
+{
+    cuda_dev *c = (cuda_dev *)impl;
+    pthread_mutex_lock(&c->host_mu);
+    oom_status st;
+    cu_stream *x = stream_get(c, id, &st);
+    if (x)
+        gate_open_all(x);
+    pthread_mutex_unlock(&c->host_mu);
+    if (st == OOM_OK)
+        st = OOM_CUDA(cudaStreamSynchronize((cudaStream_t)(uintptr_t)id));
+    return st;
+}
+
+static oom_status cu_event_record(void *impl, devstream id, devevent *out)
+{
+    cuda_dev *c = (cuda_dev *)impl;
+    pthread_mutex_lock(&c->host_mu);
+    oom_status st;
+    cu_stream *x = stream_get(c, id, &st);
+    cudaEvent_t e = NULL;
+    if (x && st == OOM_OK)
+        st = tab_reserve(&c->events, 1) ? OOM_OK : OOM_ENOMEM_HOST;
+    if (x && st == OOM_OK)
+        st = OOM_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    if (x && st == OOM_OK) {
+        st = OOM_CUDA(cudaEventRecord(e, (cudaStream_t)(uintptr_t)id));
+        if (st == OOM_OK) {
+            tab_insert(&c->events, (devptr)(uintptr_t)e, 1, 0);
+            *out = (devevent)(uintptr_t)e;
+        } else {
+            (void)cudaEventDestroy(e);
+        }
+    }
+    pthread_mutex_unlock(&c->host_mu);
+    return st;
+}
+
+static oom_status cu_event_query(void *impl, devevent ev, bool *done)
+{
+    cuda_dev *c = (cuda_dev *)impl;
+    pthread_mutex_lock(&c->host_mu);
+    bool known = tab_exact(&c->events, (devptr)ev) != NULL;
+    pthread_mutex_unlock(&c->host_mu);
+    if (!known)
+        return OOM_EINVAL;
+    cudaError_t e = cudaEventQuery((cudaEvent_t)(uintptr_t)ev);
+    if (e == cudaErrorNotReady) {
+        (void)cudaGetLastError();
+        *done = false;
+        return OOM_OK;
+    }
+    oom_status st = OOM_CUDA(e);
+    if (st == OOM_OK)
+        *done = true;
+    return st;
+}
+
+static oom_status cu_event_destroy(void *impl, devevent ev)
+{
+    cuda_dev *c = (cuda_dev *)impl;
+    pthread_mutex_lock(&c->host_mu);
+    cu_entry *x = tab_exact(&c->events, (devptr)ev);
+    if (x)
+        tab_remove(&c->events, x);
+    pthread_mutex_unlock(&c->host_mu);
+    if (!x)
+        return OOM_EINVAL;
+    return OOM_CUDA(cudaEventDestroy((cudaEvent_t)(uintptr_t)ev));
 }
 
 static oom_status cu_copy_htod(void *impl, devptr dst, const void *src, size_t bytes)
@@ -471,21 +807,36 @@ static void cu_close(void *impl)
     cuda_dev *c = (cuda_dev *)impl;
     if (!c)
         return;
-    if (c->pages.n || c->resv.n)
-        (void)cudaDeviceSynchronize();
+    for (size_t i = 0; i < c->nstreams; i++) /* held work completes, so that the device can drain */
+        gate_open_all(&c->streams[i]);
+    (void)cudaDeviceSynchronize();
+    for (size_t i = 0; i < c->nstreams; i++) {
+        stream_release(&c->streams[i]);
+        if (c->streams[i].created)
+            (void)cudaStreamDestroy((cudaStream_t)(uintptr_t)c->streams[i].id);
+    }
+    for (size_t i = 0; i < c->events.n; i++)
+        (void)cudaEventDestroy((cudaEvent_t)(uintptr_t)c->events.e[i].addr);
     while (c->pages.n)
         (void)unmap_page(c, &c->pages.e[c->pages.n - 1]);
     for (size_t i = 0; i < c->resv.n; i++)
         (void)drv.cuMemAddressFree((CUdeviceptr)c->resv.e[i].addr, c->resv.e[i].size);
     for (size_t i = 0; i < c->segs.n; i++)
         (void)cudaFree(hptr(c->segs.e[i].addr));
-    for (size_t i = 0; i < c->host.n; i++)
-        (void)cudaFreeHost(hptr(c->host.e[i].addr));
+    for (size_t i = 0; i < c->host.n; i++) {
+        if (c->host.e[i].handle == 1)
+            (void)cudaHostUnregister(hptr(c->host.e[i].addr)); /* the memory belongs to the caller */
+        else
+            (void)cudaFreeHost(hptr(c->host.e[i].addr));
+    }
     (void)cudaGetLastError();
     free(c->pages.e);
     free(c->resv.e);
     free(c->segs.e);
     free(c->host.e);
+    free(c->events.e);
+    free(c->streams);
+    pthread_mutex_destroy(&c->host_mu);
     free(c);
 }
 
@@ -563,10 +914,37 @@ static oom_status cu_processes(void *impl, device_proc *out, size_t cap, size_t 
     return OOM_OK;
 }
 
+/* Positional, in device_ops' field order (C++17 has no designated initializers). */
 static const device_ops cuda_ops = {
-    "cuda",         cu_mem_alloc,  cu_mem_free,  cu_mem_info,  cu_va_reserve, cu_va_release,
-    cu_va_map,      cu_va_unmap,   cu_host_alloc, cu_host_free, cu_copy_htod,  cu_copy_dtoh,
-    cu_copy_dtod,   cu_fill,       cu_host_view, cu_addr_hint, cu_close,      cu_processes,
+    "cuda",
+    cu_mem_alloc,
+    cu_mem_free,
+    cu_mem_info,
+    cu_va_reserve,
+    cu_va_release,
+    cu_va_map,
+    cu_va_unmap,
+    cu_host_alloc,
+    cu_host_free,
+    cu_host_register,
+    cu_host_unregister,
+    cu_host_info,
+    cu_stream_create,
+    cu_stream_destroy,
+    cu_stream_hold,
+    cu_stream_complete,
+    cu_stream_synchronize,
+    cu_event_record,
+    cu_event_query,
+    cu_event_destroy,
+    cu_copy_htod,
+    cu_copy_dtoh,
+    cu_copy_dtod,
+    cu_fill,
+    cu_host_view,
+    cu_addr_hint,
+    cu_close,
+    cu_processes,
 };
 
 bool device_cuda_visible(void)
@@ -611,6 +989,10 @@ oom_status device_cuda_open(const device_options *opt, device *dev)
     c->pci_bus = prop.pciBusID;
     c->pci_device = prop.pciDeviceID;
     c->gran = DEVICE_VMM_GRANULARITY;
+    if (pthread_mutex_init(&c->host_mu, NULL) != 0) {
+        free(c);
+        return OOM_ENOMEM_HOST;
+    }
 
     /* VMM needs the driver entry points, the device attribute, and a granularity that divides ours. */
     if (drv_load()) {

@@ -1,8 +1,10 @@
 /* device.c - backend selection, the op wrappers and fault injection (see device.h). */
 #include "device/device.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 bool device_cuda_built(void)
 {
@@ -238,4 +240,122 @@ void device_addr_hint(device *dev, devptr addr, size_t bytes)
     if (!dev)
         return;
     dev->ops->addr_hint(dev->impl, addr, bytes);
+}
+
+oom_status device_host_register(device *dev, void *p, size_t bytes)
+{
+    if (!dev || !p || bytes == 0)
+        return OOM_EINVAL;
+    return dev->ops->host_register(dev->impl, p, bytes);
+}
+
+oom_status device_host_unregister(device *dev, void *p)
+{
+    if (!dev || !p)
+        return OOM_EINVAL;
+    return dev->ops->host_unregister(dev->impl, p);
+}
+
+void device_host_info(device *dev, size_t *pinned_bytes, size_t *limit_bytes)
+{
+    size_t pb = 0, lb = 0;
+    if (dev)
+        dev->ops->host_info(dev->impl, &pb, &lb);
+    if (pinned_bytes)
+        *pinned_bytes = pb;
+    if (limit_bytes)
+        *limit_bytes = lb;
+}
+
+oom_status device_stream_create(device *dev, devstream *out)
+{
+    if (!dev || !out)
+        return OOM_EINVAL;
+    return dev->ops->stream_create(dev->impl, out);
+}
+
+oom_status device_stream_destroy(device *dev, devstream s)
+{
+    if (!dev || s == 0)
+        return OOM_EINVAL; /* the default stream is never destroyed */
+    return dev->ops->stream_destroy(dev->impl, s);
+}
+
+oom_status device_stream_hold(device *dev, devstream s)
+{
+    if (!dev)
+        return OOM_EINVAL;
+    return dev->ops->stream_hold(dev->impl, s);
+}
+
+oom_status device_stream_complete(device *dev, devstream s, uint64_t n)
+{
+    if (!dev)
+        return OOM_EINVAL;
+    return dev->ops->stream_complete(dev->impl, s, n);
+}
+
+oom_status device_stream_synchronize(device *dev, devstream s)
+{
+    if (!dev)
+        return OOM_EINVAL;
+    return dev->ops->stream_synchronize(dev->impl, s);
+}
+
+oom_status device_event_record(device *dev, devstream s, devevent *out)
+{
+    if (!dev || !out)
+        return OOM_EINVAL;
+    return dev->ops->event_record(dev->impl, s, out);
+}
+
+oom_status device_event_query(device *dev, devevent e, bool *done)
+{
+    if (!dev || !done || e == 0)
+        return OOM_EINVAL;
+    return dev->ops->event_query(dev->impl, e, done);
+}
+
+oom_status device_event_destroy(device *dev, devevent e)
+{
+    if (!dev || e == 0)
+        return OOM_EINVAL;
+    return dev->ops->event_destroy(dev->impl, e);
+}
+
+/* memory.max of this process's cgroup (v2), or 0 when there is none or it reads "max". */
+static size_t cgroup_memory_max(void)
+{
+    char path[512] = "/sys/fs/cgroup/memory.max", line[512];
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    if (f) { /* "0::/some/group" on cgroup v2 */
+        while (fgets(line, sizeof line, f)) {
+            if (strncmp(line, "0::", 3) == 0) {
+                line[strcspn(line, "\n")] = '\0';
+                if (strcmp(line + 3, "/") != 0)
+                    snprintf(path, sizeof path, "/sys/fs/cgroup%.400s/memory.max", line + 3);
+                break;
+            }
+        }
+        fclose(f);
+    }
+    f = fopen(path, "r");
+    if (!f)
+        f = fopen("/sys/fs/cgroup/memory.max", "r");
+    if (!f)
+        return 0;
+    unsigned long long v = 0;
+    int n = fscanf(f, "%llu", &v);
+    fclose(f);
+    return n == 1 ? (size_t)v : 0;
+}
+
+size_t device_host_ram_bytes(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    size_t ram = (pages > 0 && psz > 0) ? (size_t)pages * (size_t)psz : 0;
+    size_t cg = cgroup_memory_max();
+    if (cg && (ram == 0 || cg < ram))
+        ram = cg;
+    return ram;
 }

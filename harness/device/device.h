@@ -13,6 +13,25 @@
  * following device allocation (mem_alloc or va_map, counted from 1) fail with OOM_ENOMEM_DEVICE, and with
  * persistent=true every one after it too.
  *
+ * Pinned host memory, streams and events (for the pinned host allocator, alloc/hostalloc.h):
+ *   host_alloc/host_free     cudaHostAlloc / cudaFreeHost;
+ *   host_register/unregister cudaHostRegister / cudaHostUnregister of memory the caller allocated;
+ *   host_info                the pinned bytes held through this device and the pinned limit.
+ * sim counts pinned bytes (whole 4 KiB pages) against a budget, device_options.sim_pinned_bytes, by default the
+ * host's RAM (physical pages, capped by the cgroup's memory.max where one is set: a container's limit); a
+ * request past it fails with OOM_ENOMEM_PINNED, as cudaHostAlloc does when the kernel cannot pin more.
+ *   Streams: 0 is the default stream; stream_create makes another (cudaStreamNonBlocking).
+ *   Events: event_record creates an event and records it on a stream (cudaEventCreateWithFlags(DisableTiming) +
+ *   cudaEventRecord); event_query says whether the work queued on the stream before it has completed.
+ *   Held work: stream_hold queues one unit of work on a stream that completes only when stream_complete lets
+ *   it (in queue order) or stream_synchronize completes everything. It is how a test or a model says "a
+ *   non_blocking copy or a kernel is still running": sim keeps two counters per stream, queued and completed,
+ *   and an event recorded when `queued` was q is complete once `completed` >= q (at once when nothing is held);
+ *   cuda launches a one-thread kernel that waits on a counter in mapped pinned memory, so real cudaEvents
+ *   behave the same. On cuda, a synchronous copy on a stream whose work is held waits for it, as on any GPU.
+ * The host, stream and event ops are thread-safe on both backends (a pin-memory thread calls them); every other
+ * op belongs to one thread.
+ *
  * CUDA is never initialised before a fork: device_open() of the cuda backend is the first CUDA call.
  */
 #ifndef OOMLAB_DEVICE_H
@@ -27,7 +46,9 @@
 
 OOM_BEGIN_DECLS
 
-typedef uint64_t devptr; /* a device address; 0 is "no address" */
+typedef uint64_t devptr;    /* a device address; 0 is "no address" */
+typedef uint64_t devstream; /* a stream; 0 is the default stream */
+typedef uint64_t devevent;  /* an event; 0 is "no event" */
 
 typedef enum device_kind {
     DEVICE_AUTO = 0, /* cuda when built in and a GPU is visible, else sim */
@@ -41,6 +62,7 @@ typedef struct device_options {
     size_t sim_capacity_bytes; /* sim: total device memory; 0 = DEVICE_SIM_DEFAULT_CAPACITY */
     bool sim_dry_run;          /* sim: accounting only, no host backing */
     int cuda_ordinal;          /* cuda: device index */
+    size_t sim_pinned_bytes;   /* sim: pinned host memory budget; 0 = device_host_ram_bytes() */
 } device_options;
 
 /* An H100 80GB HBM3's totalGlobalMem, measured with PyTorch 2.11 (85017493504 B): sim's default capacity. */
@@ -80,9 +102,25 @@ typedef struct device_ops {
     oom_status (*va_map)(void *impl, devptr p, size_t bytes, size_t page_bytes);
     /* Unmap [p, p+bytes) and release its handles (cuMemUnmap + cuMemRelease). Same alignment as va_map. */
     oom_status (*va_unmap)(void *impl, devptr p, size_t bytes, size_t page_bytes);
-    /* cudaHostAlloc(cudaHostAllocDefault) / cudaFreeHost */
+    /* cudaHostAlloc(cudaHostAllocDefault) / cudaFreeHost. Out of pinned memory: OOM_ENOMEM_PINNED. */
     oom_status (*host_alloc)(void *impl, size_t bytes, void **out);
     oom_status (*host_free)(void *impl, void *p);
+    /* cudaHostRegister(cudaHostRegisterDefault) of [p, p+bytes), memory the caller owns; cudaHostUnregister(p)
+     * of a pointer registered here. A range overlapping a registered one is OOM_EINVAL. */
+    oom_status (*host_register)(void *impl, void *p, size_t bytes);
+    oom_status (*host_unregister)(void *impl, void *p);
+    /* Pinned bytes held through this device (host_alloc + host_register, whole pages on sim) and the limit
+     * (sim: its budget; cuda: 0, not known). */
+    void (*host_info)(void *impl, size_t *pinned_bytes, size_t *limit_bytes);
+    /* Streams, events and held work (see the file comment). */
+    oom_status (*stream_create)(void *impl, devstream *out);
+    oom_status (*stream_destroy)(void *impl, devstream s); /* completes its held work first */
+    oom_status (*stream_hold)(void *impl, devstream s);
+    oom_status (*stream_complete)(void *impl, devstream s, uint64_t n); /* n > held: all of it */
+    oom_status (*stream_synchronize)(void *impl, devstream s);
+    oom_status (*event_record)(void *impl, devstream s, devevent *out);
+    oom_status (*event_query)(void *impl, devevent e, bool *done);
+    oom_status (*event_destroy)(void *impl, devevent e);
     /* Copies and fill; synchronous. */
     oom_status (*copy_htod)(void *impl, devptr dst, const void *src, size_t bytes);
     oom_status (*copy_dtoh)(void *impl, void *dst, devptr src, size_t bytes);
@@ -140,6 +178,17 @@ oom_status device_va_map(device *dev, devptr p, size_t bytes, size_t page_bytes)
 oom_status device_va_unmap(device *dev, devptr p, size_t bytes, size_t page_bytes);
 oom_status device_host_alloc(device *dev, size_t bytes, void **out);
 oom_status device_host_free(device *dev, void *p);
+oom_status device_host_register(device *dev, void *p, size_t bytes);
+oom_status device_host_unregister(device *dev, void *p);
+void device_host_info(device *dev, size_t *pinned_bytes, size_t *limit_bytes);
+oom_status device_stream_create(device *dev, devstream *out);
+oom_status device_stream_destroy(device *dev, devstream s);
+oom_status device_stream_hold(device *dev, devstream s);
+oom_status device_stream_complete(device *dev, devstream s, uint64_t n);
+oom_status device_stream_synchronize(device *dev, devstream s);
+oom_status device_event_record(device *dev, devstream s, devevent *out);
+oom_status device_event_query(device *dev, devevent e, bool *done);
+oom_status device_event_destroy(device *dev, devevent e);
 oom_status device_copy_htod(device *dev, devptr dst, const void *src, size_t bytes);
 oom_status device_copy_dtoh(device *dev, void *dst, devptr src, size_t bytes);
 oom_status device_copy_dtod(device *dev, devptr dst, devptr src, size_t bytes);
@@ -147,6 +196,10 @@ oom_status device_fill(device *dev, devptr dst, int byte, size_t bytes);
 void *device_host_view(device *dev, devptr p);
 oom_status device_processes(device *dev, device_proc *out, size_t cap, size_t *count);
 void device_addr_hint(device *dev, devptr addr, size_t bytes);
+
+/* The host's RAM: physical pages x page size, capped by the cgroup's memory.max when one is set (sim's default
+ * pinned budget). */
+size_t device_host_ram_bytes(void);
 
 /* Backend constructors (device.c picks one). */
 oom_status device_sim_open(const device_options *opt, device *dev);

@@ -26,12 +26,19 @@
  * Host memory that cannot back a range is OOM_ENOMEM_HOST with the last-error record saying what and why
  * ("sim: cannot back a 20971520-byte segment with host memory (mmap: Cannot allocate memory)"): the host ran
  * out, not the simulated device, so it is never reported as a device OOM.
+ *
+ * Pinned host memory: host_alloc blocks (aligned_alloc, 4 KiB aligned) and host_register ranges are charged in
+ * whole 4 KiB pages against pinned_limit; past it a request fails with OOM_ENOMEM_PINNED and holds nothing.
+ * Streams keep two counters, queued and completed (completed <= queued); an event is its stream and the value
+ * of `queued` when it was recorded, complete once `completed` reaches it. host_mu guards the pinned, stream and
+ * event state, which a pin-memory thread reaches while the main thread allocates device memory.
  */
 #define _DEFAULT_SOURCE /* MAP_ANONYMOUS, MAP_NORESERVE, madvise */
 
 #include "device/device.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +53,7 @@
 #define SIM_DRIVER_HELD ((size_t)8 << 20)           /* held by the driver at the bottom of the first region */
 #define SIM_CONTEXT_HELD ((size_t)480 << 20)        /* held by the context below the first region */
 #define SIM_HOST_ALIGN ((size_t)4096)
+#define SIM_HOST_PAGE ((size_t)4096) /* pinning works on whole pages */
 #define PAGE_CONT UINT32_MAX /* a granule inside a mapped page, not its first */
 
 typedef enum range_kind { RANGE_SEGMENT, RANGE_RESERVATION } range_kind;
@@ -72,6 +80,25 @@ typedef struct sim_region {
     bool permanent; /* the context's stretch: never released, never searched */
 } sim_region;
 
+/* A pinned host range: a host_alloc block (ours to free) or a caller's host_register range. */
+typedef struct sim_host {
+    void *p;
+    size_t bytes;   /* as asked */
+    size_t charged; /* whole pages spanned, counted in pinned_used */
+    bool registered;
+} sim_host;
+
+typedef struct sim_stream {
+    bool live;
+    uint64_t queued, completed; /* held units so far; completed <= queued */
+} sim_stream;
+
+typedef struct sim_event {
+    bool live;
+    devstream stream;
+    uint64_t ticket; /* the stream's `queued` when recorded */
+} sim_event;
+
 typedef struct sim_dev {
     sim_region *regions; /* sorted by base */
     size_t nregions, capregions;
@@ -84,8 +111,14 @@ typedef struct sim_dev {
     devptr hint; /* 0 = none */
     sim_range *ranges;
     size_t nranges, capranges;
-    void **host; /* host_alloc blocks, so that host_free can reject unknown pointers */
+    pthread_mutex_t host_mu; /* guards everything below */
+    sim_host *host;          /* host_alloc blocks and host_register ranges */
     size_t nhost, caphost;
+    size_t pinned_used, pinned_limit; /* charged pages x SIM_HOST_PAGE; the budget */
+    sim_stream *streams;              /* index = devstream; [0] is the default stream */
+    size_t nstreams, capstreams;
+    sim_event *events; /* index + 1 = devevent */
+    size_t nevents, capevents;
 } sim_dev;
 
 /* Round up to a multiple of GRAN; 0 on overflow. */
@@ -551,30 +584,70 @@ static oom_status sim_va_unmap(void *impl, devptr p, size_t bytes, size_t page_b
     return OOM_OK;
 }
 
+/* Pages spanned by [p, p+bytes). */
+static size_t host_charge(const void *p, size_t bytes)
+{
+    uintptr_t lo = (uintptr_t)p / SIM_HOST_PAGE * SIM_HOST_PAGE;
+    uintptr_t hi = ((uintptr_t)p + bytes + SIM_HOST_PAGE - 1) / SIM_HOST_PAGE * SIM_HOST_PAGE;
+    return (size_t)(hi - lo);
+}
+
+/* Room for one more host entry (host_mu held). */
+static bool host_reserve(sim_dev *s)
+{
+    if (s->nhost < s->caphost)
+        return true;
+    size_t cap = s->caphost ? s->caphost * 2 : 16;
+    sim_host *nh = realloc(s->host, cap * sizeof *nh);
+    if (!nh)
+        return false;
+    s->host = nh;
+    s->caphost = cap;
+    return true;
+}
+
 static oom_status sim_host_alloc(void *impl, size_t bytes, void **out)
 {
     sim_dev *s = impl;
     if (bytes == 0)
         return OOM_EINVAL;
     if (bytes > SIZE_MAX - (SIM_HOST_ALIGN - 1))
-        return OOM_ENOMEM_HOST;
-    if (s->nhost == s->caphost) {
-        size_t cap = s->caphost ? s->caphost * 2 : 16;
-        void **nh = realloc(s->host, cap * sizeof *nh);
-        if (!nh)
-            return OOM_ENOMEM_HOST;
-        s->host = nh;
-        s->caphost = cap;
+        return OOM_ENOMEM_PINNED;
+    size_t charged = (bytes + SIM_HOST_PAGE - 1) / SIM_HOST_PAGE * SIM_HOST_PAGE;
+    oom_status st = OOM_OK;
+    pthread_mutex_lock(&s->host_mu);
+    if (charged > s->pinned_limit - s->pinned_used) {
+        st = OOM_ENOMEM_PINNED;
+    } else if (!host_reserve(s)) {
+        st = OOM_ENOMEM_HOST;
+    } else {
+        /* aligned_alloc wants a size that is a multiple of the alignment. */
+        void *p = aligned_alloc(SIM_HOST_ALIGN, charged);
+        if (!p) {
+            st = OOM_ENOMEM_PINNED; /* the host could not back it: as good as unpinnable */
+        } else {
+            s->host[s->nhost++] = (sim_host){p, bytes, charged, false};
+            s->pinned_used += charged;
+            *out = p;
+        }
     }
-    /* aligned_alloc wants a size that is a multiple of the alignment. */
-    void *p = aligned_alloc(SIM_HOST_ALIGN, (bytes + SIM_HOST_ALIGN - 1) / SIM_HOST_ALIGN * SIM_HOST_ALIGN);
-    if (!p) {
-        OOM_ERROR(OOM_ENOMEM_HOST, "sim: cannot allocate %zu bytes of pinned host memory (%s)", bytes, strerror(errno));
-        return OOM_ENOMEM_HOST;
-    }
-    s->host[s->nhost++] = p;
-    *out = p;
-    return OOM_OK;
+    pthread_mutex_unlock(&s->host_mu);
+    return st;
+}
+
+/* The entry starting at p of the given kind, or -1 (host_mu held). */
+static ptrdiff_t host_find(const sim_dev *s, const void *p, bool registered)
+{
+    for (size_t i = s->nhost; i-- > 0;)
+        if (s->host[i].p == p && s->host[i].registered == registered)
+            return (ptrdiff_t)i;
+    return -1;
+}
+
+static void host_remove(sim_dev *s, size_t i)
+{
+    s->pinned_used -= s->host[i].charged;
+    s->host[i] = s->host[--s->nhost];
 }
 
 static oom_status sim_host_free(void *impl, void *p)
@@ -582,14 +655,204 @@ static oom_status sim_host_free(void *impl, void *p)
     sim_dev *s = impl;
     if (!p)
         return OOM_OK; /* like cudaFreeHost(NULL) */
-    for (size_t i = s->nhost; i-- > 0;) {
-        if (s->host[i] == p) {
-            free(p);
-            s->host[i] = s->host[--s->nhost];
-            return OOM_OK;
+    pthread_mutex_lock(&s->host_mu);
+    ptrdiff_t i = host_find(s, p, false);
+    if (i >= 0)
+        host_remove(s, (size_t)i);
+    pthread_mutex_unlock(&s->host_mu);
+    if (i < 0)
+        return OOM_EINVAL;
+    free(p);
+    return OOM_OK;
+}
+
+static oom_status sim_host_register(void *impl, void *p, size_t bytes)
+{
+    sim_dev *s = impl;
+    if ((uintptr_t)p > UINTPTR_MAX - bytes)
+        return OOM_EINVAL;
+    size_t charged = host_charge(p, bytes);
+    oom_status st = OOM_OK;
+    pthread_mutex_lock(&s->host_mu);
+    for (size_t i = 0; i < s->nhost && st == OOM_OK; i++) { /* cudaErrorHostMemoryAlreadyRegistered */
+        const sim_host *h = &s->host[i];
+        if ((uintptr_t)h->p < (uintptr_t)p + bytes && (uintptr_t)p < (uintptr_t)h->p + h->bytes)
+            st = OOM_EINVAL;
+    }
+    if (st == OOM_OK && charged > s->pinned_limit - s->pinned_used)
+        st = OOM_ENOMEM_PINNED;
+    if (st == OOM_OK && !host_reserve(s))
+        st = OOM_ENOMEM_HOST;
+    if (st == OOM_OK) {
+        s->host[s->nhost++] = (sim_host){p, bytes, charged, true};
+        s->pinned_used += charged;
+    }
+    pthread_mutex_unlock(&s->host_mu);
+    return st;
+}
+
+static oom_status sim_host_unregister(void *impl, void *p)
+{
+    sim_dev *s = impl;
+    pthread_mutex_lock(&s->host_mu);
+    ptrdiff_t i = host_find(s, p, true);
+    if (i >= 0)
+        host_remove(s, (size_t)i);
+    pthread_mutex_unlock(&s->host_mu);
+    return i >= 0 ? OOM_OK : OOM_EINVAL;
+}
+
+static void sim_host_info(void *impl, size_t *pinned_bytes, size_t *limit_bytes)
+{
+    sim_dev *s = impl;
+    pthread_mutex_lock(&s->host_mu);
+    *pinned_bytes = s->pinned_used;
+    *limit_bytes = s->pinned_limit;
+    pthread_mutex_unlock(&s->host_mu);
+}
+
+/* ---- streams and events (host_mu held by the callers below) ---- */
+
+static sim_stream *stream_at(sim_dev *s, devstream id)
+{
+    return id < s->nstreams && s->streams[id].live ? &s->streams[id] : NULL;
+}
+
+static oom_status sim_stream_create(void *impl, devstream *out)
+{
+    sim_dev *s = impl;
+    oom_status st = OOM_OK;
+    pthread_mutex_lock(&s->host_mu);
+    size_t i = 1;
+    while (i < s->nstreams && s->streams[i].live)
+        i++;
+    if (i == s->nstreams) {
+        if (s->nstreams == s->capstreams) {
+            size_t cap = s->capstreams * 2;
+            sim_stream *ns = realloc(s->streams, cap * sizeof *ns);
+            if (!ns)
+                st = OOM_ENOMEM_HOST;
+            else {
+                s->streams = ns;
+                s->capstreams = cap;
+            }
+        }
+        if (st == OOM_OK)
+            s->nstreams++;
+    }
+    if (st == OOM_OK) {
+        s->streams[i] = (sim_stream){.live = true};
+        *out = (devstream)i;
+    }
+    pthread_mutex_unlock(&s->host_mu);
+    return st;
+}
+
+static oom_status sim_stream_destroy(void *impl, devstream id)
+{
+    sim_dev *s = impl;
+    pthread_mutex_lock(&s->host_mu);
+    sim_stream *x = stream_at(s, id);
+    if (x) {
+        /* Its held work completes first; its events stay queryable (complete). */
+        x->completed = x->queued;
+        for (size_t i = 0; i < s->nevents; i++)
+            if (s->events[i].live && s->events[i].stream == id)
+                s->events[i].ticket = 0;
+        x->live = false;
+    }
+    pthread_mutex_unlock(&s->host_mu);
+    return x ? OOM_OK : OOM_EINVAL;
+}
+
+static oom_status sim_stream_hold(void *impl, devstream id)
+{
+    sim_dev *s = impl;
+    pthread_mutex_lock(&s->host_mu);
+    sim_stream *x = stream_at(s, id);
+    if (x)
+        x->queued++;
+    pthread_mutex_unlock(&s->host_mu);
+    return x ? OOM_OK : OOM_EINVAL;
+}
+
+static oom_status sim_stream_complete(void *impl, devstream id, uint64_t n)
+{
+    sim_dev *s = impl;
+    pthread_mutex_lock(&s->host_mu);
+    sim_stream *x = stream_at(s, id);
+    if (x)
+        x->completed = n >= x->queued - x->completed ? x->queued : x->completed + n;
+    pthread_mutex_unlock(&s->host_mu);
+    return x ? OOM_OK : OOM_EINVAL;
+}
+
+static oom_status sim_stream_synchronize(void *impl, devstream id)
+{
+    return sim_stream_complete(impl, id, UINT64_MAX);
+}
+
+static oom_status sim_event_record(void *impl, devstream id, devevent *out)
+{
+    sim_dev *s = impl;
+    oom_status st = OOM_OK;
+    pthread_mutex_lock(&s->host_mu);
+    sim_stream *x = stream_at(s, id);
+    size_t i = 0;
+    if (!x) {
+        st = OOM_EINVAL;
+    } else {
+        while (i < s->nevents && s->events[i].live)
+            i++;
+        if (i == s->nevents) {
+            if (s->nevents == s->capevents) {
+                size_t cap = s->capevents ? s->capevents * 2 : 16;
+                sim_event *ne = realloc(s->events, cap * sizeof *ne);
+                if (!ne)
+                    st = OOM_ENOMEM_HOST;
+                else {
+                    s->events = ne;
+                    s->capevents = cap;
+                }
+            }
+            if (st == OOM_OK)
+                s->nevents++;
         }
     }
-    return OOM_EINVAL;
+    if (st == OOM_OK) {
+        s->events[i] = (sim_event){true, id, x->queued};
+        *out = (devevent)i + 1;
+    }
+    pthread_mutex_unlock(&s->host_mu);
+    return st;
+}
+
+static oom_status sim_event_query(void *impl, devevent e, bool *done)
+{
+    sim_dev *s = impl;
+    oom_status st = OOM_EINVAL;
+    pthread_mutex_lock(&s->host_mu);
+    if (e - 1 < s->nevents && s->events[e - 1].live) {
+        const sim_event *ev = &s->events[e - 1];
+        const sim_stream *x = stream_at(s, ev->stream);
+        *done = !x || x->completed >= ev->ticket;
+        st = OOM_OK;
+    }
+    pthread_mutex_unlock(&s->host_mu);
+    return st;
+}
+
+static oom_status sim_event_destroy(void *impl, devevent e)
+{
+    sim_dev *s = impl;
+    oom_status st = OOM_EINVAL;
+    pthread_mutex_lock(&s->host_mu);
+    if (e - 1 < s->nevents && s->events[e - 1].live) {
+        s->events[e - 1].live = false;
+        st = OOM_OK;
+    }
+    pthread_mutex_unlock(&s->host_mu);
+    return st;
 }
 
 static oom_status sim_copy_htod(void *impl, devptr dst, const void *src, size_t bytes)
@@ -662,10 +925,14 @@ static void sim_close(void *impl)
         free(s->ranges[i].pages);
     }
     for (size_t i = 0; i < s->nhost; i++)
-        free(s->host[i]);
+        if (!s->host[i].registered) /* registered memory belongs to the caller */
+            free(s->host[i].p);
     free(s->ranges);
     free(s->regions);
     free(s->host);
+    free(s->streams);
+    free(s->events);
+    pthread_mutex_destroy(&s->host_mu);
     free(s);
 }
 
@@ -680,6 +947,17 @@ static const device_ops sim_ops = {
     .va_unmap = sim_va_unmap,
     .host_alloc = sim_host_alloc,
     .host_free = sim_host_free,
+    .host_register = sim_host_register,
+    .host_unregister = sim_host_unregister,
+    .host_info = sim_host_info,
+    .stream_create = sim_stream_create,
+    .stream_destroy = sim_stream_destroy,
+    .stream_hold = sim_stream_hold,
+    .stream_complete = sim_stream_complete,
+    .stream_synchronize = sim_stream_synchronize,
+    .event_record = sim_event_record,
+    .event_query = sim_event_query,
+    .event_destroy = sim_event_destroy,
     .copy_htod = sim_copy_htod,
     .copy_dtoh = sim_copy_dtoh,
     .copy_dtod = sim_copy_dtod,
@@ -701,6 +979,16 @@ oom_status device_sim_open(const device_options *opt, device *dev)
     s->dry_run = opt && opt->sim_dry_run;
     if (s->capacity == DEVICE_SIM_DEFAULT_CAPACITY)
         s->context = s->in_use = DEVICE_SIM_CONTEXT_BYTES;
+    s->pinned_limit = (opt && opt->sim_pinned_bytes) ? opt->sim_pinned_bytes : device_host_ram_bytes();
+    s->streams = calloc(4, sizeof *s->streams);
+    if (!s->streams || pthread_mutex_init(&s->host_mu, NULL) != 0) {
+        free(s->streams);
+        free(s);
+        return OOM_ENOMEM_HOST;
+    }
+    s->capstreams = 4;
+    s->nstreams = 1;
+    s->streams[0].live = true; /* the default stream */
     dev->ops = &sim_ops;
     dev->impl = s;
     dev->kind = DEVICE_SIM;
