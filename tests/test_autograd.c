@@ -467,6 +467,29 @@ Test(autograd, checkpoint_sequential_keeps_segment_inputs_and_gives_the_same_gra
         cr_assert_float_eq(grads[0][i], grads[1][i], 1e-6, "layer 0 weight grad[%d]", i);
 }
 
+/* `loss / accum`: DivBackward0 keeps no tensor (the divisor is a number), so the quotient is the only new block. */
+Test(autograd, div_by_a_number_saves_nothing)
+{
+    rt *r = open_rt();
+    tensor *x = leaf(r, SHAPE(3, 4), true);
+    int64_t before = test_stat(r, "allocated_bytes.all.current");
+    tensor *y = op_div_scalar(x, 4.0);
+    OK(r);
+    cr_assert_str_eq(y->grad_fn->fn->name, "DivBackward0");
+    cr_assert_eq(y->grad_fn->nsaved, 0);
+    cr_assert_eq(test_stat(r, "allocated_bytes.all.current") - before, 512);
+    if (r->computes) {
+        float a[12], b[12];
+        host(x, a);
+        host(y, b);
+        for (int i = 0; i < 12; i++)
+            cr_assert_eq(b[i], a[i] / 4, "element %d", i);
+    }
+    tensor_release(y);
+    tensor_release(x);
+    close_rt(r);
+}
+
 /* checkpoint_sequential(model, 3, x, use_reentrant=False) cuts nn.Sequential's nine modules [L0 R0 L1 | R1 L2 R2 |
  * L3 R3 L4] into segments of three: the checkpointed ones keep their inputs (x, not new here, and L1's output), the
  * last keeps what it saves (R2's output a2 as L3's input, a3); the plain model keeps a0..a3. Cutting by hidden
@@ -751,6 +774,8 @@ GC(mean, f_mean, leaf(r, SHAPE(3, 4), true))
 GC(view, f_view, leaf(r, SHAPE(3, 4), true))
 GC(narrow, f_narrow, leaf(r, SHAPE(4, 3), true))
 GC(clone, f_clone, leaf(r, SHAPE(4, 3), true))
+static tensor *f_div_scalar(tensor **in) { return op_div_scalar(in[0], 4.0); }
+GC(div_scalar, f_div_scalar, leaf(r, SHAPE(3, 4), true))
 
 static nn_rnn_cell *gc_cell;
 static tensor *f_rnn(tensor **in) { return nn_rnn_cell_forward(gc_cell, in[0], in[1]); }

@@ -841,3 +841,32 @@ static tensor *reduce_all(tensor *t, bool mean)
 
 tensor *op_sum(tensor *t) { return reduce_all(t, false); }
 tensor *op_mean(tensor *t) { return reduce_all(t, true); }
+
+/* ---- oversize_batch: division by a number --------------------------------------------------------------- */
+
+static oom_status div_scalar_backward(ag_node *n, tensor *grad, tensor **grads)
+{
+    rt *r = n->rt;
+    grads[0] = empty_like(grad); /* div_tensor_self_backward: grad / other */
+    if (!grads[0] || !KRUN(r, scale(grad->dt, tensor_data(grads[0]), tensor_data(grad), (float)(1.0 / n->fparam[0]),
+                                    tensor_numel(grad))))
+        return r->status;
+    return OOM_OK;
+}
+static const ag_fn div_fn = {"DivBackward0", div_scalar_backward, false};
+
+tensor *op_div_scalar(tensor *t, double s)
+{
+    if (!LIVE(t) || !need_contiguous(t, "div") || !is_float(t, "div"))
+        return NULL;
+    rt *r = t->rt;
+    tensor *out = empty_like(t);
+    if (!out || !KRUN(r, scale(t->dt, tensor_data(out), tensor_data(t), (float)(1.0 / s), tensor_numel(t))))
+        return tensor_release(out), NULL;
+    if (ag_any_requires_grad(r, 1, &t)) {
+        ag_node *n = ag_node_new(r, &div_fn, 1, &t);
+        n->fparam[0] = s;
+        ag_set_history(out, n);
+    }
+    return out;
+}
