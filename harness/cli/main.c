@@ -4,6 +4,7 @@
  *   oomlab describe SCENARIO
  *   oomlab run [SCENARIO] [--variant V[,V]]... [--backend auto|cuda|sim] [--scale ci|full] [--budget SIZE]
  *              [--set key=value]... [--alloc-conf S] [--dry-run] [--json] [--plot] [--out DIR | --no-write]
+ *   oomlab run SCENARIO --sweep PARAM=LO..HI [the options of run but --plot]
  *   oomlab plot RESULTS.json [-o OUT.png]
  *   oomlab parity [WORKLOAD...] [--backend auto|cuda|sim]
  *   oomlab replay FILE [--alloc-conf S] [--budget SIZE] [--snapshot OUT] [--json]
@@ -31,6 +32,7 @@
 #include "run/report.h"
 #include "run/runner.h"
 #include "run/scenario.h"
+#include "run/sweep.h"
 #include "core/units.h"
 
 #define EXIT_BAD_INPUT 2
@@ -46,6 +48,11 @@ static const char usage[] =
     "      workload PyTorch's twin runs; the default on cuda and with --dry-run) or ci (shrunk to run on sim's CPU\n"
     "      references in seconds; the default on sim). --json prints the results JSON on stdout (an array for the\n"
     "      catalog) and still writes the file, whose path goes to stderr.\n"
+    "  run SCENARIO --sweep PARAM=LO..HI [the options of run but --plot]\n"
+    "      run the variants at every power of two in LO..HI, each run in a fresh runtime: peak allocated and\n"
+    "      reserved bytes per value, and the largest value that fits the budget, found as accelerate's\n"
+    "      find_executable_batch_size finds it (from HI, x0.9 on each OOM) and exactly (bisection); writes\n"
+    "      results/runs/STAMP-BACKEND/SCENARIO.sweep.json (schema oomlab.sweep/1)\n"
     "  plot RESULTS.json [-o OUT.png]\n"
     "      draw a run: allocated and reserved bytes at each step, per variant (gnuplot)\n"
     "  parity [WORKLOAD...] [--backend auto|cuda|sim]\n"
@@ -380,17 +387,52 @@ static int run_one(const scenario *sc, const run_options *o, const char *out_dir
     return 0;
 }
 
+/* `oomlab run SCENARIO --sweep PARAM=LO..HI`: the sweep's table or JSON, and its results file. */
+static int run_sweep(const scenario *sc, const run_options *o, const char *arg, const char *out_dir, bool write,
+                     bool json)
+{
+    char param[64], err[512];
+    int64_t lo = 0, hi = 0;
+    if (!sweep_parse(arg, param, sizeof param, &lo, &hi))
+        return bad_input("--sweep: '%s' is not PARAM=LO..HI (integers)", arg);
+    if (sweep_validate(sc, o, param, lo, hi, err, sizeof err) != OOM_OK)
+        return bad_input("%s", err);
+    sweep_result res;
+    if (runner_sweep(sc, o, param, lo, hi, &res, err, sizeof err) != OOM_OK)
+        return bad_input("%s", err);
+    char path[1024] = "";
+    if (write && sweep_write(&res, out_dir, path, sizeof path) != OOM_OK) {
+        fprintf(stderr, "oomlab: --out: %s\n", oom_error_detail());
+        sweep_result_free(&res);
+        return EXIT_BAD_INPUT;
+    }
+    if (json) {
+        cJSON *j = sweep_json(&res);
+        if (j)
+            print_json(j);
+        if (write)
+            fprintf(stderr, "results: %s\n", path);
+    } else {
+        sweep_table(&res, stdout);
+        if (write)
+            printf("results: %s\n", path);
+    }
+    int rc = res.passed ? 0 : 1;
+    sweep_result_free(&res);
+    return rc;
+}
+
 static int cmd_run(int argc, char **argv)
 {
     run_options o = {.backend = DEVICE_AUTO, .seed = 0};
-    const char *name = NULL, *out_dir = "results/runs", *conf_cli = NULL;
+    const char *name = NULL, *out_dir = "results/runs", *conf_cli = NULL, *sweep = NULL;
     bool json = false, write = true, plot = false, out_given = false;
     static char set_names[RUN_MAX_SETS][64];
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         bool has_value = strcmp(a, "--variant") == 0 || strcmp(a, "--backend") == 0 || strcmp(a, "--budget") == 0 ||
                          strcmp(a, "--set") == 0 || strcmp(a, "--alloc-conf") == 0 || strcmp(a, "--out") == 0 ||
-                         strcmp(a, "--scale") == 0;
+                         strcmp(a, "--scale") == 0 || strcmp(a, "--sweep") == 0;
         if (has_value && i + 1 >= argc)
             return bad_input("%s needs a value", a);
         if (strcmp(a, "--variant") == 0) {
@@ -422,6 +464,10 @@ static int cmd_run(int argc, char **argv)
             o.nsets++;
         } else if (strcmp(a, "--alloc-conf") == 0) {
             conf_cli = argv[++i];
+        } else if (strcmp(a, "--sweep") == 0) {
+            if (sweep)
+                return bad_input("%s", "--sweep: one parameter at a time");
+            sweep = argv[++i];
         } else if (strcmp(a, "--out") == 0) {
             out_dir = argv[++i];
             out_given = true;
@@ -449,9 +495,17 @@ static int cmd_run(int argc, char **argv)
         return bad_input("%s", "--out names where results are written, and --no-write writes none: give one");
     if (!name && (o.nvariants || o.nsets))
         return bad_input("%s", "run: --variant and --set need a SCENARIO (variants and parameters are a scenario's)");
+    if (sweep && !name)
+        return bad_input("%s", "run: --sweep needs a SCENARIO (parameters are a scenario's)");
+    if (sweep && plot)
+        return bad_input("%s", "--plot draws a run's steps; a sweep's series are in its results JSON (no --plot)");
     const scenario *one = NULL;
     if (name && !(one = find_scenario(name)))
         return EXIT_BAD_INPUT;
+    if (sweep) {
+        o.alloc_conf = alloc_conf_pick(conf_cli, NULL);
+        return run_sweep(one, &o, sweep, out_dir, write, json);
+    }
     const scenario *const *list = one ? &one : scenario_catalog;
     size_t n = one ? 1 : scenario_catalog_size;
     o.alloc_conf = alloc_conf_pick(conf_cli, NULL);
