@@ -110,7 +110,7 @@ typedef struct job {
     int64_t act_bytes;  /* one batch x width float32 activation (x's block), from the counters */
     int64_t fwd_bytes;  /* what step 1's (first) forward kept for backward, from the counters */
     int64_t micro_level[64]; /* allocated after each micro-step's backward, step 1 */
-    bool out_dtypes_ok, grads_f32;
+    bool grads_f32;
     dtype out_dt, loss_dt;
     /* fix-grad-accumulation: host copies for the reference gradient (computed after the run, without budget) */
     float **w0, **gacc; /* initial parameters and the accumulated gradients */
@@ -120,6 +120,13 @@ typedef struct job {
 
 /* The first failure of the step: an OOM is caught (the variant's OOM); anything else stays in the rt. */
 static bool failed(job *j, const char *what) { return !rt_ok(j->r) && scn_caught(j->s, what); }
+
+/* `name = value`: a statement that fails (value NULL) leaves the old binding, as in Python. */
+static void rebind(tensor **slot, tensor *value)
+{
+    if (value)
+        tensor_assign(slot, value);
+}
 
 /* The label of step `step` (micro-step `micro` when accumulating): "step 1" or "step 1.3". */
 static const char *step_name(const job *j, int step, int micro, char *buf, size_t cap)
@@ -154,13 +161,13 @@ static bool train_step(job *j, int step)
         /* x = torch.randn(micro, width, device="cuda"); y = torch.randint(0, 10, (micro,), device="cuda") */
         snprintf(j->phase, sizeof j->phase, "%s: the batch", name);
         int64_t before_x = scn_stat(j->s, "allocated_bytes.all.current");
-        tensor_assign(&j->x, tensor_randn(r, DT_F32, SHAPE(j->micro, j->width), 0.0, 1.0));
-        if (j->x && step == 1 && i == 1)
+        rebind(&j->x, tensor_randn(r, DT_F32, SHAPE(j->micro, j->width), 0.0, 1.0));
+        if (rt_ok(r) && step == 1 && i == 1)
             j->act_bytes = scn_stat(j->s, "allocated_bytes.all.current") - before_x;
-        tensor_assign(&j->y, tensor_randint(r, SHAPE(j->micro), 0, CLASSES));
+        rebind(&j->y, tensor_randint(r, SHAPE(j->micro), 0, CLASSES));
         if (j->f == HALF) /* x = x.half() */
-            tensor_assign(&j->x, op_to(j->x, DT_F16));
-        if (j->xs && step == 1 && j->x && j->y && r->computes) { /* the reference gradient's copy of the samples */
+            rebind(&j->x, op_to(j->x, DT_F16));
+        if (j->xs && step == 1 && rt_ok(r) && r->computes) { /* the reference gradient's copy of the samples */
             tensor_to_host(j->x, j->xs + (i - 1) * j->micro * j->width);
             tensor_to_host(j->y, j->ys + (i - 1) * j->micro);
         }
@@ -181,8 +188,7 @@ static bool train_step(job *j, int step)
             tensor_release(loss);
             loss = scaled;
         }
-        if (loss) /* loss = ...: a failed statement leaves the old binding */
-            tensor_assign(&j->loss, loss);
+        rebind(&j->loss, loss);
         tensor_release(out); /* del out (after a failure: the except block drops it) */
         if (!rt_ok(r))
             return false;
@@ -455,14 +461,14 @@ static oom_status run(scn *s, const scenario_variant *v)
     /* model = MLP(width, depth).cuda(); opt = torch.optim.SGD(model.parameters(), lr=1e-3) */
     snprintf(j.phase, sizeof j.phase, "the model");
     j.model = nn_mlp_new(r, j.width, (int)j.depth, CLASSES, DT_F32);
-    bool model_fits = !failed(&j, "the model");
+    bool model_fits = !failed(&j, "the model") && rt_ok(r);
     int64_t f32_params = scn_stat(s, "allocated_bytes.all.current");
     if (model_fits)
         scn_step(s, "model");
     if (model_fits && j.f == HALF) { /* model.half() */
         snprintf(j.phase, sizeof j.phase, "model.half()");
         nn_mlp_to(j.model, DT_F16);
-        model_fits = !failed(&j, "model.half()");
+        model_fits = !failed(&j, "model.half()") && rt_ok(r);
         if (model_fits)
             scn_step(s, "model.half()");
     }
