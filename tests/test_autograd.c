@@ -467,6 +467,178 @@ Test(autograd, checkpoint_sequential_keeps_segment_inputs_and_gives_the_same_gra
         cr_assert_float_eq(grads[0][i], grads[1][i], 1e-6, "layer 0 weight grad[%d]", i);
 }
 
+/* `loss / accum`: DivBackward0 keeps no tensor (the divisor is a number), so the quotient is the only new block. */
+Test(autograd, div_by_a_number_saves_nothing)
+{
+    rt *r = open_rt();
+    tensor *x = leaf(r, SHAPE(3, 4), true);
+    int64_t before = test_stat(r, "allocated_bytes.all.current");
+    tensor *y = op_div_scalar(x, 4.0);
+    OK(r);
+    cr_assert_str_eq(y->grad_fn->fn->name, "DivBackward0");
+    cr_assert_eq(y->grad_fn->nsaved, 0);
+    cr_assert_eq(test_stat(r, "allocated_bytes.all.current") - before, 512);
+    if (r->computes) {
+        float a[12], b[12];
+        host(x, a);
+        host(y, b);
+        for (int i = 0; i < 12; i++)
+            cr_assert_eq(b[i], a[i] / 4, "element %d", i);
+    }
+    tensor_release(y);
+    tensor_release(x);
+    close_rt(r);
+}
+
+/* checkpoint_sequential(model, 3, x, use_reentrant=False) cuts nn.Sequential's nine modules [L0 R0 L1 | R1 L2 R2 |
+ * L3 R3 L4] into segments of three: the checkpointed ones keep their inputs (x, not new here, and L1's output), the
+ * last keeps what it saves (R2's output a2 as L3's input, a3); the plain model keeps a0..a3. Cutting by hidden
+ * blocks instead would keep a0 as the second segment's input and save nothing. The gradients are the plain
+ * model's, bit for bit, with either checkpoint. */
+Test(autograd, checkpoint_sequential_cuts_the_module_list_as_pytorch)
+{
+    const int64_t B = 8, W = 32, C = 10;
+    float grads[3][2][32 * 32];
+    int64_t held[3];
+    for (int mode = 0; mode < 3; mode++) { /* plain, use_reentrant=False, use_reentrant=True */
+        rt *r = open_rt();
+        nn_mlp *m = nn_mlp_new(r, W, 4, C, DT_F32);
+        m->checkpoint_segments = mode ? 3 : 0;
+        m->checkpoint_reentrant = mode == 2;
+        tensor *x = leaf(r, SHAPE(B, W), false);
+        tensor *y = tensor_randint(r, SHAPE(B), 0, C);
+        int64_t base = test_stat(r, "allocated_bytes.all.current");
+        tensor *out = nn_mlp_forward(m, x);
+        tensor *loss = op_cross_entropy(out, y);
+        tensor_release(out);
+        OK(r);
+        held[mode] = test_stat(r, "allocated_bytes.all.current") - base;
+        cr_assert_eq(autograd_backward(loss, NULL, false), OOM_OK, "%s", rt_message(r));
+        if (r->computes) {
+            host(m->layers[0].weight->grad, grads[mode][0]); /* in the first segment */
+            host(m->layers[2].weight->grad, grads[mode][1]); /* in the second */
+        }
+        tensor_release(loss);
+        tensor_release(x);
+        tensor_release(y);
+        nn_mlp_free(m);
+        close_rt(r);
+    }
+    int64_t act = block_bytes(B * W * 4), tail = block_bytes(B * C * 4) + 512 + 512;
+    cr_assert_eq(held[0], 4 * act + tail);
+    cr_assert_eq(held[1], 3 * act + tail, "use_reentrant=False keeps L1's output, a2 and a3");
+    cr_assert_eq(held[2], 3 * act + tail, "use_reentrant=True keeps the same");
+    for (int mode = 1; mode < 3; mode++)
+        for (int l = 0; l < 2; l++)
+            for (int i = 0; i < W * W; i++)
+                cr_assert_eq(grads[mode][l][i], grads[0][l][i], "mode %d layer %d weight grad[%d]", mode, 2 * l, i);
+}
+
+Test(autograd, checkpoint_sequential_with_more_segments_than_modules_fails_as_pytorch)
+{
+    rt *r = open_rt();
+    nn_mlp *m = nn_mlp_new(r, 8, 1, 4, DT_F32); /* three modules */
+    m->checkpoint_segments = 4;
+    tensor *x = leaf(r, SHAPE(2, 8), false);
+    cr_assert_null(nn_mlp_forward(m, x));
+    cr_assert_not_null(strstr(rt_message(r), "range() arg 3 must not be zero"), "%s", rt_message(r));
+    rt_clear(r);
+    tensor_release(x);
+    nn_mlp_free(m);
+    close_rt(r);
+}
+
+/* A checkpointed segment, then a head: checkpoint(seg, x) -> Linear(8, 4) -> sum. */
+static nn_linear *ck_seg_lin;
+static tensor *seg_linear(void *ctx, tensor *x)
+{
+    (void)ctx;
+    return nn_linear_forward(ck_seg_lin, x);
+}
+static tensor *seg_linear_relu(void *ctx, tensor *x)
+{
+    (void)ctx;
+    tensor *h = nn_linear_forward(ck_seg_lin, x), *y = op_relu(h);
+    tensor_release(h);
+    return y;
+}
+
+/* Device allocations made by one backward through checkpoint(seg)(x) -> head -> sum, for mode 0 (no checkpoint),
+ * 1 (use_reentrant=False), 2 (use_reentrant=True). */
+static int64_t backward_allocations(ag_checkpoint_fn seg, int mode)
+{
+    rt *r = open_rt();
+    nn_linear l, head;
+    nn_linear_init(&l, r, 8, 8, true, DT_F32);
+    nn_linear_init(&head, r, 8, 4, true, DT_F32);
+    ck_seg_lin = &l;
+    tensor *x = leaf(r, SHAPE(2, 8), false);
+    tensor *h = mode == 0 ? seg(NULL, x) : mode == 1 ? autograd_checkpoint_nr(seg, NULL, x)
+                                                     : autograd_checkpoint(seg, NULL, x);
+    tensor *out = nn_linear_forward(&head, h), *s = op_sum(out);
+    OK(r);
+    int64_t before = test_stat(r, "allocation.all.allocated");
+    cr_assert_eq(autograd_backward(s, NULL, false), OOM_OK, "%s", rt_message(r));
+    int64_t n = test_stat(r, "allocation.all.allocated") - before;
+    cr_assert_not_null(l.weight->grad);
+    tensor *ts[] = {x, h, out, s};
+    for (int i = 0; i < 4; i++)
+        tensor_release(ts[i]);
+    nn_linear_free(&l);
+    nn_linear_free(&head);
+    close_rt(r);
+    return n;
+}
+
+/* Non-reentrant checkpoint stops recomputing once every saved tensor is back (checkpoint.py's Rule 5): a segment
+ * that ends with a Linear saves that Linear's input before computing, so its output is never recomputed; a
+ * segment that ends with a ReLU needs the ReLU's output, so both outputs are. The reentrant variant always reruns
+ * the whole segment. */
+Test(autograd, checkpoint_nr_stops_the_recompute_early)
+{
+    int64_t plain = backward_allocations(seg_linear, 0);
+    cr_assert_eq(backward_allocations(seg_linear, 1), plain, "nothing recomputed for a Linear-ending segment");
+    cr_assert_eq(backward_allocations(seg_linear, 2), plain + 1, "reentrant recomputes the Linear's output");
+    plain = backward_allocations(seg_linear_relu, 0);
+    cr_assert_eq(backward_allocations(seg_linear_relu, 1), plain + 2);
+    cr_assert_eq(backward_allocations(seg_linear_relu, 2), plain + 2);
+}
+
+/* With retain_graph the recomputed tensors still go once used (Rule 4): after backward only the gradients are
+ * new; a second backward recomputes and accumulates the same gradients again. */
+Test(autograd, checkpoint_nr_recomputes_for_each_backward)
+{
+    rt *r = open_rt();
+    nn_linear l, head;
+    nn_linear_init(&l, r, 8, 8, true, DT_F32);
+    nn_linear_init(&head, r, 8, 4, true, DT_F32);
+    ck_seg_lin = &l;
+    tensor *x = leaf(r, SHAPE(2, 8), true);
+    tensor *h = autograd_checkpoint_nr(seg_linear_relu, NULL, x);
+    tensor *out = nn_linear_forward(&head, h), *s = op_sum(out);
+    OK(r);
+    int64_t before = test_stat(r, "allocated_bytes.all.current");
+    cr_assert_eq(autograd_backward(s, NULL, true), OOM_OK, "%s", rt_message(r));
+    /* x's gradient and the four parameters', one 512-byte block each */
+    cr_assert_eq(test_stat(r, "allocated_bytes.all.current") - before, 5 * 512);
+    float g1[64], g2[64];
+    if (r->computes)
+        host(l.weight->grad, g1);
+    cr_assert_eq(autograd_backward(s, NULL, true), OOM_OK, "%s", rt_message(r));
+    cr_assert_eq(test_stat(r, "allocated_bytes.all.current") - before, 5 * 512);
+    if (r->computes) {
+        host(l.weight->grad, g2);
+        for (int i = 0; i < 64; i++)
+            cr_assert_eq(g2[i], 2 * g1[i], "grad[%d]", i);
+    }
+    tensor *ts[] = {x, h, out, s};
+    for (int i = 0; i < 4; i++)
+        tensor_release(ts[i]);
+    nn_linear_free(&l);
+    nn_linear_free(&head);
+    close_rt(r);
+}
+
 /* ---- gradients against finite differences -------------------------------------------------------------- */
 
 typedef tensor *(*fwd_fn)(tensor **in);
@@ -602,6 +774,8 @@ GC(mean, f_mean, leaf(r, SHAPE(3, 4), true))
 GC(view, f_view, leaf(r, SHAPE(3, 4), true))
 GC(narrow, f_narrow, leaf(r, SHAPE(4, 3), true))
 GC(clone, f_clone, leaf(r, SHAPE(4, 3), true))
+static tensor *f_div_scalar(tensor **in) { return op_div_scalar(in[0], 4.0); }
+GC(div_scalar, f_div_scalar, leaf(r, SHAPE(3, 4), true))
 
 static nn_rnn_cell *gc_cell;
 static tensor *f_rnn(tensor **in) { return nn_rnn_cell_forward(gc_cell, in[0], in[1]); }
@@ -639,6 +813,20 @@ Test(gradcheck, checkpoint)
     gc_lin = &l;
     tensor *in[1] = {leaf(r, SHAPE(3, 5), true)};
     gradcheck(r, f_checkpoint, in, 1, 1e-2, 2e-3);
+    tensor_release(in[0]);
+    nn_linear_free(&l);
+    close_rt(r);
+}
+
+static tensor *f_checkpoint_nr(tensor **in) { return autograd_checkpoint_nr(block, gc_lin, in[0]); }
+Test(gradcheck, checkpoint_non_reentrant)
+{
+    rt *r = open_rt();
+    nn_linear l;
+    cr_assert_eq(nn_linear_init(&l, r, 5, 5, true, DT_F32), OOM_OK);
+    gc_lin = &l;
+    tensor *in[1] = {leaf(r, SHAPE(3, 5), true)};
+    gradcheck(r, f_checkpoint_nr, in, 1, 1e-2, 2e-3);
     tensor_release(in[0]);
     nn_linear_free(&l);
     close_rt(r);

@@ -6,6 +6,7 @@
 
 #include <cjson/cJSON.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1233,4 +1234,155 @@ Test(cli, flag_equals_value)
     expect_bad_input(NULL, "replay tests/data/pressure.trace.json --json=yes", "--json takes no value");
     /* an unknown one is still unknown, as typed */
     expect_bad_input(NULL, "run fragmentation --frobnicate=3", "'--frobnicate=3'");
+}
+
+/* ---- oversize_batch, and --sweep -------------------------------------------------------------------------- */
+
+/* The sweep's results file (STAMP-BACKEND/NAME.sweep.json), read; NULL if there is not exactly one. */
+static char *the_sweep(const char *dir, const char *name)
+{
+    char sweep_name[128];
+    snprintf(sweep_name, sizeof sweep_name, "%s.sweep", name);
+    return the_result(dir, sweep_name);
+}
+
+static int64_t inum(const cJSON *o, const char *key)
+{
+    const cJSON *v = get(o, key);
+    cr_assert(cJSON_IsNumber(v), "'%s' is not a number", key);
+    return (int64_t)v->valuedouble;
+}
+
+Test(cli, oversize_batch_at_both_scales)
+{
+    run_result r = run(NULL, "run oversize_batch --backend sim --no-write");
+    cr_assert_eq(r.rc, 0, "exit %d: %s%s", r.rc, r.out, r.err);
+    cr_assert_not_null(strstr(r.out, "6 of 6 variants show what they must"), "%s", r.out);
+    cr_assert_not_null(strstr(r.out, "OOM at step 1: backward: CUDA out of memory."), "%s", r.out);
+    cr_assert_not_null(strstr(r.out, "the accumulated gradient of 4 x 256 samples is the 1024-sample batch's"), "%s",
+                       r.out);
+    cr_assert_not_null(strstr(r.out, "time_per_sample: "), "%s", r.out);
+    run_free(&r);
+    r = run(NULL, "run oversize_batch --dry-run --json --no-write");
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+    cJSON *o = cJSON_Parse(r.out);
+    cr_assert_not_null(o);
+    cr_assert_eq(inum(o, "budget"), 1088LL << 20);
+    const cJSON *v;
+    cJSON_ArrayForEach(v, get(o, "variants"))
+    {
+        bool bug = strcmp(get(v, "name")->valuestring, "bug") == 0;
+        cr_assert_str_eq(get(v, "outcome")->valuestring, bug ? "oom" : "ok", "%s", get(v, "name")->valuestring);
+        if (bug)
+            cr_assert_str_eq(get(get(v, "oom"), "what")->valuestring, "step 1: backward");
+    }
+    cJSON_Delete(o);
+    run_free(&r);
+}
+
+/* Every --set in range exits 0 (a parameter that removes the failure says "not reproduced"), quickly at CI scale;
+ * out of range is bad input. */
+Test(cli, oversize_batch_set_exploration, .timeout = 300)
+{
+    static const char *const sets[] = {
+        "--set batch=16",      "--set batch=512",      "--set batch=1023",    "--set batch=65536",
+        "--set width=64",      "--set width=100",      "--set width=16384",   "--set depth=1",
+        "--set depth=32",      "--set accum=1",        "--set accum=3",       "--set accum=64",
+        "--set segments=1",    "--set segments=3",     "--set segments=9",    "--set segments=10",
+        "--set segments=65",   "--set batch=65536 --set accum=64 --set width=64",
+        "--dry-run --set batch=512", "--dry-run --set batch=262144", "--dry-run --set segments=3",
+        "--dry-run --set width=16384", "--dry-run --set depth=32 --set segments=65",
+    };
+    for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++) {
+        char args[256];
+        snprintf(args, sizeof args, "run oversize_batch --backend sim --no-write %s", sets[i]);
+        run_result r = run(NULL, args);
+        cr_assert_eq(r.rc, 0, "%s: exit %d\n%s%s", sets[i], r.rc, r.out, r.err);
+        run_free(&r);
+    }
+    run_result r = run(NULL, "run oversize_batch --variant bug --set batch=512 --no-write");
+    cr_assert_not_null(strstr(r.out, "not reproduced at these parameters: batch 512 fits in 9.00 MiB"), "%s", r.out);
+    run_free(&r);
+    r = run(NULL, "run oversize_batch --variant fix-checkpointing --set segments=10 --set depth=4 --no-write");
+    cr_assert_not_null(strstr(r.out, "cannot cut 9 modules into 10 segments"), "%s", r.out);
+    run_free(&r);
+    expect_bad_input(NULL, "run oversize_batch --set batch=8", "batch");
+    expect_bad_input(NULL, "run oversize_batch --set segments=0", "segments");
+    expect_bad_input(NULL, "run oversize_batch --set batch=262145", "batch");
+}
+
+/* Full scale, counters only: peak memory against the batch, and both searches, with their exact runs. */
+Test(cli, sweep_series_and_searches)
+{
+    char args[256];
+    snprintf(args, sizeof args, "run oversize_batch --variant bug --sweep batch=64..16384 --dry-run --out %s",
+             tpath("runs"));
+    run_result r = run(NULL, args);
+    cr_assert_eq(r.rc, 0, "exit %d: %s%s", r.rc, r.out, r.err);
+    cr_assert_not_null(strstr(r.out, "largest batch that fits: 7552 (bisection"), "%s", r.out);
+    cr_assert_not_null(strstr(r.out, "x0.9 on each OOM: 7050 after 9 runs"), "%s", r.out);
+    char *text = the_sweep(tpath("runs"), "oversize_batch");
+    cr_assert_not_null(text, "no single sweep file under %s", tpath("runs"));
+    cJSON *o = cJSON_Parse(text);
+    cr_assert_not_null(o);
+    cr_assert_str_eq(get(o, "schema")->valuestring, "oomlab.sweep/1");
+    cr_assert_str_eq(get(o, "param")->valuestring, "batch");
+    cr_assert_null(get(get(o, "params"), "batch"), "the swept parameter is not among the others");
+    cr_assert_eq(inum(get(o, "params"), "width"), 4096);
+    const cJSON *bug = cJSON_GetArrayItem(get(o, "variants"), 0);
+    const cJSON *series = get(bug, "series");
+    cr_assert_eq(cJSON_GetArraySize(series), 9, "64, 128, ..., 16384");
+    int64_t prev = 0;
+    for (int i = 0; i < 9; i++) {
+        const cJSON *p = cJSON_GetArrayItem(series, i);
+        cr_assert_eq(inum(p, "value"), 64LL << i);
+        cr_assert_str_eq(get(p, "outcome")->valuestring, i < 7 ? "ok" : "oom", "batch %lld", 64LL << i);
+        if (i < 7) { /* peak memory grows with the batch */
+            cr_assert_gt(inum(p, "peak_allocated"), prev, "batch %lld", 64LL << i);
+            prev = inum(p, "peak_allocated");
+        }
+    }
+    cr_assert_eq(inum(get(bug, "largest_fit"), "value"), 7552);
+    const cJSON *acc = get(bug, "find_executable_batch_size");
+    cr_assert_eq(inum(acc, "value"), 7050);
+    static const int64_t tried[] = {16384, 14745, 13270, 11943, 10748, 9673, 8705, 7834, 7050};
+    cr_assert_eq(cJSON_GetArraySize(get(acc, "runs")), 9);
+    for (int i = 0; i < 9; i++)
+        cr_assert_eq(inum(cJSON_GetArrayItem(get(acc, "runs"), i), "value"), tried[i], "int(b * 0.9), run %d", i);
+    cJSON_Delete(o);
+    free(text);
+    run_free(&r);
+}
+
+/* CI scale, computing: each probe is a fresh runtime that trains. */
+Test(cli, sweep_computing_json)
+{
+    run_result r = run(NULL, "run oversize_batch --variant bug --sweep batch=512..1024 --json --no-write");
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+    cr_assert_str_empty(r.err, "--no-write named a file: %s", r.err);
+    cJSON *o = cJSON_Parse(r.out);
+    cr_assert_not_null(o, "%s", r.out);
+    cr_assert_str_eq(get(o, "scale")->valuestring, "ci");
+    const cJSON *bug = cJSON_GetArrayItem(get(o, "variants"), 0);
+    cr_assert_eq(inum(get(bug, "largest_fit"), "value"), 1001);
+    cr_assert_eq(inum(get(bug, "find_executable_batch_size"), "value"), 921);
+    cr_assert(cJSON_IsTrue(get(bug, "monotonic")));
+    cJSON_Delete(o);
+    run_free(&r);
+}
+
+Test(cli, sweep_bad_input)
+{
+    expect_bad_input(NULL, "run --sweep batch=64..128", "SCENARIO");
+    expect_bad_input(NULL, "run oversize_batch --sweep batch=64-128", "batch=64-128");
+    expect_bad_input(NULL, "run oversize_batch --sweep batch=64..", "batch=64..");
+    expect_bad_input(NULL, "run oversize_batch --sweep widgets=64..128", "widgets");
+    expect_bad_input(NULL, "run oversize_batch --sweep batch=8..128", "out of range");
+    expect_bad_input(NULL, "run oversize_batch --sweep batch=128..64", "empty");
+    expect_bad_input(NULL, "run oversize_batch --sweep batch=65..127", "no power of two");
+    expect_bad_input(NULL, "run oversize_batch --sweep batch=64..128 --set batch=64", "--set batch");
+    expect_bad_input(NULL, "run oversize_batch --sweep batch=64..128 --plot", "--plot");
+    expect_bad_input(NULL, "run oversize_batch --sweep batch=64..128 --sweep width=64..128", "one parameter");
+    expect_bad_input(NULL, "run oversize_batch --sweep batch=64..128 --variant fix-nothing", "fix-nothing");
+    expect_bad_input(NULL, "run oversize_batch --sweep", "--sweep");
 }

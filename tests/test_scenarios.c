@@ -9,12 +9,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/fileio.h"
 #include "run/runner.h"
 #include "run/scenario.h"
 #include "runtime/tensor.h"
 #include "testutil.h"
+#include "twin.h"
 
 static void run_all(const scenario *sc, run_result *res)
 {
@@ -182,4 +184,26 @@ Test(scenario, scale_resolution)
     cr_assert_eq(runner_resolve_scale(&o), SCALE_FULL, "cuda: full");
     o.scale = SCALE_CI;
     cr_assert_eq(runner_resolve_scale(&o), SCALE_CI, "asked for: as asked");
+}
+
+/* ---- oversize_batch against PyTorch (scripts/twins/oversize_batch.py) --------------------------------------- */
+
+/* Skipped until the H100 recording is committed. */
+static void twin_or_skip(const char *path)
+{
+    if (access(path, F_OK) != 0)
+        cr_skip_test("no recording yet: run scripts/twins/oversize_batch.py on a GPU and commit %s", path);
+}
+
+Test(scenario, oversize_batch_counters_equal_pytorch)
+{
+    twin_or_skip("tests/data/twins/oversize_batch.torch.json");
+    twin_check(scenario_find("oversize_batch"), "tests/data/twins/oversize_batch.torch.json");
+}
+
+/* The twin's --sweep batch=64..16384: PyTorch's samples (so its peaks) at every batch, point by point. */
+Test(scenario, oversize_batch_sweep_counters_equal_pytorch)
+{
+    twin_or_skip("tests/data/twins/oversize_batch.sweep.torch.json");
+    twin_check_sweep(scenario_find("oversize_batch"), "tests/data/twins/oversize_batch.sweep.torch.json");
 }

@@ -24,12 +24,9 @@ static int64_t num(const cJSON *o, const char *key)
     return (int64_t)v->valuedouble;
 }
 
-void twin_check(const scenario *sc, const char *path)
+/* One recording (twinlib's document). */
+static void check_doc(const scenario *sc, const cJSON *twin)
 {
-    char *text = fileio_read_all(path, NULL);
-    cr_assert_not_null(text, "%s", oom_error_msg());
-    cJSON *twin = cJSON_Parse(text);
-    cr_assert_not_null(twin, "%s does not parse", path);
     cr_assert_str_eq(item(twin, "scenario")->valuestring, sc->name);
 
     run_options o = {.backend = test_backend(), .scale = SCALE_FULL, .budget = (size_t)num(twin, "budget")};
@@ -93,6 +90,30 @@ void twin_check(const scenario *sc, const char *path)
         }
     }
     run_result_free(&res);
+}
+
+void twin_check(const scenario *sc, const char *path)
+{
+    char *text = fileio_read_all(path, NULL);
+    cr_assert_not_null(text, "%s", oom_error_msg());
+    cJSON *twin = cJSON_Parse(text);
+    cr_assert_not_null(twin, "%s does not parse", path);
+    check_doc(sc, twin);
     cJSON_Delete(twin);
+    free(text);
+}
+
+void twin_check_sweep(const scenario *sc, const char *path)
+{
+    char *text = fileio_read_all(path, NULL);
+    cr_assert_not_null(text, "%s", oom_error_msg());
+    cJSON *sweep = cJSON_Parse(text);
+    cr_assert_not_null(sweep, "%s does not parse", path);
+    cr_assert_str_eq(item(sweep, "scenario")->valuestring, sc->name);
+    const cJSON *points = item(sweep, "points"), *p;
+    cr_assert_gt(cJSON_GetArraySize(points), 0, "%s holds no points", path);
+    cJSON_ArrayForEach(p, points)
+        check_doc(sc, p);
+    cJSON_Delete(sweep);
     free(text);
 }

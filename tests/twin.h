@@ -14,5 +14,8 @@
 
 /* Check sc against the recording at path (tests/data/twins/NAME.torch.json). Criterion assertions. */
 void twin_check(const scenario *sc, const char *path);
+/* The same for every point of a twin's --sweep recording ({"scenario", "sweep", "lo", "hi", "points": [a
+ * recording per value]}), each at its own parameters. */
+void twin_check_sweep(const scenario *sc, const char *path);
 
 #endif

@@ -25,6 +25,7 @@
 #include "run/report.h"
 #include "run/runner.h"
 #include "run/scenario.h"
+#include "run/sweep.h"
 #include "core/units.h"
 
 #define EXIT_BAD_INPUT 2
@@ -37,7 +38,7 @@ typedef struct cli_option {
     bool repeats;      /* may be given more than once */
 } cli_option;
 
-#define CLI_MAX_OPTIONS 12
+#define CLI_MAX_OPTIONS 14
 
 /* A command: `oomlab NAME ARGS [OPTIONS]`, what it does, and its options (up to the first with no name). */
 typedef struct cli_command {
@@ -86,6 +87,12 @@ static const cli_command commands[] = {
          {"--plot", NULL, "draw the results beside the results file (SCENARIO.png, gnuplot)", false},
          {"--out", "DIR", "write the results under DIR/STAMP-BACKEND/ (default: results/runs)", false},
          {"--no-write", NULL, "write no results file (not with --out)", false},
+         {"--sweep", "PARAM=LO..HI",
+          "run the variants at every power of two in LO..HI, each in a fresh runtime: peak allocated and\n"
+          "reserved bytes per value, and the largest value that fits the budget, found as accelerate's\n"
+          "find_executable_batch_size finds it (from HI, x0.9 on each OOM) and exactly (bisection); writes\n"
+          "SCENARIO.sweep.json (schema oomlab.sweep/1); needs a SCENARIO, not with --plot",
+          false},
      }},
     {"plot",
      "RESULTS.json",
@@ -681,17 +688,52 @@ static int run_one(const scenario *sc, const run_options *o, const char *out_dir
     return 0;
 }
 
+/* `oomlab run SCENARIO --sweep PARAM=LO..HI`: the sweep's table or JSON, and its results file. */
+static int run_sweep(const scenario *sc, const run_options *o, const char *arg, const char *out_dir, bool write,
+                     bool json)
+{
+    char param[64], err[512];
+    int64_t lo = 0, hi = 0;
+    if (!sweep_parse(arg, param, sizeof param, &lo, &hi))
+        return bad_input("--sweep: '%s' is not PARAM=LO..HI (integers)", arg);
+    if (sweep_validate(sc, o, param, lo, hi, err, sizeof err) != OOM_OK)
+        return bad_input("%s", err);
+    sweep_result res;
+    if (runner_sweep(sc, o, param, lo, hi, &res, err, sizeof err) != OOM_OK)
+        return bad_input("%s", err);
+    char path[1024] = "";
+    if (write && sweep_write(&res, out_dir, path, sizeof path) != OOM_OK) {
+        fprintf(stderr, "oomlab: --out: %s\n", oom_error_detail());
+        sweep_result_free(&res);
+        return EXIT_BAD_INPUT;
+    }
+    if (json) {
+        cJSON *j = sweep_json(&res);
+        if (j)
+            print_json(j);
+        if (write)
+            fprintf(stderr, "results: %s\n", path);
+    } else {
+        sweep_table(&res, stdout);
+        if (write)
+            printf("results: %s\n", path);
+    }
+    int rc = res.passed ? 0 : 1;
+    sweep_result_free(&res);
+    return rc;
+}
+
 static int cmd_run(int argc, char **argv)
 {
     run_options o = {.backend = DEVICE_AUTO, .seed = 0};
-    const char *name = NULL, *out_dir = "results/runs", *conf_cli = NULL;
+    const char *name = NULL, *out_dir = "results/runs", *conf_cli = NULL, *sweep = NULL;
     bool json = false, write = true, plot = false, out_given = false;
     static char set_names[RUN_MAX_SETS][64];
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         bool has_value = strcmp(a, "--variant") == 0 || strcmp(a, "--backend") == 0 || strcmp(a, "--budget") == 0 ||
                          strcmp(a, "--set") == 0 || strcmp(a, "--alloc-conf") == 0 || strcmp(a, "--out") == 0 ||
-                         strcmp(a, "--scale") == 0;
+                         strcmp(a, "--scale") == 0 || strcmp(a, "--sweep") == 0;
         if (has_value && i + 1 >= argc)
             return bad_input("%s needs a value", a);
         if (strcmp(a, "--variant") == 0) {
@@ -723,6 +765,10 @@ static int cmd_run(int argc, char **argv)
             o.nsets++;
         } else if (strcmp(a, "--alloc-conf") == 0) {
             conf_cli = argv[++i];
+        } else if (strcmp(a, "--sweep") == 0) {
+            if (sweep)
+                return bad_input("%s", "--sweep: one parameter at a time");
+            sweep = argv[++i];
         } else if (strcmp(a, "--out") == 0) {
             out_dir = argv[++i];
             out_given = true;
@@ -750,11 +796,13 @@ static int cmd_run(int argc, char **argv)
         return bad_input("%s", "--out names where results are written, and --no-write writes none: give one");
     if (!name && (o.nvariants || o.nsets))
         return bad_input("%s", "run: --variant and --set need a SCENARIO (variants and parameters are a scenario's)");
+    if (sweep && !name)
+        return bad_input("%s", "run: --sweep needs a SCENARIO (parameters are a scenario's)");
+    if (sweep && plot)
+        return bad_input("%s", "--plot draws a run's steps; a sweep's series are in its results JSON (no --plot)");
     const scenario *one = NULL;
     if (name && !(one = find_scenario(name)))
         return EXIT_BAD_INPUT;
-    const scenario *const *list = one ? &one : scenario_catalog;
-    size_t n = one ? 1 : scenario_catalog_size;
     /* the user's settings, from the most specific source that is set; a bad one is named with its source */
     o.alloc_conf = alloc_conf_pick(conf_cli, &o.alloc_conf_source);
     char err[512];
@@ -763,6 +811,10 @@ static int cmd_run(int argc, char **argv)
         fprintf(stderr, "oomlab: %s: %s\n", o.alloc_conf_source, err);
         return EXIT_BAD_INPUT;
     }
+    if (sweep)
+        return run_sweep(one, &o, sweep, out_dir, write, json);
+    const scenario *const *list = one ? &one : scenario_catalog;
+    size_t n = one ? 1 : scenario_catalog_size;
     for (size_t k = 0; k < n; k++) /* every scenario's options are checked before anything runs or is written */
         if (runner_validate(list[k], &o, err, sizeof err) != OOM_OK) /* a settings error names its key and range */
             return bad_input("%s", err);

@@ -331,22 +331,32 @@ oom_status report_write(const run_result *r, const char *dir, char *path, size_t
         OOM_ERROR(OOM_ENOMEM_HOST, "cannot write the run results: out of host memory");
         return OOM_ENOMEM_HOST;
     }
+    char name[160];
+    snprintf(name, sizeof name, "%s.json", r->sc->name);
+    oom_status st = report_write_file(text, r->started, r->backend, name, dir, path, cap);
+    free(text);
+    return st;
+}
+
+oom_status report_write_file(char *text, const char *started, const char *backend, const char *filename,
+                             const char *dir, char *path, size_t cap)
+{
     size_t tlen = strlen(text);
     text[tlen] = '\n'; /* newline-terminated; the NUL is not written */
     /* STAMP: 2026-11-23T05:41:00Z -> 20261123T054100Z */
     char stamp[32];
     size_t n = 0;
-    for (const char *c = r->started; *c && n + 1 < sizeof stamp; c++)
+    for (const char *c = started; *c && n + 1 < sizeof stamp; c++)
         if (*c != '-' && *c != ':')
             stamp[n++] = *c;
     stamp[n] = '\0';
     oom_status st = OOM_OK;
     bool claimed = false;
     for (int k = 1; k < 100 && !claimed && st == OOM_OK; k++) {
-        /* DIR/STAMP-BACKEND[-k]/SCENARIO.json; a name another run (of this second) took is skipped */
-        int len = k == 1 ? snprintf(path, cap, "%s/%s-%s", dir, stamp, r->backend)
-                         : snprintf(path, cap, "%s/%s-%s-%d", dir, stamp, r->backend, k);
-        int more = len < 0 || (size_t)len >= cap ? -1 : snprintf(path + len, cap - (size_t)len, "/%s.json", r->sc->name);
+        /* DIR/STAMP-BACKEND[-k]/FILENAME; a name another run (of this second) took is skipped */
+        int len = k == 1 ? snprintf(path, cap, "%s/%s-%s", dir, stamp, backend)
+                         : snprintf(path, cap, "%s/%s-%s-%d", dir, stamp, backend, k);
+        int more = len < 0 || (size_t)len >= cap ? -1 : snprintf(path + len, cap - (size_t)len, "/%s", filename);
         if (more < 0 || (size_t)(len + more) >= cap) {
             OOM_ERROR(OOM_EIO, "the results path is too long (%zu bytes of directory): %.200s", strlen(dir), dir);
             st = OOM_EIO;
@@ -362,11 +372,11 @@ oom_status report_write(const run_result *r, const char *dir, char *path, size_t
         if (existed)
             st = OOM_OK; /* taken: the next name */
     }
+    text[tlen] = '\0';
     if (!claimed && st == OOM_OK) {
-        OOM_ERROR(OOM_EIO, "cannot write into %s: 99 runs of %s in one second", dir, r->sc->name);
+        OOM_ERROR(OOM_EIO, "cannot write into %s: 99 runs of %s in one second", dir, filename);
         st = OOM_EIO;
     }
-    free(text);
     return st;
 }
 

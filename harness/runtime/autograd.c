@@ -88,11 +88,13 @@ ag_node *ag_node_retain(ag_node *n)
     return n;
 }
 
+static void slot_release(ag_saved *s);
+
 static void node_free(ag_node *n)
 {
     rt *r = n->rt;
     for (int i = 0; i < n->nsaved; i++)
-        tensor_release(n->saved[i].t);
+        slot_release(&n->saved[i]);
     for (int i = 0; i < n->nnext; i++)
         ag_node_release(n->next[i].fn);
     if (n->variable) {
@@ -122,11 +124,124 @@ void ag_node_release(ag_node *n)
     r->draining = false;
 }
 
+/* ---- non-reentrant checkpoints (torch/utils/checkpoint.py: _CheckpointFrame and its two hooks) ----------- */
+
+/* A checkpoint's frame. Invariants: refcount counts the placeholders that hold it (plus the forward while it
+ * runs); input is retained while the frame lives; alive[i] says placeholder i is still saved in some node;
+ * recomputed[i] is placeholder i's recomputed tensor (owned) from the last recompute until it is unpacked or
+ * the placeholder goes; counter counts the saves of the recompute in progress. */
+typedef struct ck_frame {
+    rt *r;
+    int refcount;
+    ag_checkpoint_fn fn;
+    void *ctx;
+    tensor *input;
+    bool autocast; /* the forward's autocast state, restored for the recompute */
+    dtype autocast_dtype;
+    int nholders, cap;
+    bool *alive;
+    tensor **recomputed;
+    uint64_t recomputed_for; /* the graph task that recomputed it last (0: none) */
+    int counter;
+} ck_frame;
+
+static void frame_release(ck_frame *f)
+{
+    if (!f || --f->refcount > 0)
+        return;
+    for (int i = 0; i < f->nholders; i++)
+        tensor_release(f->recomputed[i]);
+    tensor_release(f->input);
+    free(f->alive);
+    free(f->recomputed);
+    free(f);
+}
+
+/* _checkpoint_hook's pack hook: a new placeholder of f. */
+static int frame_add_holder(ck_frame *f)
+{
+    if (f->nholders == f->cap) {
+        f->cap = f->cap ? f->cap * 2 : 8;
+        f->alive = realloc(f->alive, (size_t)f->cap * sizeof *f->alive);
+        f->recomputed = realloc(f->recomputed, (size_t)f->cap * sizeof *f->recomputed);
+        if (!f->alive || !f->recomputed) {
+            fprintf(stderr, "oomlab: out of host memory\n");
+            abort();
+        }
+    }
+    f->alive[f->nholders] = true;
+    f->recomputed[f->nholders] = NULL;
+    f->refcount++;
+    return f->nholders++;
+}
+
+/* _recomputation_hook's pack hook: the recompute saved t, the next placeholder's tensor (kept detached unless
+ * that placeholder is gone already); the last one stops the recompute. */
+static void frame_recomputed(ck_frame *f, tensor *t)
+{
+    rt *r = f->r;
+    int i = f->counter++;
+    if (i >= f->nholders)
+        return; /* more saves than the forward made: the count check after the recompute reports it */
+    if (f->alive[i]) /* detached: the recompute's graph must not live on through it */
+        f->recomputed[i] = tensor_alias(t, t->offset, t->ndim, t->shape, t->transposed);
+    if (f->counter == f->nholders)
+        r->ck_stop = true; /* _StopRecomputationError */
+}
+
+/* The saved slot's reference goes (SavedVariable::reset_data drops its hooks, and with them the placeholder). */
+static void slot_release(ag_saved *s)
+{
+    tensor_release(s->t);
+    s->t = NULL;
+    ck_frame *f = s->frame;
+    if (f) {
+        f->alive[s->holder] = false;
+        tensor_release(f->recomputed[s->holder]);
+        f->recomputed[s->holder] = NULL;
+        s->frame = NULL;
+        frame_release(f);
+    }
+}
+
+/* _checkpoint_hook's unpack hook, the first time in a graph task: run fn(input) again with grad on. */
+static oom_status frame_recompute(ck_frame *f)
+{
+    rt *r = f->r;
+    f->recomputed_for = r->graph_task;
+    f->counter = 0;
+    ck_frame *pack = r->ck_pack, *recompute = r->ck_recompute;
+    r->ck_pack = NULL; /* recompute as if no checkpoint were active (Rule 3) */
+    r->ck_recompute = f;
+    bool prev = rt_set_grad_enabled(r, true);
+    bool outer = r->autocast;
+    if (f->autocast && !outer)
+        amp_autocast_enter(r, f->autocast_dtype);
+    tensor *y = f->fn(f->ctx, f->input);
+    if (f->autocast && !outer)
+        amp_autocast_exit(r);
+    rt_set_grad_enabled(r, prev);
+    r->ck_pack = pack;
+    r->ck_recompute = recompute;
+    r->ck_stop = false;
+    tensor_release(y); /* the recompute's own graph goes with it */
+    if (!rt_ok(r))
+        return r->status;
+    if (f->counter != f->nholders)
+        return rt_fail(r, OOM_EAUTOGRAD,
+                       "torch.utils.checkpoint: A different number of tensors was saved during the original forward "
+                       "and recomputation.\nNumber of tensors saved during forward: %d\nNumber of tensors saved "
+                       "during recomputation: %d.",
+                       f->nholders, f->counter);
+    return OOM_OK;
+}
+
 /* ---- saved tensors --------------------------------------------------------------------------------- */
 
 void ag_save(ag_node *n, int i, tensor *t, bool is_output)
 {
     ag_saved *s = &n->saved[i];
+    rt *r = n->rt;
     if (i >= n->nsaved)
         n->nsaved = i + 1;
     if (!t)
@@ -134,8 +249,34 @@ void ag_save(ag_node *n, int i, tensor *t, bool is_output)
     s->defined = true;
     s->is_output = is_output;
     s->version = t->st->version;
+    if (r->ck_pack) { /* inside a checkpoint's forward: a placeholder, not the tensor */
+        s->frame = r->ck_pack;
+        s->holder = frame_add_holder(r->ck_pack);
+        return;
+    }
+    if (r->ck_recompute && !r->ck_stop)
+        frame_recomputed(r->ck_recompute, t);
     /* an output is saved without its grad_fn (this node), so the node does not own itself */
     s->t = is_output ? tensor_alias(t, t->offset, t->ndim, t->shape, t->transposed) : tensor_retain(t);
+}
+
+/* A placeholder's tensor: recomputed on the first unpack of the graph task, then handed over to the slot. */
+static tensor *unpack_placeholder(ag_saved *s, rt *r)
+{
+    ck_frame *f = s->frame;
+    if (s->t)
+        return s->t;
+    if (f->recomputed_for != r->graph_task || r->graph_task == 0) {
+        if (frame_recompute(f) != OOM_OK)
+            return NULL;
+    }
+    s->t = f->recomputed[s->holder];
+    f->recomputed[s->holder] = NULL;
+    if (!s->t)
+        rt_fail(r, OOM_EAUTOGRAD, "torch.utils.checkpoint: Unpack is being triggered for a tensor that was already "
+                                  "unpacked once. If you are calling ctx.saved_tensors in backward, make sure to do so "
+                                  "only once. Otherwise please open an issue with details on your use case.");
+    return s->t; /* no version check: PyTorch checks versions only without hooks */
 }
 
 tensor *ag_unpack(ag_node *n, int i)
@@ -144,6 +285,8 @@ tensor *ag_unpack(ag_node *n, int i)
     rt *r = n->rt;
     if (!s->defined)
         return NULL;
+    if (s->frame)
+        return unpack_placeholder(s, r);
     if (!s->t) {
         rt_fail(r, OOM_EAUTOGRAD, "%s", second_backward_msg);
         return NULL;
@@ -173,9 +316,19 @@ tensor *ag_unpack(ag_node *n, int i)
 void ag_release_saved(ag_node *n)
 {
     n->released = true;
+    for (int i = 0; i < n->nsaved; i++)
+        slot_release(&n->saved[i]);
+}
+
+/* After a node ran with retain_graph: the recomputed tensors it unpacked go all the same (checkpoint.py's Rule 4);
+ * the placeholders stay, for the next backward to recompute. */
+static void drop_unpacked(ag_node *n)
+{
     for (int i = 0; i < n->nsaved; i++) {
-        tensor_release(n->saved[i].t);
-        n->saved[i].t = NULL;
+        if (n->saved[i].frame) {
+            tensor_release(n->saved[i].t);
+            n->saved[i].t = NULL;
+        }
     }
 }
 
@@ -392,6 +545,8 @@ static oom_status run_backward(ag_node *root, tensor *root_grad, bool retain_gra
         tensor_release(grad);
         if (!retain_graph && st == OOM_OK)
             ag_release_saved(n);
+        else
+            drop_unpacked(n);
         for (int i = 0; i < n->nnext; i++) {
             ag_node *m = n->next[i].fn;
             if (!m || st != OOM_OK) {
@@ -444,7 +599,10 @@ oom_status autograd_backward(tensor *root, tensor *grad, bool retain_graph)
     /* the caller's gradient list (torch.autograd.backward's grad_tensors) holds the seed until backward returns */
     tensor *held = tensor_retain(g);
     bool prev = rt_set_grad_enabled(r, false); /* create_graph = false */
+    uint64_t outer_task = r->graph_task;
+    r->graph_task = ++r->graph_tasks; /* a graph task of its own, as a nested backward gets one */
     oom_status st = run_backward(node, g, retain_graph);
+    r->graph_task = outer_task;
     rt_set_grad_enabled(r, prev);
     tensor_release(held);
     ag_node_release(node);
@@ -514,5 +672,33 @@ tensor *autograd_checkpoint(ag_checkpoint_fn fn, void *ctx, tensor *x)
     n->ctx_free = free;
     ag_save(n, 0, x, false);
     ag_set_history(y, n);
+    return y;
+}
+
+/* ---- non-reentrant checkpointing ------------------------------------------------------------------------- */
+
+tensor *autograd_checkpoint_nr(ag_checkpoint_fn fn, void *ctx, tensor *x)
+{
+    if (!x || !rt_ok(x->rt))
+        return NULL;
+    rt *r = x->rt;
+    if (!r->grad_enabled) /* "if not torch.is_grad_enabled(): yield; return": fn runs as it is */
+        return fn(ctx, x);
+    if (r->ck_pack || r->ck_recompute) {
+        rt_fail(r, OOM_EINVAL, "checkpoint(use_reentrant=False) inside another one: nesting is not modelled");
+        return NULL;
+    }
+    ck_frame *f = xcalloc(1, sizeof *f);
+    f->r = r;
+    f->refcount = 1; /* the forward's, until fn returns */
+    f->fn = fn;
+    f->ctx = ctx;
+    f->input = tensor_retain(x); /* frame.save_inputs(*args) */
+    f->autocast = r->autocast;
+    f->autocast_dtype = r->autocast_dtype;
+    r->ck_pack = f;
+    tensor *y = fn(ctx, x);
+    r->ck_pack = NULL;
+    frame_release(f); /* the placeholders keep it, and x, alive */
     return y;
 }

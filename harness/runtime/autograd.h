@@ -54,12 +54,15 @@ typedef struct ag_edge {
     int input_nr;
 } ag_edge;
 
-/* A saved tensor (SavedVariable). */
+/* A saved tensor (SavedVariable). Inside a non-reentrant checkpoint's forward the slot keeps no tensor, only a
+ * placeholder (frame, holder): unpacking it recomputes the checkpointed segment (autograd_checkpoint_nr). */
 typedef struct ag_saved {
-    tensor *t;        /* owned; NULL once released (or never saved) */
+    tensor *t;        /* owned; NULL once released (or never saved, or a placeholder not unpacked) */
     uint32_t version; /* the storage version when saved */
     bool defined;     /* a tensor was saved in this slot */
     bool is_output;   /* saved output of this node: kept without grad_fn */
+    struct ck_frame *frame; /* a placeholder's checkpoint (a reference), else NULL */
+    int holder;             /* which of frame's placeholders */
 } ag_saved;
 
 /* Invariants: refcount >= 1 while referenced (by a tensor's grad_fn, another node's edge, or the engine);
@@ -117,6 +120,17 @@ oom_status autograd_backward(tensor *root, tensor *grad, bool retain_graph);
  * recompute fn(x) with grad on and backpropagate through the recomputed segment. fn returns a new reference. */
 typedef tensor *(*ag_checkpoint_fn)(void *ctx, tensor *x);
 tensor *autograd_checkpoint(ag_checkpoint_fn fn, void *ctx, tensor *x);
+/* torch.utils.checkpoint(fn, x, use_reentrant=False), as torch/utils/checkpoint.py does it:
+ *   forward: fn runs with grad on and records its graph, but every tensor a node would save is replaced by a
+ *     placeholder (_checkpoint_hook's pack hook); the checkpoint keeps x (frame.save_inputs) as long as any
+ *     placeholder lives;
+ *   backward: the first placeholder unpacked recomputes fn(x) with grad on (under the forward's autocast),
+ *     filling the placeholders in order, and stops as soon as the last one is filled (early stop: an op that
+ *     saves only inputs stops before computing its output); each recomputed tensor is handed over when unpacked
+ *     and freed when its node has run, even with retain_graph (a later backward recomputes again).
+ * Without grad mode it is fn(x). One level: checkpoints do not nest. fn returns a new reference, and must return
+ * NULL when an op gives NULL (the early stop ends it that way). */
+tensor *autograd_checkpoint_nr(ag_checkpoint_fn fn, void *ctx, tensor *x);
 
 OOM_END_DECLS
 

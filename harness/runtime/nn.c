@@ -8,10 +8,10 @@
 #include "runtime/autograd.h"
 #include "runtime/ops.h"
 
-/* A run of hidden blocks: the function a checkpointed segment recomputes. */
+/* A run of the Sequential's modules: the function a checkpointed segment recomputes. */
 typedef struct mlp_segment {
     const nn_mlp *m;
-    int first, end; /* blocks [first, end) */
+    int first, end; /* modules [first, end): 2i is Linear i, 2i + 1 the ReLU after it, 2 * depth the classifier */
 } mlp_segment;
 
 /* A parameter: Parameter(torch.empty(shape)), then reset_parameters()'s init.uniform_(-bound, bound) in place,
@@ -109,7 +109,7 @@ nn_mlp *nn_mlp_new(rt *r, int64_t width, int depth, int64_t classes, dtype dt)
     }
     nn_mlp *m = calloc(1, sizeof *m);
     nn_linear *layers = calloc((size_t)depth + 1, sizeof *layers);
-    struct mlp_segment *segments = calloc((size_t)depth + 1, sizeof *segments);
+    struct mlp_segment *segments = calloc(2 * (size_t)depth + 1, sizeof *segments);
     if (!m || !layers || !segments) {
         fprintf(stderr, "oomlab: out of host memory\n");
         abort();
@@ -140,21 +140,19 @@ void nn_mlp_free(nn_mlp *m)
     free(m);
 }
 
-/* One hidden block, [Linear, ReLU]. */
-static tensor *hidden_block(const nn_linear *l, tensor *x)
+/* Module k of the Sequential: Linear k / 2 for even k, else a ReLU. */
+static tensor *run_module(const nn_mlp *m, int k, tensor *x)
 {
-    tensor *h = nn_linear_forward(l, x);
-    tensor *y = op_relu(h);
-    tensor_release(h);
-    return y;
+    return k % 2 == 0 ? nn_linear_forward(&m->layers[k / 2], x) : op_relu(x);
 }
 
+/* checkpoint_sequential's run_function(start, end): `for j in range(start, end + 1): input = functions[j](input)` */
 static tensor *run_segment(void *ctx, tensor *x)
 {
     const mlp_segment *s = ctx;
     tensor *h = tensor_retain(x);
-    for (int i = s->first; i < s->end && h; i++)
-        tensor_assign(&h, hidden_block(&s->m->layers[i], h));
+    for (int k = s->first; k < s->end && h; k++)
+        tensor_assign(&h, run_module(s->m, k, h));
     return h;
 }
 
@@ -162,23 +160,26 @@ tensor *nn_mlp_forward(nn_mlp *m, tensor *x)
 {
     if (!m || !x)
         return NULL;
+    int nmod = 2 * m->depth + 1;
     int nseg = m->checkpoint_segments > 1 ? m->checkpoint_segments : 1;
-    if (nseg > m->depth)
-        nseg = m->depth > 0 ? m->depth : 1;
-    int size = m->depth / nseg; /* checkpoint_sequential: equal segments, the last takes the rest */
+    if (nseg > nmod) {
+        rt_fail(m->rt, OOM_EINVAL, "range() arg 3 must not be zero (checkpoint_sequential: %d segments of %d modules)",
+                nseg, nmod);
+        return NULL;
+    }
+    int size = nmod / nseg; /* segment_size = len(functions) // segments; the last segment takes the rest */
     tensor *h = tensor_retain(x);
     int first = 0;
     /* the segments are contexts of nodes that may outlive this call: they live in the model */
     for (int s = 0; s < nseg - 1 && h; s++, first += size) {
         m->segments[s] = (mlp_segment){m, first, first + size};
-        tensor_assign(&h, autograd_checkpoint(run_segment, &m->segments[s], h));
+        tensor_assign(&h, m->checkpoint_reentrant ? autograd_checkpoint(run_segment, &m->segments[s], h)
+                                                  : autograd_checkpoint_nr(run_segment, &m->segments[s], h));
     }
-    mlp_segment last = {m, first, m->depth};
+    mlp_segment last = {m, first, nmod};
     if (h)
         tensor_assign(&h, run_segment(&last, h));
-    tensor *out = nn_linear_forward(&m->layers[m->depth], h);
-    tensor_release(h);
-    return out;
+    return h;
 }
 
 size_t nn_mlp_parameters(const nn_mlp *m, tensor **out, size_t cap)

@@ -6,12 +6,14 @@
  * the same sequence of requests as for `nn.Sequential(...).to("cuda")`.
  *
  * MLP(width, depth, classes=10) is depth x [Linear(width, width), ReLU] then Linear(width, classes), on an input
- * of batch x width. Its forward pass keeps, per hidden layer, one batch x width activation alive for backward
- * (ReLU saves its output, and the next Linear saves the same tensor as its input); the first Linear saves the
- * input. With checkpoint_segments = s > 1, the hidden blocks are split into s segments as
- * torch.utils.checkpoint.checkpoint_sequential does: every segment but the last runs under autograd_checkpoint
- * and keeps only its input; the last runs normally. (One block per segment saves nothing: a block's only
- * activation is also the next block's input.)
+ * of batch x width: nn.Sequential's 2 * depth + 1 modules. Its forward pass keeps, per hidden layer, one batch x
+ * width activation alive for backward (ReLU saves its output, and the next Linear saves the same tensor as its
+ * input); the first Linear saves the input. With checkpoint_segments = s > 1 the forward is
+ * torch.utils.checkpoint.checkpoint_sequential(model, s, x, use_reentrant=False): the module list is cut into
+ * segments of (2 * depth + 1) / s modules (a segment may start with a ReLU), every segment but the last runs
+ * under autograd_checkpoint_nr and keeps only its input, and the last segment (with the rest of the modules)
+ * runs normally. checkpoint_reentrant selects use_reentrant=True (autograd_checkpoint). s must not exceed the
+ * module count (checkpoint_sequential's range() would get a step of 0: the forward fails with its ValueError).
  */
 #ifndef OOMLAB_NN_H
 #define OOMLAB_NN_H
@@ -54,7 +56,8 @@ typedef struct nn_mlp {
     int64_t width, classes;
     int depth;
     nn_linear *layers; /* depth hidden layers, then the classifier */
-    int checkpoint_segments; /* 0 or 1: off; else checkpoint_sequential over the hidden blocks */
+    int checkpoint_segments; /* 0 or 1: off; else checkpoint_sequential over the modules */
+    bool checkpoint_reentrant; /* use_reentrant=True (default false, as PyTorch recommends) */
     struct mlp_segment *segments; /* nn.c: the checkpointed segments' contexts (they outlive a forward) */
 } nn_mlp;
 

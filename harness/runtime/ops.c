@@ -20,13 +20,14 @@ bool op_check(rt *r, oom_status st)
 /* Launch a kernel unless the rt is a dry run; false (failure recorded) if it failed. */
 #define KRUN(r, call) (!(r)->computes || op_check((r), (r)->k->call))
 
-/* Every op starts here: NULL operands or an earlier failure make it return NULL. */
+/* Every op starts here: NULL operands, an earlier failure, or a checkpoint recompute that has stopped early
+ * (autograd.h) make it return NULL. */
 static bool live(int n, tensor *const *ts)
 {
     for (int i = 0; i < n; i++)
         if (!ts[i])
             return false;
-    return rt_ok(ts[0]->rt);
+    return rt_ok(ts[0]->rt) && !ts[0]->rt->ck_stop;
 }
 #define LIVE(...) live((int)(sizeof((tensor *[]){__VA_ARGS__}) / sizeof(tensor *)), (tensor *[]){__VA_ARGS__})
 
@@ -495,15 +496,19 @@ tensor *op_mm(tensor *a, tensor *b)
     rt *r = a->rt;
     tensor *ca = amp_autocast_matmul_operand(r, a), *cb = amp_autocast_matmul_operand(r, b);
     tensor *out = NULL;
-    if (ca && cb && mm_shapes(ca, cb, "mm"))
-        out = matmul(ca, cb);
-    if (out) {
+    if (ca && cb && mm_shapes(ca, cb, "mm")) {
+        /* the node and its saved operands come before the product, as in PyTorch's autograd kernel: a
+         * checkpoint recompute that has what it needs stops here, before the output is allocated */
         tensor *in[2] = {ca, cb};
-        if (ag_any_requires_grad(r, 2, in)) {
-            ag_node *n = ag_node_new(r, &mm_fn, 2, in);
+        ag_node *n = ag_any_requires_grad(r, 2, in) ? ag_node_new(r, &mm_fn, 2, in) : NULL;
+        if (n)
             save_mm_operands(n, ca, cb, 0);
+        if (!r->ck_stop)
+            out = matmul(ca, cb);
+        if (out && n)
             ag_set_history(out, n);
-        }
+        else
+            ag_node_release(n);
     }
     tensor_release(ca);
     tensor_release(cb);
@@ -538,20 +543,22 @@ tensor *op_addmm(tensor *bias, tensor *a, tensor *b)
             rt_fail(r, OOM_EINVAL, "addmm: the bias %s does not broadcast to [%lld, %lld]",
                     tensor_shape_str(cbias, s, sizeof s), (long long)ca->shape[0], (long long)cb->shape[1]);
         } else {
+            /* the node and its saved operands first, as op_mm does */
+            tensor *in[3] = {cbias, ca, cb};
+            ag_node *n = ag_any_requires_grad(r, 3, in) ? ag_node_new(r, &addmm_fn, 3, in) : NULL;
+            if (n)
+                save_mm_operands(n, ca, cb, 1);
             /* the bias is broadcast into the output, then the product is added with beta = 1 */
-            out = tensor_empty(r, ca->dt, SHAPE(ca->shape[0], cb->shape[1]));
+            if (!r->ck_stop)
+                out = tensor_empty(r, ca->dt, SHAPE(ca->shape[0], cb->shape[1]));
             if (out && (!KRUN(r, bias_rows(out->dt, tensor_data(out), tensor_data(cbias), out->shape[0],
                                            out->shape[1])) ||
                         !gemm_into(out, ca, cb, 1.0f)))
                 out = (tensor_release(out), NULL);
-        }
-    }
-    if (out) {
-        tensor *in[3] = {cbias, ca, cb};
-        if (ag_any_requires_grad(r, 3, in)) {
-            ag_node *n = ag_node_new(r, &addmm_fn, 3, in);
-            save_mm_operands(n, ca, cb, 1);
-            ag_set_history(out, n);
+            if (out && n)
+                ag_set_history(out, n);
+            else
+                ag_node_release(n);
         }
     }
     tensor_release(cbias);
@@ -977,4 +984,32 @@ tensor *op_thnn_fused_gru_cell(tensor *igates, tensor *hgates, tensor *hx, tenso
     }
     tensor_release(ws);
     return hy;
+}
+/* ---- oversize_batch: division by a number --------------------------------------------------------------- */
+
+static oom_status div_scalar_backward(ag_node *n, tensor *grad, tensor **grads)
+{
+    rt *r = n->rt;
+    grads[0] = empty_like(grad); /* div_tensor_self_backward: grad / other */
+    if (!grads[0] || !KRUN(r, scale(grad->dt, tensor_data(grads[0]), tensor_data(grad), (float)(1.0 / n->fparam[0]),
+                                    tensor_numel(grad))))
+        return r->status;
+    return OOM_OK;
+}
+static const ag_fn div_fn = {"DivBackward0", div_scalar_backward, false};
+
+tensor *op_div_scalar(tensor *t, double s)
+{
+    if (!LIVE(t) || !need_contiguous(t, "div") || !is_float(t, "div"))
+        return NULL;
+    rt *r = t->rt;
+    tensor *out = empty_like(t);
+    if (!out || !KRUN(r, scale(t->dt, tensor_data(out), tensor_data(t), (float)(1.0 / s), tensor_numel(t))))
+        return tensor_release(out), NULL;
+    if (ag_any_requires_grad(r, 1, &t)) {
+        ag_node *n = ag_node_new(r, &div_fn, 1, &t);
+        n->fparam[0] = s;
+        ag_set_history(out, n);
+    }
+    return out;
 }

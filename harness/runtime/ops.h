@@ -60,6 +60,11 @@ tensor *op_mse_loss(tensor *input, tensor *target);         /* reduction mean */
 tensor *op_sum(tensor *t);                                  /* all elements, 0-dim result */
 tensor *op_mean(tensor *t);
 
+/* ---- oversize_batch ---- */
+/* t / s for a Python number s (`loss / accum`): DivBackward0 saves no tensor (the divisor is a CPU scalar); like
+ * PyTorch's CUDA kernel for a scalar divisor, it multiplies by 1 / s, forward and backward. */
+tensor *op_div_scalar(tensor *t, double s);
+
 /* The kernels' error as an rt failure: every op funnels launches through it. */
 bool op_check(rt *r, oom_status st);
 

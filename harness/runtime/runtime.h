@@ -62,6 +62,11 @@ typedef struct rt {
     struct ag_node *dying; /* autograd.c: nodes waiting to be freed (iterative graph teardown) */
     bool draining;
     size_t live_tensors, live_nodes;
+    /* autograd.c: non-reentrant checkpointing (torch.utils.checkpoint(..., use_reentrant=False)) */
+    struct ck_frame *ck_pack;      /* the checkpoint whose forward runs: saved tensors become placeholders */
+    struct ck_frame *ck_recompute; /* the checkpoint being recomputed: saved tensors fill its placeholders */
+    bool ck_stop;                  /* the recompute has every tensor it needs: ops return NULL (early stop) */
+    uint64_t graph_tasks, graph_task; /* backward calls so far; the one running (0: none) */
 } rt;
 
 /* Open a device and a caching allocator on it. OOM_ENODEV when cuda is asked for and absent, OOM_EINVAL for

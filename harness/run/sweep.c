@@ -1,0 +1,544 @@
+/* sweep.c - a parameter swept over powers of two, each value in fresh runtimes, and the largest value that fits.
+ * See sweep.h. */
+#include "run/sweep.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc/memstats.h"
+#include "run/report.h"
+
+static void *xrealloc(void *p, size_t n)
+{
+    void *q = realloc(p, n);
+    if (!q) {
+        fprintf(stderr, "oomlab: out of host memory\n");
+        abort();
+    }
+    return q;
+}
+
+/* An integer spanning exactly [s, end). */
+static bool parse_int(const char *s, const char *end, int64_t *out)
+{
+    if (s == end)
+        return false;
+    char buf[32];
+    if ((size_t)(end - s) >= sizeof buf)
+        return false;
+    memcpy(buf, s, (size_t)(end - s));
+    buf[end - s] = '\0';
+    char *stop = NULL;
+    errno = 0;
+    long long v = strtoll(buf, &stop, 10);
+    if (errno || !stop || *stop)
+        return false;
+    *out = v;
+    return true;
+}
+
+bool sweep_parse(const char *arg, char *param, size_t cap, int64_t *lo, int64_t *hi)
+{
+    const char *eq = strchr(arg, '=');
+    if (!eq || eq == arg || (size_t)(eq - arg) >= cap)
+        return false;
+    const char *dots = strstr(eq + 1, "..");
+    if (!dots || !parse_int(eq + 1, dots, lo) || !parse_int(dots + 2, dots + 2 + strlen(dots + 2), hi))
+        return false;
+    memcpy(param, arg, (size_t)(eq - arg));
+    param[eq - arg] = '\0';
+    return true;
+}
+
+static const scenario_param *param_of(const scenario *sc, const char *name, size_t *idx)
+{
+    for (size_t i = 0; i < sc->nparams; i++) {
+        if (strcmp(sc->params[i].name, name) == 0) {
+            *idx = i;
+            return &sc->params[i];
+        }
+    }
+    return NULL;
+}
+
+/* The smallest power of two >= lo, or 0 when none is <= hi. */
+static int64_t first_power(int64_t lo, int64_t hi)
+{
+    int64_t p = 1;
+    while (p < lo && p <= INT64_MAX / 2)
+        p *= 2;
+    return p >= lo && p <= hi ? p : 0;
+}
+
+oom_status sweep_validate(const scenario *sc, const run_options *o, const char *param, int64_t lo, int64_t hi,
+                          char *err, size_t errcap)
+{
+    size_t idx = 0;
+    const scenario_param *p = param_of(sc, param, &idx);
+    if (!p) {
+        size_t n = (size_t)snprintf(err, errcap, "--sweep: scenario %s has no parameter '%.64s' (parameters:",
+                                    sc->name, param);
+        for (size_t j = 0; j < sc->nparams && n < errcap; j++)
+            n += (size_t)snprintf(err + n, errcap - n, " %s", sc->params[j].name);
+        if (n < errcap)
+            snprintf(err + n, errcap - n, ")");
+        return OOM_EINVAL;
+    }
+    if (lo > hi) {
+        snprintf(err, errcap, "--sweep %s: %lld..%lld is empty (LO..HI with LO <= HI)", p->name, (long long)lo,
+                 (long long)hi);
+        return OOM_EINVAL;
+    }
+    if (lo < p->min || hi > p->max) {
+        snprintf(err, errcap, "--sweep %s: %lld..%lld is out of range (%lld to %lld)", p->name, (long long)lo,
+                 (long long)hi, (long long)p->min, (long long)p->max);
+        return OOM_EINVAL;
+    }
+    if (!first_power(lo, hi)) {
+        snprintf(err, errcap, "--sweep %s: no power of two in %lld..%lld", p->name, (long long)lo, (long long)hi);
+        return OOM_EINVAL;
+    }
+    for (int i = 0; i < o->nsets; i++) {
+        if (strcmp(o->sets[i].name, p->name) == 0) {
+            snprintf(err, errcap, "--sweep %s and --set %s: the sweep sets it; give one", p->name, p->name);
+            return OOM_EINVAL;
+        }
+    }
+    if (o->nsets >= RUN_MAX_SETS) {
+        snprintf(err, errcap, "--sweep: at most %d --set options beside it", RUN_MAX_SETS - 1);
+        return OOM_EINVAL;
+    }
+    return runner_validate(sc, o, err, errcap);
+}
+
+/* ---- running ---------------------------------------------------------------------------------------------- */
+
+static bool fits(const sweep_point *p) { return p->outcome == OUTCOME_OK; }
+
+/* The run of sv's variant at value: made now in a fresh runtime, or the one made before. NULL on a failure that
+ * is not a measured result (err says why). */
+static const sweep_point *probe(sweep_result *res, sweep_variant *sv, const run_options *o, int64_t value, char *err,
+                                size_t errcap)
+{
+    for (size_t i = 0; i < sv->nknown; i++)
+        if (sv->known[i].value == value)
+            return &sv->known[i];
+    run_options one = *o;
+    one.variants[0] = sv->v->name;
+    one.nvariants = 1;
+    one.sets[one.nsets].name = res->sc->params[res->param].name;
+    one.sets[one.nsets].value = value;
+    one.nsets++;
+    run_result rr;
+    if (runner_run(res->sc, &one, &rr, err, errcap) != OOM_OK)
+        return NULL;
+    if (res->runs++ == 0) { /* where the runs ran, as the first one found it */
+        memcpy(res->backend, rr.backend, sizeof res->backend);
+        memcpy(res->device, rr.device, sizeof res->device);
+        res->budget = rr.budget;
+        res->scale = rr.scale;
+        res->dry_run = rr.dry_run;
+        memcpy(res->started, rr.started, sizeof res->started);
+        memcpy(res->params, rr.params, sizeof res->params);
+        res->params[res->param] = scenario_param_default(&res->sc->params[res->param], rr.scale);
+    }
+    const variant_result *vr = &rr.variants[0];
+    if (sv->nknown == sv->capknown) {
+        sv->capknown = sv->capknown ? sv->capknown * 2 : 32;
+        sv->known = xrealloc(sv->known, sv->capknown * sizeof *sv->known);
+    }
+    sweep_point *p = &sv->known[sv->nknown++];
+    memset(p, 0, sizeof *p);
+    p->value = value;
+    p->outcome = vr->outcome;
+    memstats_get(&vr->stats, "allocated_bytes.all.peak", &p->peak_allocated);
+    memstats_get(&vr->stats, "reserved_bytes.all.peak", &p->peak_reserved);
+    p->reproduced = vr->reproduced;
+    p->passed = vr->passed;
+    if (vr->ooms)
+        snprintf(p->oom_what, sizeof p->oom_what, "%s", vr->oom.what);
+    if (vr->outcome == OUTCOME_ERROR)
+        snprintf(p->error, sizeof p->error, "%.150s", vr->error);
+    res->passed = res->passed && vr->passed;
+    run_result_free(&rr);
+    return p;
+}
+
+/* A search's run: recorded, and whether it fits. -1: the run failed (err says why). */
+static int search_probe(sweep_result *res, sweep_variant *sv, const run_options *o, sweep_search *s, int64_t value,
+                        char *err, size_t errcap)
+{
+    const sweep_point *p = probe(res, sv, o, value, err, errcap);
+    if (!p)
+        return -1;
+    if (s->nruns < (int)(sizeof s->runs / sizeof s->runs[0])) {
+        s->runs[s->nruns] = value;
+        s->fits[s->nruns++] = fits(p);
+    }
+    return fits(p);
+}
+
+/* find_executable_batch_size(starting_batch_size=hi): on an OOM, batch_size = int(batch_size * 0.9). */
+static oom_status search_accelerate(sweep_result *res, sweep_variant *sv, const run_options *o, char *err,
+                                    size_t errcap)
+{
+    sweep_search *s = &sv->accelerate;
+    int64_t min = res->sc->params[res->param].min;
+    s->start = res->hi;
+    for (int64_t b = res->hi; b >= 1 && b >= min && s->nruns < 128; b = (int64_t)((double)b * SWEEP_FACTOR)) {
+        int f = search_probe(res, sv, o, s, b, err, errcap);
+        if (f < 0)
+            return OOM_EINVAL;
+        if (f) {
+            s->found = b;
+            break;
+        }
+    }
+    return OOM_OK;
+}
+
+/* The largest value that fits: bisection between a value that fits and one that does not. */
+static oom_status search_bisection(sweep_result *res, sweep_variant *sv, const run_options *o, char *err,
+                                   size_t errcap)
+{
+    sweep_search *s = &sv->bisection;
+    size_t first_fail = sv->nseries;
+    for (size_t i = 0; i < sv->nseries && first_fail == sv->nseries; i++)
+        if (!fits(&sv->series[i]))
+            first_fail = i;
+    int64_t a, b;
+    if (first_fail == sv->nseries) { /* every power of two fits: the top of the range? */
+        a = sv->series[sv->nseries - 1].value;
+        b = res->hi;
+        if (a == b) {
+            s->found = a;
+            return OOM_OK;
+        }
+        int f = search_probe(res, sv, o, s, b, err, errcap);
+        if (f < 0)
+            return OOM_EINVAL;
+        if (f) {
+            s->found = b;
+            return OOM_OK;
+        }
+    } else if (first_fail == 0) { /* the smallest power of two does not fit: does the bottom of the range? */
+        a = res->lo;
+        b = sv->series[0].value;
+        if (a == b) {
+            s->found = 0;
+            return OOM_OK;
+        }
+        int f = search_probe(res, sv, o, s, a, err, errcap);
+        if (f < 0)
+            return OOM_EINVAL;
+        if (!f) {
+            s->found = 0;
+            return OOM_OK;
+        }
+    } else {
+        a = sv->series[first_fail - 1].value;
+        b = sv->series[first_fail].value;
+    }
+    while (b - a > 1) { /* a fits, b does not */
+        int64_t m = a + (b - a) / 2;
+        int f = search_probe(res, sv, o, s, m, err, errcap);
+        if (f < 0)
+            return OOM_EINVAL;
+        if (f)
+            a = m;
+        else
+            b = m;
+    }
+    s->found = a;
+    return OOM_OK;
+}
+
+static bool selected(const run_options *o, const scenario_variant *v)
+{
+    if (o->nvariants == 0)
+        return true;
+    for (int k = 0; k < o->nvariants; k++)
+        if (strcmp(o->variants[k], v->name) == 0)
+            return true;
+    return false;
+}
+
+oom_status runner_sweep(const scenario *sc, const run_options *o, const char *param, int64_t lo, int64_t hi,
+                        sweep_result *out, char *err, size_t errcap)
+{
+    memset(out, 0, sizeof *out);
+    oom_status st = sweep_validate(sc, o, param, lo, hi, err, errcap);
+    if (st != OOM_OK)
+        return st;
+    if (o->backend == DEVICE_CUDA && (!device_cuda_built() || !device_cuda_visible())) {
+        snprintf(err, errcap, "--backend cuda: %s",
+                 device_cuda_built() ? "no GPU is visible" : "the cuda backend is not built into this binary");
+        return OOM_ENODEV;
+    }
+    out->sc = sc;
+    param_of(sc, param, &out->param);
+    out->lo = lo;
+    out->hi = hi;
+    out->passed = true;
+    out->variants = calloc(sc->nvariants, sizeof *out->variants);
+    if (!out->variants) {
+        snprintf(err, errcap, "out of host memory");
+        return OOM_ENOMEM_HOST;
+    }
+    for (size_t i = 0; i < sc->nvariants; i++) {
+        if (!selected(o, &sc->variants[i]))
+            continue;
+        sweep_variant *sv = &out->variants[out->nvariants++];
+        sv->v = &sc->variants[i];
+        sv->monotonic = true;
+    }
+    size_t npow = 0;
+    for (int64_t p = first_power(lo, hi); p && p <= hi; p = p <= INT64_MAX / 2 ? p * 2 : 0)
+        npow++;
+    for (size_t k = 0; k < out->nvariants; k++)
+        out->variants[k].series = calloc(npow, sizeof(sweep_point));
+    /* the series: every value, each selected variant at it */
+    for (int64_t p = first_power(lo, hi); p && p <= hi; p = p <= INT64_MAX / 2 ? p * 2 : 0) {
+        for (size_t k = 0; k < out->nvariants; k++) {
+            sweep_variant *sv = &out->variants[k];
+            const sweep_point *pt = probe(out, sv, o, p, err, errcap);
+            if (!pt || !sv->series) {
+                sweep_result_free(out);
+                return OOM_EINVAL;
+            }
+            sv->series[sv->nseries++] = *pt;
+        }
+    }
+    for (size_t k = 0; k < out->nvariants; k++) {
+        sweep_variant *sv = &out->variants[k];
+        bool seen_fail = false;
+        for (size_t i = 0; i < sv->nseries; i++) {
+            if (!fits(&sv->series[i]))
+                seen_fail = true;
+            else if (seen_fail)
+                sv->monotonic = false;
+        }
+        if (search_accelerate(out, sv, o, err, errcap) != OOM_OK ||
+            search_bisection(out, sv, o, err, errcap) != OOM_OK) {
+            sweep_result_free(out);
+            return OOM_EINVAL;
+        }
+    }
+    return OOM_OK;
+}
+
+void sweep_result_free(sweep_result *r)
+{
+    for (size_t k = 0; k < r->nvariants; k++) {
+        free(r->variants[k].series);
+        free(r->variants[k].known);
+    }
+    free(r->variants);
+    memset(r, 0, sizeof *r);
+}
+
+/* ---- the table --------------------------------------------------------------------------------------------- */
+
+static const char *size_str(int64_t b, char *buf, size_t cap)
+{
+    return memstats_format_size((uint64_t)(b < 0 ? 0 : b), buf, cap);
+}
+
+static void runs_list(const sweep_search *s, FILE *out)
+{
+    for (int i = 0; i < s->nruns; i++) {
+        if (s->nruns > 10 && i == 4) {
+            fprintf(out, ", ...");
+            i = s->nruns - 4;
+        }
+        fprintf(out, "%s%lld %s", i ? ", " : "", (long long)s->runs[i], s->fits[i] ? "ok" : "OOM");
+    }
+}
+
+void sweep_table(const sweep_result *r, FILE *out)
+{
+    const char *name = r->sc->params[r->param].name;
+    char b1[32], b2[32];
+    size_t npow = r->nvariants ? r->variants[0].nseries : 0;
+    fprintf(out, "%s: --sweep %s=%lld..%lld, %zu powers of two, every run in a fresh runtime\n", r->sc->name, name,
+            (long long)r->lo, (long long)r->hi, npow);
+    fprintf(out, "backend %s (%s)%s, scale %s%s, budget %s\n", r->backend, r->device, r->dry_run ? ", dry run" : "",
+            run_scale_str(r->scale),
+            r->scale == SCALE_CI ? " (the default on sim: --scale full runs the workload PyTorch's twin runs)" : "",
+            size_str((int64_t)r->budget, b1, sizeof b1));
+    for (size_t k = 0; k < r->nvariants; k++) {
+        const sweep_variant *sv = &r->variants[k];
+        fprintf(out, "\n%s (%s): %s\n", sv->v->name, variant_kind_str(sv->v->kind), sv->v->summary);
+        fprintf(out, "  %10s  %-7s %14s %14s\n", name, "outcome", "peak alloc", "peak reserved");
+        for (size_t i = 0; i < sv->nseries; i++) {
+            const sweep_point *p = &sv->series[i];
+            fprintf(out, "  %10lld  %-7s %14s %14s%s%s%s%s\n", (long long)p->value,
+                    p->outcome == OUTCOME_OOM ? "OOM" : variant_outcome_str(p->outcome),
+                    size_str(p->peak_allocated, b1, sizeof b1), size_str(p->peak_reserved, b2, sizeof b2),
+                    p->oom_what[0] ? "  at " : "", p->oom_what, p->error[0] ? "  " : "", p->error);
+        }
+        const sweep_search *bs = &sv->bisection, *as = &sv->accelerate;
+        if (bs->found)
+            fprintf(out, "  largest %s that fits: %lld (bisection, %d more run%s", name, (long long)bs->found,
+                    bs->nruns, bs->nruns == 1 ? "" : "s");
+        else
+            fprintf(out, "  no %s in %lld..%lld fits (%d more run%s", name, (long long)r->lo, (long long)r->hi,
+                    bs->nruns, bs->nruns == 1 ? "" : "s");
+        if (bs->nruns) {
+            fputs(": ", out);
+            runs_list(bs, out);
+        }
+        fputs(")\n", out);
+        fprintf(out, "  find_executable_batch_size(starting_batch_size=%lld), x%.1f on each OOM: ", (long long)as->start,
+                SWEEP_FACTOR);
+        if (as->found)
+            fprintf(out, "%lld", (long long)as->found);
+        else
+            fputs("none", out);
+        fprintf(out, " after %d run%s (", as->nruns, as->nruns == 1 ? "" : "s");
+        runs_list(as, out);
+        fputs(")", out);
+        if (as->found && bs->found && as->found < bs->found)
+            fprintf(out, ", %lld below the largest", (long long)(bs->found - as->found));
+        fputc('\n', out);
+        if (!sv->monotonic)
+            fprintf(out, "  note: not monotonic: a larger %s fits where a smaller one does not; the bisection "
+                         "searched below the first that does not\n",
+                    name);
+        for (size_t i = 0; i < sv->nknown; i++)
+            if (!sv->known[i].passed)
+                fprintf(out, "  ✗ at %s=%lld the variant does not show what it must (oomlab run %s --variant %s --set "
+                             "%s=%lld shows why)\n",
+                        name, (long long)sv->known[i].value, r->sc->name, sv->v->name, name,
+                        (long long)sv->known[i].value);
+    }
+    fprintf(out, "\n%d runs%s\n", r->runs, r->passed ? ", every one showed what it must" : " (✗ above)");
+}
+
+/* ---- JSON --------------------------------------------------------------------------------------------------- */
+
+static void put(cJSON *o, const char *key, cJSON *item, bool *ok)
+{
+    if (!item || !cJSON_AddItemToObject(o, key, item)) {
+        cJSON_Delete(item);
+        *ok = false;
+    }
+}
+
+static void push(cJSON *a, cJSON *item, bool *ok)
+{
+    if (!a || !item || !cJSON_AddItemToArray(a, item)) {
+        cJSON_Delete(item);
+        *ok = false;
+    }
+}
+
+static cJSON *num(int64_t v) { return cJSON_CreateNumber((double)v); }
+
+static cJSON *search_json(const sweep_search *s, bool *ok)
+{
+    cJSON *o = cJSON_CreateObject(), *runs = cJSON_CreateArray();
+    if (!o || !runs) {
+        cJSON_Delete(o);
+        cJSON_Delete(runs);
+        *ok = false;
+        return NULL;
+    }
+    put(o, "value", s->found ? num(s->found) : cJSON_CreateNull(), ok);
+    for (int i = 0; i < s->nruns; i++) {
+        cJSON *e = cJSON_CreateObject();
+        if (e) {
+            put(e, "value", num(s->runs[i]), ok);
+            put(e, "fits", cJSON_CreateBool(s->fits[i]), ok);
+        }
+        push(runs, e, ok);
+    }
+    put(o, "runs", runs, ok);
+    return o;
+}
+
+cJSON *sweep_json(const sweep_result *r)
+{
+    bool ok = true;
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return NULL;
+    put(o, "schema", cJSON_CreateString(SWEEP_SCHEMA), &ok);
+    put(o, "scenario", cJSON_CreateString(r->sc->name), &ok);
+    put(o, "title", cJSON_CreateString(r->sc->title), &ok);
+    put(o, "backend", cJSON_CreateString(r->backend), &ok);
+    put(o, "device", cJSON_CreateString(r->device), &ok);
+    put(o, "dry_run", cJSON_CreateBool(r->dry_run), &ok);
+    put(o, "scale", cJSON_CreateString(run_scale_str(r->scale)), &ok);
+    put(o, "budget", num((int64_t)r->budget), &ok);
+    put(o, "started", cJSON_CreateString(r->started), &ok);
+    put(o, "passed", cJSON_CreateBool(r->passed), &ok);
+    put(o, "param", cJSON_CreateString(r->sc->params[r->param].name), &ok);
+    put(o, "lo", num(r->lo), &ok);
+    put(o, "hi", num(r->hi), &ok);
+    cJSON *ps = cJSON_CreateObject();
+    for (size_t i = 0; ps && i < r->sc->nparams; i++)
+        if (i != r->param)
+            put(ps, r->sc->params[i].name, num(r->params[i]), &ok);
+    put(o, "params", ps, &ok);
+    cJSON *vs = cJSON_CreateArray();
+    for (size_t k = 0; vs && k < r->nvariants; k++) {
+        const sweep_variant *sv = &r->variants[k];
+        cJSON *v = cJSON_CreateObject(), *series = cJSON_CreateArray();
+        if (!v || !series) {
+            cJSON_Delete(v);
+            cJSON_Delete(series);
+            ok = false;
+            break;
+        }
+        put(v, "name", cJSON_CreateString(sv->v->name), &ok);
+        put(v, "kind", cJSON_CreateString(variant_kind_str(sv->v->kind)), &ok);
+        put(v, "monotonic", cJSON_CreateBool(sv->monotonic), &ok);
+        for (size_t i = 0; i < sv->nseries; i++) {
+            const sweep_point *p = &sv->series[i];
+            cJSON *e = cJSON_CreateObject();
+            if (e) {
+                put(e, "value", num(p->value), &ok);
+                put(e, "outcome", cJSON_CreateString(variant_outcome_str(p->outcome)), &ok);
+                put(e, "peak_allocated", num(p->peak_allocated), &ok);
+                put(e, "peak_reserved", num(p->peak_reserved), &ok);
+                put(e, "reproduced", cJSON_CreateBool(p->reproduced), &ok);
+                put(e, "passed", cJSON_CreateBool(p->passed), &ok);
+                put(e, "oom_what", p->oom_what[0] ? cJSON_CreateString(p->oom_what) : cJSON_CreateNull(), &ok);
+            }
+            push(series, e, &ok);
+        }
+        put(v, "series", series, &ok);
+        put(v, "largest_fit", search_json(&sv->bisection, &ok), &ok);
+        cJSON *acc = search_json(&sv->accelerate, &ok);
+        if (acc) {
+            put(acc, "starting_batch_size", num(sv->accelerate.start), &ok);
+            put(acc, "factor", cJSON_CreateNumber(SWEEP_FACTOR), &ok);
+        }
+        put(v, "find_executable_batch_size", acc, &ok);
+        push(vs, v, &ok);
+    }
+    put(o, "variants", vs, &ok);
+    if (!ok) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
+oom_status sweep_write(const sweep_result *r, const char *dir, char *path, size_t cap)
+{
+    cJSON *j = sweep_json(r);
+    char *text = j ? cJSON_Print(j) : NULL;
+    cJSON_Delete(j);
+    if (!text) {
+        OOM_ERROR(OOM_ENOMEM_HOST, "cannot write the sweep results: out of host memory");
+        return OOM_ENOMEM_HOST;
+    }
+    char name[160];
+    snprintf(name, sizeof name, "%s.sweep.json", r->sc->name);
+    oom_status st = report_write_file(text, r->started, r->backend, name, dir, path, cap);
+    free(text);
+    return st;
+}
