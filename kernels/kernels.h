@@ -86,6 +86,10 @@ static inline uint64_t oom_rng_hash(uint64_t seed, uint64_t i)
  * rand_int         out[i] = integer in [lo, hi), hi > lo
  * unscale_check    a *= inv_scale[0]; if any element of a is inf or NaN (before or after), found_inf[0] = 1
  *                  (never cleared here): GradScaler's _amp_foreach_non_finite_check_and_unscale_
+ * (dangling_tensors, inplace_ops:)
+ * sigmoid          out = 1 / (1 + exp(-a))
+ * sigmoid_backward gi = go * (1 - y) * y        (on the saved result y, as ATen's sigmoid_backward)
+ * add_scalar       out = a + s                  (x + 1: the Python number is a wrapped scalar)
  */
 #define KERNEL_LIST(X)                                                                                          \
     X(gemm, (dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const void *a,          \
@@ -120,7 +124,11 @@ static inline uint64_t oom_rng_hash(uint64_t seed, uint64_t i)
     X(rand_uniform, (dtype dt, void *out, int64_t n, uint64_t seed, float lo, float hi))                       \
     X(rand_normal, (dtype dt, void *out, int64_t n, uint64_t seed, float mean, float std))                     \
     X(rand_int, (int64_t * out, int64_t n, uint64_t seed, int64_t lo, int64_t hi))                             \
-    X(unscale_check, (dtype dt, void *a, int64_t n, const float *inv_scale, float *found_inf))
+    X(unscale_check, (dtype dt, void *a, int64_t n, const float *inv_scale, float *found_inf))                 \
+    /* dangling_tensors, inplace_ops */                                                                         \
+    X(sigmoid, (dtype dt, void *out, const void *a, int64_t n))                                                \
+    X(sigmoid_backward, (dtype dt, void *gi, const void *go, const void *y, int64_t n))                        \
+    X(add_scalar, (dtype dt, void *out, const void *a, float s, int64_t n))
 
 #define KERNEL_DECLARE_REF(name, params) oom_status k_##name##_ref params;
 #define KERNEL_DECLARE_CUDA(name, params) oom_status k_##name##_cuda params;
