@@ -7,6 +7,9 @@
  *   op                         node              saves
  *   add, add_                  AddBackward0      nothing
  *   mul                        MulBackward0      other (if self needs grad), self (if other needs grad)
+ *   mul_(s), mul by a number   MulBackward0      the number only (a wrapped 0-dim CPU tensor: no device bytes)
+ *   add of a number, add_      AddBackward0      nothing
+ *   sigmoid                    SigmoidBackward0  result
  *   t                          TBackward0        nothing (a view)
  *   mm                         MmBackward0       self (if mat2 needs grad), mat2 (if self needs grad)
  *   addmm / linear             AddmmBackward0    mat1 (if mat2 needs grad), mat2 (if mat1 needs grad)
@@ -42,7 +45,7 @@ OOM_BEGIN_DECLS
 tensor *op_add(tensor *a, tensor *b, double alpha); /* a + alpha * b */
 tensor *op_add_(tensor *self, tensor *other, double alpha); /* self += alpha * other; returns self (borrowed!) */
 tensor *op_mul(tensor *a, tensor *b);
-tensor *op_mul_(tensor *self, double s); /* self *= s, in place; returns self (borrowed) */
+tensor *op_mul_(tensor *self, double s); /* self *= s (x.mul_(2)), in place; returns self (borrowed) */
 tensor *op_clone(tensor *t);
 tensor *op_t(tensor *t);                                  /* 2-D transpose view */
 tensor *op_view(tensor *t, int ndim, const int64_t *shape); /* reshape of a contiguous tensor */
@@ -62,6 +65,12 @@ tensor *op_mean(tensor *t);
 
 /* The kernels' error as an rt failure: every op funnels launches through it. */
 bool op_check(rt *r, oom_status st);
+
+/* ---- dangling_tensors, inplace_ops ---- */
+tensor *op_sigmoid(tensor *t);                  /* torch.sigmoid: SigmoidBackward0 saves its result */
+tensor *op_mul_scalar(tensor *t, double s);     /* t * s (a Python number): MulBackward0, no device bytes saved */
+tensor *op_add_scalar(tensor *t, double s);     /* t + s: AddBackward0, saves nothing */
+tensor *op_add_scalar_(tensor *self, double s); /* self += s, in place; returns self (borrowed) */
 
 OOM_END_DECLS
 
