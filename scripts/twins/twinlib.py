@@ -4,7 +4,8 @@ read (tests/twin.c).
 
 A twin script defines its variants and a function `body(t, variant, params)` that runs one variant the way the
 scenario (scenarios/NAME.c) does, calling t.step(label) where the scenario calls scn_step, t.caught(exc, what)
-where it calls scn_caught, and t.metric(name, unit, value) where it calls scn_metric. Then:
+where it calls scn_caught, t.metric(name, unit, value) where it calls scn_metric, and t.note(text) where it
+calls scn_note with a text PyTorch produced (an error message the variant demonstrates). Then:
 
     if __name__ == "__main__":
         sys.exit(twinlib.main(__doc__, "NAME", VARIANTS, PARAMS, BUDGET, body))
@@ -20,7 +21,7 @@ CUBLASLT_WORKSPACE_SIZE=0: oomlab's GEMM needs none, docs/parity.md), or with th
 output is one JSON object: {"scenario", "torch", "device", "total_memory", "budget", "allowed", "params",
 "cublas_workspaces": "off"|"on", "variants": [{"variant", "alloc_conf", "outcome": "ok"|"oom"|"error",
 "oom": null|{"step", "what", "message"}, "error", "samples": [{"label", KEYS...}], "metrics": [{"name", "unit",
-"value", "sample"}]}]}.
+"value", "sample"}], "notes": [text]}]}.
 """
 import json
 import os
@@ -41,7 +42,7 @@ class Twin:
 
     def __init__(self, torch, budget):
         self.torch = torch
-        self.samples, self.metrics = [], []
+        self.samples, self.metrics, self.notes = [], [], []
         self.oom = None
         torch.cuda.init()
         self.total = torch.cuda.get_device_properties(0).total_memory
@@ -62,6 +63,10 @@ class Twin:
     def metric(self, name, unit, value):
         self.metrics.append({"name": name, "unit": unit, "value": float(value), "sample": len(self.samples) - 1})
 
+    def note(self, text):
+        """scn_note: a text for the reader, e.g. the str() of an exception the variant catches on purpose."""
+        self.notes.append(str(text))
+
     def clock(self):
         """torch.cuda.synchronize(), then a monotonic clock (scn_clock)."""
         import time
@@ -80,7 +85,7 @@ def _child(name, variant, alloc_conf, params, budget, body):
         res["outcome"], res["error"] = "error", "%s: %s" % (type(e).__name__, e)
     if res["outcome"] == "ok" and t.oom is not None:
         res["outcome"] = "oom"
-    res.update({"oom": t.oom, "samples": t.samples, "metrics": t.metrics,
+    res.update({"oom": t.oom, "samples": t.samples, "metrics": t.metrics, "notes": t.notes,
                 "total_memory": t.total, "allowed": t.allowed,
                 "torch": torch.__version__, "device": torch.cuda.get_device_name(0)})
     return res
@@ -132,7 +137,7 @@ def main(doc, name, variants, params, budget, body, argv=None):
         if p.returncode != 0 or not p.stdout.strip():
             results.append({"variant": v, "alloc_conf": variants[v], "outcome": "error",
                             "error": "twin crashed: %s" % p.stderr.strip()[-2000:], "oom": None, "samples": [],
-                            "metrics": []})
+                            "metrics": [], "notes": []})
         else:
             results.append(json.loads(p.stdout.strip().splitlines()[-1]))
         r = results[-1]
