@@ -4,9 +4,11 @@
 #include "run/scenario.h"
 
 extern const scenario scenario_fragmentation;
+extern const scenario scenario_dangling_tensors;
 
 const scenario *const scenario_catalog[] = {
     &scenario_fragmentation,
+    &scenario_dangling_tensors,
 };
 const size_t scenario_catalog_size = sizeof scenario_catalog / sizeof scenario_catalog[0];
 
