@@ -5,10 +5,12 @@
 
 extern const scenario scenario_fragmentation;
 extern const scenario scenario_dangling_tensors;
+extern const scenario scenario_inplace_ops;
 
 const scenario *const scenario_catalog[] = {
     &scenario_fragmentation,
     &scenario_dangling_tensors,
+    &scenario_inplace_ops,
 };
 const size_t scenario_catalog_size = sizeof scenario_catalog / sizeof scenario_catalog[0];
 
