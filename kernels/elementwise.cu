@@ -265,3 +265,42 @@ oom_status k_pow_scalar_cuda(dtype dt, void *out, const void *a, float exponent,
         return KARGS_FAIL(dt, 1, n);
     return kc_dispatch<kc_ew<pow_op>>(dt, __func__, n, out, a, nullptr, nullptr, exponent);
 }
+
+/* ---- dangling_tensors, inplace_ops: sigmoid, sigmoid_backward, add_scalar ---------------------------------- */
+
+template <typename T> struct sigmoid_op { /* out, a: 1 / (1 + exp(-a)) in f32, as ATen's CUDA kernel */
+    static constexpr unsigned reads = 2, writes = 1;
+    __device__ void operator()(float *x) const { x[0] = 1.0f / (1.0f + expf(-x[1])); }
+};
+
+template <typename T> struct sigmoid_backward_op { /* gi, go, y: go * (1 - y) * y */
+    static constexpr unsigned reads = 6, writes = 1;
+    __device__ void operator()(float *x) const { x[0] = x[1] * (1.0f - x[2]) * x[2]; }
+};
+
+template <typename T> struct add_scalar_op { /* out, a */
+    float s;
+    static constexpr unsigned reads = 2, writes = 1;
+    __device__ void operator()(float *x) const { x[0] = x[1] + s; }
+};
+
+oom_status k_sigmoid_cuda(dtype dt, void *out, const void *a, int64_t n)
+{
+    if (!kargs_float(dt) || n < 0 || (n > 0 && (!out || !a)))
+        return KARGS_FAIL(dt, 1, n);
+    return kc_dispatch<kc_ew<sigmoid_op>>(dt, __func__, n, out, a, nullptr, nullptr);
+}
+
+oom_status k_sigmoid_backward_cuda(dtype dt, void *gi, const void *go, const void *y, int64_t n)
+{
+    if (!kargs_float(dt) || n < 0 || (n > 0 && (!gi || !go || !y)))
+        return KARGS_FAIL(dt, 1, n);
+    return kc_dispatch<kc_ew<sigmoid_backward_op>>(dt, __func__, n, gi, go, y, nullptr);
+}
+
+oom_status k_add_scalar_cuda(dtype dt, void *out, const void *a, float s, int64_t n)
+{
+    if (!kargs_float(dt) || n < 0 || (n > 0 && (!out || !a)))
+        return KARGS_FAIL(dt, 1, n);
+    return kc_dispatch<kc_ew<add_scalar_op>>(dt, __func__, n, out, a, nullptr, nullptr, s);
+}

@@ -205,3 +205,39 @@ oom_status k_pow_scalar_ref(dtype dt, void *out, const void *a, float exponent, 
 #undef POW
     return OOM_OK;
 }
+
+/* ---- dangling_tensors, inplace_ops: sigmoid, sigmoid_backward, add_scalar ---------------------------------- */
+
+/* 1 / (1 + exp(-x)), as ATen's CUDA kernel computes it in the op math type (f32). */
+static inline float sigmoid1(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+oom_status k_sigmoid_ref(dtype dt, void *out, const void *a, int64_t n)
+{
+    if (!kargs_float(dt) || n < 0 || (n > 0 && (!out || !a)))
+        return KARGS_FAIL(dt, 1, n);
+#define SIGMOID(T) REF_MAP(T, out, n, sigmoid1(LD_##T(a, i)))
+    REF_FLOAT_DISPATCH(dt, SIGMOID)
+#undef SIGMOID
+    return OOM_OK;
+}
+
+/* sigmoid_backward(grad_output, output): go * (1 - y) * y, in that order. */
+oom_status k_sigmoid_backward_ref(dtype dt, void *gi, const void *go, const void *y, int64_t n)
+{
+    if (!kargs_float(dt) || n < 0 || (n > 0 && (!gi || !go || !y)))
+        return KARGS_FAIL(dt, 1, n);
+#define SIGMOID_BW(T) REF_MAP(T, gi, n, LD_##T(go, i) * (1.0f - LD_##T(y, i)) * LD_##T(y, i))
+    REF_FLOAT_DISPATCH(dt, SIGMOID_BW)
+#undef SIGMOID_BW
+    return OOM_OK;
+}
+
+oom_status k_add_scalar_ref(dtype dt, void *out, const void *a, float s, int64_t n)
+{
+    if (!kargs_float(dt) || n < 0 || (n > 0 && (!out || !a)))
+        return KARGS_FAIL(dt, 1, n);
+#define ADD_SCALAR(T) REF_MAP(T, out, n, LD_##T(a, i) + s)
+    REF_FLOAT_DISPATCH(dt, ADD_SCALAR)
+#undef ADD_SCALAR
+    return OOM_OK;
+}

@@ -96,6 +96,10 @@ static inline uint64_t oom_rng_hash(uint64_t seed, uint64_t i)
  * gru_cell_backward _thnn_fused_gru_cell_backward: from grad_hy and the workspace, grad_igates and grad_hgates
  *                  (batch x 3 hidden) and grad_hx (batch x hidden, the direct part); the caller sums the bias
  *                  gradients (sum_rows), as PyTorch does
+ * (dangling_tensors, inplace_ops:)
+ * sigmoid          out = 1 / (1 + exp(-a))
+ * sigmoid_backward gi = go * (1 - y) * y        (on the saved result y, as ATen's sigmoid_backward)
+ * add_scalar       out = a + s                  (x + 1: the Python number is a wrapped scalar)
  */
 #define KERNEL_LIST(X)                                                                                          \
     X(gemm, (dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const void *a,          \
@@ -136,7 +140,11 @@ static inline uint64_t oom_rng_hash(uint64_t seed, uint64_t i)
     X(gru_cell, (dtype dt, void *hy, void *workspace, const void *igates, const void *hgates, const void *hx,  \
                  const void *b_ih, const void *b_hh, int64_t batch, int64_t hidden))                            \
     X(gru_cell_backward, (dtype dt, void *grad_igates, void *grad_hgates, void *grad_hx, const void *grad_hy,  \
-                          const void *workspace, int64_t batch, int64_t hidden))
+                          const void *workspace, int64_t batch, int64_t hidden)) \
+    /* dangling_tensors, inplace_ops */                                                                         \
+    X(sigmoid, (dtype dt, void *out, const void *a, int64_t n))                                                \
+    X(sigmoid_backward, (dtype dt, void *gi, const void *go, const void *y, int64_t n))                        \
+    X(add_scalar, (dtype dt, void *out, const void *a, float s, int64_t n))
 
 #define KERNEL_DECLARE_REF(name, params) oom_status k_##name##_ref params;
 #define KERNEL_DECLARE_CUDA(name, params) oom_status k_##name##_cuda params;

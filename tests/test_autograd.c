@@ -1165,3 +1165,95 @@ Test(autograd, thnn_fused_gru_cell_rejects_bad_operands)
         tensor_release(ts[i]);
     close_rt(r);
 }
+
+/* ---- dangling_tensors, inplace_ops: sigmoid, arithmetic with a Python number, in place on a saved output ---- */
+
+Test(autograd, sigmoid_saves_its_result_and_mul__on_it_fails_as_in_pytorch)
+{
+    rt *r = open_rt();
+    tensor *x = leaf(r, SHAPE(2, 3), true);
+    int64_t before = test_stat(r, "allocated_bytes.all.current");
+    tensor *s = op_sigmoid(x);
+    OK(r);
+    ag_node *n = s->grad_fn;
+    cr_assert_str_eq(n->fn->name, "SigmoidBackward0");
+    cr_assert_eq(n->nsaved, 1);
+    cr_assert(n->saved[0].is_output && n->saved[0].t->st == s->st, "sigmoid saves its result (derivatives.yaml)");
+    cr_assert_eq(test_stat(r, "allocated_bytes.all.current") - before, block_bytes(2 * 3 * 4));
+    int64_t allocs = test_stat(r, "allocation.all.allocated");
+    cr_assert_eq(op_mul_(s, 2.0), s, "mul_ returns self");
+    cr_assert_eq(test_stat(r, "allocation.all.allocated"), allocs, "in place: no allocation");
+    cr_assert_eq(s->st->version, 1);
+    cr_assert_str_eq(s->grad_fn->fn->name, "MulBackward0", "x.mul_(2): the number is wrapped, mul.Tensor's node");
+    cr_assert_eq(s->grad_fn->next[0].fn, n, "the in-place node's edge is sigmoid's node (rebase_history)");
+    tensor *w = leaf(r, SHAPE(2, 3), false);
+    tensor *m = op_mul(s, w), *loss = op_sum(m);
+    cr_assert_eq(autograd_backward(loss, NULL, false), OOM_EAUTOGRAD);
+    cr_assert_str_eq(rt_message(r),
+                     "one of the variables needed for gradient computation has been modified by an inplace "
+                     "operation: [torch.cuda.FloatTensor [2, 3]], which is output 0 of SigmoidBackward0, is at "
+                     "version 1; expected version 0 instead. Hint: enable anomaly detection to find the operation "
+                     "that failed to compute its gradient, with torch.autograd.set_detect_anomaly(True, "
+                     "check_nan=False).");
+    rt_clear(r);
+    cr_assert_null(x->grad, "the error stops backward before x");
+    tensor *ts[] = {loss, m, w, s, x};
+    for (int i = 0; i < 5; i++)
+        tensor_release(ts[i]);
+    close_rt(r);
+}
+
+Test(autograd, arithmetic_with_a_number_saves_no_device_memory)
+{
+    rt *r = open_rt();
+    tensor *x = leaf(r, SHAPE(4, 4), true);
+    int64_t before = test_stat(r, "allocated_bytes.all.current");
+    tensor *y = op_mul_scalar(x, 2.0), *z = op_add_scalar(y, 1.0);
+    OK(r);
+    cr_assert_eq(test_stat(r, "allocated_bytes.all.current") - before, 2 * block_bytes(4 * 4 * 4),
+                 "the results only: a Python number is a 0-dim CPU tensor");
+    cr_assert_str_eq(y->grad_fn->fn->name, "MulBackward0");
+    cr_assert_str_eq(z->grad_fn->fn->name, "AddBackward0");
+    cr_assert_eq(y->grad_fn->nsaved, 0);
+    cr_assert_eq(z->grad_fn->nsaved, 0);
+    cr_assert_null(op_mul_(x, 2.0), "in place on a leaf that requires grad");
+    cr_assert_str_eq(rt_message(r), "a leaf Variable that requires grad is being used in an in-place operation.");
+    rt_clear(r);
+    cr_assert_null(op_add_scalar_(x, 2.0));
+    rt_clear(r);
+    RT_NO_GRAD(r)
+    {
+        tensor *u = op_mul_scalar(z, 3.0);
+        cr_assert_null(u->grad_fn, "no_grad records nothing");
+        cr_assert_eq(op_add_scalar_(u, 1.0), u);
+        cr_assert_null(u->grad_fn);
+        cr_assert_eq(u->st->version, 1);
+        tensor_release(u);
+    }
+    if (r->computes) {
+        float hx[16], hz[16];
+        host(x, hx);
+        host(z, hz);
+        for (int i = 0; i < 16; i++)
+            cr_assert_eq(hz[i], hx[i] * 2.0f + 1.0f);
+    }
+    tensor_release(z);
+    tensor_release(y);
+    tensor_release(x);
+    close_rt(r);
+}
+
+static tensor *f_sigmoid(tensor **in) { return op_sigmoid(in[0]); }
+static tensor *f_mul_scalar(tensor **in) { return op_mul_scalar(in[0], -2.5); }
+static tensor *f_add_scalar(tensor **in) { return op_add_scalar(in[0], 3.0); }
+static tensor *f_inplace_scalars(tensor **in)
+{
+    tensor *c = op_clone(in[0]); /* in-place ops on a non-leaf: rebase_history */
+    tensor *out = op_mul_(c, 2.0) && op_add_scalar_(c, -0.5) ? op_sigmoid(c) : NULL;
+    tensor_release(c);
+    return out;
+}
+GC(sigmoid, f_sigmoid, leaf(r, SHAPE(4, 5), true))
+GC(mul_scalar, f_mul_scalar, leaf(r, SHAPE(3, 4), true))
+GC(add_scalar, f_add_scalar, leaf(r, SHAPE(3, 4), true))
+GC(clone_mul__add__sigmoid, f_inplace_scalars, leaf(r, SHAPE(4, 3), true))

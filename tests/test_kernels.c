@@ -303,6 +303,22 @@ static oom_status call_tanh_bw(bool cuda, dtype dt, void *out, const void *a, co
 {
     return KIMPL(cuda, tanh_backward)(dt, out, a, b, n);
 }
+/* dangling_tensors, inplace_ops */
+#define ADD_S 0.75f
+static oom_status call_sigmoid(bool cuda, dtype dt, void *out, const void *a, const void *b, int64_t n)
+{
+    (void)b;
+    return KIMPL(cuda, sigmoid)(dt, out, a, n);
+}
+static oom_status call_sigmoid_bw(bool cuda, dtype dt, void *out, const void *a, const void *b, int64_t n)
+{
+    return KIMPL(cuda, sigmoid_backward)(dt, out, a, b, n);
+}
+static oom_status call_add_scalar(bool cuda, dtype dt, void *out, const void *a, const void *b, int64_t n)
+{
+    (void)b;
+    return KIMPL(cuda, add_scalar)(dt, out, a, ADD_S, n);
+}
 
 /* The double formulas; *mag is the size of the f32 intermediates (each f32 operation errs by U32 * mag). */
 static double want_add(double a, double b, double *mag)
@@ -343,6 +359,24 @@ static double want_tanh_bw(double go, double y, double *mag)
     *mag = 3 * fabs(go) * (1 + y * y);
     return go * (1 - y * y);
 }
+static double want_sigmoid(double a, double b, double *mag)
+{
+    (void)b;
+    double y = 1 / (1 + exp(-a));
+    *mag = 6 * y; /* expf within 2 ulps, then an add and a division */
+    return y;
+}
+static double want_sigmoid_bw(double go, double y, double *mag)
+{
+    *mag = 3 * fabs(go) * (1 + fabs(y)) * (1 + fabs(y));
+    return go * (1 - y) * y;
+}
+static double want_add_scalar(double a, double b, double *mag)
+{
+    (void)b;
+    *mag = 2 * (fabs(a) + ADD_S);
+    return a + ADD_S;
+}
 
 typedef struct ew_op {
     const char *name;
@@ -361,6 +395,9 @@ static const ew_op ew_ops[] = {
     {"relu_backward", 2, true, -2, 2, call_relu_bw, want_relu_bw},
     {"tanh", 1, false, -4, 4, call_tanh, want_tanh},
     {"tanh_backward", 2, false, -1, 1, call_tanh_bw, want_tanh_bw},
+    {"sigmoid", 1, false, -8, 8, call_sigmoid, want_sigmoid},
+    {"sigmoid_backward", 2, false, 0, 1, call_sigmoid_bw, want_sigmoid_bw},
+    {"add_scalar", 1, true, -2, 2, call_add_scalar, want_add_scalar},
 };
 
 Test(kernels, elementwise_known_values)
@@ -417,6 +454,28 @@ Test(kernels, elementwise_known_values)
         for (int i = 0; i < 4; i++)
             cr_assert_eq(ld(dt, h, i), add_want[i], "%s add [%d] = %g", dtype_str(dt), i, ld(dt, h, i));
     }
+}
+
+/* dangling_tensors, inplace_ops: sigmoid saturates exactly, its backward is go (1 - y) y, add_scalar adds */
+Test(kernels, sigmoid_and_add_scalar_known_values)
+{
+    const float in[5] = {0.0f, 200.0f, -200.0f, INFINITY, -INFINITY};
+    float out[5];
+    cr_assert_eq(k_sigmoid_ref(DT_F32, out, in, 5), OOM_OK);
+    const float want[5] = {0.5f, 1.0f, 0.0f, 1.0f, 0.0f};
+    cr_assert_arr_eq(out, want, sizeof out);
+    const float go[3] = {2.0f, -4.0f, 8.0f}, y[3] = {0.5f, 0.25f, 1.0f};
+    cr_assert_eq(k_sigmoid_backward_ref(DT_F32, out, go, y, 3), OOM_OK);
+    const float bw_want[3] = {0.5f, -0.75f, 0.0f};
+    cr_assert_arr_eq(out, bw_want, 3 * sizeof(float));
+    const float a[3] = {1.0f, -2.5f, 0.0f};
+    cr_assert_eq(k_add_scalar_ref(DT_F32, out, a, 1.0f, 3), OOM_OK);
+    const float add_want[3] = {2.0f, -1.5f, 1.0f};
+    cr_assert_arr_eq(out, add_want, 3 * sizeof(float));
+    uint16_t h[2] = {0x3c00, 0xc000}; /* f16 1, -2: in place */
+    cr_assert_eq(k_add_scalar_ref(DT_F16, h, h, 1.0f, 2), OOM_OK);
+    cr_assert_eq(h[0], 0x4000); /* 2 */
+    cr_assert_eq(h[1], 0xbc00); /* -1 */
 }
 
 Test(kernels, bias_rows_known_values)
@@ -1203,6 +1262,12 @@ static void bad_arguments(bool cuda)
     EXPECT_EINVAL(KIMPL(cuda, rand_int)(NULL, 1, 0, 0, 5));
     EXPECT_EINVAL(KIMPL(cuda, unscale_check)(DT_F32, x, 1, NULL, x));
     EXPECT_EINVAL(KIMPL(cuda, unscale_check)(DT_I64, x, 1, &one, x));
+    EXPECT_EINVAL(KIMPL(cuda, sigmoid)(DT_I64, x, x, 1));
+    EXPECT_EINVAL(KIMPL(cuda, sigmoid)(DT_F32, x, NULL, 1));
+    EXPECT_EINVAL(KIMPL(cuda, sigmoid_backward)(DT_F16, x, NULL, x, 1));
+    EXPECT_EINVAL(KIMPL(cuda, sigmoid_backward)(DT_F32, x, x, x, -1));
+    EXPECT_EINVAL(KIMPL(cuda, add_scalar)(DT_BF16, NULL, x, 1.0f, 2));
+    EXPECT_EINVAL(KIMPL(cuda, add_scalar)(bogus, x, x, 1.0f, 1));
     /* size 0 with no buffers is fine for the elementwise kernels */
     cr_assert_eq(KIMPL(cuda, add)(DT_F32, NULL, NULL, NULL, 1.0f, 0), OOM_OK);
     cr_assert_eq(KIMPL(cuda, unscale_check)(DT_BF16, NULL, 0, NULL, NULL), OOM_OK);

@@ -89,7 +89,7 @@ typedef struct variant_result {
     size_t nexpect;
     scn_metric_value *metrics;
     size_t nmetrics;
-    char (*notes)[320];
+    char (*notes)[RT_MESSAGE_MAX]; /* long enough for an error text a variant demonstrates */
     size_t nnotes;
     bool reproduced; /* false: scn_not_reproduced said why the failure does not happen at these parameters */
     bool passed;     /* no error and every expectation holds */

@@ -176,17 +176,33 @@ tensor *op_add_(tensor *self, tensor *other, double alpha)
     return self;
 }
 
+/* x * 2, x.mul_(2): Python wraps the number into a 0-dim CPU tensor, so the node is MulBackward0 and what it
+ * saves (`other`, the wrapped number) takes no device memory: grad * s. */
+static oom_status mul_scalar_backward(ag_node *n, tensor *grad, tensor **grads)
+{
+    if (!n->next[0].fn)
+        return OOM_OK;
+    grads[0] = empty_like(grad);
+    if (!grads[0] || !KRUN(n->rt, scale(grad->dt, tensor_data(grads[0]), tensor_data(grad), (float)n->fparam[0],
+                                        tensor_numel(grad))))
+        return n->rt->status;
+    return OOM_OK;
+}
+static const ag_fn mul_scalar_fn = {"MulBackward0", mul_scalar_backward, false};
+
 tensor *op_mul_(tensor *self, double s)
 {
-    if (!LIVE(self) || !inplace_ok(self, NULL))
+    if (!LIVE(self) || !need_contiguous(self, "mul_") || !is_float(self, "mul_") || !inplace_ok(self, NULL))
         return NULL;
-    if (self->requires_grad && self->rt->grad_enabled) {
-        rt_fail(self->rt, OOM_EINVAL, "mul_ by a scalar is only used without grad here");
-        return NULL;
-    }
-    if (!KRUN(self->rt, scale(self->dt, tensor_data(self), tensor_data(self), (float)s, tensor_numel(self))))
+    rt *r = self->rt;
+    if (!KRUN(r, scale(self->dt, tensor_data(self), tensor_data(self), (float)s, tensor_numel(self))))
         return NULL;
     tensor_bump_version(self);
+    if (ag_any_requires_grad(r, 1, &self)) {
+        ag_node *n = ag_node_new(r, &mul_scalar_fn, 1, &self);
+        n->fparam[0] = s;
+        ag_rebase_history(self, n);
+    }
     return self;
 }
 
@@ -1012,4 +1028,81 @@ tensor *op_div_scalar(tensor *t, double s)
         ag_set_history(out, n);
     }
     return out;
+}
+
+/* ---- dangling_tensors, inplace_ops: sigmoid and arithmetic with a Python number ------------------------------ */
+
+static oom_status sigmoid_backward(ag_node *n, tensor *grad, tensor **grads)
+{
+    rt *r = n->rt;
+    tensor *result = ag_unpack(n, 0);
+    if (!result)
+        return r->status;
+    grads[0] = empty_like(grad);
+    if (!grads[0] || !KRUN(r, sigmoid_backward(grad->dt, tensor_data(grads[0]), tensor_data(grad),
+                                               tensor_data(result), tensor_numel(grad))))
+        return r->status;
+    return OOM_OK;
+}
+static const ag_fn sigmoid_fn = {"SigmoidBackward0", sigmoid_backward, false};
+
+tensor *op_sigmoid(tensor *t)
+{
+    if (!LIVE(t) || !need_contiguous(t, "sigmoid") || !is_float(t, "sigmoid"))
+        return NULL;
+    rt *r = t->rt;
+    tensor *out = empty_like(t);
+    if (!out || !KRUN(r, sigmoid(t->dt, tensor_data(out), tensor_data(t), tensor_numel(t))))
+        return tensor_release(out), NULL;
+    if (ag_any_requires_grad(r, 1, &t)) {
+        ag_node *n = ag_node_new(r, &sigmoid_fn, 1, &t);
+        ag_save(n, 0, out, true); /* result */
+        ag_set_history(out, n);
+    }
+    return out;
+}
+
+tensor *op_mul_scalar(tensor *t, double s)
+{
+    if (!LIVE(t) || !need_contiguous(t, "mul") || !is_float(t, "mul"))
+        return NULL;
+    rt *r = t->rt;
+    tensor *out = empty_like(t);
+    if (!out || !KRUN(r, scale(t->dt, tensor_data(out), tensor_data(t), (float)s, tensor_numel(t))))
+        return tensor_release(out), NULL;
+    if (ag_any_requires_grad(r, 1, &t)) {
+        ag_node *n = ag_node_new(r, &mul_scalar_fn, 1, &t);
+        n->fparam[0] = s;
+        ag_set_history(out, n);
+    }
+    return out;
+}
+
+/* x + 1: AddBackward0 with a wrapped number, the gradient passes through */
+static const ag_fn add_scalar_fn = {"AddBackward0", passthrough_backward, false};
+
+tensor *op_add_scalar(tensor *t, double s)
+{
+    if (!LIVE(t) || !need_contiguous(t, "add") || !is_float(t, "add"))
+        return NULL;
+    rt *r = t->rt;
+    tensor *out = empty_like(t);
+    if (!out || !KRUN(r, add_scalar(t->dt, tensor_data(out), tensor_data(t), (float)s, tensor_numel(t))))
+        return tensor_release(out), NULL;
+    if (ag_any_requires_grad(r, 1, &t))
+        ag_set_history(out, ag_node_new(r, &add_scalar_fn, 1, &t));
+    return out;
+}
+
+tensor *op_add_scalar_(tensor *self, double s)
+{
+    if (!LIVE(self) || !need_contiguous(self, "add_") || !is_float(self, "add_") || !inplace_ok(self, NULL))
+        return NULL;
+    rt *r = self->rt;
+    if (!KRUN(r, add_scalar(self->dt, tensor_data(self), tensor_data(self), (float)s, tensor_numel(self))))
+        return NULL;
+    tensor_bump_version(self);
+    if (ag_any_requires_grad(r, 1, &self))
+        ag_rebase_history(self, ag_node_new(r, &add_scalar_fn, 1, &self));
+    return self;
 }

@@ -7,6 +7,9 @@
  *   op                         node              saves
  *   add, add_                  AddBackward0      nothing
  *   mul                        MulBackward0      other (if self needs grad), self (if other needs grad)
+ *   mul_(s), mul by a number   MulBackward0      the number only (a wrapped 0-dim CPU tensor: no device bytes)
+ *   add of a number, add_      AddBackward0      nothing
+ *   sigmoid                    SigmoidBackward0  result
  *   t                          TBackward0        nothing (a view)
  *   mm                         MmBackward0       self (if mat2 needs grad), mat2 (if self needs grad)
  *   addmm / linear             AddmmBackward0    mat1 (if mat2 needs grad), mat2 (if mat1 needs grad)
@@ -42,7 +45,7 @@ OOM_BEGIN_DECLS
 tensor *op_add(tensor *a, tensor *b, double alpha); /* a + alpha * b */
 tensor *op_add_(tensor *self, tensor *other, double alpha); /* self += alpha * other; returns self (borrowed!) */
 tensor *op_mul(tensor *a, tensor *b);
-tensor *op_mul_(tensor *self, double s); /* self *= s, in place; returns self (borrowed) */
+tensor *op_mul_(tensor *self, double s); /* self *= s (x.mul_(2)), in place; returns self (borrowed) */
 tensor *op_clone(tensor *t);
 tensor *op_t(tensor *t);                                  /* 2-D transpose view */
 tensor *op_view(tensor *t, int ndim, const int64_t *shape); /* reshape of a contiguous tensor */
@@ -82,6 +85,11 @@ tensor *op_pow(tensor *t, double exponent); /* t.pow(exponent), exponent a Pytho
 /* hy of at::_thnn_fused_gru_cell(igates, hgates, hx, b_ih, b_hh): igates and hgates batch x 3 hidden, hx batch x
  * hidden, the biases 3 hidden (both NULL: none). The workspace lives in the node (freed at once without grad). */
 tensor *op_thnn_fused_gru_cell(tensor *igates, tensor *hgates, tensor *hx, tensor *b_ih, tensor *b_hh);
+/* ---- dangling_tensors, inplace_ops ---- */
+tensor *op_sigmoid(tensor *t);                  /* torch.sigmoid: SigmoidBackward0 saves its result */
+tensor *op_mul_scalar(tensor *t, double s);     /* t * s (a Python number): MulBackward0, no device bytes saved */
+tensor *op_add_scalar(tensor *t, double s);     /* t + s: AddBackward0, saves nothing */
+tensor *op_add_scalar_(tensor *self, double s); /* self += s, in place; returns self (borrowed) */
 
 OOM_END_DECLS
 
