@@ -81,7 +81,7 @@ def body(t, variant, p):
         if failed:  # sampled after the except block, once the traceback's frames are gone
             t.step("%s: OOM" % failed)
             break
-    del loss, y, x, opt, model
+    del loss, y, x, opt, model, layers  # layers holds the modules too: every parameter and .grad
     t.step("everything released")
 
 
