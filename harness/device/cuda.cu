@@ -460,6 +460,8 @@ static void cu_addr_hint(void *impl, devptr addr, size_t bytes)
     (void)addr;
 }
 
+static void cu_note_kernel_launch(void *impl) { (void)impl; }
+
 /* Give back everything still held, then the state. Errors are ignored: nothing can be done about them. */
 static void cu_close(void *impl)
 {
@@ -487,7 +489,7 @@ static void cu_close(void *impl)
 static const device_ops cuda_ops = {
     "cuda",         cu_mem_alloc,  cu_mem_free,  cu_mem_info,  cu_va_reserve, cu_va_release,
     cu_va_map,      cu_va_unmap,   cu_host_alloc, cu_host_free, cu_copy_htod,  cu_copy_dtoh,
-    cu_copy_dtod,   cu_fill,       cu_host_view, cu_addr_hint, cu_close,
+    cu_copy_dtod,   cu_fill,       cu_host_view, cu_addr_hint, cu_note_kernel_launch, cu_close,
 };
 
 bool device_cuda_visible(void)

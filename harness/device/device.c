@@ -229,3 +229,10 @@ void device_addr_hint(device *dev, devptr addr, size_t bytes)
         return;
     dev->ops->addr_hint(dev->impl, addr, bytes);
 }
+
+void device_note_kernel_launch(device *dev)
+{
+    if (!dev)
+        return;
+    dev->ops->note_kernel_launch(dev->impl);
+}

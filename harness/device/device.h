@@ -78,6 +78,9 @@ typedef struct device_ops {
     /* sim: put the next mem_alloc at addr if it asks for exactly bytes and that range is free (trace replay
      * keeps PyTorch's addresses this way); consumed by the next mem_alloc either way; cuda: ignored. */
     void (*addr_hint)(void *impl, devptr addr, size_t bytes);
+    /* A kernel is launched (the first call matters): the driver gives back the address range it set aside at
+     * context creation, so later segments can take it (sim; cuda: nothing to do, the driver does it). */
+    void (*note_kernel_launch)(void *impl);
     void (*close)(void *impl);
 } device_ops;
 
@@ -125,6 +128,7 @@ oom_status device_copy_dtod(device *dev, devptr dst, devptr src, size_t bytes);
 oom_status device_fill(device *dev, devptr dst, int byte, size_t bytes);
 void *device_host_view(device *dev, devptr p);
 void device_addr_hint(device *dev, devptr addr, size_t bytes);
+void device_note_kernel_launch(device *dev);
 
 /* Backend constructors (device.c picks one). */
 oom_status device_sim_open(const device_options *opt, device *dev);
