@@ -275,6 +275,7 @@ oom_status replay_file(const char *path, const replay_options *opt, replay_resul
     oom_status rc = OOM_EINVAL;
     memset(res, 0, sizeof *res);
     res->first_divergence = -1;
+    res->kernel_event = -1;
     res->first_oom_event = -1;
     size_t len = 0;
     char *text = fileio_read_all(path, &len);
@@ -334,8 +335,14 @@ oom_status replay_file(const char *path, const replay_options *opt, replay_resul
     }
 
     replay_state st = {.ca = ca, .dev = dev, .ev = ev, .res = res, .keep_trace = opt->snapshot_path != NULL};
+    bool allocated = false;
     for (size_t i = 0; i < nev; i++) {
         const event *e = &ev[i];
+        if (res->kernel_event < 0 && ((opt->kernels == REPLAY_KERNELS_FIRST_ALLOC && allocated) ||
+                                      (opt->kernels == REPLAY_KERNELS_AT && i >= opt->kernel_at))) {
+            device_note_kernel_launch(dev);
+            res->kernel_event = (long)i;
+        }
         switch (e->action) {
         case CA_SEGMENT_ALLOC:
         case CA_SEGMENT_FREE:
@@ -373,6 +380,7 @@ oom_status replay_file(const char *path, const replay_options *opt, replay_resul
                 cachealloc_free(ca, p);
             } else {
                 am_put(&live, e->addr, p);
+                allocated = true;
             }
             compare_actions(&st, i);
             break;

@@ -11,6 +11,7 @@
  *     between equal-size blocks break as they did on the GPU, also for what-if configs. Under the trace's own
  *     config a segment that PyTorch's trace shows at an address of the same size takes that address when it
  *     is free: cuBLAS and cuDNN call cudaMalloc behind the allocator's back, and this keeps their traces exact.
+ *     The driver's first kernel launch moves later segments; opt->kernels says when it happened.
  * Without an alloc_conf override the config recorded in allocator_settings is used.
  */
 #ifndef OOMLAB_REPLAY_H
@@ -26,8 +27,20 @@
 
 OOM_BEGIN_DECLS
 
+/* When the recorded program first launched a kernel: the CUDA driver then frees the address range it reserved
+ * at context creation, and later segments go there (device_note_kernel_launch). A trace records no kernels:
+ * the default takes the launch right after the first allocation, as in a program that computes on its first
+ * tensor; a program of torch.empty and del alone launches none. */
+typedef enum replay_kernels {
+    REPLAY_KERNELS_FIRST_ALLOC, /* after the first alloc event (the default) */
+    REPLAY_KERNELS_NONE,        /* never */
+    REPLAY_KERNELS_AT,          /* before event kernel_at */
+} replay_kernels;
+
 typedef struct replay_options {
     const char *alloc_conf;    /* NULL: the trace's allocator_settings */
+    replay_kernels kernels;    /* for the sim's address model */
+    size_t kernel_at;          /* REPLAY_KERNELS_AT: the event index */
     size_t budget_bytes;       /* 0: no budget */
     const char *snapshot_path; /* NULL: none; else the model's snapshot after the replay (snapshot_write) */
 } replay_options;
@@ -42,6 +55,7 @@ typedef struct replay_result {
     memstats stats;           /* the model's memory_stats() at the end */
     alloc_conf conf;          /* the config the replay used */
     size_t budget_bytes;
+    long kernel_event;        /* the event before which the sim saw the first kernel launch; -1 if none */
 } replay_result;
 
 /* Replay the snapshot JSON in path. OOM_EINVAL or OOM_EIO for bad input, with one line in err that names the

@@ -6,7 +6,8 @@
  *              [--alloc-conf S] [--dry-run] [--json] [--plot] [--out DIR | --no-write]
  *   oomlab plot RESULTS.json [-o OUT.png]
  *   oomlab parity [WORKLOAD...] [--backend auto|cuda|sim]
- *   oomlab replay FILE [--alloc-conf S] [--budget SIZE] [--snapshot OUT] [--json]
+ *   oomlab replay FILE [--alloc-conf S] [--budget SIZE] [--kernels first|none|EVENT] [--snapshot OUT]
+ *                [--json]
  *   oomlab bench alloc [--backend auto|cuda|sim] [--iters N] [--json]
  *   oomlab bench gemm [--backend auto|cuda|sim] [--json]
  *   oomlab bench step [--backend auto|cuda|sim] [--width N] [--batch N] [--json]
@@ -47,7 +48,7 @@ static const char usage[] =
     "      draw a run: allocated and reserved bytes at each step, per variant (gnuplot)\n"
     "  parity [WORKLOAD...] [--backend auto|cuda|sim]\n"
     "      the runtime's memory on the workloads of scripts/twins/mlp_parity.py, one JSON object per line\n"
-    "  replay FILE [--alloc-conf S] [--budget SIZE] [--snapshot OUT] [--json]\n"
+    "  replay FILE [--alloc-conf S] [--budget SIZE] [--kernels first|none|EVENT] [--snapshot OUT] [--json]\n"
     "      replay a PyTorch memory snapshot (JSON from scripts/snapshot2json.py) through the allocator model;\n"
     "      --snapshot writes the model's snapshot after it (OUT.pickle or .pkl: for pytorch.org/memory_viz)\n"
     "  bench alloc [--backend auto|cuda|sim] [--iters N] [--json]\n"
@@ -87,6 +88,15 @@ static void print_json(cJSON *o)
     cJSON_Delete(o);
 }
 
+/* A trace event index: decimal digits only. */
+static bool parse_event(const char *s, size_t *out)
+{
+    if (!*s || strlen(s) > 15 || strspn(s, "0123456789") != strlen(s))
+        return false;
+    *out = (size_t)strtoull(s, NULL, 10);
+    return true;
+}
+
 static int cmd_replay(int argc, char **argv)
 {
     const char *file = NULL, *conf_cli = NULL, *conf_src = NULL;
@@ -107,6 +117,17 @@ static int cmd_replay(int argc, char **argv)
                 return bad_input("--budget: '%s' is not a size (bytes, or a number with KiB, MiB, GiB, TiB, KB, "
                                  "MB, GB, TB)",
                                  argv[i]);
+        } else if (strcmp(argv[i], "--kernels") == 0) {
+            if (++i >= argc)
+                return bad_input("%s needs a value", "--kernels");
+            if (strcmp(argv[i], "none") == 0)
+                opt.kernels = REPLAY_KERNELS_NONE;
+            else if (strcmp(argv[i], "first") == 0)
+                opt.kernels = REPLAY_KERNELS_FIRST_ALLOC;
+            else if (parse_event(argv[i], &opt.kernel_at))
+                opt.kernels = REPLAY_KERNELS_AT;
+            else
+                return bad_input("--kernels: '%s' is not first, none or an event number", argv[i]);
         } else if (strcmp(argv[i], "--snapshot") == 0) {
             if (++i >= argc)
                 return bad_input("%s needs a value", "--snapshot");
@@ -163,6 +184,10 @@ static int cmd_replay(int argc, char **argv)
         cJSON_AddStringToObject(o, "replay.oom_message", res->oom_message);
         cJSON_AddStringToObject(o, "replay.alloc_conf", conftext);
         cJSON_AddNumberToObject(o, "replay.budget", (double)res->budget_bytes);
+        if (res->kernel_event >= 0)
+            cJSON_AddNumberToObject(o, "replay.kernel_event", (double)res->kernel_event);
+        else
+            cJSON_AddNullToObject(o, "replay.kernel_event");
         print_json(o);
     } else {
         const memstats *m = &res->stats;
@@ -170,6 +195,16 @@ static int cmd_replay(int argc, char **argv)
         printf("config: %s%s\n", conftext, opt.alloc_conf ? "" : " (from the trace)");
         if (res->budget_bytes)
             printf("budget: %zu bytes\n", res->budget_bytes);
+        printf("addresses: %s; ", opt.alloc_conf ? "the sim's model of the driver"
+                                                  : "PyTorch's where free, else the sim's model of the driver");
+        if (opt.kernels == REPLAY_KERNELS_FIRST_ALLOC && res->kernel_event >= 0)
+            printf("the first kernel launched after the first allocation, before event %ld (--kernels first, the "
+                   "default)\n",
+                   res->kernel_event);
+        else if (res->kernel_event >= 0)
+            printf("the first kernel launched before event %ld (--kernels)\n", res->kernel_event);
+        else
+            printf("no kernel launched (--kernels)\n");
         if (res->first_divergence < 0)
             printf("segment actions: agree with PyTorch's\n");
         else
