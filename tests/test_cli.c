@@ -1386,3 +1386,16 @@ Test(cli, sweep_bad_input)
     expect_bad_input(NULL, "run oversize_batch --sweep batch=64..128 --variant fix-nothing", "fix-nothing");
     expect_bad_input(NULL, "run oversize_batch --sweep", "--sweep");
 }
+
+Test(cli, replay_addresses_recorded_or_model)
+{
+    run_result r = run(NULL, "replay tests/data/addr_gpt.trace.json --addresses model");
+    cr_assert_eq(r.rc, 0, "exit %d: %s%s", r.rc, r.out, r.err);
+    cr_assert_not_null(strstr(r.out, "addresses: the sim's model of the driver;"), "%s", r.out);
+    run_free(&r);
+    r = run(NULL, "replay tests/data/addr_gpt.trace.json");
+    cr_assert_not_null(strstr(r.out, "addresses: PyTorch's where free, else the sim's model of the driver;"), "%s",
+                       r.out);
+    run_free(&r);
+    expect_bad_input(NULL, "replay tests/data/addr_gpt.trace.json --addresses driver", "'driver'");
+}

@@ -4,10 +4,13 @@
  * Suite "device_sim": the simulator's exact behaviour (placement, capacity, hints, dry-run, backing); always sim.
  * Every test opens its device itself, so no CUDA call happens before Criterion forks.
  */
+#include <cjson/cJSON.h>
 #include <criterion/criterion.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
 
+#include "core/fileio.h"
 #include "testutil.h"
 
 #define SIM_BASE ((devptr)0x7f0000000000ULL)    /* below the sim's cudaMalloc heap: never handed out */
@@ -416,19 +419,20 @@ Test(device_sim, driver_gaps_and_release)
 {
     device *dev = open_sim(0, false);
     devptr a, b, c, d, e, big, big2;
-    cr_assert_eq(device_mem_alloc(dev, 2 * MiB, &a), OOM_OK); /* first region: [a-8, a+24) MiB */
-    cr_assert_eq(device_mem_alloc(dev, 2 * MiB, &b), OOM_OK);
+    /* the first 2 MiB takes the free top of the launch region, 66 MiB below the first region F */
+    cr_assert_eq(device_mem_alloc(dev, 2 * MiB, &a), OOM_OK);
+    cr_assert_eq(device_mem_alloc(dev, 2 * MiB, &b), OOM_OK); /* F + 8 MiB: the driver holds F's bottom */
     cr_assert_eq(device_mem_alloc(dev, 2 * MiB, &c), OOM_OK);
-    cr_assert_eq(b, a + 2 * MiB);
-    cr_assert_eq(c, a + 4 * MiB);
+    cr_assert_eq(b, a + 74 * MiB);
+    cr_assert_eq(c, b + 2 * MiB);
     cr_assert_eq(device_mem_free(dev, b, 2 * MiB), OOM_OK);
     cr_assert_eq(device_mem_alloc(dev, 4 * MiB, &d), OOM_OK);
-    cr_assert_eq(d, a + 6 * MiB); /* too big for the 2 MiB hole */
+    cr_assert_eq(d, b + 4 * MiB); /* too big for the 2 MiB hole */
     cr_assert_eq(device_mem_alloc(dev, 2 * MiB, &e), OOM_OK);
     cr_assert_eq(e, b); /* best fit: the 2 MiB hole, not the 14 MiB tail */
-    /* a segment too big for the first region starts a new one, 480 MiB (the context) lower */
+    /* a segment too big for F starts a new region under the launch region, 480 MiB below F */
     cr_assert_eq(device_mem_alloc(dev, 40 * MiB, &big), OOM_OK);
-    cr_assert_eq(big, a - 8 * MiB - 480 * MiB - 64 * MiB);
+    cr_assert_eq(big, b - 8 * MiB - 480 * MiB - 64 * MiB);
     cr_assert_eq(device_mem_alloc(dev, 20 * MiB, &big2), OOM_OK);
     cr_assert_eq(big2, big + 40 * MiB); /* the new region's 24 MiB tail */
     /* free both: the region is released, and a 30 MiB segment's new region is carved from the top of it */
@@ -446,24 +450,156 @@ Test(device_sim, driver_gaps_and_release)
     device_close(dev);
 }
 
+/* The first kernel launch frees the launch region's 414 MiB (addr_probe.json, k_basic and k_late). */
+Test(device_sim, driver_first_kernel)
+{
+    /* something lives in the launch region's top: the region stays and fills from its bottom */
+    device *dev = open_sim(0, true);
+    devptr a, s, b, c, d;
+    cr_assert_eq(device_mem_alloc(dev, 20 * MiB, &a), OOM_OK); /* F + 8 */
+    cr_assert_eq(device_mem_alloc(dev, 2 * MiB, &s), OOM_OK);  /* the launch region's top */
+    cr_assert_eq(s, a - 74 * MiB);
+    cr_assert_eq(device_mem_alloc(dev, 20 * MiB, &b), OOM_OK); /* a new region under the launch region */
+    cr_assert_eq(b, a - 520 * MiB);
+    device_note_kernel_launch(dev);
+    cr_assert_eq(device_mem_alloc(dev, 20 * MiB, &c), OOM_OK);
+    cr_assert_eq(c, a - 488 * MiB); /* the launch region's bottom */
+    cr_assert_eq(device_mem_alloc(dev, 20 * MiB, &d), OOM_OK);
+    cr_assert_eq(d, c + 20 * MiB);
+    device_note_kernel_launch(dev); /* only the first counts */
+    cr_assert_eq(device_mem_alloc(dev, 20 * MiB, &d), OOM_OK);
+    cr_assert_eq(d, c + 40 * MiB);
+    device_close(dev);
+
+    /* nothing lives there: the region is released, and new regions are carved from the top of its space */
+    dev = open_sim(0, true);
+    cr_assert_eq(device_mem_alloc(dev, 20 * MiB, &a), OOM_OK);
+    cr_assert_eq(device_mem_alloc(dev, 20 * MiB, &b), OOM_OK);
+    cr_assert_eq(b, a - 520 * MiB);
+    device_note_kernel_launch(dev);
+    cr_assert_eq(device_mem_alloc(dev, 20 * MiB, &c), OOM_OK);
+    cr_assert_eq(c, a - 104 * MiB); /* F - 64 - 32 */
+    cr_assert_eq(device_mem_alloc(dev, 20 * MiB, &d), OOM_OK);
+    cr_assert_eq(d, c - 32 * MiB);
+    device_close(dev);
+}
+
+/* Every address the H100's driver gave the scripted and random cuMemAlloc/cuMemFree sequences of
+ * scripts/twins/addr_probe.py (tests/data/addr_probe.json), relative to the sequence's first allocation.
+ * In the "torch" flavour PyTorch had run a kernel first, and in "torch0" the script's "k"/"K" ops launch one:
+ * PyTorch's own 2 MiB segment is allocated there, then what the first kernel made the driver take (2 + 26 + 480
+ * MiB for PyTorch's fill kernel, measured in these sequences; not modelled by the sim itself), then the launch.
+ * Left out: "tiny" (requests under 2 MiB share a chunk: the caching allocator never makes one), "vmm"
+ * (reservations), and rand_k1..3, where the kernel's own allocations were not those three. */
+static const char *const probe_skipped[] = {"tiny", "vmm", "rand_k1", "rand_k2", "rand_k3"};
+
+static int64_t probe_num(const cJSON *a, int i)
+{
+    const cJSON *v = cJSON_GetArrayItem(a, i);
+    cr_assert(cJSON_IsNumber(v), "probe op field %d is not a number", i);
+    return (int64_t)v->valuedouble;
+}
+
+/* PyTorch's segment and the first kernel's own allocations, then the launch; returns PyTorch's segment. */
+static devptr probe_kernel(device *dev)
+{
+    static const size_t driver_mib[] = {2, 26, 480};
+    devptr seg, p;
+    cr_assert_eq(device_mem_alloc(dev, 2 * MiB, &seg), OOM_OK);
+    for (size_t i = 0; i < sizeof driver_mib / sizeof driver_mib[0]; i++)
+        cr_assert_eq(device_mem_alloc(dev, driver_mib[i] * MiB, &p), OOM_OK);
+    device_note_kernel_launch(dev);
+    return seg;
+}
+
+Test(device_sim, driver_probe_sequences)
+{
+    char *text = fileio_read_all("tests/data/addr_probe.json", NULL);
+    cr_assert_not_null(text, "cannot read tests/data/addr_probe.json (run from the repository root)");
+    cJSON *doc = cJSON_Parse(text);
+    free(text);
+    const cJSON *exps = cJSON_GetObjectItemCaseSensitive(doc, "experiments");
+    cr_assert(cJSON_IsArray(exps));
+    int checked = 0, addresses = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, exps)
+    {
+        const char *name = cJSON_GetObjectItemCaseSensitive(e, "name")->valuestring;
+        const char *flavour = cJSON_GetObjectItemCaseSensitive(e, "flavour")->valuestring;
+        bool skip = false;
+        for (size_t i = 0; i < sizeof probe_skipped / sizeof probe_skipped[0]; i++)
+            skip |= strcmp(name, probe_skipped[i]) == 0;
+        if (skip)
+            continue;
+        device *dev = open_sim(0, true);
+        devptr ids[1024] = {0}, first = 0;
+        int64_t rfirst = 0;
+        bool have_first = false, launched = false;
+        if (strcmp(flavour, "torch") == 0) {
+            const cJSON *pre = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(e, "pre"), 0);
+            first = probe_kernel(dev);
+            rfirst = (int64_t)cJSON_GetObjectItemCaseSensitive(pre, "torch_segment")->valuedouble;
+            have_first = launched = true;
+        }
+        const cJSON *op;
+        cJSON_ArrayForEach(op, cJSON_GetObjectItemCaseSensitive(e, "ops"))
+        {
+            const char *kind = cJSON_GetArrayItem(op, 0)->valuestring;
+            int64_t id = probe_num(op, 1), size = probe_num(op, 2);
+            const cJSON *addr = cJSON_GetArrayItem(op, 3);
+            cr_assert(id >= 0 && id < 1024, "%s: op id %lld", name, (long long)id);
+            devptr p = 0;
+            if ((kind[0] == 'k' || kind[0] == 'K') && !launched) {
+                p = probe_kernel(dev);
+                launched = true;
+            } else if (kind[0] == 'a' && cJSON_IsNumber(addr)) {
+                cr_assert_eq(device_mem_alloc(dev, (size_t)size, &p), OOM_OK, "%s: a %lld", name, (long long)size);
+                ids[id] = p;
+            } else if (kind[0] == 'f' && ids[id]) {
+                cr_assert_eq(device_mem_free(dev, ids[id], (size_t)size), OOM_OK, "%s: f %lld", name, (long long)id);
+                ids[id] = 0;
+                continue;
+            } else {
+                continue;
+            }
+            if (!cJSON_IsNumber(addr))
+                continue;
+            if (!have_first) {
+                first = p;
+                rfirst = (int64_t)addr->valuedouble;
+                have_first = true;
+            }
+            long long got = (long long)(p - first), want = (long long)((int64_t)addr->valuedouble - rfirst);
+            cr_assert_eq(got, want, "%s: op %s %lld (%lld MiB) at %+lld MiB, the driver's at %+lld MiB", name, kind,
+                         (long long)id, (long long)(size >> 20), got >> 20, want >> 20);
+            addresses++;
+        }
+        device_close(dev);
+        checked++;
+    }
+    cJSON_Delete(doc);
+    cr_assert_eq(checked, 82, "%d sequences checked", checked);
+    cr_assert_eq(addresses, 4703, "%d addresses checked", addresses);
+}
+
 Test(device_sim, addr_hint)
 {
     device *dev = open_sim(0, false);
     devptr a, b, c, d;
-    cr_assert_eq(device_mem_alloc(dev, 2 * MiB, &a), OOM_OK);
+    cr_assert_eq(device_mem_alloc(dev, 2 * MiB, &a), OOM_OK); /* the launch region's top; F is a + 66 MiB */
     devptr spot = a - 4 * GiB;
 
     /* honoured when free and the size matches */
     device_addr_hint(dev, spot, 4 * MiB);
     cr_assert_eq(device_mem_alloc(dev, 4 * MiB, &b), OOM_OK);
     cr_assert_eq(b, spot);
-    /* consumed: the next allocation is placed normally (the newest region is the hinted one, full) */
+    /* consumed: the next allocation is placed normally (the newest region is the hinted one, full; then F) */
     cr_assert_eq(device_mem_alloc(dev, 2 * MiB, &c), OOM_OK);
-    cr_assert_eq(c, a + 2 * MiB);
+    cr_assert_eq(c, a + 74 * MiB);
     /* ignored for another size, and consumed anyway */
     device_addr_hint(dev, spot + 64 * MiB, 4 * MiB);
     cr_assert_eq(device_mem_alloc(dev, 2 * MiB, &d), OOM_OK);
-    cr_assert_eq(d, a + 4 * MiB);
+    cr_assert_eq(d, a + 76 * MiB);
     cr_assert_eq(device_mem_alloc(dev, 4 * MiB, &d), OOM_OK);
     cr_assert_neq(d, spot + 64 * MiB);
     /* ignored when the range is taken */

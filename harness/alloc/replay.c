@@ -259,13 +259,15 @@ static void maybe_empty_cache(replay_state *st, bool op_is_alloc, size_t nbytes)
     cachealloc_empty_cache(st->ca);
 }
 
-/* Replay one device's events from an empty allocator; res gets the result. With snap, *snap gets the model's
+/* Replay one device's events from an empty allocator (opt->kernels: when the sim sees the first kernel launch); res
+ * gets the result. With snap, *snap gets the model's
  * _snapshot() at the end, its segments marked with the device index. */
-static oom_status replay_events(const event *ev, size_t nev, const replay_report *rep, replay_result *res,
-                                cJSON **snap, char *err, size_t errcap)
+static oom_status replay_events(const event *ev, size_t nev, const replay_options *opt, const replay_report *rep,
+                                replay_result *res, cJSON **snap, char *err, size_t errcap)
 {
     oom_status rc = OOM_OK;
     res->first_divergence = -1;
+    res->kernel_event = -1;
     res->first_oom_event = -1;
     res->conf = rep->conf;
     device *dev = NULL;
@@ -291,8 +293,14 @@ static oom_status replay_events(const event *ev, size_t nev, const replay_report
     }
 
     replay_state st = {.ca = ca, .dev = dev, .ev = ev, .res = res, .keep_trace = snap != NULL};
+    bool allocated = false;
     for (size_t i = 0; i < nev; i++) {
         const event *e = &ev[i];
+        if (res->kernel_event < 0 && ((opt->kernels == REPLAY_KERNELS_FIRST_ALLOC && allocated) ||
+                                      (opt->kernels == REPLAY_KERNELS_AT && i >= opt->kernel_at))) {
+            device_note_kernel_launch(dev);
+            res->kernel_event = (long)i;
+        }
         switch (e->action) {
         case CA_SEGMENT_ALLOC:
         case CA_SEGMENT_FREE:
@@ -307,7 +315,7 @@ static oom_status replay_events(const event *ev, size_t nev, const replay_report
             if (st.pending_hi == st.pending_lo)
                 st.pending_lo = st.pending_hi = i;
             maybe_empty_cache(&st, true, (size_t)e->size);
-            if (!rep->whatif)
+            if (!rep->whatif && !opt->model_addresses)
                 hint_next_segment(&st); /* the recorded addresses describe the recorded config's history only */
             devptr p = 0;
             oom_status s = cachealloc_malloc(ca, (size_t)e->size, &p);
@@ -330,6 +338,7 @@ static oom_status replay_events(const event *ev, size_t nev, const replay_report
                 cachealloc_free(ca, p);
             } else {
                 am_put(&live, e->addr, p);
+                allocated = true;
             }
             compare_actions(&st, i);
             break;
@@ -646,7 +655,7 @@ oom_status replay_trace(const char *path, const replay_options *opt, replay_repo
         event *ev = parse_events(t, i, &nev, err, errcap);
         if (!ev)
             goto out;
-        rc = replay_events(ev, nev, rep, res, snaps ? &snaps[rep->ndevices] : NULL, err, errcap);
+        rc = replay_events(ev, nev, opt, rep, res, snaps ? &snaps[rep->ndevices] : NULL, err, errcap);
         free(ev);
         if (rc != OOM_OK)
             goto out;

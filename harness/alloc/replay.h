@@ -18,6 +18,7 @@
  * (OOMLAB_ALLOC_CONF, PYTORCH_CUDA_ALLOC_CONF, PYTORCH_ALLOC_CONF) is never read here. A replay under the recorded config is a check
  * against the recording; under another config it is a what-if simulation, whose differences from the
  * recording are information.
+ *     The driver's first kernel launch moves later segments; opt->kernels says when it happened.
  */
 #ifndef OOMLAB_REPLAY_H
 #define OOMLAB_REPLAY_H
@@ -32,11 +33,26 @@
 
 OOM_BEGIN_DECLS
 
+/* When the recorded program first launched a kernel: the CUDA driver then frees the address range it reserved
+ * at context creation, and later segments go there (device_note_kernel_launch). A trace records no kernels:
+ * the default takes the launch right after the first allocation, as in a program that computes on its first
+ * tensor; a program of torch.empty and del alone launches none. */
+typedef enum replay_kernels {
+    REPLAY_KERNELS_FIRST_ALLOC, /* after the first alloc event (the default) */
+    REPLAY_KERNELS_NONE,        /* never */
+    REPLAY_KERNELS_AT,          /* before event kernel_at */
+} replay_kernels;
+
 typedef struct replay_options {
     const char *alloc_conf;    /* NULL: the trace's allocator_settings */
     size_t budget_bytes;       /* 0: the file's "budget" if it has one, else none */
     bool one_device;           /* replay only device_traces[device]; else every device that has events */
     int device;                /* with one_device: the device index (cuda:N) */
+    replay_kernels kernels;    /* for the sim's address model */
+    bool model_addresses;      /* every segment placed by the sim's model of the driver, none at PyTorch's recorded
+                                * address (a what-if does so anyway: the recorded addresses describe the recorded
+                                * config's history only) */
+    size_t kernel_at;          /* REPLAY_KERNELS_AT: the event index */
     const char *snapshot_path; /* NULL: none; else the model's snapshot after the replay (snapshot_write) */
 } replay_options;
 
@@ -59,6 +75,7 @@ typedef struct replay_result {
     memstats stats;           /* the model's memory_stats() at the end */
     alloc_conf conf;          /* the config the replay used */
     size_t budget_bytes;      /* the cap the allocator applied (cachealloc_budget); 0: none */
+    long kernel_event;        /* the event before which the sim saw the first kernel launch; -1 if none */
 } replay_result;
 
 /* A replay of a whole file. */

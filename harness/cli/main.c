@@ -112,6 +112,15 @@ static const cli_command commands[] = {
      "it diverges), under another --alloc-conf a what-if simulation (exit 0)",
      {
          {"--device", "N", "replay only device N (N or cuda:N)", false},
+         {"--kernels", "first|none|EVENT",
+          "when the program first launched a kernel, for the sim's model of the driver's addresses:\n"
+          "after the first allocation (first, the default), never (none: torch.empty and del alone), or\n"
+          "before trace event EVENT",
+          false},
+         {"--addresses", "recorded|model",
+          "recorded (the default for a check): each segment at PyTorch's address where that range is free;\n"
+          "model: every segment where the sim's model of the driver puts it (a what-if always does)",
+          false},
          {"--alloc-conf", "S",
           "a what-if: replay under these allocator settings (PYTORCH_CUDA_ALLOC_CONF syntax) instead of\n"
           "the recording's (the environment's are never used, and the output says so)",
@@ -312,7 +321,8 @@ static void print_json(cJSON *o)
 
 /* The allocator-config variables a replay does not read (the recording's own settings apply): design.md's
  * precedence for `run`, and PyTorch's newer name. */
-static const char *const replay_env_vars[] = {"OOMLAB_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"};
+static const char *const replay_env_vars[] = {"OOMLAB_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF",
+                                             "PYTORCH_ALLOC_CONF"};
 #define REPLAY_NENV (sizeof replay_env_vars / sizeof replay_env_vars[0])
 
 static const char *const budget_source_json[] = {"none", "--budget", "file"};
@@ -338,6 +348,10 @@ static cJSON *replay_device_json(const replay_result *res)
         cJSON_AddNumberToObject(d, "cap", (double)res->budget_bytes);
     else
         cJSON_AddNullToObject(d, "cap");
+    if (res->kernel_event >= 0)
+        cJSON_AddNumberToObject(d, "kernel_event", (double)res->kernel_event);
+    else
+        cJSON_AddNullToObject(d, "kernel_event");
     cJSON *m = cJSON_AddObjectToObject(d, "memory_stats");
     for (size_t i = 0; m && i < MEMSTATS_NKEYS; i++) {
         const char *key;
@@ -372,6 +386,15 @@ static void replay_print_device(const replay_result *res, bool whatif)
     }
 }
 
+/* A trace event index: decimal digits only. */
+static bool parse_event(const char *s, size_t *out)
+{
+    if (!*s || strlen(s) > 15 || strspn(s, "0123456789") != strlen(s))
+        return false;
+    *out = (size_t)strtoull(s, NULL, 10);
+    return true;
+}
+
 static int cmd_replay(int argc, char **argv)
 {
     const char *file = NULL;
@@ -402,6 +425,24 @@ static int cmd_replay(int argc, char **argv)
                 return bad_input("--device: '%s' is not a device index (0, 1, ... or cuda:N)", argv[i]);
             opt.one_device = true;
             opt.device = (int)v;
+        } else if (strcmp(argv[i], "--addresses") == 0) {
+            if (++i >= argc)
+                return bad_input("%s needs a value", "--addresses");
+            if (strcmp(argv[i], "model") == 0)
+                opt.model_addresses = true;
+            else if (strcmp(argv[i], "recorded") != 0)
+                return bad_input("--addresses: '%s' is not recorded or model", argv[i]);
+        } else if (strcmp(argv[i], "--kernels") == 0) {
+            if (++i >= argc)
+                return bad_input("%s needs a value", "--kernels");
+            if (strcmp(argv[i], "none") == 0)
+                opt.kernels = REPLAY_KERNELS_NONE;
+            else if (strcmp(argv[i], "first") == 0)
+                opt.kernels = REPLAY_KERNELS_FIRST_ALLOC;
+            else if (parse_event(argv[i], &opt.kernel_at))
+                opt.kernels = REPLAY_KERNELS_AT;
+            else
+                return bad_input("--kernels: '%s' is not first, none or an event number", argv[i]);
         } else if (strcmp(argv[i], "--snapshot") == 0) {
             if (++i >= argc)
                 return bad_input("%s needs a value", "--snapshot");
@@ -497,6 +538,18 @@ static int cmd_replay(int argc, char **argv)
             printf("budget: %zu bytes (per_process_memory_fraction in the config)\n", rep.devices[0].budget_bytes);
         else
             printf("budget: none (a recording made under set_per_process_memory_fraction needs --budget)\n");
+        printf("addresses: %s; ", rep.whatif || opt.model_addresses
+                                      ? "the sim's model of the driver"
+                                      : "PyTorch's where free, else the sim's model of the driver");
+        long kev = rep.ndevices ? rep.devices[0].kernel_event : -1;
+        if (opt.kernels == REPLAY_KERNELS_FIRST_ALLOC && kev >= 0)
+            printf("the first kernel launched after the first allocation, before event %ld (--kernels first, the "
+                   "default)\n",
+                   kev);
+        else if (kev >= 0)
+            printf("the first kernel launched before event %ld (--kernels)\n", kev);
+        else
+            printf("no kernel launched (--kernels)\n");
         for (size_t i = 0; i < rep.ndevices; i++)
             replay_print_device(&rep.devices[i], rep.whatif);
     }

@@ -801,6 +801,8 @@ static void cu_addr_hint(void *impl, devptr addr, size_t bytes)
     (void)addr;
 }
 
+static void cu_note_kernel_launch(void *impl) { (void)impl; }
+
 /* Give back everything still held, then the state. Errors are ignored: nothing can be done about them. */
 static void cu_close(void *impl)
 {
@@ -943,6 +945,7 @@ static const device_ops cuda_ops = {
     cu_fill,
     cu_host_view,
     cu_addr_hint,
+    cu_note_kernel_launch,
     cu_close,
     cu_processes,
 };

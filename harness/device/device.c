@@ -359,3 +359,10 @@ size_t device_host_ram_bytes(void)
         ram = cg;
     return ram;
 }
+
+void device_note_kernel_launch(device *dev)
+{
+    if (!dev)
+        return;
+    dev->ops->note_kernel_launch(dev->impl);
+}

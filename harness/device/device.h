@@ -131,6 +131,9 @@ typedef struct device_ops {
     /* sim: put the next mem_alloc at addr if it asks for exactly bytes and that range is free (trace replay
      * keeps PyTorch's addresses this way); consumed by the next mem_alloc either way; cuda: ignored. */
     void (*addr_hint)(void *impl, devptr addr, size_t bytes);
+    /* A kernel is launched (the first call matters): the driver gives back the address range it set aside at
+     * context creation, so later segments can take it (sim; cuda: nothing to do, the driver does it). */
+    void (*note_kernel_launch)(void *impl);
     void (*close)(void *impl);
     /* The compute processes on the GPU and the memory each holds, as NVML reports them (PyTorch's OOM message
      * lists them): up to cap entries in out, the number listed in *count. cuda: NVML (libnvidia-ml.so.1, loaded
@@ -196,6 +199,7 @@ oom_status device_fill(device *dev, devptr dst, int byte, size_t bytes);
 void *device_host_view(device *dev, devptr p);
 oom_status device_processes(device *dev, device_proc *out, size_t cap, size_t *count);
 void device_addr_hint(device *dev, devptr addr, size_t bytes);
+void device_note_kernel_launch(device *dev);
 
 /* The host's RAM: physical pages x page size, capped by the cgroup's memory.max when one is set (sim's default
  * pinned budget). */

@@ -3,18 +3,30 @@
  * Address ranges (segments from mem_alloc, reservations from va_reserve) live in one array sorted by base.
  * Every range starts at a DEVICE_VMM_GRANULARITY boundary and spans a multiple of it.
  *
- * Segments (mem_alloc) are placed the way the CUDA driver placed cudaMalloc on an H100 (driver 580): the
- * address of every segment in nine PyTorch traces recorded there is predicted exactly (tests/data). The driver
- * carves its address space into regions of the request rounded up to 32 MiB, stacked downward:
+ * Segments (mem_alloc) are placed the way the CUDA driver placed cudaMalloc on an H100 (driver 580). Measured by
+ * scripts/twins/addr_probe.py (tests/data/addr_probe.json: scripted and random cuMemAlloc/cuMemFree sequences;
+ * tests/test_device.c checks 82 of them, every address) and by PyTorch's own traces (tests/data; docs/parity.md,
+ * "Where the driver puts segments"). The driver carves its address space into regions of the request rounded up
+ * to 32 MiB, stacked downward:
  *   1. a request first goes into a free gap of an existing region, newest region first, and within a region
  *      into the smallest gap that fits (ties: lowest address), at the gap's low end;
  *   2. otherwise a new region is carved from the top of the highest free stretch of address space strictly
  *      larger than it (the unbounded space below every region also qualifies at equal size), and the request
  *      sits at the region's bottom;
  *   3. a region whose segments are all freed is released, and its space merges with free neighbours.
- * The first region starts with 8 MiB the driver holds itself, and 480 MiB below it belong to the context.
+ * The context starts with (F the first region, 32 MiB; oldest first):
+ *   F          [F, F+32)       the driver holds its bottom 8 MiB;
+ *   launch     [F-480, F-64)   a region whose bottom 414 MiB the driver reserves at context creation, leaving
+ *                              2 MiB free at its top: the first request of 2 MiB or less goes there;
+ *   [F-64, F)                  the driver's, never handed out.
+ * The first kernel launch (device_note_kernel_launch) frees the 414 MiB: the launch region then takes segments
+ * from its bottom up, or, if nothing lived in its top 2 MiB, is released like any empty region. The driver also
+ * allocates memory of its own then (modules, local memory: 2 + 26 + 480 MiB for PyTorch's fill kernel, other
+ * amounts for others); that is not modelled, so later regions sit higher than on the GPU, in the same order.
  * The order matters because the caching allocator breaks best-fit ties between equal-size blocks by address.
- * Reservations (va_reserve) take the lowest free gap above SIM_VMM_BASE. An addr_hint of an exact size
+ * The driver puts reservations of tens of GiB (expandable segments') at 0x302000000 and up, and small ones among
+ * the segments; the sim puts every reservation in the lowest free gap above SIM_VA_BASE: the caching allocator
+ * never compares addresses across reservations. An addr_hint of an exact size
  * overrides the placement once (trace replay uses PyTorch's recorded addresses this way).
  * Physical memory is charged by mem_alloc (its bytes) and va_map (its bytes), never by va_reserve. At the default
  * capacity (an H100) the CUDA context's memory is charged from the start (DEVICE_SIM_CONTEXT_BYTES): it is not
@@ -47,11 +59,13 @@
 
 #define GRAN DEVICE_VMM_GRANULARITY
 #define SIM_VA_BASE ((devptr)0x300000000ULL)       /* VMM reservations grow up from here */
-#define SIM_VA_LIMIT ((devptr)0x7f0000000000ULL)    /* ... to the floor of the cudaMalloc heap */
+#define SIM_VA_LIMIT ((devptr)0x600000000000ULL)    /* ... to the floor of the cudaMalloc heap (hints too) */
 #define SIM_HEAP_TOP ((devptr)0x7fc000000000ULL)    /* cudaMalloc regions stack down from here */
 #define SIM_REGION ((size_t)32 << 20)               /* the driver's region granularity */
 #define SIM_DRIVER_HELD ((size_t)8 << 20)           /* held by the driver at the bottom of the first region */
-#define SIM_CONTEXT_HELD ((size_t)480 << 20)        /* held by the context below the first region */
+#define SIM_LAUNCH_BELOW ((size_t)480 << 20)        /* the launch region's base below the first region */
+#define SIM_LAUNCH_FREE ((size_t)2 << 20)           /* the launch region's free top before the first kernel */
+#define SIM_DRIVER_BLOCK ((size_t)64 << 20)         /* the driver's own block right below the first region */
 #define SIM_HOST_ALIGN ((size_t)4096)
 #define SIM_HOST_PAGE ((size_t)4096) /* pinning works on whole pages */
 #define PAGE_CONT UINT32_MAX /* a granule inside a mapped page, not its first */
@@ -77,7 +91,7 @@ typedef struct sim_region {
     uint64_t seq;   /* creation order: newer regions are searched first */
     size_t live;
     size_t held;    /* bytes at the bottom the driver holds itself */
-    bool permanent; /* the context's stretch: never released, never searched */
+    bool permanent; /* the driver's block: never released, never searched */
 } sim_region;
 
 /* A pinned host range: a host_alloc block (ours to free) or a caller's host_register range. */
@@ -104,6 +118,9 @@ typedef struct sim_dev {
     size_t nregions, capregions;
     uint64_t region_seq;
     size_t hint_bytes;   /* the hint applies to a mem_alloc of exactly this many bytes */
+    bool heap_ready;     /* the context's regions exist (made at the first placement the model decides) */
+    bool launched;       /* a kernel was launched: the launch reservation is freed */
+    uint64_t launch_seq; /* the launch region (by seq: the array moves) */
     size_t capacity;
     size_t in_use;  /* physical bytes charged, the context's included */
     size_t context; /* of which the CUDA context's (0: no context modeled) */
@@ -260,6 +277,25 @@ static bool region_carve(sim_dev *s, size_t z, devptr *out)
 
 static size_t round_region(size_t n) { return (n + SIM_REGION - 1) / SIM_REGION * SIM_REGION; }
 
+/* The regions the context starts with (see the file comment). */
+static bool heap_init(sim_dev *s)
+{
+    devptr f = SIM_HEAP_TOP - SIM_REGION;
+    size_t launch = SIM_LAUNCH_BELOW - SIM_DRIVER_BLOCK;
+    sim_region *g;
+    if (!region_add(s, f, SIM_REGION, SIM_DRIVER_HELD, false))
+        return false;
+    if (!s->launched) {
+        if (!(g = region_add(s, f - SIM_LAUNCH_BELOW, launch, launch - SIM_LAUNCH_FREE, false)))
+            return false;
+        s->launch_seq = g->seq;
+    }
+    if (!region_add(s, f - SIM_DRIVER_BLOCK, SIM_DRIVER_BLOCK, 0, true))
+        return false;
+    s->heap_ready = true;
+    return true;
+}
+
 /* Where the driver puts a segment of size bytes (a multiple of GRAN); *g gets its region. */
 static bool place_segment(sim_dev *s, size_t size, devptr *out, sim_region **g)
 {
@@ -283,6 +319,8 @@ static bool place_segment(sim_dev *s, size_t size, devptr *out, sim_region **g)
             return true;
         }
     }
+    if (!s->heap_ready && !heap_init(s))
+        return false;
     /* 1. existing regions, newest first */
     sim_region *best = NULL;
     for (size_t i = 0; i < s->nregions; i++) {
@@ -296,21 +334,12 @@ static bool place_segment(sim_dev *s, size_t size, devptr *out, sim_region **g)
         *g = best;
         return true;
     }
-    /* 2. a new region; the first one comes with the driver's and the context's stretches */
-    bool first = s->nregions == 0;
-    size_t z = round_region(size + (first ? SIM_DRIVER_HELD : 0));
+    /* 2. a new region */
+    size_t z = round_region(size);
     devptr base;
-    if (first) {
-        base = SIM_HEAP_TOP - z;
-        if (!region_add(s, base - SIM_CONTEXT_HELD, SIM_CONTEXT_HELD, 0, true))
-            return false;
-    } else if (!region_carve(s, z, &base)) {
+    if (!region_carve(s, z, &base) || !(*g = region_add(s, base, z, 0, false)))
         return false;
-    }
-    *g = region_add(s, base, z, first ? SIM_DRIVER_HELD : 0, false);
-    if (!*g)
-        return false;
-    *out = base + (first ? SIM_DRIVER_HELD : 0);
+    *out = base;
     return true;
 }
 
@@ -914,6 +943,22 @@ static void sim_addr_hint(void *impl, devptr addr, size_t bytes)
     s->hint_bytes = bytes;
 }
 
+static void sim_note_kernel_launch(void *impl)
+{
+    sim_dev *s = impl;
+    if (s->launched)
+        return;
+    s->launched = true;
+    for (size_t i = 0; i < s->nregions; i++) {
+        sim_region *g = &s->regions[i];
+        if (g->seq == s->launch_seq && g->held) {
+            g->held = 0; /* the reservation is freed; the region goes with it unless a segment lives there */
+            region_release_segment(s, g->base);
+            break;
+        }
+    }
+}
+
 static void sim_close(void *impl)
 {
     sim_dev *s = impl;
@@ -964,6 +1009,7 @@ static const device_ops sim_ops = {
     .fill = sim_fill,
     .host_view = sim_host_view,
     .addr_hint = sim_addr_hint,
+    .note_kernel_launch = sim_note_kernel_launch,
     .close = sim_close,
     .processes = sim_processes,
 };
