@@ -96,6 +96,10 @@ static inline uint64_t oom_rng_hash(uint64_t seed, uint64_t i)
  * gru_cell_backward _thnn_fused_gru_cell_backward: from grad_hy and the workspace, grad_igates and grad_hgates
  *                  (batch x 3 hidden) and grad_hx (batch x hidden, the direct part); the caller sums the bias
  *                  gradients (sum_rows), as PyTorch does
+ *
+ * The inference_oom scenario's kernel:
+ * copy             dst[i] = src[i] for n elements of dt (any dtype, i64 included); dst and src do not overlap.
+ *                  torch.cat along dim 0 is one copy per input into its rows of the result
  */
 #define KERNEL_LIST(X)                                                                                          \
     X(gemm, (dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const void *a,          \
@@ -136,7 +140,9 @@ static inline uint64_t oom_rng_hash(uint64_t seed, uint64_t i)
     X(gru_cell, (dtype dt, void *hy, void *workspace, const void *igates, const void *hgates, const void *hx,  \
                  const void *b_ih, const void *b_hh, int64_t batch, int64_t hidden))                            \
     X(gru_cell_backward, (dtype dt, void *grad_igates, void *grad_hgates, void *grad_hx, const void *grad_hy,  \
-                          const void *workspace, int64_t batch, int64_t hidden))
+                          const void *workspace, int64_t batch, int64_t hidden))                                \
+    /* inference_oom: cat's copy */                                                                             \
+    X(copy, (dtype dt, void *dst, const void *src, int64_t n))
 
 #define KERNEL_DECLARE_REF(name, params) oom_status k_##name##_ref params;
 #define KERNEL_DECLARE_CUDA(name, params) oom_status k_##name##_cuda params;

@@ -78,6 +78,14 @@ tensor *op_pow(tensor *t, double exponent); /* t.pow(exponent), exponent a Pytho
  * hidden, the biases 3 hidden (both NULL: none). The workspace lives in the node (freed at once without grad). */
 tensor *op_thnn_fused_gru_cell(tensor *igates, tensor *hgates, tensor *hx, tensor *b_ih, tensor *b_hh);
 
+/* ---- the inference_oom scenario: cat -------------------------------------------------------------------------
+ *   op                         node              saves
+ *   cat (dim 0)                CatBackward0      the inputs' sizes (and dtypes) only
+ * torch.cat(tensors, dim=0): one new tensor of the summed rows (the same dtype and trailing shape for every
+ * input), filled by one copy per input; nothing else is allocated. Its backward (cat_tensors_backward) hands each
+ * input a view of the gradient's rows: no memory. With grad recording, at most AG_MAX_NEXT (autograd.h) inputs. */
+tensor *op_cat(tensor *const *ts, int n);
+
 OOM_END_DECLS
 
 #endif
