@@ -140,21 +140,19 @@ void nn_mlp_free(nn_mlp *m)
     free(m);
 }
 
-/* One hidden block, [Linear, ReLU]. */
-static tensor *hidden_block(const nn_linear *l, tensor *x)
-{
-    tensor *h = nn_linear_forward(l, x);
-    tensor *y = op_relu(h);
-    tensor_release(h);
-    return y;
-}
-
+/* The hidden blocks [first, end), module by module as nn.Sequential.forward runs them (`input = module(input)`):
+ * each module's input is dropped as soon as its output exists, so under no_grad a Linear's input is freed
+ * before the ReLU allocates (the input, the Linear's output and the ReLU's: three activations at most, as
+ * PyTorch measures); the caller's x stays the caller's. */
 static tensor *run_segment(void *ctx, tensor *x)
 {
     const mlp_segment *s = ctx;
     tensor *h = tensor_retain(x);
-    for (int i = s->first; i < s->end && h; i++)
-        tensor_assign(&h, hidden_block(&s->m->layers[i], h));
+    for (int i = s->first; i < s->end && h; i++) {
+        tensor_assign(&h, nn_linear_forward(&s->m->layers[i], h));
+        if (h)
+            tensor_assign(&h, op_relu(h));
+    }
     return h;
 }
 
