@@ -352,10 +352,13 @@ static oom_status run(scn *s, const scenario_variant *v)
                "with grad enabled the output still holds a graph no backward will use: out.detach() frees %s (the "
                "segment inputs and the last segment's activations)",
                sz(f.graph, a));
-    scn_expect(s, g.peak < f.peak,
-               "it saves memory only against the bug's full graph: the plain no_grad forward peaks at %s, below "
-               "checkpointing's %s",
+    scn_expect(s, g.peak <= f.peak,
+               "it saves memory only against the bug's full graph: the plain no_grad forward peaks at %s, checkpointing "
+               "at %s",
                sz(g.peak, a), sz(f.peak, b));
+    if (depth < SEGMENTS)
+        scn_note(s, "with one hidden block checkpoint_sequential has a single segment, which runs plainly: the block's "
+                    "activation is saved as in the bug");
     return OOM_OK;
 }
 
