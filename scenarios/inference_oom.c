@@ -8,12 +8,17 @@
  * per layer, and the layer being computed. Under no_grad nothing is saved: a layer's input dies as soon as its
  * output exists, and two activations are alive at a time.
  *
- * What the user sees. MLP(4096, 6) in eval mode on a batch of 8192 under a 1.25 GiB budget: "CUDA out of memory.
- * Tried to allocate 128.00 MiB" in the fifth layer of the forward pass, with 1.13 GiB allocated: 384 MiB of
- * parameters, the 128 MiB input and the activations saved so far. eval() changes nothing here: it switches
- * dropout and batch norm, not autograd. PyTorch 2.11 measured peaks of 1.51 GB (grad), 0.84 GB (no_grad), 0.47 GB
- * (half) and 0.61 GB (chunks of 1024) with cuBLAS's 32 MiB workspace (pytorch-measured.md); the twin runs with the
- * workspaces off, as oomlab's GEMM needs none.
+ * What the user sees. MLP(4096, 6) in eval mode on a batch of 8192 under a 1216 MiB budget (full scale,
+ * --dry-run): "CUDA out of memory. Tried to allocate 128.00 MiB" in the fifth layer's ReLU, with 1.13 GiB allocated:
+ * 384.25 MiB of parameters, the 128 MiB input, four saved activations and the fifth Linear's output. eval() changes
+ * nothing here: it switches dropout and batch norm, not autograd. The forward would need 1408.25 MiB (the
+ * parameters and eight activations); under no_grad it peaks at 768.25 MiB (the parameters and three: the input, a
+ * Linear's output and the ReLU's), in chunks of 1024 at 544.52 MiB, and the half model's forward at 384.13 MiB
+ * while its conversion peaks at 544.25 MiB. PyTorch 2.11 measured 1.51 GB, 0.84 GB, 0.61 GB and 0.47 GB with
+ * cuBLAS's 32 MiB workspace (pytorch-measured.md), which the twin turns off, as oomlab's GEMM needs none. The
+ * budget sits half an activation from both outcomes: the bug's fifth layer needs 1282 MiB reserved,
+ * checkpointing with grad peaks at 1154 MiB. At ci scale (MLP(128, 6), batch 24576: 12 MiB activations, chunks
+ * of 3072) the same holds under 80 MiB (86 and 74 MiB).
  *
  * The PyTorch code it mirrors (scripts/twins/inference_oom.py runs it):
  *     model = nn.Sequential(*[m for _ in range(depth) for m in (nn.Linear(width, width), nn.ReLU())],
@@ -36,12 +41,17 @@
  *       the seed writes it. torch.utils.checkpoint under no_grad records nothing: the non-reentrant checkpoint
  *       sees that its input saver got no grad_fn ("When ambient grad_mode is False") and just runs the function;
  *       the reentrant one runs it under no_grad and its ctx dies with apply. So the variant runs the plain no_grad
- *       forward, then the checkpointed one, and they allocate and peak alike: checkpointing changes nothing.
+ *       forward, then the checkpointed one: no graph either way, and no saving. The checkpointed peak is even one
+ *       activation higher (896.25 MiB against 768.25 MiB at full scale): checkpoint_sequential's own frame holds
+ *       `input`, the last segment's input, while that segment runs.
  *   myth-checkpoint-grad  the same with grad enabled. It lowers the bug's peak only because the bug keeps graphs:
  *       every segment but the last keeps just its input, the last its activations. The output still holds a graph
- *       that no backward will use (measured as what out.detach() frees); then the plain no_grad forward, in the
- *       same variant after torch.cuda.reset_peak_memory_stats(), peaks lower still. Inference has no backward, so
+ *       that no backward will use (measured as what out.detach() frees: 512 MiB at full scale, the segment input and
+ *       three activations), and it peaks at 1.13 GiB where the plain no_grad forward, run first in the same
+ *       variant (then torch.cuda.reset_peak_memory_stats()), peaks at 768.25 MiB. Inference has no backward, so
  *       checkpointing costs no recomputation either: it only trims a graph that should not exist.
+ * Both myths run the plain no_grad forward first and the checkpointed one after the peak reset, so the table's
+ * peak is checkpointing's; fix-half's is the forward's (its conversion's is in the sample "model.half()").
  * Each variant's forward is timed (scn_clock: synchronised) as time_per_sample, seconds per row of the batch.
  */
 #include <stdio.h>
@@ -367,7 +377,7 @@ const scenario scenario_inference_oom = {
     .title = "OOM in inference: grad mode left on keeps every activation for a backward that never comes",
     .story = "Calling a model outside torch.no_grad() records its autograd graph: every layer's activation is saved "
              "for a backward that inference never runs, so the forward holds one batch x width tensor per layer. "
-             "MLP(4096, 6) on a batch of 8192 fails under 1.25 GiB. torch.no_grad() (or inference_mode()) saves "
+             "MLP(4096, 6) on a batch of 8192 fails under 1216 MiB. torch.no_grad() (or inference_mode()) saves "
              "nothing: two activations are alive at a time. model.half() halves every tensor, though the "
              "conversion itself holds the f32 and f16 weights together for a moment. Micro-batches under no_grad "
              "keep one chunk's activations. Seed 001's gradient checkpointing for inference changes nothing under "
