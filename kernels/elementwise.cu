@@ -304,3 +304,18 @@ oom_status k_add_scalar_cuda(dtype dt, void *out, const void *a, float s, int64_
         return KARGS_FAIL(dt, 1, n);
     return kc_dispatch<kc_ew<add_scalar_op>>(dt, __func__, n, out, a, nullptr, nullptr, s);
 }
+
+/* ---- inference_oom: copy (torch.cat's per-input copy) ------------------------------------------------------- */
+
+/* A device-to-device copy, asynchronous on the default stream (no allocation). */
+oom_status k_copy_cuda(dtype dt, void *dst, const void *src, int64_t n)
+{
+    if ((!kargs_float(dt) && dt != DT_I64) || n < 0 || (n > 0 && (!dst || !src)))
+        return KARGS_FAIL(dt, 1, n);
+    if (n == 0)
+        return OOM_OK;
+    cudaError_t e = cudaMemcpyAsync(dst, src, (size_t)n * dtype_size(dt), cudaMemcpyDeviceToDevice, 0);
+    if (e != cudaSuccess)
+        (void)cudaGetLastError(); /* not left for the next launch check to report */
+    return kc_status(e, __func__, "cudaMemcpyAsync", __FILE__, __LINE__);
+}

@@ -241,3 +241,14 @@ oom_status k_add_scalar_ref(dtype dt, void *out, const void *a, float s, int64_t
 #undef ADD_SCALAR
     return OOM_OK;
 }
+
+/* ---- inference_oom: copy (torch.cat's per-input copy) ------------------------------------------------------- */
+
+oom_status k_copy_ref(dtype dt, void *dst, const void *src, int64_t n)
+{
+    if ((!kargs_float(dt) && dt != DT_I64) || n < 0 || (n > 0 && (!dst || !src)))
+        return KARGS_FAIL(dt, 1, n);
+    if (n > 0)
+        memcpy(dst, src, (size_t)n * dtype_size(dt));
+    return OOM_OK;
+}

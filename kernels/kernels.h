@@ -100,6 +100,10 @@ static inline uint64_t oom_rng_hash(uint64_t seed, uint64_t i)
  * sigmoid          out = 1 / (1 + exp(-a))
  * sigmoid_backward gi = go * (1 - y) * y        (on the saved result y, as ATen's sigmoid_backward)
  * add_scalar       out = a + s                  (x + 1: the Python number is a wrapped scalar)
+ *
+ * The inference_oom scenario's kernel:
+ * copy             dst[i] = src[i] for n elements of dt (any dtype, i64 included); dst and src do not overlap.
+ *                  torch.cat along dim 0 is one copy per input into its rows of the result
  */
 #define KERNEL_LIST(X)                                                                                          \
     X(gemm, (dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const void *a,          \
@@ -144,7 +148,9 @@ static inline uint64_t oom_rng_hash(uint64_t seed, uint64_t i)
     /* dangling_tensors, inplace_ops */                                                                         \
     X(sigmoid, (dtype dt, void *out, const void *a, int64_t n))                                                \
     X(sigmoid_backward, (dtype dt, void *gi, const void *go, const void *y, int64_t n))                        \
-    X(add_scalar, (dtype dt, void *out, const void *a, float s, int64_t n))
+    X(add_scalar, (dtype dt, void *out, const void *a, float s, int64_t n)) \
+    /* inference_oom: cat's copy */                                                                             \
+    X(copy, (dtype dt, void *dst, const void *src, int64_t n))
 
 #define KERNEL_DECLARE_REF(name, params) oom_status k_##name##_ref params;
 #define KERNEL_DECLARE_CUDA(name, params) oom_status k_##name##_cuda params;

@@ -1257,3 +1257,75 @@ GC(sigmoid, f_sigmoid, leaf(r, SHAPE(4, 5), true))
 GC(mul_scalar, f_mul_scalar, leaf(r, SHAPE(3, 4), true))
 GC(add_scalar, f_add_scalar, leaf(r, SHAPE(3, 4), true))
 GC(clone_mul__add__sigmoid, f_inplace_scalars, leaf(r, SHAPE(4, 3), true))
+
+/* ---- the inference_oom scenario: cat ------------------------------------------------------------------------ */
+
+static tensor *f_cat(tensor **in) { return op_cat(in, 3); }
+GC(cat, f_cat, leaf(r, SHAPE(2, 4), true), leaf(r, SHAPE(3, 4), true), leaf(r, SHAPE(1, 4), true))
+
+/* derivatives.yaml: cat's backward needs the inputs' sizes only; the result is the only allocation, and backward
+ * hands each input a view of the gradient's rows. */
+Test(autograd, cat_saves_no_tensor_and_allocates_only_its_result)
+{
+    rt *r = open_rt();
+    tensor *a = leaf(r, SHAPE(64, 32), true), *b = leaf(r, SHAPE(32, 32), false), *c = leaf(r, SHAPE(96, 32), true);
+    tensor *in[3] = {a, b, c};
+    int64_t base = test_stat(r, "allocated_bytes.all.current"), allocs = test_stat(r, "allocation.all.allocated");
+    tensor *y = op_cat(in, 3);
+    OK(r);
+    cr_assert_eq(y->shape[0], 192);
+    cr_assert_eq(y->shape[1], 32);
+    cr_assert_str_eq(y->grad_fn->fn->name, "CatBackward0");
+    for (int i = 0; i < AG_MAX_SAVED; i++)
+        cr_assert_null(y->grad_fn->saved[i].t, "CatBackward0 saves no tensor (slot %d)", i);
+    cr_assert_eq(test_stat(r, "allocation.all.allocated") - allocs, 1);
+    cr_assert_eq(test_stat(r, "allocated_bytes.all.current"), base + block_bytes(192 * 32 * 4));
+    if (r->computes) {
+        float av[64 * 32], bv[32 * 32], cv[96 * 32], yv[192 * 32];
+        host(a, av);
+        host(b, bv);
+        host(c, cv);
+        host(y, yv);
+        cr_assert_eq(memcmp(yv, av, sizeof av), 0);
+        cr_assert_eq(memcmp(yv + 64 * 32, bv, sizeof bv), 0);
+        cr_assert_eq(memcmp(yv + 96 * 32, cv, sizeof cv), 0);
+    }
+    tensor *s = op_sum(y);
+    cr_assert_eq(autograd_backward(s, NULL, false), OOM_OK, "%s", rt_message(r));
+    cr_assert_not_null(a->grad);
+    cr_assert_null(b->grad);
+    cr_assert_not_null(c->grad);
+    cr_assert_eq(a->grad->shape[0], 64);
+    cr_assert_eq(c->grad->shape[0], 96);
+    tensor_release(s);
+    tensor_release(y);
+    for (int i = 0; i < 3; i++)
+        tensor_release(in[i]);
+    close_rt(r);
+}
+
+Test(autograd, cat_refuses_mismatched_inputs_and_records_nothing_under_no_grad)
+{
+    rt *r = open_rt();
+    tensor *a = leaf(r, SHAPE(4, 3), true), *bad = leaf(r, SHAPE(4, 5), false);
+    tensor *in[2] = {a, bad};
+    cr_assert_null(op_cat(in, 2));
+    cr_assert_str_eq(rt_message(r), "cat: expected tensors of one dtype and the same sizes except in dimension 0 "
+                                    "(tensor 0 is [4, 3] float32, tensor 1 is [4, 5] float32)");
+    rt_clear(r);
+    /* under no_grad any number of inputs: no node */
+    tensor *many[8];
+    for (int i = 0; i < 8; i++)
+        many[i] = a;
+    tensor *y = NULL;
+    RT_NO_GRAD(r) { y = op_cat(many, 8); }
+    OK(r);
+    cr_assert_eq(y->shape[0], 32);
+    cr_assert_null(y->grad_fn);
+    tensor_release(y);
+    cr_assert_null(op_cat(many, 8), "with grad, more inputs than a node's edges are refused");
+    rt_clear(r);
+    tensor_release(a);
+    tensor_release(bad);
+    close_rt(r);
+}

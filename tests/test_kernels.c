@@ -573,6 +573,27 @@ Test(kernels, cast_known_values)
     cr_assert_eq(k_cast_ref(DT_F32, widen, DT_F16, widen, 2), OOM_EINVAL, "in-place widening must be refused");
 }
 
+/* inference_oom: copy, torch.cat's per-input copy: bytes as they are, every dtype (NaN payloads included). */
+Test(kernels, copy_known_values)
+{
+    const uint32_t f[4] = {0x3f800000u, 0x7fc00001u, 0x80000000u, 0x00000001u};
+    uint32_t got[5] = {0, 0, 0, 0, 0xdeadbeefu};
+    cr_assert_eq(k_copy_ref(DT_F32, got, f, 4), OOM_OK);
+    cr_assert_arr_eq(got, f, sizeof f);
+    cr_assert_eq(got[4], 0xdeadbeefu, "nothing past n written");
+    const int64_t q[2] = {INT64_MIN, 7};
+    int64_t q2[2];
+    cr_assert_eq(k_copy_ref(DT_I64, q2, q, 2), OOM_OK);
+    cr_assert_arr_eq(q2, q, sizeof q);
+    const uint16_t h[3] = {0x7e01, 0x3c00, 0xfbff};
+    uint16_t h2[3];
+    cr_assert_eq(k_copy_ref(DT_BF16, h2, h, 3), OOM_OK);
+    cr_assert_arr_eq(h2, h, sizeof h);
+    cr_assert_eq(k_copy_ref(DT_F16, NULL, NULL, 0), OOM_OK);
+    cr_assert_eq(k_copy_ref(DT_F32, got, NULL, 1), OOM_EINVAL);
+    cr_assert_eq(k_copy_ref(DT_F32, got, f, -1), OOM_EINVAL);
+}
+
 /* unscale_check: values multiplied; found_inf set by inf/NaN before or after (as stored), never cleared. */
 Test(kernels, unscale_check_known_values)
 {
@@ -2133,6 +2154,35 @@ Test(kernels, cuda_pow_and_gru_cell)
                 free(gi), free(gh), free(ghx), free(d_g);
             }
     }
+    gpu_close(&g);
+}
+
+/* inference_oom: copy on the device equals the reference byte for byte, at an offset into the output as cat writes,
+ * and touches nothing outside its n elements. */
+Test(kernels, cuda_copy)
+{
+    gpu g = gpu_open((size_t)1 << 22);
+    static const dtype dts[] = {DT_F32, DT_F16, DT_BF16, DT_I64};
+    static const int64_t ns[] = {0, 1, 1000, 65537};
+    for (size_t d = 0; d < COUNT(dts); d++)
+        for (size_t k = 0; k < COUNT(ns); k++) {
+            size_t es = dtype_size(dts[d]), bytes = (size_t)ns[k] * es, off = 3 * es;
+            unsigned char *src = xmalloc(bytes + 1), *got = xmalloc(bytes + 1), *want = xmalloc(bytes + 1);
+            uint64_t r = 77 + k;
+            for (size_t i = 0; i < bytes; i++)
+                src[i] = (unsigned char)rng_next(&r);
+            poison_all(&g);
+            up(&g, at(&g, 1, 0), src, bytes);
+            cr_assert_eq(k_copy_cuda(dts[d], dp(at(&g, 0, off)), dp(at(&g, 1, 0)), ns[k]), OOM_OK, "%s",
+                         oom_error_msg());
+            down(&g, got, at(&g, 0, off), bytes);
+            cr_assert_eq(k_copy_ref(dts[d], want, src, ns[k]), OOM_OK);
+            cr_assert(bytes == 0 || memcmp(got, want, bytes) == 0, "copy %s n=%lld", dtype_str(dts[d]),
+                      (long long)ns[k]);
+            expect_guards(&g, "copy", at(&g, 0, off), bytes, off);
+            free(src), free(got), free(want);
+        }
+    cr_assert_eq(k_copy_cuda(DT_F32, dp(at(&g, 0, 0)), NULL, 1), OOM_EINVAL);
     gpu_close(&g);
 }
 #endif /* OOM_HAVE_CUDA */

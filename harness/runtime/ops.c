@@ -4,6 +4,7 @@
 #include "runtime/ops.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "runtime/amp.h"
@@ -1105,4 +1106,86 @@ tensor *op_add_scalar_(tensor *self, double s)
     if (ag_any_requires_grad(r, 1, &self))
         ag_rebase_history(self, ag_node_new(r, &add_scalar_fn, 1, &self));
     return self;
+}
+
+
+/* ---- the inference_oom scenario: cat -------------------------------------------------------------------------- */
+
+/* cat_tensors_backward: grad.slice(0, start, start + rows) for each input, a view (ctx: the inputs' row counts). */
+static oom_status cat_backward(ag_node *n, tensor *grad, tensor **grads)
+{
+    const int64_t *rows = n->ctx;
+    int64_t start = 0;
+    bool prev = rt_set_grad_enabled(n->rt, false);
+    for (int i = 0; i < n->nnext; i++) {
+        if (n->next[i].fn && !(grads[i] = op_narrow(grad, start, rows[i])))
+            break;
+        start += rows[i];
+    }
+    rt_set_grad_enabled(n->rt, prev);
+    return rt_ok(n->rt) ? OOM_OK : n->rt->status;
+}
+static const ag_fn cat_fn = {"CatBackward0", cat_backward, false};
+
+tensor *op_cat(tensor *const *ts, int n)
+{
+    if (n < 1 || !ts) /* torch.cat([]) is an error; a caller's bug here */
+        return NULL;
+    for (int i = 0; i < n; i++)
+        if (!ts[i])
+            return NULL;
+    rt *r = ts[0]->rt;
+    if (!rt_ok(r))
+        return NULL;
+    const tensor *a = ts[0];
+    int64_t total = 0;
+    for (int i = 0; i < n; i++) {
+        const tensor *t = ts[i];
+        bool same = t->ndim == a->ndim && t->ndim >= 1 && t->dt == a->dt;
+        for (int d = 1; same && d < t->ndim; d++)
+            same = t->shape[d] == a->shape[d];
+        if (!same) {
+            char sa[64], sb[64];
+            rt_fail(r, OOM_EINVAL, "cat: expected tensors of one dtype and the same sizes except in dimension 0 "
+                                   "(tensor 0 is %s %s, tensor %d is %s %s)",
+                    tensor_shape_str(a, sa, sizeof sa), dtype_str(a->dt), i, tensor_shape_str(t, sb, sizeof sb),
+                    dtype_str(t->dt));
+            return NULL;
+        }
+        if (!need_contiguous(t, "cat"))
+            return NULL;
+        total += t->shape[0];
+    }
+    bool record = ag_any_requires_grad(r, n, ts);
+    if (record && n > AG_MAX_NEXT) {
+        rt_fail(r, OOM_EINVAL, "cat: oomlab records at most %d inputs that require grad (got %d)", AG_MAX_NEXT, n);
+        return NULL;
+    }
+    int64_t shape[TENSOR_MAX_DIMS];
+    memcpy(shape, a->shape, sizeof shape);
+    shape[0] = total;
+    tensor *out = tensor_empty(r, a->dt, a->ndim, shape);
+    if (!out)
+        return NULL;
+    unsigned char *dst = tensor_data(out);
+    size_t done = 0; /* bytes written */
+    for (int i = 0; i < n; i++) {
+        if (!KRUN(r, copy(a->dt, dst ? dst + done : NULL, tensor_data(ts[i]), tensor_numel(ts[i]))))
+            return tensor_release(out), NULL;
+        done += tensor_nbytes(ts[i]);
+    }
+    if (record) {
+        ag_node *node = ag_node_new(r, &cat_fn, n, ts);
+        int64_t *rows = malloc((size_t)n * sizeof *rows);
+        if (!rows) {
+            fprintf(stderr, "oomlab: out of host memory\n");
+            abort();
+        }
+        for (int i = 0; i < n; i++)
+            rows[i] = ts[i]->shape[0];
+        node->ctx = rows;
+        node->ctx_free = free;
+        ag_set_history(out, node);
+    }
+    return out;
 }

@@ -91,6 +91,14 @@ tensor *op_mul_scalar(tensor *t, double s);     /* t * s (a Python number): MulB
 tensor *op_add_scalar(tensor *t, double s);     /* t + s: AddBackward0, saves nothing */
 tensor *op_add_scalar_(tensor *self, double s); /* self += s, in place; returns self (borrowed) */
 
+/* ---- the inference_oom scenario: cat -------------------------------------------------------------------------
+ *   op                         node              saves
+ *   cat (dim 0)                CatBackward0      the inputs' sizes (and dtypes) only
+ * torch.cat(tensors, dim=0): one new tensor of the summed rows (the same dtype and trailing shape for every
+ * input), filled by one copy per input; nothing else is allocated. Its backward (cat_tensors_backward) hands each
+ * input a view of the gradient's rows: no memory. With grad recording, at most AG_MAX_NEXT (autograd.h) inputs. */
+tensor *op_cat(tensor *const *ts, int n);
+
 OOM_END_DECLS
 
 #endif
