@@ -5,12 +5,14 @@
 
 extern const scenario scenario_retained_graph;
 extern const scenario scenario_unzeroed_grads;
+extern const scenario scenario_pinned_memory;
 extern const scenario scenario_fragmentation;
 
 /* The order of the failure modes in README's catalog: the training loop's, then the allocator's. */
 const scenario *const scenario_catalog[] = {
     &scenario_retained_graph,
     &scenario_unzeroed_grads,
+    &scenario_pinned_memory,
     &scenario_fragmentation,
 };
 const size_t scenario_catalog_size = sizeof scenario_catalog / sizeof scenario_catalog[0];
