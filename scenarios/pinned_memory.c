@@ -238,10 +238,10 @@ static oom_status measure_tradeoff(scn *s, size_t nbytes)
     double t3 = scn_clock(s);
     if (st != OOM_OK)
         return st;
+    tensor *d = tensor_empty(r, DT_F32, SHAPE((int64_t)(nbytes / 4))); /* the copies' target, on every backend */
     if (cuda) {
         scn_metric(s, "pinned_alloc_miss_s", "s", t1 - t0);
         scn_metric(s, "pinned_alloc_hit_s", "s", t3 - t2);
-        tensor *d = tensor_empty(r, DT_F32, SHAPE((int64_t)(nbytes / 4)));
         unsigned char *pageable = malloc(nbytes);
         if (d && pageable) {
             memset(pageable, 1, nbytes);
@@ -258,11 +258,11 @@ static oom_status measure_tradeoff(scn *s, size_t nbytes)
             scn_metric(s, "h2d_pageable_GBps", "GB/s", (double)nbytes * reps / 1e9 / (e - b));
         }
         free(pageable);
-        tensor_release(d);
     } else {
         scn_note(s, "not measured on %s: host-to-device bandwidth and cudaHostAlloc time (cuda only)",
                  scn_computes(s) ? "sim" : "a dry run");
     }
+    tensor_release(d);
     hostalloc_free(r->ha, p);
     scn_step(s, "trade-off measured");
     host_metrics(s);
