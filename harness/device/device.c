@@ -186,10 +186,32 @@ oom_status device_va_unmap(device *dev, devptr p, size_t bytes, size_t page_byte
     return dev->ops->va_unmap(dev->impl, p, bytes, page_bytes);
 }
 
+void device_pinned_cap_set(device *dev, size_t cap_bytes)
+{
+    if (dev)
+        dev->pinned_cap = cap_bytes;
+}
+
+/* The pinned cap: would `bytes` more (whole pages) pass it? */
+static bool pinned_cap_refuses(device *dev, size_t bytes)
+{
+    if (!dev->pinned_cap)
+        return false;
+    size_t used = 0, limit = 0;
+    dev->ops->host_info(dev->impl, &used, &limit);
+    size_t page = 4096;
+    if (bytes > SIZE_MAX - (page - 1))
+        return true;
+    size_t charged = (bytes + page - 1) / page * page;
+    return used > dev->pinned_cap || charged > dev->pinned_cap - used;
+}
+
 oom_status device_host_alloc(device *dev, size_t bytes, void **out)
 {
     if (!dev || !out)
         return OOM_EINVAL;
+    if (bytes && pinned_cap_refuses(dev, bytes))
+        return OOM_ENOMEM_PINNED;
     return dev->ops->host_alloc(dev->impl, bytes, out);
 }
 
@@ -246,6 +268,8 @@ oom_status device_host_register(device *dev, void *p, size_t bytes)
 {
     if (!dev || !p || bytes == 0)
         return OOM_EINVAL;
+    if (pinned_cap_refuses(dev, bytes))
+        return OOM_ENOMEM_PINNED;
     return dev->ops->host_register(dev->impl, p, bytes);
 }
 

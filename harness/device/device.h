@@ -155,6 +155,8 @@ typedef struct device {
     uint64_t fault_at;      /* fail when alloc_calls reaches this; 0 = disarmed */
     bool fault_persistent;  /* keep failing after fault_at */
     uint64_t faults_fired;  /* how many allocations the injector failed */
+    /* pinned cap (device_pinned_cap_set): 0 = none */
+    size_t pinned_cap;
 } device;
 
 /* Open a backend. DEVICE_AUTO never fails for lack of a GPU: it falls back to sim. Returns OOM_ENODEV when
@@ -170,6 +172,12 @@ const char *device_kind_str(device_kind k);
 
 /* Fault injection (see the file comment). nth = 0 disarms. */
 void device_fault_arm(device *dev, uint64_t nth, bool persistent);
+
+/* A cap on pinned host memory, in front of every backend, as a container's memlock limit or its RAM would be:
+ * host_alloc and host_register fail with OOM_ENOMEM_PINNED when the pinned bytes held through this device (whole
+ * 4 KiB pages) would pass cap_bytes. 0 removes it. On sim it applies beside sim_pinned_bytes; on cuda it is the
+ * only limit oomlab can set (a real GPU's host pins what its RAM allows). Set it before a pinning thread runs. */
+void device_pinned_cap_set(device *dev, size_t cap_bytes);
 
 /* Wrappers: the only way callers reach the ops; they apply fault injection to mem_alloc and va_map. */
 oom_status device_mem_alloc(device *dev, size_t bytes, devptr *out);

@@ -38,6 +38,15 @@ oom_status rt_open(const rt_options *opt, rt **out)
         free(r);
         return st;
     }
+    hostalloc_options hopt;
+    hostalloc_options_from_conf(&copt.conf, &hopt);
+    st = hostalloc_new(dev, &hopt, &r->ha);
+    if (st != OOM_OK) {
+        cachealloc_delete(r->ca);
+        device_close(dev);
+        free(r);
+        return st;
+    }
     r->dev = dev;
 #ifdef OOM_HAVE_CUDA
     r->k = dev->kind == DEVICE_CUDA ? &kernels_cuda : &kernels_ref;
@@ -62,6 +71,7 @@ void rt_close(rt *r)
         fprintf(stderr, "oomlab: rt_close with %zu tensors and %zu autograd nodes alive\n", r->live_tensors,
                 r->live_nodes);
 #endif
+    hostalloc_delete(r->ha);
     cachealloc_delete(r->ca);
     device_close(r->dev);
     free(r);
@@ -105,6 +115,8 @@ uint64_t rt_next_seed(rt *r)
     /* one stream per draw, derived from the manual seed and the draw's index */
     return oom_rng_hash(r->seed, r->rng_offset++);
 }
+
+void rt_set_pinned_budget(rt *r, size_t bytes) { device_pinned_cap_set(r->dev, bytes); }
 
 void rt_empty_cache(rt *r) { cachealloc_empty_cache(r->ca); }
 

@@ -22,6 +22,7 @@
 
 #include "alloc/allocconf.h"
 #include "alloc/cachealloc.h"
+#include "alloc/hostalloc.h"
 #include "core/compat.h"
 #include "device/device.h"
 #include "core/dtype.h"
@@ -48,6 +49,7 @@ typedef struct rt_options {
 typedef struct rt {
     device *dev;
     cachealloc *ca;
+    hostalloc *ha;       /* pinned host memory (pin_memory(), a DataLoader's pin thread): PyTorch's host allocator */
     const kernel_ops *k; /* kernels_ref (sim) or kernels_cuda */
     bool computes;       /* false in dry-run: kernels are skipped */
     bool grad_enabled;   /* torch.is_grad_enabled() */
@@ -102,6 +104,10 @@ uint64_t rt_next_seed(rt *r);
 
 /* torch.cuda.empty_cache(): give every whole free segment back to the device (cachealloc.h). */
 void rt_empty_cache(rt *r);
+
+/* A cap on the pinned host memory this runtime may hold (device_pinned_cap_set): a container's memlock limit or
+ * its RAM. 0 = none. */
+void rt_set_pinned_budget(rt *r, size_t bytes);
 
 /* Wait for the device (cuda: a failed kernel surfaces here as OOM_ECUDA, recorded in the rt). */
 oom_status rt_sync(rt *r);

@@ -1,0 +1,111 @@
+/* hostbuf.c - CPU tensors, pageable or pinned (see hostbuf.h). */
+#include "runtime/hostbuf.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels.h"
+
+static oom_status make(rt *r, dtype dt, int ndim, const int64_t *shape, hostbuf **out)
+{
+    if (!r || !out || ndim < 0 || ndim > TENSOR_MAX_DIMS || (unsigned)dt >= DT_COUNT || (ndim && !shape))
+        return OOM_EINVAL;
+    size_t n = dtype_size(dt);
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0 || (shape[i] && n > SIZE_MAX / (size_t)shape[i]))
+            return OOM_EINVAL;
+        n *= (size_t)shape[i];
+    }
+    hostbuf *b = calloc(1, sizeof *b);
+    if (!b)
+        return OOM_ENOMEM_HOST;
+    b->rt = r;
+    b->dt = dt;
+    b->ndim = ndim;
+    for (int i = 0; i < ndim; i++)
+        b->shape[i] = shape[i];
+    b->nbytes = n;
+    *out = b;
+    return OOM_OK;
+}
+
+oom_status hostbuf_randn(rt *r, dtype dt, int ndim, const int64_t *shape, uint64_t seed, hostbuf **out)
+{
+    hostbuf *b = NULL;
+    oom_status st = make(r, dt, ndim, shape, &b);
+    if (st != OOM_OK)
+        return st;
+    if (r->computes && b->nbytes) {
+        b->data = malloc(b->nbytes);
+        if (!b->data) {
+            free(b);
+            return OOM_ENOMEM_HOST;
+        }
+        /* the CPU generator: kernels_ref works on host memory whatever the backend */
+        st = kernels_ref.rand_normal(dt, b->data, (int64_t)(b->nbytes / dtype_size(dt)), seed, 0.0f, 1.0f);
+        if (st != OOM_OK) {
+            hostbuf_free(b);
+            return st;
+        }
+    }
+    *out = b;
+    return OOM_OK;
+}
+
+oom_status hostbuf_pin_memory(const hostbuf *src, hostbuf **out)
+{
+    if (!src || !out)
+        return OOM_EINVAL;
+    hostbuf *b = NULL;
+    oom_status st = make(src->rt, src->dt, src->ndim, src->shape, &b);
+    if (st != OOM_OK)
+        return st;
+    st = hostalloc_malloc(src->rt->ha, b->nbytes, &b->data);
+    if (st != OOM_OK) {
+        free(b);
+        return st;
+    }
+    b->pinned = true;
+    if (src->data && b->data)
+        memcpy(b->data, src->data, b->nbytes);
+    *out = b;
+    return OOM_OK;
+}
+
+void hostbuf_free(hostbuf *b)
+{
+    if (!b)
+        return;
+    if (b->pinned)
+        (void)hostalloc_free(b->rt->ha, b->data); /* an event that cannot be recorded synchronises instead */
+    else
+        free(b->data);
+    free(b);
+}
+
+tensor *hostbuf_to_device(const hostbuf *b, bool non_blocking, devstream s)
+{
+    if (!b)
+        return NULL;
+    rt *r = b->rt;
+    tensor *t = tensor_empty(r, b->dt, b->ndim, b->shape);
+    if (!t)
+        return NULL;
+    if (b->data && b->nbytes && r->computes) {
+        oom_status st = device_copy_htod(r->dev, t->st->ptr + t->offset, b->data, b->nbytes);
+        if (st != OOM_OK) {
+            rt_fail(r, st, "%s", oom_error_msg());
+            tensor_release(t);
+            return NULL;
+        }
+    }
+    if (b->pinned && non_blocking && b->data) {
+        oom_status st = hostalloc_record_event(r->ha, b->data, s);
+        if (st != OOM_OK) {
+            rt_fail(r, st, "recording the copy's event on a pinned block: %s", oom_status_str(st));
+            tensor_release(t);
+            return NULL;
+        }
+    }
+    return t;
+}
