@@ -5,12 +5,14 @@
 
 extern const scenario scenario_retained_graph;
 extern const scenario scenario_unzeroed_grads;
+extern const scenario scenario_model_too_large;
 extern const scenario scenario_fragmentation;
 
 /* The order of the failure modes in README's catalog: the training loop's, then the allocator's. */
 const scenario *const scenario_catalog[] = {
     &scenario_retained_graph,
     &scenario_unzeroed_grads,
+    &scenario_model_too_large,
     &scenario_fragmentation,
 };
 const size_t scenario_catalog_size = sizeof scenario_catalog / sizeof scenario_catalog[0];
