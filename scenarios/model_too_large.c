@@ -254,9 +254,12 @@ static oom_status run_loaded(scn *s, const scenario_variant *v, dtype dt, const 
     }
     /* loaded: the forward pass */
     tensor *x = tensor_randn(r, dt, SHAPE(batch, width), 0.0, 1.0);
-    scn_step(s, "input");
     int copies = 0;
-    tensor *out = forward(s, &m, dev_of, x, &copies);
+    tensor *out = NULL;
+    if (x) {
+        scn_step(s, "input");
+        out = forward(s, &m, dev_of, x, &copies);
+    }
     bool ran = out != NULL && rt_ok(r);
     int last = dev_of ? dev_of[depth - 1] : 0;
     int64_t out_dev_alloc = scn_stat_device(s, last, "allocated_bytes.all.current");
@@ -318,11 +321,11 @@ static oom_status run_offload(scn *s)
     fmt_size((int64_t)scn_budget(s), cap, sizeof cap);
     /* the two device slots first: a layer that cannot be held twice fails before anything is pinned */
     tensor *slot[2][2] = {{NULL, NULL}, {NULL, NULL}};
-    for (int k = 0; k < 2; k++) {
-        slot[k][0] = tensor_empty(r, DT_F32, SHAPE(width, width));
-        slot[k][1] = tensor_empty(r, DT_F32, SHAPE(width));
-    }
-    if (!slot[0][0] || !slot[0][1] || !slot[1][0] || !slot[1][1]) {
+    bool made = true;
+    for (int k = 0; k < 2 && made; k++) /* [(torch.empty(width, width), torch.empty(width)) for _ in range(2)] */
+        made = (slot[k][0] = tensor_empty(r, DT_F32, SHAPE(width, width))) != NULL &&
+               (slot[k][1] = tensor_empty(r, DT_F32, SHAPE(width))) != NULL;
+    if (!made) {
         for (int k = 0; k < 2; k++)
             for (int j = 0; j < 2; j++)
                 tensor_release(slot[k][j]);
