@@ -35,7 +35,7 @@
  *
  * The fixes, and why they work.
  *   fix-half  model.half() on the host, then the same move: every weight takes half the bytes, and the whole
- *       model fits (full scale: 3 GiB of weights, 3074 MiB reserved, under 3968 MiB). The forward runs in
+ *       model fits (full scale: 3 GiB of weights, 3076 MiB reserved at the peak, under 3968 MiB). The forward runs in
  *       float16. It halves the problem once; a model twice as large still does not load.
  *   fix-model-parallel  the layers split over `devices` devices (layer i on device i * devices / depth, in
  *       order), the activation copied to the next device where the split falls (`x = x.to("cuda:1")`). Each
