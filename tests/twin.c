@@ -24,6 +24,35 @@ static int64_t num(const cJSON *o, const char *key)
     return (int64_t)v->valuedouble;
 }
 
+/* One device's samples against the recording's, label for label and counter for counter. */
+static void compare_samples(const char *vn, int dev, const scn_sample *samples, size_t n, const cJSON *rec)
+{
+    static const char *const keys[] = {"allocated_bytes.all.current", "reserved_bytes.all.current",
+                                        "active_bytes.all.current",    "inactive_split_bytes.all.current",
+                                        "allocated_bytes.all.peak",    "reserved_bytes.all.peak",
+                                        "segment.all.current",         "num_device_alloc",
+                                        "num_device_free",             "num_alloc_retries",
+                                        "num_ooms"};
+    cr_expect_eq(n, (size_t)cJSON_GetArraySize(rec), "%s: device %d: %zu samples, PyTorch %d", vn, dev, n,
+                 cJSON_GetArraySize(rec));
+    size_t i = 0;
+    const cJSON *s;
+    cJSON_ArrayForEach(s, rec)
+    {
+        if (i >= n)
+            break;
+        const scn_sample *m = &samples[i++];
+        cr_expect_str_eq(m->label, item(s, "label")->valuestring, "%s: device %d: sample %zu", vn, dev, i - 1);
+        const int64_t mine[] = {m->allocated,      m->reserved,      m->active,   m->inactive_split,
+                                m->allocated_peak, m->reserved_peak, m->segments, m->device_allocs,
+                                m->device_frees,   m->alloc_retries, m->ooms};
+        for (size_t j = 0; j < sizeof keys / sizeof keys[0]; j++)
+            cr_expect_eq(mine[j], num(s, keys[j]), "%s: device %d: sample %zu '%s': %s is %lld, PyTorch %lld", vn,
+                         dev, i - 1, m->label, keys[j], (long long)mine[j], (long long)num(s, keys[j]));
+    }
+}
+
+
 /* One recording (twinlib's document). */
 static void check_doc(const scenario *sc, const cJSON *twin)
 {
@@ -52,12 +81,6 @@ static void check_doc(const scenario *sc, const cJSON *twin)
     cr_assert_eq(runner_run(sc, &o, &res, err, sizeof err), OOM_OK, "%s", err);
     cr_assert_eq(res.nvariants, (size_t)cJSON_GetArraySize(vs));
 
-    static const char *const keys[] = {"allocated_bytes.all.current", "reserved_bytes.all.current",
-                                        "active_bytes.all.current",    "inactive_split_bytes.all.current",
-                                        "allocated_bytes.all.peak",    "reserved_bytes.all.peak",
-                                        "segment.all.current",         "num_device_alloc",
-                                        "num_device_free",             "num_alloc_retries",
-                                        "num_ooms"};
     size_t k = 0;
     cJSON_ArrayForEach(p, vs)
     {
@@ -70,24 +93,14 @@ static void check_doc(const scenario *sc, const cJSON *twin)
         if (cJSON_IsObject(oom) && vr->ooms)
             cr_expect_eq(vr->oom.step, (int)num(oom, "step"), "%s: the OOM at sample %d, PyTorch's at %d", vn,
                          vr->oom.step, (int)num(oom, "step"));
-        const cJSON *samples = item(p, "samples");
-        cr_expect_eq(vr->nsamples, (size_t)cJSON_GetArraySize(samples), "%s: %zu samples, PyTorch %d", vn,
-                     vr->nsamples, cJSON_GetArraySize(samples));
-        size_t i = 0;
-        const cJSON *s;
-        cJSON_ArrayForEach(s, samples)
-        {
-            if (i >= vr->nsamples)
-                break;
-            const scn_sample *m = &vr->samples[i++];
-            cr_expect_str_eq(m->label, item(s, "label")->valuestring, "%s: sample %zu", vn, i - 1);
-            const int64_t mine[] = {m->allocated,      m->reserved,      m->active,   m->inactive_split,
-                                    m->allocated_peak, m->reserved_peak, m->segments, m->device_allocs,
-                                    m->device_frees,   m->alloc_retries, m->ooms};
-            for (size_t j = 0; j < sizeof keys / sizeof keys[0]; j++)
-                cr_expect_eq(mine[j], num(s, keys[j]), "%s: sample %zu '%s': %s is %lld, PyTorch %lld", vn, i - 1,
-                             m->label, keys[j], (long long)mine[j], (long long)num(s, keys[j]));
-        }
+        compare_samples(vn, 0, vr->samples, vr->nsamples, item(p, "samples"));
+        /* a variant on several devices: devices 1.. in "devices", sample for sample */
+        const cJSON *devs = cJSON_GetObjectItemCaseSensitive(p, "devices");
+        int ndevs = cJSON_IsArray(devs) ? cJSON_GetArraySize(devs) : 0;
+        cr_expect_eq(vr->ndevices, (size_t)ndevs, "%s: %zu other devices, PyTorch %d", vn, vr->ndevices, ndevs);
+        for (size_t d = 0; d < vr->ndevices && (int)d < ndevs; d++)
+            compare_samples(vn, vr->devices[d].index, vr->devices[d].samples, vr->devices[d].nsamples,
+                            item(cJSON_GetArrayItem(devs, (int)d), "samples"));
     }
     run_result_free(&res);
 }

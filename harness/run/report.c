@@ -100,6 +100,19 @@ void report_header(const run_result *r, FILE *out)
         fprintf(out, "settings: '%s' from %s, under each variant's own\n", r->conf_user, r->conf_source);
 }
 
+/* A variant on several devices (scn_rt_device): one row per device after its own, which is device 0's. */
+static void device_rows(const variant_result *v, FILE *out)
+{
+    char b1[32], b2[32], label[40];
+    for (size_t k = 0; k < v->ndevices; k++) {
+        const scn_device_result *d = &v->devices[k];
+        snprintf(label, sizeof label, "  device %d%s", d->index, d->logical ? " (logical)" : "");
+        fprintf(out, "%-26s %-7s %14s %14s\n", label, "",
+                size_str(stat_of(&d->stats, "allocated_bytes.all.peak"), b1, sizeof b1),
+                size_str(stat_of(&d->stats, "reserved_bytes.all.peak"), b2, sizeof b2));
+    }
+}
+
 void report_table(const run_result *r, FILE *out)
 {
     char b1[32], b2[32], b3[32], b4[32];
@@ -116,12 +129,19 @@ void report_table(const run_result *r, FILE *out)
                 size_str(stat_of(&v->stats, "reserved_bytes.all.peak"), b2, sizeof b2),
                 oom ? size_str((int64_t)v->oom.reserved_unallocated, b3, sizeof b3) : "-",
                 oom ? size_str((int64_t)v->oom.largest_free_block, b4, sizeof b4) : "-", mark(v));
+        device_rows(v, out);
     }
     for (size_t i = 0; i < r->nvariants; i++) {
         const variant_result *v = &r->variants[i];
         fprintf(out, "\n%s (%s): %s\n", v->v->name, variant_kind_str(v->v->kind), v->v->summary);
         if (v->alloc_conf[0] && strcmp(v->v->alloc_conf, "") != 0)
             fprintf(out, "  settings: %s\n", v->v->alloc_conf);
+        if (v->ndevices) {
+            fprintf(out, "  devices: 0 = the variant's own row (%s)", r->device);
+            for (size_t k = 0; k < v->ndevices; k++)
+                fprintf(out, "; %d = %s, cap %zu bytes", v->devices[k].index, v->devices[k].name, v->devices[k].cap);
+            fputc('\n', out);
+        }
         for (size_t j = 0; j < v->nnotes; j++)
             fprintf(out, "  %s%s\n", !v->reproduced && j == 0 ? "not reproduced at these parameters: " : "note: ",
                     v->notes[j]);
@@ -130,7 +150,9 @@ void report_table(const run_result *r, FILE *out)
         metrics_table(v, out);
         if (v->outcome == OUTCOME_ERROR)
             fprintf(out, "  error: %s\n", v->error);
-        if (v->ooms)
+        if (v->ooms && v->oom.device)
+            fprintf(out, "  OOM on device %d at %s: %s\n", v->oom.device, v->oom.what, v->oom.message);
+        else if (v->ooms)
             fprintf(out, "  OOM at %s: %s\n", v->oom.what, v->oom.message);
     }
     size_t passed = 0;
@@ -155,6 +177,10 @@ void report_catalog_table(const run_result *runs, size_t n, FILE *out)
             fprintf(out, "%-18s %-26s %-7s %14s %14s  %s\n", i == 0 ? runs[k].sc->name : "", v->v->name,
                     outcome_cell(v), size_str(stat_of(&v->stats, "allocated_bytes.all.peak"), b1, sizeof b1),
                     size_str(stat_of(&v->stats, "reserved_bytes.all.peak"), b2, sizeof b2), mark(v));
+            for (size_t d = 0; d < v->ndevices; d++) /* one row per device of the variant */
+                fprintf(out, "%-18s   device %-17d %-7s %14s %14s\n", "", v->devices[d].index, "",
+                        size_str(stat_of(&v->devices[d].stats, "allocated_bytes.all.peak"), b1, sizeof b1),
+                        size_str(stat_of(&v->devices[d].stats, "reserved_bytes.all.peak"), b2, sizeof b2));
             passed += v->passed;
             total++;
         }
@@ -201,6 +227,8 @@ static void push(cJSON *a, cJSON *item, bool *ok)
     }
 }
 
+static void samples_json(cJSON *o, const scn_sample *samples, size_t n, bool *ok);
+
 static cJSON *variant_json(const variant_result *v, bool *ok)
 {
     cJSON *o = cJSON_CreateObject();
@@ -245,6 +273,7 @@ static cJSON *variant_json(const variant_result *v, bool *ok)
             add_int(d, "reserved_unallocated", (int64_t)v->oom.reserved_unallocated, ok);
             add_int(d, "largest_free_block", (int64_t)v->oom.largest_free_block, ok);
             add_int(d, "ooms", v->ooms, ok);
+            add_int(d, "device", v->oom.device, ok);
             add_str(d, "message", v->oom.message, ok);
         }
     } else {
@@ -259,9 +288,45 @@ static cJSON *variant_json(const variant_result *v, bool *ok)
         }
         push(ex, e, ok);
     }
+    samples_json(o, v->samples, v->nsamples, ok);
+    cJSON *ms = add(o, "memory_stats", cJSON_CreateObject(), ok);
+    for (size_t i = 0; ms && i < MEMSTATS_NKEYS; i++) {
+        const char *key;
+        int64_t val;
+        memstats_key(&v->stats, i, &key, &val);
+        add_int(ms, key, val, ok);
+    }
+    /* devices 1.. of a variant on several devices (scn_rt_device); device 0 is the variant's own fields */
+    cJSON *devs = add(o, "devices", cJSON_CreateArray(), ok);
+    for (size_t k = 0; k < v->ndevices; k++) {
+        const scn_device_result *d = &v->devices[k];
+        cJSON *e = cJSON_CreateObject();
+        if (e) {
+            add_int(e, "index", d->index, ok);
+            add_str(e, "name", d->name, ok);
+            add_bool(e, "logical", d->logical, ok);
+            add(e, "cap", d->cap ? cJSON_CreateNumber((double)d->cap) : cJSON_CreateNull(), ok);
+            add_int(e, "peak_allocated", stat_of(&d->stats, "allocated_bytes.all.peak"), ok);
+            add_int(e, "peak_reserved", stat_of(&d->stats, "reserved_bytes.all.peak"), ok);
+            samples_json(e, d->samples, d->nsamples, ok);
+            cJSON *dms = add(e, "memory_stats", cJSON_CreateObject(), ok);
+            for (size_t i = 0; dms && i < MEMSTATS_NKEYS; i++) {
+                const char *key;
+                int64_t val;
+                memstats_key(&d->stats, i, &key, &val);
+                add_int(dms, key, val, ok);
+            }
+        }
+        push(devs, e, ok);
+    }
+    return o;
+}
+
+static void samples_json(cJSON *o, const scn_sample *samples, size_t n, bool *ok)
+{
     cJSON *sa = add(o, "samples", cJSON_CreateArray(), ok);
-    for (size_t i = 0; i < v->nsamples; i++) {
-        const scn_sample *s = &v->samples[i];
+    for (size_t i = 0; i < n; i++) {
+        const scn_sample *s = &samples[i];
         cJSON *e = cJSON_CreateObject();
         if (e) {
             add_str(e, "label", s->label, ok);
@@ -279,14 +344,6 @@ static cJSON *variant_json(const variant_result *v, bool *ok)
         }
         push(sa, e, ok);
     }
-    cJSON *ms = add(o, "memory_stats", cJSON_CreateObject(), ok);
-    for (size_t i = 0; ms && i < MEMSTATS_NKEYS; i++) {
-        const char *key;
-        int64_t val;
-        memstats_key(&v->stats, i, &key, &val);
-        add_int(ms, key, val, ok);
-    }
-    return o;
 }
 
 cJSON *report_json(const run_result *r)

@@ -21,7 +21,11 @@
  *                  "samples": [{"label", "allocated", "reserved", "active", "inactive_split",
  *                               "allocated_peak", "reserved_peak", "segments", "num_device_alloc",
  *                               "num_device_free", "num_alloc_retries", "num_ooms"}],
- *                  "memory_stats": {the 122 keys of torch.cuda.memory_stats()}}]}
+ *                  "memory_stats": {the 122 keys of torch.cuda.memory_stats()},
+ *                  "devices": [] | [{"index" (1..), "name", "logical", "cap", "peak_allocated", "peak_reserved",
+ *                                    "samples": [as above, one per sample of the variant], "memory_stats"}]}]}
+ * A variant on several devices (scn_rt_device) reports device 0 in its own fields and the others in "devices"
+ * ("oom"'s "device" says which one ran out); the table shows one row per device under the variant's row.
  * Byte counts are integers; run files are written atomically (fileio.h).
  */
 #ifndef OOMLAB_REPORT_H

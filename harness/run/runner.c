@@ -17,6 +17,11 @@ struct scn {
     const int64_t *params;
     variant_result *res;
     size_t capsamples, capexpect, capmetrics, capnotes;
+    /* several devices (scn_rt_device): the runtimes of devices 1.., opened with these options */
+    const run_options *o;
+    alloc_conf conf;
+    rt *extra[SCN_MAX_DEVICES];
+    size_t capdevsamples[SCN_MAX_DEVICES];
 };
 
 static void *xrealloc(void *p, size_t n)
@@ -137,6 +142,43 @@ int64_t scn_stat(const scn *s, const char *key)
     return v;
 }
 
+static int64_t stat_in(const memstats *m, const char *key)
+{
+    int64_t v = 0;
+    memstats_get(m, key, &v);
+    return v;
+}
+
+static void sample_of(const memstats *m, scn_sample *smp)
+{
+    smp->allocated = stat_in(m, "allocated_bytes.all.current");
+    smp->reserved = stat_in(m, "reserved_bytes.all.current");
+    smp->active = stat_in(m, "active_bytes.all.current");
+    smp->inactive_split = stat_in(m, "inactive_split_bytes.all.current");
+    smp->allocated_peak = stat_in(m, "allocated_bytes.all.peak");
+    smp->reserved_peak = stat_in(m, "reserved_bytes.all.peak");
+    smp->segments = stat_in(m, "segment.all.current");
+    smp->device_allocs = stat_in(m, "num_device_alloc");
+    smp->device_frees = stat_in(m, "num_device_free");
+    smp->alloc_retries = stat_in(m, "num_alloc_retries");
+    smp->ooms = stat_in(m, "num_ooms");
+}
+
+/* Append a sample to device k's series (m NULL: zeros, a step before it was opened). */
+static void device_sample(scn *s, int k, const char *label, const memstats *m)
+{
+    scn_device_result *d = &s->res->devices[k - 1];
+    if (d->nsamples == s->capdevsamples[k]) {
+        s->capdevsamples[k] = s->capdevsamples[k] ? s->capdevsamples[k] * 2 : 64;
+        d->samples = xrealloc(d->samples, s->capdevsamples[k] * sizeof *d->samples);
+    }
+    scn_sample *smp = &d->samples[d->nsamples++];
+    memset(smp, 0, sizeof *smp);
+    snprintf(smp->label, sizeof smp->label, "%s", label);
+    if (m)
+        sample_of(m, smp);
+}
+
 void scn_step(scn *s, const char *fmt, ...)
 {
     variant_result *res = s->res;
@@ -149,22 +191,18 @@ void scn_step(scn *s, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(smp->label, sizeof smp->label, fmt, ap);
     va_end(ap);
-    smp->allocated = scn_stat(s, "allocated_bytes.all.current");
-    smp->reserved = scn_stat(s, "reserved_bytes.all.current");
-    smp->active = scn_stat(s, "active_bytes.all.current");
-    smp->inactive_split = scn_stat(s, "inactive_split_bytes.all.current");
-    smp->allocated_peak = scn_stat(s, "allocated_bytes.all.peak");
-    smp->reserved_peak = scn_stat(s, "reserved_bytes.all.peak");
-    smp->segments = scn_stat(s, "segment.all.current");
-    smp->device_allocs = scn_stat(s, "num_device_alloc");
-    smp->device_frees = scn_stat(s, "num_device_free");
-    smp->alloc_retries = scn_stat(s, "num_alloc_retries");
-    smp->ooms = scn_stat(s, "num_ooms");
+    sample_of(cachealloc_stats(s->r->ca), smp);
+    for (size_t k = 1; k <= res->ndevices; k++) /* every other open device, in step */
+        device_sample(s, (int)k, smp->label, cachealloc_stats(s->extra[k]->ca));
 }
 
 bool scn_caught(scn *s, const char *what)
 {
     rt *r = s->r;
+    int dev = 0;
+    for (size_t k = 1; k <= s->res->ndevices && rt_status(r) != OOM_ENOMEM_DEVICE; k++)
+        if (rt_status(s->extra[k]) == OOM_ENOMEM_DEVICE) /* an OOM on another device */
+            r = s->extra[k], dev = (int)k;
     if (rt_status(r) != OOM_ENOMEM_DEVICE)
         return false;
     variant_result *res = s->res;
@@ -174,6 +212,7 @@ bool scn_caught(scn *s, const char *what)
         d->step = (int)res->nsamples;
         snprintf(d->what, sizeof d->what, "%s", what);
         snprintf(d->message, sizeof d->message, "%s", rt_message(r));
+        d->device = dev;
         if (o) {
             d->requested = o->requested;
             d->alloc_size = o->alloc_size;
@@ -203,6 +242,58 @@ void scn_expect(scn *s, bool holds, const char *fmt, ...)
 }
 
 const scn_oom *scn_first_oom(const scn *s) { return s->res->ooms ? &s->res->oom : NULL; }
+
+/* ---- several devices ----------------------------------------------------------------------------------- */
+
+rt *scn_rt_device(scn *s, int k)
+{
+    if (k == 0)
+        return s->r;
+    if (k < 0 || k >= SCN_MAX_DEVICES) {
+        rt_fail(s->r, OOM_EINVAL, "scn_rt_device: device %d of at most %d", k, SCN_MAX_DEVICES);
+        return NULL;
+    }
+    variant_result *res = s->res;
+    if (!res->devices)
+        res->devices = xrealloc(NULL, (SCN_MAX_DEVICES - 1) * sizeof *res->devices);
+    while ((int)res->ndevices < k) {
+        int j = (int)res->ndevices + 1;
+        /* the same backend as device 0 (cuda: the same GPU, ordinal 0), budget, settings and seed */
+        rt_options ro = {.backend = s->r->dev->kind, .dry_run = s->o->dry_run, .budget_bytes = s->run->budget,
+                         .conf = &s->conf, .seed = s->o->seed};
+        rt *r = NULL;
+        if (rt_open(&ro, &r) != OOM_OK) {
+            rt_fail(s->r, OOM_ENODEV, "cannot open device %d: %s", j, oom_error_msg());
+            return NULL;
+        }
+        scn_device_result *d = &res->devices[j - 1];
+        memset(d, 0, sizeof *d);
+        d->index = j;
+        d->logical = r->dev->kind == DEVICE_CUDA;
+        if (d->logical)
+            snprintf(d->name, sizeof d->name, "cuda:0 as logical device %d (its own allocator and budget, one GPU)", j);
+        else
+            snprintf(d->name, sizeof d->name, "%s:%d (another simulated device)", r->dev->ops->name, j);
+        d->cap = cachealloc_budget(r->ca);
+        s->extra[j] = r;
+        s->capdevsamples[j] = 0;
+        res->ndevices = (size_t)j;
+        for (size_t i = 0; i < res->nsamples; i++) /* the steps before it existed */
+            device_sample(s, j, res->samples[i].label, NULL);
+    }
+    return s->extra[k];
+}
+
+int scn_devices(const scn *s) { return 1 + (int)s->res->ndevices; }
+
+int64_t scn_stat_device(const scn *s, int k, const char *key)
+{
+    if (k == 0)
+        return scn_stat(s, key);
+    if (k < 0 || (size_t)k > s->res->ndevices)
+        return 0;
+    return stat_in(cachealloc_stats(s->extra[k]->ca), key);
+}
 
 /* ---- validation ------------------------------------------------------------------------------------------ */
 
@@ -333,10 +424,13 @@ static void run_variant(const scenario *sc, const run_options *o, run_result *ru
         run->device_total = r->dev->total_bytes;
         run->cap = cachealloc_budget(r->ca);
     }
-    scn s = {.r = r, .sc = sc, .run = run, .params = run->params, .res = res};
+    scn s = {.r = r, .sc = sc, .run = run, .params = run->params, .res = res, .o = o, .conf = c};
     double t0 = now_s();
     st = sc->run(&s, v);
     res->seconds = now_s() - t0;
+    for (size_t k = 1; k <= res->ndevices && rt_ok(r); k++) /* a failure left on another device */
+        if (!rt_ok(s.extra[k]))
+            rt_fail(r, rt_status(s.extra[k]), "device %zu: %s", k, rt_message(s.extra[k]));
     if (st != OOM_OK || !rt_ok(r)) {
         res->outcome = OUTCOME_ERROR;
         snprintf(res->error, sizeof res->error, "%s", rt_ok(r) ? oom_status_str(st) : rt_message(r));
@@ -348,6 +442,15 @@ static void run_variant(const scenario *sc, const run_options *o, run_result *ru
     scn_expect(&s, r->live_tensors == 0 && r->live_nodes == 0 && left == 0,
                "ends with every tensor released (%zu tensors, %zu autograd nodes, %lld bytes left)", r->live_tensors,
                r->live_nodes, (long long)left);
+    for (size_t k = 1; k <= res->ndevices; k++) {
+        rt *x = s.extra[k];
+        int64_t xleft = scn_stat_device(&s, (int)k, "allocated_bytes.all.current");
+        scn_expect(&s, x->live_tensors == 0 && x->live_nodes == 0 && xleft == 0,
+                   "device %zu ends with every tensor released (%zu tensors, %zu autograd nodes, %lld bytes left)", k,
+                   x->live_tensors, x->live_nodes, (long long)xleft);
+        res->devices[k - 1].stats = *cachealloc_stats(x->ca);
+        rt_close(x);
+    }
     res->stats = *cachealloc_stats(r->ca);
     res->passed = res->outcome != OUTCOME_ERROR;
     for (size_t i = 0; i < res->nexpect; i++)
@@ -429,6 +532,9 @@ void run_result_free(run_result *r)
         free(r->variants[i].expect);
         free(r->variants[i].metrics);
         free(r->variants[i].notes);
+        for (size_t k = 0; k < r->variants[i].ndevices; k++)
+            free(r->variants[i].devices[k].samples);
+        free(r->variants[i].devices);
     }
     free(r->variants);
     memset(r, 0, sizeof *r);

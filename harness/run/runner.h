@@ -94,7 +94,22 @@ typedef struct variant_result {
     bool reproduced; /* false: scn_not_reproduced said why the failure does not happen at these parameters */
     bool passed;     /* no error and every expectation holds */
     double seconds;
+    struct scn_device_result *devices; /* the variant's devices 1.. (scn_rt_device); device 0 is the above */
+    size_t ndevices;
 } variant_result;
+
+/* A variant's extra device k >= 1 (scn_rt_device): its own allocator's samples, taken at every scn_step in step
+ * with the variant's own (the steps before it was opened are recorded as zeros with their labels: its allocator
+ * did not exist yet), and its statistics at the end. */
+typedef struct scn_device_result {
+    int index;
+    char name[128];  /* "sim:1 (another simulated device)", "cuda:0 as logical device 1 (...)" */
+    bool logical;    /* cuda: an allocator and budget of its own on the same GPU, not a GPU of its own */
+    size_t cap;      /* its allocator's cap */
+    memstats stats;  /* at the end of the variant */
+    scn_sample *samples;
+    size_t nsamples;
+} scn_device_result;
 
 typedef struct run_result {
     const scenario *sc;

@@ -136,7 +136,23 @@ typedef struct scn_oom {
     size_t reserved_unallocated;
     size_t largest_free_block;
     char message[RT_MESSAGE_MAX]; /* PyTorch's text, then oomlab's two figures */
+    int device;                /* the device it happened on: 0, or k of scn_rt_device */
 } scn_oom;
+
+/* ---- several devices (the model_too_large scenario) ------------------------------------------------------ */
+
+/* Device k of the variant: 0 is scn_rt(s); k = 1 .. SCN_MAX_DEVICES-1 opens, on first use, another runtime (and
+ * every one below k not yet open), each with its own device and caching allocator under the same budget and
+ * settings, as cuda:k has its own allocator and its own set_per_process_memory_fraction in PyTorch. On sim each
+ * is another simulated device of the same capacity; on cuda each is a logical device of the GPU the variant
+ * runs on (a second allocator and budget on that GPU), labelled so in the table and the JSON. scn_step samples
+ * every open device; scn_caught catches an OOM on any of them; each ends checked clean. NULL when k is out of
+ * range or the runtime cannot be opened (the variant then ends as an error, recorded in scn_rt(s)). */
+#define SCN_MAX_DEVICES 8
+rt *scn_rt_device(scn *s, int k);
+/* Devices open (1 + the extra ones), and one allocator statistic of device k (0 when k is not open). */
+int scn_devices(const scn *s);
+int64_t scn_stat_device(const scn *s, int k, const char *key);
 
 /* ---- the catalog (registry.c) --------------------------------------------------------------------------- */
 

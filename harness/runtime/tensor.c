@@ -380,3 +380,46 @@ void tensor_set_requires_grad(tensor *t, bool flag)
     }
     t->requires_grad = flag;
 }
+
+/* ---- the model_too_large scenario (tensor.h) ---- */
+
+tensor *tensor_copy_to(rt *dst, const tensor *src)
+{
+    if (!src)
+        return NULL;
+    rt *r = src->rt;
+    if (src->transposed) {
+        rt_fail(r, OOM_EINVAL, "tensor_copy_to needs a contiguous tensor");
+        return NULL;
+    }
+    if (src->requires_grad && r->grad_enabled) {
+        rt_fail(r, OOM_EINVAL, "tensor_copy_to is not differentiable: copy under no_grad or detach first");
+        return NULL;
+    }
+    if (!dst->computes || tensor_nbytes(src) == 0)
+        return tensor_empty(dst, src->dt, src->ndim, src->shape);
+    void *buf = malloc(tensor_nbytes(src));
+    if (!buf) {
+        fprintf(stderr, "oomlab: out of host memory\n");
+        abort();
+    }
+    tensor *out = NULL;
+    if (tensor_to_host(src, buf) == OOM_OK)
+        out = tensor_from_host(dst, src->dt, src->ndim, src->shape, buf);
+    free(buf);
+    return out;
+}
+
+oom_status tensor_copy_from_host_(tensor *t, const void *host)
+{
+    rt *r = t->rt;
+    if (t->transposed)
+        return rt_fail(r, OOM_EINVAL, "tensor_copy_from_host_ needs a contiguous tensor");
+    tensor_bump_version(t);
+    if (!r->computes || tensor_nbytes(t) == 0)
+        return OOM_OK;
+    oom_status st = device_copy_htod(r->dev, t->st->ptr + t->offset, host, tensor_nbytes(t));
+    if (st != OOM_OK)
+        rt_fail(r, st, "copy from host failed: %s", oom_error_msg());
+    return st;
+}

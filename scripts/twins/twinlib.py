@@ -21,7 +21,8 @@ CUBLASLT_WORKSPACE_SIZE=0: oomlab's GEMM needs none, docs/parity.md), or with th
 output is one JSON object: {"scenario", "torch", "device", "total_memory", "budget", "allowed", "params",
 "cublas_workspaces": "off"|"on", "variants": [{"variant", "alloc_conf", "outcome": "ok"|"oom"|"error",
 "oom": null|{"step", "what", "message"}, "error", "samples": [{"label", KEYS...}], "metrics": [{"name", "unit",
-"value", "sample"}], "notes": [text]}]}.
+"value", "sample"}], "notes": [text], "devices": [{"index", "name", "samples"}] (t.devices: the other devices of a
+variant on several devices, as the results JSON's "devices"; [] for one)}]}.
 """
 import json
 import os
@@ -43,6 +44,7 @@ class Twin:
     def __init__(self, torch, budget):
         self.torch = torch
         self.samples, self.metrics, self.notes = [], [], []
+        self.devices = []  # a variant on several devices: [{"index", "name", "samples"}] for devices 1..
         self.oom = None
         torch.cuda.init()
         self.total = torch.cuda.get_device_properties(0).total_memory
@@ -85,7 +87,7 @@ def _child(name, variant, alloc_conf, params, budget, body):
         res["outcome"], res["error"] = "error", "%s: %s" % (type(e).__name__, e)
     if res["outcome"] == "ok" and t.oom is not None:
         res["outcome"] = "oom"
-    res.update({"oom": t.oom, "samples": t.samples, "metrics": t.metrics, "notes": t.notes,
+    res.update({"oom": t.oom, "samples": t.samples, "metrics": t.metrics, "notes": t.notes, "devices": t.devices,
                 "total_memory": t.total, "allowed": t.allowed,
                 "torch": torch.__version__, "device": torch.cuda.get_device_name(0)})
     return res
