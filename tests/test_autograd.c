@@ -1013,11 +1013,13 @@ Test(autograd, gru_cell_saves_what_pytorch_saves)
     cr_assert_eq(n->next[4].fn, cell.bias_hh->grad_acc);
     for (int i = 0; i < 6; i++)
         cr_assert(n->saved[i].defined, "slot %d saved", i);
-    cr_assert_eq(n->saved[0].t->shape[1], 3 * H);
+    /* in the generated node's order, by name: hidden_bias, hidden_gates, hx, input_bias, input_gates */
+    cr_assert_eq(n->saved[0].t->st, cell.bias_hh->st);
     cr_assert_eq(n->saved[1].t->shape[1], 3 * H);
     cr_assert_eq(n->saved[2].t->st, h->st);
     cr_assert_eq(n->saved[3].t->st, cell.bias_ih->st);
-    cr_assert_eq(n->saved[4].t->st, cell.bias_hh->st);
+    cr_assert_eq(n->saved[4].t->shape[1], 3 * H);
+    cr_assert_neq(n->saved[4].t->st, n->saved[1].t->st);
     cr_assert(n->saved[5].is_output && n->saved[5].t->shape[0] == B && n->saved[5].t->shape[1] == 5 * H,
               "the workspace, batch x 5 hidden");
 
@@ -1098,9 +1100,26 @@ Test(autograd, pow_saves_self_and_its_backward_makes_three_temporaries)
     cr_assert_eq(y->grad_fn->fparam[0], 2.0);
     int64_t base = test_stat(r, "allocated_bytes.all.current"), allocs = test_stat(r, "allocation.all.allocated");
     const int64_t t = block_bytes(64 * 64 * 4);
+    cachealloc_record_history(r->ca, true);
     cr_assert_eq(autograd_backward(s, NULL, false), OOM_OK, "%s", rt_message(r));
     /* the seed, mean's gradient, then self.pow(1), 2 * that, grad * that: the last becomes x.grad */
     cr_assert_eq(test_stat(r, "allocation.all.allocated") - allocs, 5);
+    /* the temporaries go in reverse order of their making, 2 * (...) first, then self.pow(1), then mean's
+     * gradient (PyTorch's trace of the GRU chain, events 65-70) */
+    size_t n, na = 0, nf = 0;
+    const ca_trace_entry *te = cachealloc_trace(r->ca, &n);
+    devptr made[4] = {0}, freed[3] = {0};
+    for (size_t i = 0; i < n; i++) {
+        if (te[i].action == CA_ALLOC && te[i].size == 64 * 64 * 4 && na < 4)
+            made[na++] = te[i].addr;
+        if (te[i].action == CA_FREE_COMPLETED && te[i].size == 64 * 64 * 4 && nf < 3)
+            freed[nf++] = te[i].addr;
+    }
+    cr_assert_eq(na, 4);
+    cr_assert_eq(nf, 3);
+    cr_assert_eq(freed[0], made[2], "2 * self.pow(1) is freed first");
+    cr_assert_eq(freed[1], made[1], "then self.pow(1)");
+    cr_assert_eq(freed[2], made[0], "then mean's gradient, with the node");
     cr_assert_eq(test_stat(r, "allocated_bytes.all.peak"), base + 512 + 4 * t);
     cr_assert_eq(test_stat(r, "allocated_bytes.all.current"), base + t);
     if (r->computes) {
@@ -1327,5 +1346,111 @@ Test(autograd, cat_refuses_mismatched_inputs_and_records_nothing_under_no_grad)
     rt_clear(r);
     tensor_release(a);
     tensor_release(bad);
+    close_rt(r);
+}
+
+/* The sizes of the allocations made since trace entry `from`, in order (history recorded). */
+static size_t alloc_sizes_since(rt *r, size_t from, size_t *out, size_t cap)
+{
+    size_t n, k = 0;
+    const ca_trace_entry *te = cachealloc_trace(r->ca, &n);
+    for (size_t i = from; i < n && k < cap; i++)
+        if (te[i].action == CA_ALLOC)
+            out[k++] = te[i].size;
+    return k;
+}
+
+static size_t trace_len(rt *r)
+{
+    size_t n;
+    cachealloc_trace(r->ca, &n);
+    return n;
+}
+
+/* A differentiable view holds its base (ViewInfo's base_), so the storage of the gradient mm_mat2_backward hands
+ * a weight, (grad.t() @ mat1).t() and TBackward0's .t() of it, has a use count of 2 while that gradient lives:
+ * InputBuffer::accumulate's can_accumulate_inplace refuses it, and the two steps' weight gradients are summed out
+ * of place (PyTorch 2.11's trace of the retained GRU chain: a 12 MiB alloc for each weight's sum, step 1). */
+Test(autograd, a_weight_used_twice_sums_its_gradient_views_out_of_place)
+{
+    rt *r = open_rt();
+    tensor *w = leaf(r, SHAPE(48, 32), true);
+    tensor *x1 = leaf(r, SHAPE(4, 32), false), *x2 = leaf(r, SHAPE(4, 32), false);
+    tensor *w1 = op_t(w), *y1 = op_mm(x1, w1), *w2 = op_t(w), *y2 = op_mm(x2, w2);
+    tensor *y = op_add(y1, y2, 1.0), *s = op_sum(y);
+    OK(r);
+    tensor *ts[] = {w1, y1, w2, y2, y};
+    for (int i = 0; i < 5; i++)
+        tensor_release(ts[i]);
+    cachealloc_record_history(r->ca, true);
+    size_t from = trace_len(r);
+    cr_assert_eq(autograd_backward(s, NULL, false), OOM_OK, "%s", rt_message(r));
+    size_t sz[8], want[] = {4, 4 * 48 * 4, 48 * 32 * 4, 48 * 32 * 4, 48 * 32 * 4};
+    /* seed, SumBackward0's expand, y2's weight gradient, y1's, and their out-of-place sum */
+    cr_assert_eq(alloc_sizes_since(r, from, sz, 8), 5);
+    for (int i = 0; i < 5; i++)
+        cr_assert_eq(sz[i], want[i], "allocation %d: %zu bytes, PyTorch %zu", i, sz[i], want[i]);
+    /* `buffer[pos] = old_var + var` drops the buffered gradient first; var, the node's output, goes when the
+     * engine drops the node's outputs, after passing them all on (the chain's trace: events 113-116) */
+    size_t n, na = 0, nf = 0;
+    const ca_trace_entry *te = cachealloc_trace(r->ca, &n);
+    devptr made[3] = {0}, freed[2] = {0};
+    for (size_t i = from; i < n; i++) {
+        if (te[i].action == CA_ALLOC && te[i].size == 48 * 32 * 4 && na < 3)
+            made[na++] = te[i].addr;
+        if (te[i].action == CA_FREE_COMPLETED && te[i].size == 48 * 32 * 4 && nf < 2)
+            freed[nf++] = te[i].addr;
+    }
+    cr_assert_eq(nf, 2);
+    cr_assert_eq(freed[0], made[0], "the buffered gradient (y2's) goes first");
+    cr_assert_eq(freed[1], made[1], "then y1's, the output of the node that added it");
+    /* the sum is taken over (AccumulateGrad detaches it): nothing else holds .grad's storage */
+    cr_assert_eq(w->grad->st->refcount, 1);
+    tensor_release(s);
+    tensor_release(x1);
+    tensor_release(x2);
+    tensor_release(w);
+    close_rt(r);
+}
+
+/* load_derivatives.py sorts a formula's inputs by name, and Functions.cpp computes them in that order: MmBackward0
+ * mat2 before self, AddmmBackward0 mat1, mat2, then self, whose sum to the bias shape happens after the node, in
+ * validate_outputs; MulBackward0 other before self. The order places blocks (PyTorch's traces of the GRU chain and
+ * of the MLP: mat2's 12 MiB before mat1's 256 KiB; mat1's 4 MiB, mat2's 80 KiB, then the bias's 40 bytes). */
+Test(autograd, multi_input_backward_computes_inputs_in_pytorch_order)
+{
+    rt *r = open_rt();
+    tensor *a = leaf(r, SHAPE(4, 8), true), *b = leaf(r, SHAPE(8, 16), true), *bias = leaf(r, SHAPE(16), true);
+    tensor *c = leaf(r, SHAPE(4, 16), true);
+    tensor *y = op_mm(a, b), *z = op_addmm(bias, a, b);
+    tensor *s1 = op_sum(y), *s2 = op_sum(z);
+    OK(r);
+    cachealloc_record_history(r->ca, true);
+    size_t sz[8], from = trace_len(r);
+    cr_assert_eq(autograd_backward(s1, NULL, false), OOM_OK, "%s", rt_message(r));
+    cr_assert_eq(alloc_sizes_since(r, from, sz, 8), 4);
+    cr_assert_eq(sz[2], 8 * 16 * 4, "mat2's gradient first");
+    cr_assert_eq(sz[3], 4 * 8 * 4, "then self's");
+    from = trace_len(r);
+    cr_assert_eq(autograd_backward(s2, NULL, false), OOM_OK, "%s", rt_message(r));
+    cr_assert_eq(alloc_sizes_since(r, from, sz, 8), 5);
+    cr_assert_eq(sz[2], 4 * 8 * 4, "mat1's gradient first");
+    cr_assert_eq(sz[3], 8 * 16 * 4, "then mat2's");
+    cr_assert_eq(sz[4], 16 * 4, "then the bias's sum");
+    tensor *ys = leaf(r, SHAPE(4, 16), true);
+    tensor *m2 = op_mul(ys, c), *s4 = op_sum(m2);
+    from = trace_len(r);
+    cr_assert_eq(autograd_backward(s4, NULL, false), OOM_OK, "%s", rt_message(r));
+    size_t n, k = 0;
+    const ca_trace_entry *te = cachealloc_trace(r->ca, &n);
+    devptr first = 0;
+    for (size_t i = from; i < n; i++)
+        if (te[i].action == CA_ALLOC && te[i].size == 4 * 16 * 4 && k++ == 1)
+            first = te[i].addr; /* the seed's expand is the first of that size, then the first product */
+    cr_assert(first != 0);
+    cr_assert_eq(c->grad->st->ptr, first, "c (other) gets the first product");
+    tensor *ts[] = {a, b, bias, c, y, z, s1, s2, ys, m2, s4};
+    for (int i = 0; i < 11; i++)
+        tensor_release(ts[i]);
     close_rt(r);
 }

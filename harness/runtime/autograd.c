@@ -352,7 +352,8 @@ void ag_rebase_history(tensor *self, ag_node *n)
 /* ---- AccumulateGrad -------------------------------------------------------------------------------- */
 
 /* accumulate_grad.h: the first gradient becomes .grad, taken over when nothing else holds it (use_count <=
- * num_expected_refs, 1 without post hooks) and it obeys the layout contract, else cloned; once .grad exists, with
+ * num_expected_refs, 1 without post hooks) and it obeys the layout contract, else cloned; taken over as
+ * new_grad.detach(), so a view's base goes with the engine's reference (the storage stays); once .grad exists, with
  * grad mode off (backward without create_graph), later gradients are added in place, `variable_grad += new_grad`,
  * whatever else holds .grad (no use_count condition on that path). The engine drops the new gradient when this
  * returns, so while it is added both are held: the peak of a backward into existing gradients. */
@@ -368,7 +369,7 @@ static oom_status accumulate_grad_apply(ag_node *n, tensor *grad, tensor **grads
          * (the leaf's own layout), as accumulate_grad.h does; else clone */
         if (grad->refcount == 1 && grad->transposed == var->transposed && grad->dt == var->dt &&
             tensor_same_shape(grad, var) && !grad->grad_fn) {
-            var->grad = tensor_retain(grad);
+            var->grad = tensor_alias(grad, grad->offset, grad->ndim, grad->shape, grad->transposed);
         } else {
             var->grad = op_clone(grad);
             if (!var->grad)
@@ -502,27 +503,29 @@ static void compute_dependencies(graph_task *g, ag_node *root)
     }
 }
 
-/* InputBuffer::accumulate: add into the buffered gradient when nothing else holds it or its storage, else add
- * out of place. Takes var's reference. */
-static oom_status buffer_add(node_state *s, tensor *var)
+/* InputBuffer::accumulate (input_buffer.cpp, can_accumulate_inplace): with grad mode off, add into the buffered
+ * gradient when nothing else holds it (use_count 1) nor its storage (storage use_count 1: a view's base counts, so
+ * the weight gradient mm_mat2_backward makes, (grad.t() @ mat1).t() and TBackward0's .t() of it, is summed out of
+ * place while it lives), else add out of place. Takes var's reference. (PyTorch adds any dense layout in place;
+ * oomlab's kernels need one, which the out-of-place path then refuses too.) The first gradient is moved in (*var
+ * becomes NULL); a gradient added stays the caller's, as the node's outputs hold it until the engine drops them
+ * all, after passing them on; `buffer[pos] = old_var + var` drops the old buffer at once. */
+static oom_status buffer_add(node_state *s, tensor **var)
 {
-    tensor *old = s->buffer;
+    tensor *old = s->buffer, *v = *var;
     if (!old) {
-        s->buffer = var;
+        s->buffer = v;
+        *var = NULL;
         return OOM_OK;
     }
-    if (old->refcount == 1 && old->st->refcount == 1 && old->transposed == var->transposed &&
-        tensor_same_shape(old, var)) {
-        tensor *res = op_add_(old, var, 1.0);
-        tensor_release(var);
-        return res ? OOM_OK : old->rt->status;
-    }
-    tensor *sum = op_add(old, var, 1.0);
-    tensor_release(var);
+    if (old->refcount == 1 && old->st->refcount == 1 && old->transposed == v->transposed &&
+        tensor_same_shape(old, v))
+        return op_add_(old, v, 1.0) ? OOM_OK : old->rt->status;
+    tensor *sum = op_add(old, v, 1.0);
     if (!sum)
         return old->rt->status;
-    tensor_release(old);
     s->buffer = sum;
+    tensor_release(old);
     return OOM_OK;
 }
 
@@ -549,16 +552,16 @@ static oom_status run_backward(ag_node *root, tensor *root_grad, bool retain_gra
             drop_unpacked(n);
         for (int i = 0; i < n->nnext; i++) {
             ag_node *m = n->next[i].fn;
-            if (!m || st != OOM_OK) {
-                tensor_release(grads[i]);
+            if (!m || st != OOM_OK)
                 continue;
-            }
             node_state *ms = state_find(&g, m);
             if (grads[i])
-                st = buffer_add(ms, grads[i]);
+                st = buffer_add(ms, &grads[i]);
             if (--ms->deps == 0)
                 heap_push(&g, m);
         }
+        for (int i = 0; i < n->nnext; i++) /* evaluate_function's outputs go when it returns */
+            tensor_release(grads[i]);
     }
     for (size_t i = 0; i <= g.mask; i++)
         tensor_release(g.map[i].buffer); /* left over only after a failure */

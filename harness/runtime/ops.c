@@ -76,11 +76,14 @@ static bool is_float(const tensor *t, const char *op)
 }
 
 /* A view made by t(), view() or narrow(): remembered so that in-place ops on it can be refused (inplace_ok). */
-static tensor *mark_view(tensor *out, const tensor *base)
+/* A differentiable view (as_view): it holds its base, the base's own base when that is a view (ViewInfo::chain),
+ * in grad mode or not, so the storage is shared by one more tensor while the view lives. */
+static tensor *mark_view(tensor *out, tensor *base)
 {
     if (out) {
         out->is_view = true;
         out->view_of_leaf = base->view_of_leaf || (base->requires_grad && !base->grad_fn);
+        out->base = tensor_retain(base->base ? base->base : base);
     }
     return out;
 }
@@ -207,10 +210,11 @@ tensor *op_mul_(tensor *self, double s)
     return self;
 }
 
+/* other's gradient first (inputs in name order, as Functions.cpp computes them) */
 static oom_status mul_backward(ag_node *n, tensor *grad, tensor **grads)
 {
     rt *r = n->rt;
-    for (int i = 0; i < 2; i++) {
+    for (int i = 1; i >= 0; i--) {
         if (!n->next[i].fn)
             continue;
         tensor *other = ag_unpack(n, 1 - i); /* d(a*b)/da = b: slot 1 holds other, slot 0 self */
@@ -478,24 +482,33 @@ static tensor *mm_mat2_backward(tensor *grad, tensor *mat1, bool mat2_transposed
     return res;
 }
 
-/* next edges: [self/bias,] mat1, mat2; iparam[0] = mat1 transposed, iparam[1] = mat2 transposed */
-static oom_status mm_grads(ag_node *n, tensor *grad, tensor **grads, int first)
+static oom_status mat1_grad(ag_node *n, tensor *grad, tensor **grads, int i)
 {
-    rt *r = n->rt;
-    if (n->next[first].fn) {
-        tensor *mat2 = ag_unpack(n, 1);
-        if (!mat2 || !(grads[first] = mm_mat1_backward(grad, mat2, n->iparam[0])))
-            return r->status;
-    }
-    if (n->next[first + 1].fn) {
-        tensor *mat1 = ag_unpack(n, 0);
-        if (!mat1 || !(grads[first + 1] = mm_mat2_backward(grad, mat1, n->iparam[1])))
-            return r->status;
-    }
+    if (!n->next[i].fn)
+        return OOM_OK;
+    tensor *mat2 = ag_unpack(n, 1);
+    if (!mat2 || !(grads[i] = mm_mat1_backward(grad, mat2, n->iparam[0])))
+        return n->rt->status;
     return OOM_OK;
 }
 
-static oom_status mm_backward(ag_node *n, tensor *grad, tensor **grads) { return mm_grads(n, grad, grads, 0); }
+static oom_status mat2_grad(ag_node *n, tensor *grad, tensor **grads, int i)
+{
+    if (!n->next[i].fn)
+        return OOM_OK;
+    tensor *mat1 = ag_unpack(n, 0);
+    if (!mat1 || !(grads[i] = mm_mat2_backward(grad, mat1, n->iparam[1])))
+        return n->rt->status;
+    return OOM_OK;
+}
+
+/* next edges: self (mat1), mat2; iparam[0] = mat1 transposed, iparam[1] = mat2 transposed. Functions.cpp computes
+ * a node's inputs in the order load_derivatives.py sorts their names: mm's mat2, then self. */
+static oom_status mm_backward(ag_node *n, tensor *grad, tensor **grads)
+{
+    oom_status st = mat2_grad(n, grad, grads, 1);
+    return st == OOM_OK ? mat1_grad(n, grad, grads, 0) : st;
+}
 static const ag_fn mm_fn = {"MmBackward0", mm_backward, false};
 
 static void save_mm_operands(ag_node *n, tensor *mat1, tensor *mat2, int first)
@@ -532,17 +545,21 @@ tensor *op_mm(tensor *a, tensor *b)
     return out;
 }
 
+/* next edges: self (bias), mat1, mat2. In name order: mat1, mat2, then self, whose formula is grad itself; its
+ * reduction to the bias shape is validate_outputs' sum_to, after the node returns (so after both products). */
 static oom_status addmm_backward(ag_node *n, tensor *grad, tensor **grads)
 {
     rt *r = n->rt;
-    if (n->next[0].fn) {
-        /* self: grad, reduced to the bias shape (validate_outputs' sum_to) */
-        grads[0] = tensor_empty(r, grad->dt, SHAPE(grad->shape[1]));
-        if (!grads[0] || !KRUN(r, sum_rows(grad->dt, tensor_data(grads[0]), tensor_data(grad), grad->shape[0],
-                                           grad->shape[1])))
-            return r->status;
-    }
-    return mm_grads(n, grad, grads, 1);
+    oom_status st = mat1_grad(n, grad, grads, 1);
+    if (st == OOM_OK)
+        st = mat2_grad(n, grad, grads, 2);
+    if (st != OOM_OK || !n->next[0].fn)
+        return st;
+    grads[0] = tensor_empty(r, grad->dt, SHAPE(grad->shape[1]));
+    if (!grads[0] || !KRUN(r, sum_rows(grad->dt, tensor_data(grads[0]), tensor_data(grad), grad->shape[0],
+                                       grad->shape[1])))
+        return r->status;
+    return OOM_OK;
 }
 static const ag_fn addmm_fn = {"AddmmBackward0", addmm_backward, false};
 
@@ -862,7 +879,7 @@ tensor *op_mean(tensor *t) { return reduce_all(t, true); }
 /* ---- the retained_graph scenario: pow, the fused GRU cell (ops.h) ------------------------------------------- */
 
 /* pow_backward: grad * (e * self.pow(e - 1)).conj(); the C++ temporaries self.pow(e - 1) and e * (...) live until
- * the product is made. e == 0: zeros_like(self). */
+ * the product is made, and go in reverse order of their making. e == 0: zeros_like(self). */
 static oom_status pow_backward(ag_node *n, tensor *grad, tensor **grads)
 {
     rt *r = n->rt;
@@ -881,8 +898,8 @@ static oom_status pow_backward(ag_node *n, tensor *grad, tensor **grads)
     ok = s && KRUN(r, scale(self->dt, tensor_data(s), tensor_data(p), (float)e, numel));
     tensor *g = ok ? empty_like(grad) : NULL;
     ok = g && KRUN(r, mul(grad->dt, tensor_data(g), tensor_data(grad), tensor_data(s), numel));
+    tensor_release(s); /* C++ destroys a full expression's temporaries in reverse order: e * (...) first */
     tensor_release(p);
-    tensor_release(s);
     if (!ok) {
         tensor_release(g);
         return r->status;
@@ -911,8 +928,10 @@ tensor *op_pow(tensor *t, double exponent)
     return out;
 }
 
-/* Saved slots of ThnnFusedGruCellBackward0, in the forward's argument order, then the workspace. */
-enum { GRU_IGATES, GRU_HGATES, GRU_HX, GRU_B_IH, GRU_B_HH, GRU_WORKSPACE };
+/* Saved slots of ThnnFusedGruCellBackward0, in the order the generated node declares them, sorted by name
+ * (gen_autograd_functions.py): it unpacks them and release_variables() drops them in that order (PyTorch's trace of
+ * the chain's release: hidden_gates' storage goes before input_gates'). Then the workspace, an output. */
+enum { GRU_B_HH, GRU_HGATES, GRU_HX, GRU_B_IH, GRU_IGATES, GRU_WORKSPACE };
 
 /* The generated node unpacks its saved variables sorted by name (gen_autograd_functions.py): hidden_bias,
  * hidden_gates, hx, input_bias, input_gates, then result1; the first stale one names the in-place error. Then
@@ -994,8 +1013,9 @@ tensor *op_thnn_fused_gru_cell(tensor *igates, tensor *hgates, tensor *hx, tenso
     tensor *in[5] = {igates, hgates, hx, b_ih, b_hh};
     if (hy && ag_any_requires_grad(r, 5, in)) {
         ag_node *n = ag_node_new(r, &gru_cell_fn, 5, in);
+        static const int slot[5] = {GRU_IGATES, GRU_HGATES, GRU_HX, GRU_B_IH, GRU_B_HH};
         for (int i = 0; i < 5; i++)
-            ag_save(n, i, in[i], false);
+            ag_save(n, slot[i], in[i], false);
         ag_save(n, GRU_WORKSPACE, ws, true); /* result1 */
         ag_set_history(hy, n);
     }

@@ -251,6 +251,7 @@ void tensor_release(tensor *t)
     tensor_release(t->grad); /* a leaf's .grad: no history, no recursion beyond one level */
     ag_node_release(t->grad_fn);
     storage_release(r, t->st);
+    tensor_release(t->base); /* a base is no view: one level */
     r->live_tensors--;
     free(t);
 }

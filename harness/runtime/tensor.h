@@ -59,6 +59,9 @@ typedef struct tensor {
     int output_nr;             /* which output of grad_fn */
     struct ag_node *grad_acc;  /* leaves: their AccumulateGrad node, borrowed (the node owns the leaf) */
     bool is_view;              /* made by t(), view() or narrow() of another tensor */
+    struct tensor *base;       /* a view's base, held (owned reference) as PyTorch's ViewInfo holds it: the root
+                                  of views of views, never itself a view; NULL for tensors that are not views.
+                                  It counts in the storage's use count (InputBuffer's in-place test) */
     bool view_of_leaf;         /* ... of a leaf that requires grad (in-place ops on it are refused) */
 } tensor;
 
