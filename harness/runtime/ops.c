@@ -8,6 +8,7 @@
 
 #include "runtime/amp.h"
 #include "runtime/autograd.h"
+#include "runtime/reduce_config.h"
 
 bool op_check(rt *r, oom_status st)
 {
@@ -531,17 +532,29 @@ tensor *op_mm(tensor *a, tensor *b)
     return out;
 }
 
+/* sum(0) of a contiguous [m, n]: the output, then ATen's reduction staging around the kernel (reduce_config.h). */
+static tensor *sum_rows_of(rt *r, const tensor *a, int64_t m, int64_t n)
+{
+    tensor *out = tensor_empty(r, a->dt, SHAPE(n));
+    reduce_staging st;
+    if (!out || !reduce_staging_begin(r, ATEN_OP_SUM, ATEN_REDUCE_ROWS, a, m, n, &st))
+        return tensor_release(out), NULL;
+    bool ok = KRUN(r, sum_rows(a->dt, tensor_data(out), tensor_data(a), m, n));
+    reduce_staging_end(&st);
+    return ok ? out : (tensor_release(out), NULL);
+}
+
 static oom_status addmm_backward(ag_node *n, tensor *grad, tensor **grads)
 {
     rt *r = n->rt;
-    if (n->next[0].fn) {
-        /* self: grad, reduced to the bias shape (validate_outputs' sum_to) */
-        grads[0] = tensor_empty(r, grad->dt, SHAPE(grad->shape[1]));
-        if (!grads[0] || !KRUN(r, sum_rows(grad->dt, tensor_data(grads[0]), tensor_data(grad), grad->shape[0],
-                                           grad->shape[1])))
-            return r->status;
-    }
-    return mm_grads(n, grad, grads, 1);
+    oom_status st = mm_grads(n, grad, grads, 1);
+    if (st != OOM_OK)
+        return st;
+    /* self: maybe_multiply(grad, beta) is grad itself; the engine's validate_outputs then reduces it to the bias
+     * shape (sum_to), after the node has made mat1's and mat2's gradients */
+    if (n->next[0].fn && !(grads[0] = sum_rows_of(r, grad, grad->shape[0], grad->shape[1])))
+        return r->status;
+    return OOM_OK;
 }
 static const ag_fn addmm_fn = {"AddmmBackward0", addmm_backward, false};
 
@@ -843,8 +856,13 @@ static tensor *reduce_all(tensor *t, bool mean)
     rt *r = t->rt;
     int64_t numel = tensor_numel(t);
     tensor *out = tensor_empty(r, t->dt, SCALAR);
-    if (!out || !KRUN(r, sum_all(t->dt, tensor_data(out), tensor_data(t), numel)) ||
-        (mean && !KRUN(r, scale(t->dt, tensor_data(out), tensor_data(out), 1.0f / (float)numel, 1))))
+    reduce_staging st; /* ATen's staging around its reduction kernel (reduce_config.h) */
+    if (!out || !reduce_staging_begin(r, mean ? ATEN_OP_MEAN : ATEN_OP_SUM, ATEN_REDUCE_ALL, t, numel, 1, &st))
+        return tensor_release(out), NULL;
+    bool ok = KRUN(r, sum_all(t->dt, tensor_data(out), tensor_data(t), numel)) &&
+              (!mean || KRUN(r, scale(t->dt, tensor_data(out), tensor_data(out), 1.0f / (float)numel, 1)));
+    reduce_staging_end(&st);
+    if (!ok)
         return tensor_release(out), NULL;
     if (ag_any_requires_grad(r, 1, &t)) {
         ag_node *n = ag_node_new(r, mean ? &mean_fn : &sum_fn, 1, &t);
@@ -935,8 +953,8 @@ static oom_status gru_cell_backward(ag_node *n, tensor *grad, tensor **grads)
     bool ok = out[2] && KRUN(r, gru_cell_backward(dt, tensor_data(out[0]), tensor_data(out[1]), tensor_data(out[2]),
                                                   tensor_data(grad), tensor_data(ws), b, h));
     for (int i = 0; ok && has_bias && i < 2; i++) { /* grad_gates.sum(0) */
-        out[3 + i] = tensor_empty(r, dt, SHAPE(3 * h));
-        ok = out[3 + i] && KRUN(r, sum_rows(dt, tensor_data(out[3 + i]), tensor_data(out[i]), b, 3 * h));
+        out[3 + i] = sum_rows_of(r, out[i], b, 3 * h);
+        ok = out[3 + i] != NULL;
     }
     for (int i = 0; i < 5; i++) {
         if (ok && n->next[i].fn)
