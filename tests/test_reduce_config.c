@@ -7,6 +7,7 @@
  */
 #include <criterion/criterion.h>
 
+#include "runtime/amp.h"
 #include "runtime/autograd.h"
 #include "runtime/ops.h"
 #include "runtime/reduce_config.h"
@@ -137,5 +138,31 @@ Test(reduce_config, addmm_backward_stages_in_pytorch_order)
     tensor_release(w);
     cr_assert_eq(r->live_tensors, 0);
     cr_assert_eq(test_stat(r, "allocated_bytes.all.current"), 0);
+    rt_close(r);
+}
+
+/* Under autocast, cross_entropy is on no list: log_softmax(self, 1, self.scalar_type()) runs in bfloat16 and
+ * keeps its bf16 result, and nll_loss (f32 list) keeps the f32 cast of it: bf16 logits, int64 target, bf16
+ * log-probabilities, their f32 cast, the loss and total_weight, one 512-byte block each (the oversize_batch twin's
+ * forward: 163840 bytes more than a log_softmax cast to f32 first, [8192, 10] in bf16). */
+Test(amp_cross_entropy, log_softmax_runs_in_the_logits_dtype)
+{
+    rt *r = test_rt_open(0, NULL);
+    cr_assert_not_null(r);
+    tensor *logits = tensor_randn(r, DT_BF16, SHAPE(8, 10), 0.0, 1.0);
+    tensor_set_requires_grad(logits, true);
+    tensor *y = tensor_randint(r, SHAPE(8), 0, 10);
+    amp_autocast_enter(r, DT_BF16);
+    tensor *loss = op_cross_entropy(logits, y);
+    amp_autocast_exit(r);
+    cr_assert(rt_ok(r), "%s", rt_message(r));
+    cr_assert_eq(loss->dt, DT_F32);
+    cr_assert_eq(test_stat(r, "allocated_bytes.all.current"), 6 * 512);
+    cr_assert_eq(autograd_backward(loss, NULL, false), OOM_OK, "%s", rt_message(r));
+    cr_assert_eq(logits->grad->dt, DT_BF16);
+    tensor_release(loss);
+    tensor_release(y);
+    tensor_release(logits);
+    cr_assert_eq(r->live_tensors, 0);
     rt_close(r);
 }

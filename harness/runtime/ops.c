@@ -701,12 +701,16 @@ static oom_status log_softmax_backward(ag_node *n, tensor *grad, tensor **grads)
 }
 static const ag_fn log_softmax_fn = {"LogSoftmaxBackward0", log_softmax_backward, false};
 
-tensor *op_log_softmax(tensor *t)
+/* log_softmax(t, 1, dtype): autocast's fp32_set_opt_dtype policy makes a call without a dtype run in float32
+ * (the input cast first, for bfloat16 and float16 alike: a float16 input goes through _log_softmax's
+ * half_to_float instead, the same bytes); with_dtype (cross_entropy's log_softmax(self, 1, self.scalar_type()))
+ * leaves it in the input's dtype. */
+static tensor *log_softmax_as(tensor *t, bool with_dtype)
 {
     if (!LIVE(t) || !rows_2d(t, "log_softmax"))
         return NULL;
     rt *r = t->rt;
-    tensor *in = amp_autocast_f32_operand(r, t); /* log_softmax is on autocast's f32 list */
+    tensor *in = with_dtype ? tensor_retain(t) : amp_autocast_f32_operand(r, t);
     tensor *out = in ? empty_like(in) : NULL;
     if (out && !KRUN(r, log_softmax(in->dt, tensor_data(out), tensor_data(in), in->shape[0], in->shape[1])))
         out = (tensor_release(out), NULL);
@@ -768,9 +772,13 @@ tensor *op_nll_loss(tensor *logp, tensor *target)
     return out;
 }
 
+tensor *op_log_softmax(tensor *t) { return log_softmax_as(t, false); }
+
+/* cross_entropy_loss is on no autocast list: nll_loss_nd(log_softmax(self, 1, self.scalar_type()), target), so
+ * under autocast the log-probabilities are made in the logits' dtype and nll_loss (on the f32 list) casts them. */
 tensor *op_cross_entropy(tensor *logits, tensor *target)
 {
-    tensor *logp = op_log_softmax(logits);
+    tensor *logp = log_softmax_as(logits, true);
     tensor *loss = op_nll_loss(logp, target);
     tensor_release(logp);
     return loss;
