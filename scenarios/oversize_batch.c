@@ -28,9 +28,9 @@
  *
  * The fixes, and why they work. Each runs the same two steps; the second is timed (time per sample, with the
  * device synchronised), and the forward's kept bytes are reported beside the peaks.
- *   fix-smaller-batch      batch // 2 per step: half the activations and activation gradients (peak 704 MiB).
+ *   fix-smaller-batch      batch // 2 per step: half the activations and activation gradients (peak 832 MiB).
  *       Each step sees fewer samples: a different gradient estimate, and less work per kernel launch.
- *   fix-grad-accumulation  the same effective batch in accum micro-batches of batch // accum (peak 768 MiB):
+ *   fix-grad-accumulation  the same effective batch in accum micro-batches of batch // accum (peak 832 MiB):
  *           opt.zero_grad(set_to_none=True)
  *           for i in range(accum): loss = F.cross_entropy(model(x_i), y_i) / accum; loss.backward()
  *           opt.step()
@@ -40,19 +40,22 @@
  *       loss.backward() without the / accum: its gradient is accum times the average it promises.
  *   fix-bf16-autocast      forward and loss under torch.autocast("cuda", dtype=torch.bfloat16): the saved
  *       activations are bfloat16, half the bytes, beside a bfloat16 copy of each weight (autocast's cast cache,
- *       which the nodes keep for backward); parameters, gradients and SGD stay float32 (peak 928 MiB).
+ *       which the nodes keep for backward); parameters, gradients and SGD stay float32 (peak 1028 MiB in
+ *       PyTorch, which fits after two allocation retries; oomlab's layout OOMs in step 2's backward: see the twin).
  *   fix-checkpointing      out = checkpoint_sequential(model, segments, x, use_reentrant=False), segments = 2:
  *       nn.Sequential's nine modules are cut into [L0 R0 L1 R1] (checkpointed: it keeps only its input x and is
- *       recomputed in backward) and [L2 R2 L3 R3 L4]; three activations are kept instead of four (peak 1024 MiB),
- *       at the price of a second forward through the first segment. More segments are not better here:
+ *       recomputed in backward) and [L2 R2 L3 R3 L4]; three activations are kept instead of four,
+ *       at the price of a second forward through the first segment; at the default budget it still OOMs in
+ *       step 1's backward (as PyTorch does), the bias gradients' reductions staging 128 MiB (runtime/reduce_config.h).
+ *       More segments are not better here:
  *       segments=3 ([L0 R0 L1 | R1 L2 R2 | L3 R3 L4]) also keeps three, but the middle segment's recompute brings
  *       its activations back beside the gradients (peak 1088 MiB) and leaves a 64 MiB hole the 128 MiB requests
  *       cannot use, so it needs the bug's 1154 MiB reserved and does not fit (--set segments=3); one module per
  *       segment keeps every module's input, more than the plain model.
  *   fix-half-model         model.half() and x.half(): parameters, activations and gradients in float16, half of
- *       everything (peak 576 MiB); SGD then updates float16 weights, where small updates round away.
+ *       everything (peak 676 MiB); SGD then updates float16 weights, where small updates round away.
  * `oomlab run oversize_batch --sweep batch=64..16384` gives peak memory against the batch size, each batch in a
- * fresh runtime, and the largest batch that fits: 7552 for the bug by bisection; 7050 as accelerate's
+ * fresh runtime, and the largest batch that fits: 6272 for the bug by bisection; 5710 as accelerate's
  * find_executable_batch_size finds it (16384, then x0.9 on each OOM).
  */
 #include <math.h>

@@ -1271,10 +1271,13 @@ Test(cli, oversize_batch_at_both_scales)
     const cJSON *v;
     cJSON_ArrayForEach(v, get(o, "variants"))
     {
-        bool bug = strcmp(get(v, "name")->valuestring, "bug") == 0;
-        cr_assert_str_eq(get(v, "outcome")->valuestring, bug ? "oom" : "ok", "%s", get(v, "name")->valuestring);
-        if (bug)
-            cr_assert_str_eq(get(get(v, "oom"), "what")->valuestring, "step 1: backward");
+        /* PyTorch's outcomes at full scale (tests/data/twins/oversize_batch.torch.json): the bug and
+         * fix-checkpointing OOM in step 1's backward, where the bias gradients' reductions stage 128 MiB */
+        const char *name = get(v, "name")->valuestring;
+        bool oom = strcmp(name, "bug") == 0 || strcmp(name, "fix-checkpointing") == 0;
+        cr_assert_str_eq(get(v, "outcome")->valuestring, oom ? "oom" : "ok", "%s", name);
+        if (oom)
+            cr_assert_str_eq(get(get(v, "oom"), "what")->valuestring, "step 1: backward", "%s", name);
     }
     cJSON_Delete(o);
     run_free(&r);
@@ -1319,8 +1322,8 @@ Test(cli, sweep_series_and_searches)
              tpath("runs"));
     run_result r = run(NULL, args);
     cr_assert_eq(r.rc, 0, "exit %d: %s%s", r.rc, r.out, r.err);
-    cr_assert_not_null(strstr(r.out, "largest batch that fits: 7552 (bisection"), "%s", r.out);
-    cr_assert_not_null(strstr(r.out, "x0.9 on each OOM: 7050 after 9 runs"), "%s", r.out);
+    cr_assert_not_null(strstr(r.out, "largest batch that fits: 6272 (bisection"), "%s", r.out);
+    cr_assert_not_null(strstr(r.out, "x0.9 on each OOM: 5710 after 11 runs"), "%s", r.out);
     char *text = the_sweep(tpath("runs"), "oversize_batch");
     cr_assert_not_null(text, "no single sweep file under %s", tpath("runs"));
     cJSON *o = cJSON_Parse(text);
@@ -1342,12 +1345,12 @@ Test(cli, sweep_series_and_searches)
             prev = inum(p, "peak_allocated");
         }
     }
-    cr_assert_eq(inum(get(bug, "largest_fit"), "value"), 7552);
+    cr_assert_eq(inum(get(bug, "largest_fit"), "value"), 6272);
     const cJSON *acc = get(bug, "find_executable_batch_size");
-    cr_assert_eq(inum(acc, "value"), 7050);
-    static const int64_t tried[] = {16384, 14745, 13270, 11943, 10748, 9673, 8705, 7834, 7050};
-    cr_assert_eq(cJSON_GetArraySize(get(acc, "runs")), 9);
-    for (int i = 0; i < 9; i++)
+    cr_assert_eq(inum(acc, "value"), 5710);
+    static const int64_t tried[] = {16384, 14745, 13270, 11943, 10748, 9673, 8705, 7834, 7050, 6345, 5710};
+    cr_assert_eq(cJSON_GetArraySize(get(acc, "runs")), 11);
+    for (int i = 0; i < 11; i++)
         cr_assert_eq(inum(cJSON_GetArrayItem(get(acc, "runs"), i), "value"), tried[i], "int(b * 0.9), run %d", i);
     cJSON_Delete(o);
     free(text);

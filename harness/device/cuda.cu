@@ -1026,5 +1026,8 @@ oom_status device_cuda_open(const device_options *opt, device *dev)
     prop.name[sizeof dev->name - 1] = '\0';
     memcpy(dev->name, prop.name, sizeof dev->name);
     dev->total_bytes = prop.totalGlobalMem;
+    dev->sm_count = prop.multiProcessorCount;
+    dev->max_threads_per_sm = prop.maxThreadsPerMultiProcessor;
+    dev->warp_size = prop.warpSize;
     return OOM_OK;
 }

@@ -150,6 +150,9 @@ typedef struct device {
     device_kind kind;
     char name[96];       /* "NVIDIA H100 80GB HBM3" or "sim" */
     size_t total_bytes;  /* totalGlobalMem (cuda) or the sim capacity */
+    /* cudaDeviceProp's multiProcessorCount, maxThreadsPerMultiProcessor, warpSize (ATen's reduction config reads
+     * them); sim: an H100's, 132, 2048, 32 */
+    int sm_count, max_threads_per_sm, warp_size;
     /* fault injection */
     uint64_t alloc_calls;   /* device allocations attempted so far (mem_alloc + va_map) */
     uint64_t fault_at;      /* fail when alloc_calls reaches this; 0 = disarmed */

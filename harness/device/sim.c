@@ -1040,5 +1040,8 @@ oom_status device_sim_open(const device_options *opt, device *dev)
     dev->kind = DEVICE_SIM;
     snprintf(dev->name, sizeof dev->name, "sim");
     dev->total_bytes = s->capacity;
+    dev->sm_count = 132; /* an H100 SXM */
+    dev->max_threads_per_sm = 2048;
+    dev->warp_size = 32;
     return OOM_OK;
 }

@@ -9,6 +9,7 @@
 
 #include "runtime/amp.h"
 #include "runtime/autograd.h"
+#include "runtime/reduce_config.h"
 
 bool op_check(rt *r, oom_status st)
 {
@@ -545,6 +546,18 @@ tensor *op_mm(tensor *a, tensor *b)
     return out;
 }
 
+/* sum(0) of a contiguous [m, n]: the output, then ATen's reduction staging around the kernel (reduce_config.h). */
+static tensor *sum_rows_of(rt *r, const tensor *a, int64_t m, int64_t n)
+{
+    tensor *out = tensor_empty(r, a->dt, SHAPE(n));
+    reduce_staging st;
+    if (!out || !reduce_staging_begin(r, ATEN_OP_SUM, ATEN_REDUCE_ROWS, a, m, n, &st))
+        return tensor_release(out), NULL;
+    bool ok = KRUN(r, sum_rows(a->dt, tensor_data(out), tensor_data(a), m, n));
+    reduce_staging_end(&st);
+    return ok ? out : (tensor_release(out), NULL);
+}
+
 /* next edges: self (bias), mat1, mat2. In name order: mat1, mat2, then self, whose formula is grad itself; its
  * reduction to the bias shape is validate_outputs' sum_to, after the node returns (so after both products). */
 static oom_status addmm_backward(ag_node *n, tensor *grad, tensor **grads)
@@ -555,9 +568,7 @@ static oom_status addmm_backward(ag_node *n, tensor *grad, tensor **grads)
         st = mat2_grad(n, grad, grads, 2);
     if (st != OOM_OK || !n->next[0].fn)
         return st;
-    grads[0] = tensor_empty(r, grad->dt, SHAPE(grad->shape[1]));
-    if (!grads[0] || !KRUN(r, sum_rows(grad->dt, tensor_data(grads[0]), tensor_data(grad), grad->shape[0],
-                                       grad->shape[1])))
+    if (!(grads[0] = sum_rows_of(r, grad, grad->shape[0], grad->shape[1])))
         return r->status;
     return OOM_OK;
 }
@@ -706,12 +717,16 @@ static oom_status log_softmax_backward(ag_node *n, tensor *grad, tensor **grads)
 }
 static const ag_fn log_softmax_fn = {"LogSoftmaxBackward0", log_softmax_backward, false};
 
-tensor *op_log_softmax(tensor *t)
+/* log_softmax(t, 1, dtype): autocast's fp32_set_opt_dtype policy makes a call without a dtype run in float32
+ * (the input cast first, for bfloat16 and float16 alike: a float16 input goes through _log_softmax's
+ * half_to_float instead, the same bytes); with_dtype (cross_entropy's log_softmax(self, 1, self.scalar_type()))
+ * leaves it in the input's dtype. */
+static tensor *log_softmax_as(tensor *t, bool with_dtype)
 {
     if (!LIVE(t) || !rows_2d(t, "log_softmax"))
         return NULL;
     rt *r = t->rt;
-    tensor *in = amp_autocast_f32_operand(r, t); /* log_softmax is on autocast's f32 list */
+    tensor *in = with_dtype ? tensor_retain(t) : amp_autocast_f32_operand(r, t);
     tensor *out = in ? empty_like(in) : NULL;
     if (out && !KRUN(r, log_softmax(in->dt, tensor_data(out), tensor_data(in), in->shape[0], in->shape[1])))
         out = (tensor_release(out), NULL);
@@ -773,9 +788,13 @@ tensor *op_nll_loss(tensor *logp, tensor *target)
     return out;
 }
 
+tensor *op_log_softmax(tensor *t) { return log_softmax_as(t, false); }
+
+/* cross_entropy_loss is on no autocast list: nll_loss_nd(log_softmax(self, 1, self.scalar_type()), target), so
+ * under autocast the log-probabilities are made in the logits' dtype and nll_loss (on the f32 list) casts them. */
 tensor *op_cross_entropy(tensor *logits, tensor *target)
 {
-    tensor *logp = op_log_softmax(logits);
+    tensor *logp = log_softmax_as(logits, true);
     tensor *loss = op_nll_loss(logp, target);
     tensor_release(logp);
     return loss;
@@ -861,8 +880,13 @@ static tensor *reduce_all(tensor *t, bool mean)
     rt *r = t->rt;
     int64_t numel = tensor_numel(t);
     tensor *out = tensor_empty(r, t->dt, SCALAR);
-    if (!out || !KRUN(r, sum_all(t->dt, tensor_data(out), tensor_data(t), numel)) ||
-        (mean && !KRUN(r, scale(t->dt, tensor_data(out), tensor_data(out), 1.0f / (float)numel, 1))))
+    reduce_staging st; /* ATen's staging around its reduction kernel (reduce_config.h) */
+    if (!out || !reduce_staging_begin(r, mean ? ATEN_OP_MEAN : ATEN_OP_SUM, ATEN_REDUCE_ALL, t, numel, 1, &st))
+        return tensor_release(out), NULL;
+    bool ok = KRUN(r, sum_all(t->dt, tensor_data(out), tensor_data(t), numel)) &&
+              (!mean || KRUN(r, scale(t->dt, tensor_data(out), tensor_data(out), 1.0f / (float)numel, 1)));
+    reduce_staging_end(&st);
+    if (!ok)
         return tensor_release(out), NULL;
     if (ag_any_requires_grad(r, 1, &t)) {
         ag_node *n = ag_node_new(r, mean ? &mean_fn : &sum_fn, 1, &t);
@@ -955,8 +979,8 @@ static oom_status gru_cell_backward(ag_node *n, tensor *grad, tensor **grads)
     bool ok = out[2] && KRUN(r, gru_cell_backward(dt, tensor_data(out[0]), tensor_data(out[1]), tensor_data(out[2]),
                                                   tensor_data(grad), tensor_data(ws), b, h));
     for (int i = 0; ok && has_bias && i < 2; i++) { /* grad_gates.sum(0) */
-        out[3 + i] = tensor_empty(r, dt, SHAPE(3 * h));
-        ok = out[3 + i] && KRUN(r, sum_rows(dt, tensor_data(out[3 + i]), tensor_data(out[i]), b, 3 * h));
+        out[3 + i] = sum_rows_of(r, out[i], b, 3 * h);
+        ok = out[3 + i] != NULL;
     }
     for (int i = 0; i < 5; i++) {
         if (ok && n->next[i].fn)
