@@ -162,7 +162,7 @@ def body(t, variant, p):
                 forward(t, checkpointed, x,
                         "checkpoint_sequential with grad" if grad else "checkpoint_sequential under no_grad")
         del blocks, checkpointed
-    del x, model
+    del x, model, layers  # layers holds the modules too
     t.step("everything released")
 
 

@@ -131,7 +131,7 @@ def mlp(t, p):
             break
     loss = None  # del loss: the graph backward(retain_graph=True) kept
     t.step("the last loss released")
-    x = m = None
+    x = m = layers = None  # layers holds the modules too
     t.step("released")
 
 
