@@ -79,7 +79,7 @@ def frag_table(frag, runs):
     print("| variant | PyTorch | " + " | ".join(f"oomlab {r['backend']}" for r in runs) +
           " | reserved − allocated before the request (PyTorch / oomlab) | retries (PyTorch / oomlab) |")
     print("|---|---|" + "---|" * len(runs) + "---:|---|")
-    for t in frag:
+    for t in frag["variants"]:  # twinlib's recording: samples under the scenario's labels
         outs, unalloc, retries = [], None, None
         for r in runs:
             v = {x["name"]: x for x in r["variants"]}[t["variant"]]
@@ -87,9 +87,10 @@ def frag_table(frag, runs):
             s = {x["label"]: x for x in v["samples"]}["short-lived tensors freed"]
             unalloc = s["reserved"] - s["allocated"]
             retries = v["memory_stats"]["num_alloc_retries"]
+        ts = {x["label"]: x for x in t["samples"]}["short-lived tensors freed"]
+        tunalloc = ts["reserved_bytes.all.current"] - ts["allocated_bytes.all.current"]
         print(f"| {t['variant']} | {t['outcome']} | " + " | ".join(outs) +
-              f" | {t['reserved_unallocated_before_request']:,} / {unalloc:,} | "
-              f"{t['stats']['num_alloc_retries']} / {retries} |")
+              f" | {tunalloc:,} / {unalloc:,} | {t['samples'][-1]['num_alloc_retries']} / {retries} |")
 
 
 def main(argv):

@@ -243,7 +243,7 @@ Test(fidelity, fragmentation_oom_message_is_pytorchs_word_for_word)
     cr_assert_not_null(text);
     cJSON *frag = cJSON_Parse(text);
     cr_assert_not_null(frag);
-    const cJSON *bug = cJSON_GetArrayItem(frag, 0);
+    const cJSON *bug = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(frag, "variants"), 0);
     cr_assert_str_eq(cJSON_GetObjectItemCaseSensitive(bug, "variant")->valuestring, "bug");
     run_options opt = {.backend = DEVICE_SIM, .variants = {"bug"}, .nvariants = 1};
     run_result res;
@@ -251,7 +251,8 @@ Test(fidelity, fragmentation_oom_message_is_pytorchs_word_for_word)
     cr_assert_eq(runner_run(scenario_find("fragmentation"), &opt, &res, err, sizeof err), OOM_OK, "%s", err);
     char mine[1024];
     pytorch_part(res.variants[0].oom.message, mine, sizeof mine);
-    cr_assert_str_eq(mine, cJSON_GetObjectItemCaseSensitive(bug, "message")->valuestring);
+    cr_assert_str_eq(mine, cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(bug, "oom"), "message")
+                               ->valuestring);
     run_result_free(&res);
     cJSON_Delete(frag);
     free(text);
