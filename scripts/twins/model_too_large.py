@@ -8,7 +8,10 @@ Parameters (the scenario's --set names and full-scale defaults): width 8192, dep
 3968 MiB. The model, Stack(width, depth), is depth x nn.Linear(width, width) built on the CPU; model.to("cuda") is
 done as Module._apply does it, one parameter at a time (`p.data = p.data.to("cuda")`), layer after layer, so the
 OOM can be named (layers.15.weight) and a sample taken after each layer ("moved layer I"). The forward pass is
-`x = F.relu(layer(x))` under no_grad, timed with synchronisation (time_per_sample = seconds / batch).
+`x = F.relu(layer(x))` under no_grad in run_layers(), called as `x = run_layers(torch, model, x, mine)`: the caller's
+x keeps the input (on device k > 0, the activation that arrived there) allocated until the call returns, as
+`out = model(x)` does, so four activations are live at the peak; the scenario's forward() holds it the same way.
+Timed with synchronisation (time_per_sample = seconds / batch).
 
 fix-model-parallel on one GPU. PyTorch gives a process one caching allocator per device, and this machine may have
 one GPU, so each device's share runs as its own process (`--share K`), with its own allocator and its own
