@@ -534,6 +534,63 @@ Test(autograd, checkpoint_sequential_cuts_the_module_list_as_pytorch)
                 cr_assert_eq(grads[mode][l][i], grads[0][l][i], "mode %d layer %d weight grad[%d]", mode, 2 * l, i);
 }
 
+/* The inference_oom twin: blocks = [nn.Sequential(Linear, ReLU), ...]; checkpoint_sequential(blocks, 2, x,
+ * use_reentrant=False) under no_grad, then the classifier. run_function's `input = functions[j](input)` holds a
+ * block's input until the block returns, so inside block j the previous block's output stays alive beside the
+ * Linear's output and the ReLU's; and checkpoint_sequential's own `input` holds the last segment's input while it
+ * runs. MLP(W, 4), 2 segments of 2 blocks: in block 3, a1 (the last segment's input) + a2 + Linear 3's output + a3:
+ * four activations above x. Over the flat module list [L0 R0 L1 R1 | L2 R2 L3 R3 L4] nothing holds a ReLU's input
+ * but the ReLU's own frame: a1 + L3's output + a3, three; the plain forward two. */
+Test(autograd, checkpoint_sequential_over_blocks_holds_each_block_input_under_no_grad)
+{
+    const int64_t B = 8, W = 32, C = 10;
+    int64_t peak[3];
+    for (int mode = 0; mode < 3; mode++) { /* plain, flat module list, hidden blocks */
+        rt *r = open_rt();
+        nn_mlp *m = nn_mlp_new(r, W, 4, C, DT_F32);
+        m->checkpoint_segments = mode ? 2 : 0;
+        m->checkpoint_blocks = mode == 2;
+        tensor *x = leaf(r, SHAPE(B, W), false);
+        OK(r);
+        int64_t base = test_stat(r, "allocated_bytes.all.current");
+        cachealloc_reset_peak(r->ca);
+        RT_NO_GRAD(r)
+        {
+            tensor *out = nn_mlp_forward(m, x);
+            OK(r);
+            cr_assert_eq(out->grad_fn, NULL, "no graph under no_grad");
+            tensor_release(out);
+        }
+        peak[mode] = test_stat(r, "allocated_bytes.all.peak") - base;
+        cr_assert_eq(test_stat(r, "allocated_bytes.all.current"), base, "mode %d leaves nothing", mode);
+        tensor_release(x);
+        nn_mlp_free(m);
+        close_rt(r);
+    }
+    int64_t act = block_bytes(B * W * 4);
+    cr_assert_eq(peak[0], 2 * act, "plain: a Linear's output and its ReLU's");
+    cr_assert_eq(peak[1], 3 * act, "flat list: the last segment's input, a Linear's output and its ReLU's");
+    cr_assert_eq(peak[2], 4 * act, "blocks: the last segment's input, the block's input, Linear's and ReLU's outputs");
+}
+
+/* checkpoint_sequential(blocks, segments, x): segment_size = len(blocks) // segments; 0 when segments exceed the
+ * blocks, and range()'s step of 0 raises ValueError, as over the module list. */
+Test(autograd, checkpoint_sequential_over_blocks_with_more_segments_than_blocks_fails_as_pytorch)
+{
+    rt *r = open_rt();
+    nn_mlp *m = nn_mlp_new(r, 8, 2, 4, DT_F32); /* two blocks, five modules */
+    m->checkpoint_segments = 3;
+    m->checkpoint_blocks = true;
+    tensor *x = leaf(r, SHAPE(2, 8), false);
+    cr_assert_null(nn_mlp_forward(m, x));
+    cr_assert_not_null(strstr(rt_message(r), "range() arg 3 must not be zero"), "%s", rt_message(r));
+    cr_assert_not_null(strstr(rt_message(r), "3 segments of 2 blocks"), "%s", rt_message(r));
+    rt_clear(r);
+    tensor_release(x);
+    nn_mlp_free(m);
+    close_rt(r);
+}
+
 Test(autograd, checkpoint_sequential_with_more_segments_than_modules_fails_as_pytorch)
 {
     rt *r = open_rt();

@@ -11,7 +11,8 @@
 /* A run of the Sequential's modules: the function a checkpointed segment recomputes. */
 typedef struct mlp_segment {
     const nn_mlp *m;
-    int first, end; /* modules [first, end): 2i is Linear i, 2i + 1 the ReLU after it, 2 * depth the classifier */
+    int first, end; /* functions [first, end): the modules (2i is Linear i, 2i + 1 the ReLU after it, 2 * depth the
+                     * classifier), or with checkpoint_blocks the hidden blocks (i: Sequential(Linear i, ReLU)) */
 } mlp_segment;
 
 /* A parameter: Parameter(torch.empty(shape)), then reset_parameters()'s init.uniform_(-bound, bound) in place,
@@ -146,28 +147,37 @@ static tensor *run_module(const nn_mlp *m, int k, tensor *x)
     return k % 2 == 0 ? nn_linear_forward(&m->layers[k / 2], x) : op_relu(x);
 }
 
-/* checkpoint_sequential's run_function(start, end): `for j in range(start, end + 1): input = functions[j](input)` */
+/* Hidden block i, nn.Sequential(Linear i, ReLU): `for module in self: input = module(input)`. The caller's
+ * reference to x (run_function's `input`) stays until this returns, so x lives through the ReLU. */
+static tensor *run_block(const nn_mlp *m, int i, tensor *x)
+{
+    tensor *h = tensor_retain(x);
+    for (int k = 2 * i; k < 2 * i + 2 && h; k++)
+        tensor_assign(&h, run_module(m, k, h));
+    return h;
+}
+
+/* checkpoint_sequential's run_function(start, end): `for j in range(start, end + 1): input = functions[j](input)`;
+ * functions[j] is a module, or with checkpoint_blocks a hidden block. */
 static tensor *run_segment(void *ctx, tensor *x)
 {
     const mlp_segment *s = ctx;
     tensor *h = tensor_retain(x);
-    for (int k = s->first; k < s->end && h; k++)
-        tensor_assign(&h, run_module(s->m, k, h));
+    for (int j = s->first; j < s->end && h; j++)
+        tensor_assign(&h, s->m->checkpoint_blocks ? run_block(s->m, j, h) : run_module(s->m, j, h));
     return h;
 }
 
-tensor *nn_mlp_forward(nn_mlp *m, tensor *x)
+/* checkpoint_sequential(functions, nseg, x): every segment but the last under checkpoint(), the last plainly;
+ * `input` (h here) holds each segment's input until the segment returns. */
+static tensor *checkpoint_sequential(nn_mlp *m, int nfun, int nseg, const char *what, tensor *x)
 {
-    if (!m || !x)
-        return NULL;
-    int nmod = 2 * m->depth + 1;
-    int nseg = m->checkpoint_segments > 1 ? m->checkpoint_segments : 1;
-    if (nseg > nmod) {
-        rt_fail(m->rt, OOM_EINVAL, "range() arg 3 must not be zero (checkpoint_sequential: %d segments of %d modules)",
-                nseg, nmod);
+    if (nseg > nfun) {
+        rt_fail(m->rt, OOM_EINVAL, "range() arg 3 must not be zero (checkpoint_sequential: %d segments of %d %s)",
+                nseg, nfun, what);
         return NULL;
     }
-    int size = nmod / nseg; /* segment_size = len(functions) // segments; the last segment takes the rest */
+    int size = nfun / nseg; /* segment_size = len(functions) // segments; the last segment takes the rest */
     tensor *h = tensor_retain(x);
     int first = 0;
     /* the segments are contexts of nodes that may outlive this call: they live in the model */
@@ -176,10 +186,34 @@ tensor *nn_mlp_forward(nn_mlp *m, tensor *x)
         tensor_assign(&h, m->checkpoint_reentrant ? autograd_checkpoint(run_segment, &m->segments[s], h)
                                                   : autograd_checkpoint_nr(run_segment, &m->segments[s], h));
     }
-    mlp_segment last = {m, first, nmod};
+    mlp_segment last = {m, first, nfun};
     if (h)
         tensor_assign(&h, run_segment(&last, h));
     return h;
+}
+
+tensor *nn_mlp_forward(nn_mlp *m, tensor *x)
+{
+    if (!m || !x)
+        return NULL;
+    if (m->checkpoint_blocks) {
+        /* h = checkpoint_sequential(blocks, segments, x); out = classifier(h) */
+        if (m->checkpoint_segments < 1) {
+            rt_fail(m->rt, OOM_EINVAL, "integer division or modulo by zero (checkpoint_sequential: %d segments)",
+                    m->checkpoint_segments);
+            return NULL;
+        }
+        tensor *h = checkpoint_sequential(m, m->depth, m->checkpoint_segments, "blocks", x);
+        if (h)
+            tensor_assign(&h, run_module(m, 2 * m->depth, h));
+        return h;
+    }
+    int nmod = 2 * m->depth + 1;
+    if (m->checkpoint_segments <= 1) {
+        mlp_segment all = {m, 0, nmod}; /* nn.Sequential's forward: the same loop */
+        return run_segment(&all, x);
+    }
+    return checkpoint_sequential(m, nmod, m->checkpoint_segments, "modules", x);
 }
 
 size_t nn_mlp_parameters(const nn_mlp *m, tensor **out, size_t cap)

@@ -14,6 +14,10 @@
  * under autograd_checkpoint_nr and keeps only its input, and the last segment (with the rest of the modules)
  * runs normally. checkpoint_reentrant selects use_reentrant=True (autograd_checkpoint). s must not exceed the
  * module count (checkpoint_sequential's range() would get a step of 0: the forward fails with its ValueError).
+ * checkpoint_blocks cuts the hidden blocks instead, each an nn.Sequential(Linear, ReLU), s >= 1 segments of
+ * depth / s blocks, then runs the classifier: `h = checkpoint_sequential(blocks, s, x); out = model[2 * depth](h)`.
+ * run_function's `input = functions[j](input)` then holds a block's input until the block returns, through its
+ * ReLU: one activation more than over the flat module list, with or without a graph.
  */
 #ifndef OOMLAB_NN_H
 #define OOMLAB_NN_H
@@ -58,6 +62,7 @@ typedef struct nn_mlp {
     nn_linear *layers; /* depth hidden layers, then the classifier */
     int checkpoint_segments; /* 0 or 1: off; else checkpoint_sequential over the modules */
     bool checkpoint_reentrant; /* use_reentrant=True (default false, as PyTorch recommends) */
+    bool checkpoint_blocks;    /* checkpoint_sequential over the hidden blocks, then the classifier (see above) */
     struct mlp_segment *segments; /* nn.c: the checkpointed segments' contexts (they outlive a forward) */
 } nn_mlp;
 
