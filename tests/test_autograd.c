@@ -1511,3 +1511,59 @@ Test(autograd, multi_input_backward_computes_inputs_in_pytorch_order)
         tensor_release(ts[i]);
     close_rt(r);
 }
+
+/* Autocast's wrappers cast an op's arguments last to first (GCC evaluates the pack expansion
+ * `(*F)(cached_cast(dtype, args, device_type)...)` that way): linear casts its bias, then its weight, then its
+ * input, so the weight's ToCopyBackward0 has the larger sequence number and runs before the bias's in backward
+ * (oversize_batch fix-bf16-autocast's step 2 equals PyTorch's recording only so). */
+Test(autograd, autocast_casts_linear_arguments_last_first)
+{
+    rt *r = open_rt();
+    nn_linear l;
+    nn_linear_init(&l, r, 8, 8, true, DT_F32);
+    tensor *x = leaf(r, SHAPE(4, 8), true);
+    amp_autocast_enter(r, DT_BF16);
+    tensor *out = nn_linear_forward(&l, x);
+    amp_autocast_exit(r);
+    OK(r);
+    ag_node *addmm = out->grad_fn;
+    cr_assert_str_eq(addmm->fn->name, "AddmmBackward0");
+    ag_node *bias_cast = addmm->next[0].fn, *x_cast = addmm->next[1].fn, *t = addmm->next[2].fn;
+    cr_assert_str_eq(bias_cast->fn->name, "ToCopyBackward0");
+    cr_assert_str_eq(x_cast->fn->name, "ToCopyBackward0");
+    cr_assert_str_eq(t->fn->name, "TBackward0");
+    ag_node *weight_cast = t->next[0].fn;
+    cr_assert_str_eq(weight_cast->fn->name, "ToCopyBackward0");
+    cr_assert_eq(weight_cast->seq, bias_cast->seq + 1, "bias cast %llu, weight cast %llu",
+                 (unsigned long long)bias_cast->seq, (unsigned long long)weight_cast->seq);
+    cr_assert_eq(x_cast->seq, weight_cast->seq + 1, "weight cast %llu, input cast %llu",
+                 (unsigned long long)weight_cast->seq, (unsigned long long)x_cast->seq);
+    tensor_release(out);
+    tensor_release(x);
+    nn_linear_free(&l);
+    close_rt(r);
+}
+
+/* The first fill or random draw is the first kernel launch (noted in dry-run as well): the driver releases the
+ * region it set aside at context creation and the next segment is carved from its bottom, above the segments
+ * made before it (sim.c). A dtype conversion (to) does not release it: PyTorch's recordings of oversize_batch's
+ * fix-half-model equal oomlab's only so. */
+Test(autograd, first_random_draw_releases_the_launch_region)
+{
+    if (test_backend() != DEVICE_SIM)
+        cr_skip_test("the launch region is the sim's model of the driver");
+    rt *r = open_rt();
+    tensor *a = tensor_empty(r, DT_F32, SHAPE(16, 1 << 20)); /* 64 MiB: a segment below the launch region */
+    tensor *h = op_to(a, DT_F16);
+    tensor *b = tensor_empty(r, DT_F32, SHAPE(16, 1 << 20));
+    OK(r);
+    cr_assert_lt(b->st->ptr, a->st->ptr, "a conversion released the launch region");
+    tensor *n = tensor_randn(r, DT_F32, SHAPE(4), 0.0, 1.0);
+    tensor *c = tensor_empty(r, DT_F32, SHAPE(16, 1 << 20));
+    OK(r);
+    cr_assert_gt(c->st->ptr, a->st->ptr, "the first torch.randn left the launch region held");
+    tensor *ts[] = {a, h, b, n, c};
+    for (int i = 0; i < 5; i++)
+        tensor_release(ts[i]);
+    close_rt(r);
+}

@@ -206,6 +206,7 @@ oom_status grad_scaler_update(grad_scaler *s)
         s->scale_value *= s->growth_factor;
         s->clean_steps = 0;
     }
+    rt_note_kernel(r);
     if (r->computes) {
         if (!op_check(r, r->k->fill(DT_F32, tensor_data(s->scale), 1, (float)s->scale_value)) ||
             !op_check(r, r->k->fill(DT_F32, tensor_data(s->growth_tracker), 1, (float)s->clean_steps)))

@@ -32,6 +32,11 @@ void amp_cache_clear(rt *r);
 /* Free what autocast kept (rt_close calls it). */
 void amp_close(rt *r);
 
+/* Autocast's wrappers cast an op's arguments as `(*F)(cached_cast(dtype, args, device_type)...)`
+ * (aten/src/ATen/autocast_mode.h): function arguments, which GCC (PyTorch's Linux builds) evaluates last to first.
+ * Ops call these for their operands in that order, the last argument first: which cast is allocated first, and
+ * which ToCopyBackward0 gets the larger sequence number (so runs first in backward), follow from it. */
+
 /* For ops: a matmul operand as autocast wants it (a new reference: the cast, or t itself retained). */
 tensor *amp_autocast_matmul_operand(rt *r, tensor *t);
 /* For ops on autocast's f32 list: t cast to f32 inside a region when it is half (a new reference). */

@@ -525,7 +525,8 @@ tensor *op_mm(tensor *a, tensor *b)
     if (!LIVE(a, b))
         return NULL;
     rt *r = a->rt;
-    tensor *ca = amp_autocast_matmul_operand(r, a), *cb = amp_autocast_matmul_operand(r, b);
+    tensor *cb = amp_autocast_matmul_operand(r, b); /* autocast casts the last argument first (amp.h) */
+    tensor *ca = amp_autocast_matmul_operand(r, a);
     tensor *out = NULL;
     if (ca && cb && mm_shapes(ca, cb, "mm")) {
         /* the node and its saved operands come before the product, as in PyTorch's autograd kernel: a
@@ -579,8 +580,9 @@ tensor *op_addmm(tensor *bias, tensor *a, tensor *b)
     if (!LIVE(bias, a, b))
         return NULL;
     rt *r = a->rt;
+    tensor *cb = amp_autocast_matmul_operand(r, b); /* autocast casts the last argument first (amp.h) */
+    tensor *ca = amp_autocast_matmul_operand(r, a);
     tensor *cbias = amp_autocast_matmul_operand(r, bias);
-    tensor *ca = amp_autocast_matmul_operand(r, a), *cb = amp_autocast_matmul_operand(r, b);
     tensor *out = NULL;
     if (cbias && ca && cb && mm_shapes(ca, cb, "addmm")) {
         if (cbias->ndim != 1 || cbias->shape[0] != cb->shape[1] || cbias->dt != ca->dt) {
@@ -617,9 +619,11 @@ tensor *op_linear(tensor *x, tensor *w, tensor *b)
     if (!LIVE(x, w))
         return NULL;
     rt *r = x->rt;
-    /* linear is on autocast's lower-precision list: its arguments are cast before w.t() */
-    tensor *cx = amp_autocast_matmul_operand(r, x), *cw = amp_autocast_matmul_operand(r, w);
+    /* linear is on autocast's lower-precision list: its arguments are cast before w.t(), the last first (amp.h):
+     * bias, weight, input */
     tensor *cb = b ? amp_autocast_matmul_operand(r, b) : NULL;
+    tensor *cw = amp_autocast_matmul_operand(r, w);
+    tensor *cx = amp_autocast_matmul_operand(r, x);
     tensor *wt = op_t(cw);
     tensor *out = b ? op_addmm(cb, cx, wt) : op_mm(cx, wt);
     tensor_release(wt);
@@ -828,7 +832,8 @@ tensor *op_mse_loss(tensor *input, tensor *target)
     if (!LIVE(input, target))
         return NULL;
     rt *r = input->rt;
-    tensor *a = amp_autocast_f32_operand(r, input), *b = amp_autocast_f32_operand(r, target);
+    tensor *b = amp_autocast_f32_operand(r, target); /* autocast casts the last argument first (amp.h) */
+    tensor *a = amp_autocast_f32_operand(r, input);
     tensor *out = NULL;
     if (a && b && same_shape(a, b, "mse_loss") && need_contiguous(a, "mse_loss") &&
         need_contiguous(b, "mse_loss") && is_float(a, "mse_loss")) {

@@ -243,7 +243,7 @@ void optim_zero_grad(optimizer *o, bool set_to_none)
         if (set_to_none) {
             tensor_release(p->grad);
             p->grad = NULL;
-        } else if (r->computes && tensor_numel(p->grad) > 0) {
+        } else if (tensor_numel(p->grad) > 0 && (rt_note_kernel(r), r->computes)) {
             op_check(r, r->k->fill(p->grad->dt, tensor_data(p->grad), tensor_numel(p->grad), 0.0f));
             tensor_bump_version(p->grad);
         }

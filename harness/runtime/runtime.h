@@ -69,6 +69,7 @@ typedef struct rt {
     struct ck_frame *ck_recompute; /* the checkpoint being recomputed: saved tensors fill its placeholders */
     bool ck_stop;                  /* the recompute has every tensor it needs: ops return NULL (early stop) */
     uint64_t graph_tasks, graph_task; /* backward calls so far; the one running (0: none) */
+    bool launched;                    /* a kernel has been launched (rt_note_kernel) */
 } rt;
 
 /* Open a device and a caching allocator on it. OOM_ENODEV when cuda is asked for and absent, OOM_EINVAL for
@@ -108,6 +109,23 @@ void rt_empty_cache(rt *r);
 /* A cap on the pinned host memory this runtime may hold (device_pinned_cap_set): a container's memlock limit or
  * its RAM. 0 = none. */
 void rt_set_pinned_budget(rt *r, size_t bytes);
+
+/* A fill or random-draw kernel is launched (noted in dry-run too: the kernel is skipped, not the launch). The
+ * first one matters: the CUDA driver then gives back the 414 MiB it set aside at context creation, and later
+ * segments fill that region from its bottom up (sim.c; docs/parity.md, "Where the driver puts segments"), which
+ * decides best-fit ties between equal-size free blocks. Only fills (the kernel sim.c's model was measured with)
+ * and random draws call it, not the other ops' kernels: that is what PyTorch's recordings show, not a mechanism
+ * understood. oversize_batch's fix-bf16-autocast equals PyTorch only with the release at its first
+ * torch.randn, and fix-half-model only without one at model.half()'s dtype-conversion copies, which come
+ * before it. A module's parameter init does not call it (the twins build their modules on the CPU and move them
+ * with .to("cuda"): copies). */
+static inline void rt_note_kernel(rt *r)
+{
+    if (!r->launched) {
+        r->launched = true;
+        device_note_kernel_launch(r->dev);
+    }
+}
 
 /* Wait for the device (cuda: a failed kernel surfaces here as OOM_ECUDA, recorded in the rt). */
 oom_status rt_sync(rt *r);

@@ -102,7 +102,10 @@ static tensor *filled(tensor *t, oom_status st)
 tensor *tensor_full(rt *r, dtype dt, int ndim, const int64_t *shape, double value)
 {
     tensor *t = tensor_empty(r, dt, ndim, shape);
-    if (!t || !r->computes || tensor_numel(t) == 0)
+    if (!t || tensor_numel(t) == 0)
+        return t;
+    rt_note_kernel(r); /* a fill kernel (torch.full / zeros / ones) */
+    if (!r->computes)
         return t;
     if (dt == DT_I64) {
         /* integer fills go through the host: only targets are i64, and they are small */
@@ -127,7 +130,10 @@ tensor *tensor_rand(rt *r, dtype dt, int ndim, const int64_t *shape, double lo, 
     if (!t)
         return NULL;
     uint64_t seed = rt_next_seed(r); /* drawn in dry-run too, so later draws stay the same */
-    if (!r->computes || tensor_numel(t) == 0)
+    if (tensor_numel(t) == 0)
+        return t;
+    rt_note_kernel(r);
+    if (!r->computes)
         return t;
     return filled(t, r->k->rand_uniform(dt, tensor_data(t), tensor_numel(t), seed, (float)lo, (float)hi));
 }
@@ -153,7 +159,10 @@ tensor *tensor_randn(rt *r, dtype dt, int ndim, const int64_t *shape, double mea
     if (!t)
         return NULL;
     uint64_t seed = rt_next_seed(r);
-    if (!r->computes || tensor_numel(t) == 0)
+    if (tensor_numel(t) == 0)
+        return t;
+    rt_note_kernel(r);
+    if (!r->computes)
         return t;
     return filled(t, r->k->rand_normal(dt, tensor_data(t), tensor_numel(t), seed, (float)mean, (float)std));
 }
@@ -169,7 +178,10 @@ tensor *tensor_randint(rt *r, int ndim, const int64_t *shape, int64_t lo, int64_
     if (!t)
         return NULL;
     uint64_t seed = rt_next_seed(r);
-    if (!r->computes || tensor_numel(t) == 0)
+    if (tensor_numel(t) == 0)
+        return t;
+    rt_note_kernel(r);
+    if (!r->computes)
         return t;
     return filled(t, r->k->rand_int(tensor_data(t), tensor_numel(t), seed, lo, hi));
 }
