@@ -132,18 +132,7 @@ static const char hint[] = " Hint: enable anomaly detection to find the operatio
 /* Every counter of every sample against PyTorch's (tests/twin.c), and the in-place error's text. */
 Test(scenario, retained_graph_counters_equal_pytorch)
 {
-    /* docs/parity.md, "The catalog against its twins": in the myth's MLP two free 4 MiB blocks of one size compete
-     * and the allocator takes the lower address; where the driver put their segments decides which, so block
-     * placement (inactive split bytes, and through it segments and reserved bytes at two samples) follows the
-     * sim's address model there. Allocated, active and peak bytes, and every other variant, are exact. */
-    static const twin_known known[] = {
-        {"myth-retain-graph-leaks", "inactive_split_bytes.all.current"},
-        {"myth-retain-graph-leaks", "reserved_bytes.all.current"},
-        {"myth-retain-graph-leaks", "reserved_bytes.all.peak"},
-        {"myth-retain-graph-leaks", "segment.all.current"},
-        {"myth-retain-graph-leaks", "num_device_alloc"},
-    };
-    twin_check_known(sc(), RECORDING, known, sizeof known / sizeof known[0]);
+    twin_check(sc(), RECORDING);
 
     char *text = fileio_read_all(RECORDING, NULL);
     cr_assert_not_null(text);

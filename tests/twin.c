@@ -25,18 +25,6 @@ static int64_t num(const cJSON *o, const char *key)
 }
 
 /* One device's samples against the recording's, label for label and counter for counter. */
-static const twin_known *g_known; /* the current check's documented differences */
-static size_t g_nknown;
-static bool *g_seen; /* g_seen[i]: known entry i did differ */
-
-static int known_index(const char *vn, const char *key)
-{
-    for (size_t i = 0; i < g_nknown; i++)
-        if (strcmp(g_known[i].variant, vn) == 0 && strcmp(g_known[i].key, key) == 0)
-            return (int)i;
-    return -1;
-}
-
 static void compare_samples(const char *vn, int dev, const scn_sample *samples, size_t n, const cJSON *rec)
 {
     static const char *const keys[] = {"allocated_bytes.all.current", "reserved_bytes.all.current",
@@ -58,15 +46,9 @@ static void compare_samples(const char *vn, int dev, const scn_sample *samples, 
         const int64_t mine[] = {m->allocated,      m->reserved,      m->active,   m->inactive_split,
                                 m->allocated_peak, m->reserved_peak, m->segments, m->device_allocs,
                                 m->device_frees,   m->alloc_retries, m->ooms};
-        for (size_t j = 0; j < sizeof keys / sizeof keys[0]; j++) {
-            int k = known_index(vn, keys[j]);
-            if (k >= 0) {
-                g_seen[k] = g_seen[k] || mine[j] != num(s, keys[j]);
-                continue;
-            }
+        for (size_t j = 0; j < sizeof keys / sizeof keys[0]; j++)
             cr_expect_eq(mine[j], num(s, keys[j]), "%s: device %d: sample %zu '%s': %s is %lld, PyTorch %lld", vn,
                          dev, i - 1, m->label, keys[j], (long long)mine[j], (long long)num(s, keys[j]));
-        }
     }
 }
 
@@ -121,22 +103,6 @@ static void check_doc(const scenario *sc, const cJSON *twin)
                             item(cJSON_GetArrayItem(devs, (int)d), "samples"));
     }
     run_result_free(&res);
-}
-
-void twin_check_known(const scenario *sc, const char *path, const twin_known *known, size_t nknown)
-{
-    bool seen[16] = {false};
-    cr_assert_leq(nknown, sizeof seen / sizeof seen[0]);
-    g_known = known;
-    g_nknown = nknown;
-    g_seen = seen;
-    twin_check(sc, path);
-    for (size_t i = 0; i < nknown; i++)
-        cr_expect(seen[i], "%s: %s now equals PyTorch's at every sample: drop it from the documented differences",
-                  known[i].variant, known[i].key);
-    g_known = NULL;
-    g_nknown = 0;
-    g_seen = NULL;
 }
 
 void twin_check(const scenario *sc, const char *path)

@@ -15,14 +15,6 @@
 /* Check sc against the recording at path (tests/data/twins/NAME.torch.json). Criterion assertions. */
 void twin_check(const scenario *sc, const char *path);
 
-/* A difference from PyTorch that docs/parity.md explains with its measurement: in variant, the counter key (a
- * memory_stats() name from the list above) is not compared, and must still differ somewhere (once it no longer
- * does, the test fails: drop the entry). Every other counter, sample, outcome and OOM step is compared exactly. */
-typedef struct twin_known {
-    const char *variant;
-    const char *key;
-} twin_known;
-void twin_check_known(const scenario *sc, const char *path, const twin_known *known, size_t nknown);
 /* The same for every point of a twin's --sweep recording ({"scenario", "sweep", "lo", "hi", "points": [a
  * recording per value]}), each at its own parameters. */
 void twin_check_sweep(const scenario *sc, const char *path);
