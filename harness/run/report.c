@@ -379,25 +379,29 @@ cJSON *report_json(const run_result *r)
     return o;
 }
 
-oom_status report_write(const run_result *r, const char *dir, char *path, size_t cap)
+/* j printed (and freed), or NULL with OOM_ENOMEM_HOST in the last-error record. */
+static char *json_text(cJSON *j)
 {
-    cJSON *j = report_json(r);
     char *text = j ? cJSON_Print(j) : NULL;
     cJSON_Delete(j);
-    if (!text) {
-        OOM_ERROR(OOM_ENOMEM_HOST, "cannot write the run results: out of host memory");
-        return OOM_ENOMEM_HOST;
-    }
-    char name[160];
-    snprintf(name, sizeof name, "%s.json", r->sc->name);
-    oom_status st = report_write_file(text, r->started, r->backend, name, dir, path, cap);
-    free(text);
-    return st;
+    if (!text)
+        OOM_ERROR(OOM_ENOMEM_HOST, "cannot write the results: out of host memory");
+    return text;
 }
 
-oom_status report_write_file(char *text, const char *started, const char *backend, const char *filename,
+oom_status report_write(const run_result *r, const char *dir, char *path, size_t cap)
+{
+    char name[160];
+    snprintf(name, sizeof name, "%s.json", r->sc->name);
+    return report_write_file(report_json(r), r->started, r->backend, name, dir, path, cap);
+}
+
+oom_status report_write_file(cJSON *j, const char *started, const char *backend, const char *filename,
                              const char *dir, char *path, size_t cap)
 {
+    char *text = json_text(j);
+    if (!text)
+        return OOM_ENOMEM_HOST;
     size_t tlen = strlen(text);
     text[tlen] = '\n'; /* newline-terminated; the NUL is not written */
     /* STAMP: 2026-11-23T05:41:00Z -> 20261123T054100Z */
@@ -429,11 +433,11 @@ oom_status report_write_file(char *text, const char *started, const char *backen
         if (existed)
             st = OOM_OK; /* taken: the next name */
     }
-    text[tlen] = '\0';
     if (!claimed && st == OOM_OK) {
         OOM_ERROR(OOM_EIO, "cannot write into %s: 99 runs of %s in one second", dir, filename);
         st = OOM_EIO;
     }
+    free(text);
     return st;
 }
 
@@ -444,13 +448,9 @@ oom_status report_write_in(const run_result *r, const char *rundir, char *path, 
         OOM_ERROR(OOM_EIO, "the results path is too long: %.200s", rundir);
         return OOM_EIO;
     }
-    cJSON *j = report_json(r);
-    char *text = j ? cJSON_Print(j) : NULL;
-    cJSON_Delete(j);
-    if (!text) {
-        OOM_ERROR(OOM_ENOMEM_HOST, "cannot write the run results: out of host memory");
+    char *text = json_text(report_json(r));
+    if (!text)
         return OOM_ENOMEM_HOST;
-    }
     size_t tlen = strlen(text);
     text[tlen] = '\n';
     bool existed = false;

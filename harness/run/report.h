@@ -53,10 +53,10 @@ cJSON *report_json(const run_result *r);
  * the path written goes to path (cap bytes). OOM_EIO / OOM_ENOMEM_HOST with the reason in the last-error
  * record; nothing partial is left. */
 oom_status report_write(const run_result *r, const char *dir, char *path, size_t cap);
-/* Write text (NUL-terminated, written with a final newline) to DIR/STAMP-BACKEND/FILENAME, STAMP from started
- * (ISO 8601 UTC), claiming STAMP-BACKEND-2, -3, ... when another run of the same second has the name; as
- * report_write. */
-oom_status report_write_file(char *text, const char *started, const char *backend, const char *filename,
+/* Write the document j (freed here; NULL: out of host memory) with a final newline to DIR/STAMP-BACKEND/FILENAME,
+ * STAMP from started (ISO 8601 UTC), claiming STAMP-BACKEND-2, -3, ... when another run of the same second has
+ * the name; as report_write. */
+oom_status report_write_file(cJSON *j, const char *started, const char *backend, const char *filename,
                              const char *dir, char *path, size_t cap);
 /* Write the results JSON to RUNDIR/SCENARIO.json, a name that must not exist (a catalog run's other scenarios go
  * beside the first one's file). */

@@ -529,16 +529,7 @@ cJSON *sweep_json(const sweep_result *r)
 
 oom_status sweep_write(const sweep_result *r, const char *dir, char *path, size_t cap)
 {
-    cJSON *j = sweep_json(r);
-    char *text = j ? cJSON_Print(j) : NULL;
-    cJSON_Delete(j);
-    if (!text) {
-        OOM_ERROR(OOM_ENOMEM_HOST, "cannot write the sweep results: out of host memory");
-        return OOM_ENOMEM_HOST;
-    }
     char name[160];
     snprintf(name, sizeof name, "%s.sweep.json", r->sc->name);
-    oom_status st = report_write_file(text, r->started, r->backend, name, dir, path, cap);
-    free(text);
-    return st;
+    return report_write_file(sweep_json(r), r->started, r->backend, name, dir, path, cap);
 }
