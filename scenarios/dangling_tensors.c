@@ -95,15 +95,6 @@ static const scenario_variant variants[] = {
 
 static bool is(const scenario_variant *v, const char *name) { return strcmp(v->name, name) == 0; }
 
-/* Python's `slot = expr`: rebinds only when expr produced a value (an exception leaves the old binding). */
-static bool set(tensor **slot, tensor *value)
-{
-    if (!value)
-        return false;
-    tensor_assign(slot, value);
-    return true;
-}
-
 static int64_t allocated(const scn *s) { return scn_stat(s, "allocated_bytes.all.current"); }
 
 /* The per-step figures of a loop: allocated after each completed step (at the sample the loop ends a step
@@ -160,24 +151,24 @@ static oom_status eval_loop(scn *s, const scenario_variant *v)
     tensor *x = NULL, *y = NULL, *out = NULL, *loss = NULL;
     int64_t oom_step = -1;
     for (int64_t step = 0; step < steps; step++) {
-        bool ok = set(&x, tensor_randn(r, DT_F32, SHAPE(batch, width), 0.0, 1.0)) &&
-                  set(&y, tensor_randint(r, SHAPE(batch), 0, CLASSES));
+        bool ok = tensor_rebind(&x, tensor_randn(r, DT_F32, SHAPE(batch, width), 0.0, 1.0)) &&
+                  tensor_rebind(&y, tensor_randint(r, SHAPE(batch), 0, CLASSES));
         if (ok && nograd) {
             RT_NO_GRAD(r)
             {
-                ok = set(&out, nn_mlp_forward(model, x)) && set(&loss, op_cross_entropy(out, y)) &&
-                     set(&total, op_add(total, loss, 1.0));
+                ok = tensor_rebind(&out, nn_mlp_forward(model, x)) && tensor_rebind(&loss, op_cross_entropy(out, y)) &&
+                     tensor_rebind(&total, op_add(total, loss, 1.0));
             }
         } else if (ok) {
-            ok = set(&out, nn_mlp_forward(model, x)) && set(&loss, op_cross_entropy(out, y));
+            ok = tensor_rebind(&out, nn_mlp_forward(model, x)) && tensor_rebind(&loss, op_cross_entropy(out, y));
             if (ok && item) {
                 total_f += tensor_item(loss); /* total += loss.item() */
             } else if (ok && detach) {
                 tensor *d = tensor_detach(loss);
-                ok = set(&total, op_add(total, d, 1.0));
+                ok = tensor_rebind(&total, op_add(total, d, 1.0));
                 tensor_release(d);
             } else if (ok) {
-                ok = set(&total, op_add(total, loss, 1.0));
+                ok = tensor_rebind(&total, op_add(total, loss, 1.0));
             }
         }
         if (scn_caught(s, "an evaluation step")) {
@@ -290,11 +281,11 @@ static oom_status train_loop(scn *s, const scenario_variant *v)
     tensor *x = NULL, *y = NULL, *out = NULL, *loss = NULL;
     int64_t kept = 0, oom_step = -1;
     for (int64_t step = 0; step < steps; step++) {
-        bool ok = set(&x, tensor_randn(r, DT_F32, SHAPE(batch, width), 0.0, 1.0)) &&
-                  set(&y, tensor_randint(r, SHAPE(batch), 0, CLASSES));
+        bool ok = tensor_rebind(&x, tensor_randn(r, DT_F32, SHAPE(batch, width), 0.0, 1.0)) &&
+                  tensor_rebind(&y, tensor_randint(r, SHAPE(batch), 0, CLASSES));
         if (ok) {
             optim_zero_grad(opt, true);
-            ok = set(&out, nn_mlp_forward(model, x)) && set(&loss, op_cross_entropy(out, y));
+            ok = tensor_rebind(&out, nn_mlp_forward(model, x)) && tensor_rebind(&loss, op_cross_entropy(out, y));
         }
         if (ok) {
             scn_step(s, "step %lld forward", (long long)step);

@@ -68,15 +68,6 @@ static const scenario_variant variants[] = {
 
 static bool is(const scenario_variant *v, const char *name) { return strcmp(v->name, name) == 0; }
 
-/* Python's `slot = expr`: rebinds only when expr produced a value. */
-static bool set(tensor **slot, tensor *value)
-{
-    if (!value)
-        return false;
-    tensor_assign(slot, value);
-    return true;
-}
-
 static int64_t allocated(const scn *s) { return scn_stat(s, "allocated_bytes.all.current"); }
 static int64_t allocations(const scn *s) { return scn_stat(s, "allocation.all.allocated"); }
 
@@ -112,11 +103,12 @@ static oom_status chain(scn *s, const scenario_variant *v)
         for (int64_t i = 0; i < ops; i++) {
             bool ok;
             if (myth)
-                ok = set(&x, op_add(x, y, 1.0)); /* x = x + y */
+                ok = tensor_rebind(&x, op_add(x, y, 1.0)); /* x = x + y */
             else if (inplace)
                 ok = (i % 2 == 0 ? op_mul_(x, 2.0) : op_add_scalar_(x, 1.0)) != NULL; /* x.mul_(2), x.add_(1) */
             else
-                ok = set(&x, i % 2 == 0 ? op_mul_scalar(x, 2.0) : op_add_scalar(x, 1.0)); /* x = x * 2, x + 1 */
+                /* x = x * 2, x = x + 1 */
+                ok = tensor_rebind(&x, i % 2 == 0 ? op_mul_scalar(x, 2.0) : op_add_scalar(x, 1.0));
             if (!ok)
                 break;
             done++;

@@ -276,6 +276,14 @@ tensor *tensor_assign(tensor **slot, tensor *value)
     return value;
 }
 
+bool tensor_rebind(tensor **slot, tensor *value)
+{
+    if (!value)
+        return false;
+    tensor_assign(slot, value);
+    return true;
+}
+
 int64_t tensor_numel(const tensor *t)
 {
     int64_t n = 1;

@@ -94,6 +94,9 @@ tensor *tensor_retain(tensor *t);
 void tensor_release(tensor *t);
 /* *slot = value, releasing the old value: Python's `x = f(...)` rebinding. Returns value. */
 tensor *tensor_assign(tensor **slot, tensor *value);
+/* Python's `x = f(...)` when f may raise: rebinds only when value is non-NULL (a failure leaves the old binding, as
+ * an exception does). Returns whether it rebound. */
+bool tensor_rebind(tensor **slot, tensor *value);
 
 /* ---- properties ---- */
 int64_t tensor_numel(const tensor *t);
