@@ -14,6 +14,7 @@
 #include "run/runner.h"
 #include "run/scenario.h"
 #include "testutil.h"
+#include "scntest.h"
 #include "twin.h"
 
 #define RECORDING "tests/data/twins/dangling_tensors.torch.json"
@@ -34,15 +35,6 @@ static void run(run_options *o, run_result *res)
 {
     char err[512] = "";
     cr_assert_eq(runner_run(sc(), o, res, err, sizeof err), OOM_OK, "%s", err);
-}
-
-static const variant_result *variant(const run_result *res, const char *name)
-{
-    for (size_t i = 0; i < res->nvariants; i++)
-        if (strcmp(res->variants[i].v->name, name) == 0)
-            return &res->variants[i];
-    cr_assert_fail("no variant %s in the run", name);
-    return NULL;
 }
 
 static double metric(const variant_result *vr, const char *name)
@@ -82,27 +74,27 @@ Test(scenario, dangling_tensors_full_scale_figures)
     cr_assert_eq(res.scale, SCALE_FULL);
     cr_assert_eq(res.budget, (size_t)4608 << 20);
     all_passed(&res);
-    const variant_result *bug = variant(&res, "bug");
+    const variant_result *bug = scn_test_variant(&res, "bug");
     cr_assert_eq(bug->outcome, OUTCOME_OOM);
     cr_assert_str_eq(oom_label(bug), "OOM at step 216");
     cr_assert_eq(metric(bug, "bytes/step"), 20984320.0, "PyTorch's measured growth per step");
     cr_assert(bug->reproduced);
     const char *fixes[] = {"fix-item", "fix-no-grad", "fix-detach"};
     for (int i = 0; i < 3; i++) {
-        const variant_result *vr = variant(&res, fixes[i]);
+        const variant_result *vr = scn_test_variant(&res, fixes[i]);
         cr_assert_eq(vr->outcome, OUTCOME_OK, "%s", fixes[i]);
         cr_assert_eq(metric(vr, "bytes/step"), 0.0, "%s stays flat", fixes[i]);
         cr_assert_str_eq(vr->samples[240].label, "step 239", "%s ran every step", fixes[i]);
     }
     /* after backward a kept loss costs its 512-byte block, a kept output its 256 x 10 floats */
-    cr_assert_eq(metric(variant(&res, "myth-keep-loss"), "bytes/step"), 512.0);
-    cr_assert_eq(metric(variant(&res, "myth-keep-output"), "bytes/step"), 10240.0);
+    cr_assert_eq(metric(scn_test_variant(&res, "myth-keep-loss"), "bytes/step"), 512.0);
+    cr_assert_eq(metric(scn_test_variant(&res, "myth-keep-output"), "bytes/step"), 10240.0);
     /* seed 002 */
-    const variant_result *held = variant(&res, "bug-held-reference");
+    const variant_result *held = scn_test_variant(&res, "bug-held-reference");
     cr_assert_eq(held->outcome, OUTCOME_OOM);
     cr_assert_eq(held->oom.requested, (size_t)4 << 30);
     cr_assert_eq(held->oom.allocated, (size_t)1 << 30);
-    const variant_result *del = variant(&res, "fix-del");
+    const variant_result *del = scn_test_variant(&res, "fix-del");
     cr_assert_str_eq(del->samples[2].label, "del the 1024 MiB tensor");
     cr_assert_eq(del->samples[2].reserved, (int64_t)1 << 30, "after del the block is cached, still reserved");
     cr_assert_eq(del->samples[2].allocated, 0);
@@ -112,7 +104,7 @@ Test(scenario, dangling_tensors_full_scale_figures)
     cr_assert_eq(del->samples[3].reserved, (int64_t)4 << 30);
     const char *myths[] = {"myth-empty-cache", "myth-gc-collect"};
     for (int i = 0; i < 2; i++) {
-        const variant_result *vr = variant(&res, myths[i]);
+        const variant_result *vr = scn_test_variant(&res, myths[i]);
         cr_assert_eq(vr->ooms, 2, "%s: the request fails again", myths[i]);
         cr_assert_eq(metric(vr, "bytes released"), 0.0);
         cr_assert_eq(vr->samples[2].reserved, (int64_t)1 << 30, "%s", vr->samples[2].label);
@@ -130,8 +122,8 @@ Test(scenario, dangling_tensors_ci_scale_ooms_at_the_full_scale_step)
     run(&o, &res);
     cr_assert_eq(res.budget, (size_t)23 << 20);
     all_passed(&res);
-    cr_assert_str_eq(oom_label(variant(&res, "bug")), "OOM at step 216", "the same step as at full scale");
-    const variant_result *del = variant(&res, "fix-del");
+    cr_assert_str_eq(oom_label(scn_test_variant(&res, "bug")), "OOM at step 216", "the same step as at full scale");
+    const variant_result *del = scn_test_variant(&res, "fix-del");
     cr_assert_eq(del->samples[3].alloc_retries, 2, "the same release-and-retry as at full scale");
     cr_assert_eq(del->samples[3].device_frees, 1);
     run_result_free(&res);

@@ -15,6 +15,7 @@
 #include "run/runner.h"
 #include "run/scenario.h"
 #include "testutil.h"
+#include "scntest.h"
 #include "twin.h"
 
 #define RECORDING "tests/data/twins/inplace_ops.torch.json"
@@ -30,15 +31,6 @@ static void run(run_options *o, run_result *res)
 {
     char err[512] = "";
     cr_assert_eq(runner_run(sc(), o, res, err, sizeof err), OOM_OK, "%s", err);
-}
-
-static const variant_result *variant(const run_result *res, const char *name)
-{
-    for (size_t i = 0; i < res->nvariants; i++)
-        if (strcmp(res->variants[i].v->name, name) == 0)
-            return &res->variants[i];
-    cr_assert_fail("no variant %s in the run", name);
-    return NULL;
 }
 
 static double metric(const variant_result *vr, const char *name)
@@ -107,24 +99,24 @@ Test(scenario, inplace_ops_full_scale_figures)
     cr_assert_eq(res.scale, SCALE_FULL);
     all_passed(&res);
     const double act = 128.0 * (1 << 20); /* 8192 x 4096 floats */
-    const variant_result *bug = variant(&res, "bug"), *fix = variant(&res, "fix-inplace");
+    const variant_result *bug = scn_test_variant(&res, "bug"), *fix = scn_test_variant(&res, "fix-inplace");
     cr_assert_eq(metric(bug, "peak above the inputs"), act, "two activations at the peak");
     cr_assert_eq(metric(bug, "allocations by the ops"), 10.0);
     cr_assert_eq(bug->stats.allocated_bytes[STAT_ALL].peak, 2 * (int64_t)act);
     cr_assert_eq(metric(fix, "peak above the inputs"), 0.0, "one activation");
     cr_assert_eq(metric(fix, "allocations by the ops"), 0.0);
     cr_assert_eq(fix->stats.allocated_bytes[STAT_ALL].peak, (int64_t)act);
-    const variant_result *hazard = variant(&res, "bug-inplace-on-saved");
+    const variant_result *hazard = scn_test_variant(&res, "bug-inplace-on-saved");
     cr_assert_eq(hazard->outcome, OUTCOME_OK, "the RuntimeError is caught, as the except clause does");
     cr_assert_str_eq(hazard->notes[0], IN_PLACE_ERROR("[8192, 4096]"));
     cr_assert_str_eq(hazard->samples[4].label, "backward raised");
     cr_assert_eq(metric(hazard, "bytes of the clone"), 0.0);
-    const variant_result *clone = variant(&res, "fix-clone");
+    const variant_result *clone = scn_test_variant(&res, "fix-clone");
     cr_assert_eq(metric(clone, "bytes of the clone"), act);
     cr_assert_str_eq(clone->samples[4].label, "backward");
     cr_assert_eq(clone->stats.allocated_bytes[STAT_ALL].peak - hazard->stats.allocated_bytes[STAT_ALL].peak, (int64_t)act,
                  "the clone raises the peak by one activation");
-    const variant_result *myth = variant(&res, "myth-same-layout");
+    const variant_result *myth = scn_test_variant(&res, "myth-same-layout");
     cr_assert_eq(metric(myth, "allocations by the ops"), 10.0, "x = x + y allocates every time");
     cr_assert_eq(metric(myth, "peak above the inputs"), act);
     run_result_free(&res);
@@ -165,10 +157,10 @@ Test(scenario, inplace_ops_set_spread_and_budgets)
         run(&o, &res);
         cr_assert(res.passed, "--budget %zu MiB", budgets[k] >> 20);
         if (k == 0) {
-            const variant_result *bug = variant(&res, "bug");
+            const variant_result *bug = scn_test_variant(&res, "bug");
             cr_assert_eq(bug->outcome, OUTCOME_OOM, "the second activation does not fit in 20 MiB");
             cr_assert(bug->reproduced);
-            cr_assert_eq(variant(&res, "fix-inplace")->outcome, OUTCOME_OK, "in place, one activation fits");
+            cr_assert_eq(scn_test_variant(&res, "fix-inplace")->outcome, OUTCOME_OK, "in place, one activation fits");
         }
         run_result_free(&res);
     }

@@ -153,22 +153,13 @@ Test(scenario, scale_resolution)
 
 /* ---- oversize_batch against PyTorch (scripts/twins/oversize_batch.py) --------------------------------------- */
 
-/* Skipped until the H100 recording is committed. */
-static void twin_or_skip(const char *path)
-{
-    if (access(path, F_OK) != 0)
-        cr_skip_test("no recording yet: run scripts/twins/oversize_batch.py on a GPU and commit %s", path);
-}
-
 Test(scenario, oversize_batch_counters_equal_pytorch)
 {
-    twin_or_skip("tests/data/twins/oversize_batch.torch.json");
     twin_check(scenario_find("oversize_batch"), "tests/data/twins/oversize_batch.torch.json");
 }
 
 /* The twin's --sweep batch=64..16384: PyTorch's samples (so its peaks) at every batch, point by point. */
 Test(scenario, oversize_batch_sweep_counters_equal_pytorch)
 {
-    twin_or_skip("tests/data/twins/oversize_batch.sweep.torch.json");
     twin_check_sweep(scenario_find("oversize_batch"), "tests/data/twins/oversize_batch.sweep.torch.json");
 }

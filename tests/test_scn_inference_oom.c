@@ -13,40 +13,17 @@
 #include "run/runner.h"
 #include "run/scenario.h"
 #include "testutil.h"
+#include "scntest.h"
 #include "twin.h"
 
 #define RECORDING "tests/data/twins/inference_oom.torch.json"
 
 Test(scenario, inference_oom_counters_equal_pytorch)
 {
-    if (access(RECORDING, R_OK) != 0)
-        cr_skip_test("no recording yet: run scripts/twins/inference_oom.py --json %s on a GPU", RECORDING);
     twin_check(scenario_find("inference_oom"), RECORDING);
 }
 
-static void run_it(run_options *o, run_result *res)
-{
-    char err[512] = "";
-    cr_assert_eq(runner_run(scenario_find("inference_oom"), o, res, err, sizeof err), OOM_OK, "%s", err);
-}
-
-static const variant_result *variant(const run_result *res, const char *name)
-{
-    for (size_t i = 0; i < res->nvariants; i++)
-        if (strcmp(res->variants[i].v->name, name) == 0)
-            return &res->variants[i];
-    cr_assert_fail("no variant %s", name);
-    return NULL;
-}
-
-static const scn_sample *sample(const variant_result *vr, const char *label)
-{
-    for (size_t i = 0; i < vr->nsamples; i++)
-        if (strcmp(vr->samples[i].label, label) == 0)
-            return &vr->samples[i];
-    cr_assert_fail("%s: no sample '%s'", vr->v->name, label);
-    return NULL;
-}
+static void run_it(run_options *o, run_result *res) { scn_test_run("inference_oom", o, res); }
 
 /* At both scales (ci computing, full in a dry run): the bug fails in its forward, every fix and myth runs, and the
  * peaks order as the story says: chunks < no_grad <= checkpoint under no_grad, the half forward < no_grad, and
@@ -58,7 +35,7 @@ Test(scenario, inference_oom_variants_against_each_other_at_both_scales)
         run_result res;
         run_it(&o, &res);
         cr_assert(res.passed, "[%s] did not pass", full ? "full" : "ci");
-        const variant_result *bug = variant(&res, "bug");
+        const variant_result *bug = scn_test_variant(&res, "bug");
         cr_assert_eq(bug->outcome, OUTCOME_OOM);
         cr_assert_str_eq(bug->oom.what, "forward with grad enabled");
         cr_assert_eq(bug->oom.step, 1, "the OOM comes right after the first sample");
@@ -66,19 +43,19 @@ Test(scenario, inference_oom_variants_against_each_other_at_both_scales)
             cr_assert_eq(res.variants[v].outcome, OUTCOME_OK, "%s", res.variants[v].v->name);
             cr_assert(res.variants[v].reproduced, "%s", res.variants[v].v->name);
         }
-        const scn_sample *nograd = sample(variant(&res, "fix-no-grad"), "forward under no_grad");
-        const scn_sample *chunks = sample(variant(&res, "fix-chunked"), "all 8 chunks");
-        const scn_sample *half = sample(variant(&res, "fix-half"), "half forward under no_grad");
-        const scn_sample *conv = sample(variant(&res, "fix-half"), "model.half()");
-        const variant_result *myth = variant(&res, "myth-checkpoint-no-grad");
-        const scn_sample *ck = sample(myth, "checkpoint_sequential under no_grad");
-        const scn_sample *plain = sample(myth, "plain forward under no_grad");
-        const variant_result *mg = variant(&res, "myth-checkpoint-grad");
-        const scn_sample *ckg = sample(mg, "checkpoint_sequential with grad");
-        const scn_sample *ckg_d = sample(mg, "checkpoint_sequential with grad: out.detach()");
+        const scn_sample *nograd = scn_test_sample(scn_test_variant(&res, "fix-no-grad"), "forward under no_grad");
+        const scn_sample *chunks = scn_test_sample(scn_test_variant(&res, "fix-chunked"), "all 8 chunks");
+        const scn_sample *half = scn_test_sample(scn_test_variant(&res, "fix-half"), "half forward under no_grad");
+        const scn_sample *conv = scn_test_sample(scn_test_variant(&res, "fix-half"), "model.half()");
+        const variant_result *myth = scn_test_variant(&res, "myth-checkpoint-no-grad");
+        const scn_sample *ck = scn_test_sample(myth, "checkpoint_sequential under no_grad");
+        const scn_sample *plain = scn_test_sample(myth, "plain forward under no_grad");
+        const variant_result *mg = scn_test_variant(&res, "myth-checkpoint-grad");
+        const scn_sample *ckg = scn_test_sample(mg, "checkpoint_sequential with grad");
+        const scn_sample *ckg_d = scn_test_sample(mg, "checkpoint_sequential with grad: out.detach()");
         cr_assert_lt(chunks->allocated_peak, nograd->allocated_peak);
         cr_assert_lt(half->allocated_peak, nograd->allocated_peak);
-        cr_assert_gt(conv->allocated_peak, sample(variant(&res, "fix-half"), "model and input")->allocated);
+        cr_assert_gt(conv->allocated_peak, scn_test_sample(scn_test_variant(&res, "fix-half"), "model and input")->allocated);
         cr_assert_eq(plain->allocated_peak, nograd->allocated_peak, "the myth's plain forward is fix-no-grad's");
         cr_assert_gt(ck->allocated_peak, plain->allocated_peak, "checkpoint_sequential's frame holds a segment input");
         cr_assert_gt(ckg->allocated_peak, nograd->allocated_peak);
@@ -113,24 +90,15 @@ Test(scenario, inference_oom_set_exploration)
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         run_options o = {.backend = DEVICE_SIM, .scale = cases[c].scale, .dry_run = cases[c].dry};
-        static char names[RUN_MAX_SETS][32];
-        char buf[128];
-        snprintf(buf, sizeof buf, "%s", cases[c].sets);
-        for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-            char *eq = strchr(tok, '=');
-            *eq = '\0';
-            snprintf(names[o.nsets], sizeof names[0], "%s", tok);
-            o.sets[o.nsets].name = names[o.nsets];
-            o.sets[o.nsets++].value = atoll(eq + 1);
-        }
+        scn_test_sets(&o, cases[c].sets);
         run_result res;
         run_it(&o, &res);
         cr_assert(res.passed, "[%s] did not pass", cases[c].sets);
-        const variant_result *bug = variant(&res, "bug");
+        const variant_result *bug = scn_test_variant(&res, "bug");
         cr_assert_str_eq(variant_outcome_str(bug->outcome), cases[c].bug_outcome, "[%s]", cases[c].sets);
         cr_assert_eq(bug->reproduced, cases[c].bug_reproduced, "[%s] bug", cases[c].sets);
-        cr_assert_eq(variant(&res, "fix-no-grad")->reproduced, cases[c].fixes_reproduced, "[%s]", cases[c].sets);
-        cr_assert_eq(variant(&res, "fix-chunked")->reproduced, cases[c].fixes_reproduced, "[%s]", cases[c].sets);
+        cr_assert_eq(scn_test_variant(&res, "fix-no-grad")->reproduced, cases[c].fixes_reproduced, "[%s]", cases[c].sets);
+        cr_assert_eq(scn_test_variant(&res, "fix-chunked")->reproduced, cases[c].fixes_reproduced, "[%s]", cases[c].sets);
         run_result_free(&res);
     }
     /* out of range: refused before anything runs */

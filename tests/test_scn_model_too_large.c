@@ -17,14 +17,13 @@
 #include "runtime/ops.h"
 #include "runtime/tensor.h"
 #include "testutil.h"
+#include "scntest.h"
 #include "twin.h"
 
 #define RECORDING "tests/data/twins/model_too_large.torch.json"
 
 Test(scenario, model_too_large_counters_equal_pytorch)
 {
-    if (access(RECORDING, R_OK) != 0)
-        cr_skip_test("no recording yet: run scripts/twins/model_too_large.py --json %s on a GPU", RECORDING);
     twin_check(scenario_find("model_too_large"), RECORDING);
 }
 
@@ -200,20 +199,7 @@ Test(scenario, runner_one_device_has_no_device_rows)
 
 /* ---- the scenario ------------------------------------------------------------------------------------------------ */
 
-static void run_it(run_options *o, run_result *res)
-{
-    char err[512] = "";
-    cr_assert_eq(runner_run(scenario_find("model_too_large"), o, res, err, sizeof err), OOM_OK, "%s", err);
-}
-
-static const variant_result *variant(const run_result *res, const char *name)
-{
-    for (size_t i = 0; i < res->nvariants; i++)
-        if (strcmp(res->variants[i].v->name, name) == 0)
-            return &res->variants[i];
-    cr_assert_fail("no variant %s", name);
-    return NULL;
-}
+static void run_it(run_options *o, run_result *res) { scn_test_run("model_too_large", o, res); }
 
 static int64_t peak(const memstats *m, const char *key)
 {
@@ -239,7 +225,7 @@ Test(scenario, model_too_large_fails_at_layer_15_at_both_scales)
         run_result res;
         run_it(&o, &res);
         cr_assert(res.passed);
-        const variant_result *bug = variant(&res, "bug");
+        const variant_result *bug = scn_test_variant(&res, "bug");
         cr_assert_eq(bug->outcome, OUTCOME_OOM);
         cr_assert_str_eq(bug->oom.what, "model.to(device): layers.15.weight");
         cr_assert_eq(bug->oom.step, 15, "a sample after each of the 15 layers moved");
@@ -250,16 +236,16 @@ Test(scenario, model_too_large_fails_at_layer_15_at_both_scales)
             cr_assert(res.variants[i].reproduced, "%s", res.variants[i].v->name);
         }
         /* half: half the bytes of the weights per layer, every layer loaded */
-        const variant_result *half = variant(&res, "fix-half");
+        const variant_result *half = scn_test_variant(&res, "fix-half");
         cr_assert_eq(half->samples[23].allocated, 24 * (cases[c].weights_held / 15 / 2));
         /* model-parallel: two devices, 12 layers each */
-        const variant_result *mp = variant(&res, "fix-model-parallel");
+        const variant_result *mp = scn_test_variant(&res, "fix-model-parallel");
         cr_assert_eq(mp->ndevices, 1);
         cr_assert_eq(mp->samples[23].allocated, 12 * (cases[c].weights_held / 15));
         cr_assert_eq(mp->devices[0].samples[23].allocated, 12 * (cases[c].weights_held / 15));
         cr_assert_eq(mp->devices[0].samples[11].allocated, 0, "layers 0..11 are device 0's");
         /* offload: the device peak is two layers and the activations, whatever the depth */
-        const variant_result *off = variant(&res, "fix-offload");
+        const variant_result *off = scn_test_variant(&res, "fix-offload");
         int64_t layer = cases[c].weights_held / 15;
         cr_assert_lt(peak(&off->stats, "allocated_bytes.all.peak"), 2 * layer + layer / 2);
         cr_assert_geq(peak(&off->stats, "allocated_bytes.all.peak"), 2 * layer);
@@ -287,16 +273,7 @@ Test(scenario, model_too_large_set_exploration)
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         run_options o = {.backend = DEVICE_SIM, .scale = SCALE_CI, .dry_run = cases[c].dry};
-        static char names[RUN_MAX_SETS][32];
-        char buf[128];
-        snprintf(buf, sizeof buf, "%s", cases[c].sets);
-        for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-            char *eq = strchr(tok, '=');
-            *eq = '\0';
-            snprintf(names[o.nsets], sizeof names[0], "%s", tok);
-            o.sets[o.nsets].name = names[o.nsets];
-            o.sets[o.nsets++].value = atoll(eq + 1);
-        }
+        scn_test_sets(&o, cases[c].sets);
         run_result res;
         run_it(&o, &res);
         cr_assert(res.passed, "[%s] did not pass", cases[c].sets);
@@ -304,7 +281,7 @@ Test(scenario, model_too_large_set_exploration)
         for (size_t v = 0; v < 4; v++)
             cr_assert_eq(res.variants[v].reproduced, cases[c].reproduced[v] == '1', "[%s] %s", cases[c].sets,
                          res.variants[v].v->name);
-        const variant_result *bug = variant(&res, "bug");
+        const variant_result *bug = scn_test_variant(&res, "bug");
         cr_assert_str_eq(bug->ooms ? bug->oom.what : "", cases[c].bug_oom, "[%s]", cases[c].sets);
         run_result_free(&res);
     }

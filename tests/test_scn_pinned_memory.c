@@ -55,8 +55,6 @@ static double max_metric(const variant_result *v, const char *name)
 
 Test(scenario, pinned_memory_counters_equal_pytorch)
 {
-    if (access(RECORDING, R_OK) != 0)
-        cr_skip_test("no recording yet: run scripts/twins/pinned_memory.py --json %s on a GPU", RECORDING);
     const scenario *sc = scenario_find("pinned_memory");
     twin_check(sc, RECORDING);
     /* host_memory_stats() and the batches in flight, metric by metric. The fast-consumer variants race in PyTorch

@@ -17,6 +17,7 @@
 #include "runtime/ops.h"
 #include "runtime/tensor.h"
 #include "testutil.h"
+#include "scntest.h"
 #include "twin.h"
 
 #define RECORDING "tests/data/twins/unzeroed_grads.torch.json"
@@ -76,20 +77,7 @@ Test(scenario, unzeroed_grads_accumulate_grad_adds_in_place_even_when_grad_is_sh
     rt_close(r);
 }
 
-static void run_it(run_options *o, run_result *res)
-{
-    char err[512] = "";
-    cr_assert_eq(runner_run(scenario_find("unzeroed_grads"), o, res, err, sizeof err), OOM_OK, "%s", err);
-}
-
-static const variant_result *variant(const run_result *res, const char *name)
-{
-    for (size_t i = 0; i < res->nvariants; i++)
-        if (strcmp(res->variants[i].v->name, name) == 0)
-            return &res->variants[i];
-    cr_assert_fail("no variant %s", name);
-    return NULL;
-}
+static void run_it(run_options *o, run_result *res) { scn_test_run("unzeroed_grads", o, res); }
 
 static bool same_counters(const scn_sample *a, const scn_sample *b)
 {
@@ -97,15 +85,6 @@ static bool same_counters(const scn_sample *a, const scn_sample *b)
            a->active == b->active && a->inactive_split == b->inactive_split && a->allocated_peak == b->allocated_peak &&
            a->reserved_peak == b->reserved_peak && a->segments == b->segments && a->device_allocs == b->device_allocs &&
            a->device_frees == b->device_frees;
-}
-
-static const scn_sample *sample(const variant_result *vr, const char *label)
-{
-    for (size_t i = 0; i < vr->nsamples; i++)
-        if (strcmp(vr->samples[i].label, label) == 0)
-            return &vr->samples[i];
-    cr_assert_fail("%s: no sample '%s'", vr->v->name, label);
-    return NULL;
 }
 
 /* At full scale (a dry run on sim): the myth runs the bug's loop, and zeroing in place allocates nothing, so the
@@ -118,8 +97,8 @@ Test(scenario, unzeroed_grads_variants_against_each_other)
     run_result res;
     run_it(&o, &res);
     cr_assert(res.passed);
-    const variant_result *bug = variant(&res, "bug"), *fix = variant(&res, "fix-zero-grad");
-    const variant_result *inplace = variant(&res, "fix-zero-grad-in-place"), *myth = variant(&res, "myth-memory-grows");
+    const variant_result *bug = scn_test_variant(&res, "bug"), *fix = scn_test_variant(&res, "fix-zero-grad");
+    const variant_result *inplace = scn_test_variant(&res, "fix-zero-grad-in-place"), *myth = scn_test_variant(&res, "myth-memory-grows");
     for (const variant_result *const *vr = (const variant_result *const[]){bug, fix, inplace, myth, NULL}; *vr; vr++)
         cr_assert_eq((*vr)->outcome, OUTCOME_OK, "%s", (*vr)->v->name);
     cr_assert_eq(bug->nsamples, 2 + 3 * 20);
@@ -136,11 +115,11 @@ Test(scenario, unzeroed_grads_variants_against_each_other)
     char label[64];
     for (int k = 1; k <= 20; k++) {
         snprintf(label, sizeof label, "step %d: optimizer step", k);
-        cr_assert_eq(sample(bug, label)->allocated, sample(fix, label)->allocated, "%s", label);
-        cr_assert_eq(sample(bug, label)->allocated, sample(bug, "step 1: optimizer step")->allocated, "%s", label);
+        cr_assert_eq(scn_test_sample(bug, label)->allocated, scn_test_sample(fix, label)->allocated, "%s", label);
+        cr_assert_eq(scn_test_sample(bug, label)->allocated, scn_test_sample(bug, "step 1: optimizer step")->allocated, "%s", label);
     }
-    const scn_sample *b1 = sample(bug, "step 1: optimizer step"), *b2 = sample(bug, "step 2: optimizer step");
-    const scn_sample *f20 = sample(fix, "step 20: optimizer step"), *b20 = sample(bug, "step 20: optimizer step");
+    const scn_sample *b1 = scn_test_sample(bug, "step 1: optimizer step"), *b2 = scn_test_sample(bug, "step 2: optimizer step");
+    const scn_sample *f20 = scn_test_sample(fix, "step 20: optimizer step"), *b20 = scn_test_sample(bug, "step 20: optimizer step");
     cr_assert_gt(b2->allocated_peak, b1->allocated_peak);
     cr_assert_eq(f20->allocated_peak, b1->allocated_peak, "the fix keeps step 1's peak");
     cr_assert_eq(b20->allocated_peak, b2->allocated_peak);
@@ -176,23 +155,14 @@ Test(scenario, unzeroed_grads_set_exploration)
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         run_options o = {.backend = DEVICE_SIM, .scale = cases[c].scale, .dry_run = cases[c].dry};
-        static char names[RUN_MAX_SETS][32];
-        char buf[128];
-        snprintf(buf, sizeof buf, "%s", cases[c].sets);
-        for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-            char *eq = strchr(tok, '=');
-            *eq = '\0';
-            snprintf(names[o.nsets], sizeof names[0], "%s", tok);
-            o.sets[o.nsets].name = names[o.nsets];
-            o.sets[o.nsets++].value = atoll(eq + 1);
-        }
+        scn_test_sets(&o, cases[c].sets);
         run_result res;
         run_it(&o, &res);
         cr_assert(res.passed, "[%s] did not pass", cases[c].sets);
         for (size_t v = 0; v < res.nvariants; v++)
             cr_assert_eq(res.variants[v].reproduced, cases[c].reproduced, "[%s] %s", cases[c].sets,
                          res.variants[v].v->name);
-        cr_assert_str_eq(variant_outcome_str(variant(&res, "bug")->outcome), cases[c].bug_outcome, "[%s]",
+        cr_assert_str_eq(variant_outcome_str(scn_test_variant(&res, "bug")->outcome), cases[c].bug_outcome, "[%s]",
                          cases[c].sets);
         run_result_free(&res);
     }
