@@ -557,53 +557,77 @@ static int cmd_replay(int argc, char **argv)
     return !rep.whatif && diverged ? 1 : 0;
 }
 
+/* The options every benchmark takes, --json and --backend, at argv[*i]: true when it was one of them (*rc: 0, or
+ * the exit status of a bad value, its line printed). */
+static bool bench_common_option(int argc, char **argv, int *i, bool *json, device_kind *kind, int *rc)
+{
+    *rc = 0;
+    if (strcmp(argv[*i], "--json") == 0) {
+        *json = true;
+        return true;
+    }
+    if (strcmp(argv[*i], "--backend") == 0) {
+        *rc = take_backend(argc, argv, i, kind);
+        return true;
+    }
+    return false;
+}
+
+/* The integer value of the option at argv[*i] (advancing *i), in [lo, hi]: 0, or the exit status of a bad one. */
+static int take_count(int argc, char **argv, int *i, long lo, long hi, const char *what, long *out)
+{
+    const char *o = argv[*i];
+    if (++*i >= argc)
+        return bad_input("%s needs a value", o);
+    char *end = NULL;
+    long v = strtol(argv[*i], &end, 10);
+    if (!end || *end || v < lo || v > hi) {
+        fprintf(stderr, "oomlab: %s: '%s' is not %s from %ld to %ld\n", o, argv[*i], what, lo, hi);
+        return EXIT_BAD_INPUT;
+    }
+    *out = v;
+    return 0;
+}
+
+/* A benchmark's exit status: 0, 1 when it failed, 2 when the backend asked for is not there. */
+static int bench_exit(oom_status st)
+{
+    if (st == OOM_ENODEV)
+        return bad_input("%s", "bench: --backend cuda, but no GPU is visible or the cuda backend is not built in");
+    return st == OOM_OK ? 0 : 1;
+}
+
 static int cmd_bench_gemm(int argc, char **argv)
 {
     bench_gemm_options opt = {.kind = DEVICE_AUTO};
     for (int i = 0; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0) {
-            opt.json = true;
-        } else if (strcmp(argv[i], "--backend") == 0) {
-            int rc = take_backend(argc, argv, &i, &opt.kind);
+        int rc;
+        if (bench_common_option(argc, argv, &i, &opt.json, &opt.kind, &rc)) {
             if (rc)
                 return rc;
         } else {
             return bad_input("bench gemm: unknown option '%s'", argv[i]);
         }
     }
-    oom_status st = bench_gemm(&opt, stdout);
-    if (st == OOM_ENODEV)
-        return bad_input("%s", "bench: --backend cuda, but no GPU is visible or the cuda backend is not built in");
-    return st == OOM_OK ? 0 : 1;
+    return bench_exit(bench_gemm(&opt, stdout));
 }
 
 static int cmd_bench_step(int argc, char **argv)
 {
     bench_step_options opt = {.kind = DEVICE_AUTO};
     for (int i = 0; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0) {
-            opt.json = true;
-        } else if (strcmp(argv[i], "--backend") == 0) {
-            int rc = take_backend(argc, argv, &i, &opt.kind);
-            if (rc)
-                return rc;
+        int rc = 0;
+        if (bench_common_option(argc, argv, &i, &opt.json, &opt.kind, &rc)) {
         } else if (strcmp(argv[i], "--width") == 0 || strcmp(argv[i], "--batch") == 0) {
-            const char *o = argv[i];
-            if (++i >= argc)
-                return bad_input("%s needs a value", o);
-            char *end = NULL;
-            long v = strtol(argv[i], &end, 10);
-            if (!end || *end || v < 1 || v > 65536)
-                return bad_input("bench step: '%s' is not a size from 1 to 65536", argv[i]);
-            *(strcmp(o, "--width") == 0 ? &opt.width : &opt.batch) = v;
+            long *v = strcmp(argv[i], "--width") == 0 ? &opt.width : &opt.batch;
+            rc = take_count(argc, argv, &i, 1, 65536, "a size", v);
         } else {
             return bad_input("bench step: unknown option '%s'", argv[i]);
         }
+        if (rc)
+            return rc;
     }
-    oom_status st = bench_step(&opt, stdout);
-    if (st == OOM_ENODEV)
-        return bad_input("%s", "bench: --backend cuda, but no GPU is visible or the cuda backend is not built in");
-    return st == OOM_OK ? 0 : 1;
+    return bench_exit(bench_step(&opt, stdout));
 }
 
 static int cmd_bench(int argc, char **argv)
@@ -616,28 +640,19 @@ static int cmd_bench(int argc, char **argv)
         return bad_input("%s", "bench: the benchmark to run is 'alloc', 'gemm' or 'step'");
     bench_options opt = {.kind = DEVICE_AUTO, .iters = 0};
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0) {
-            opt.json = true;
-        } else if (strcmp(argv[i], "--backend") == 0) {
-            int rc = take_backend(argc, argv, &i, &opt.kind);
-            if (rc)
-                return rc;
+        int rc = 0;
+        if (bench_common_option(argc, argv, &i, &opt.json, &opt.kind, &rc)) {
         } else if (strcmp(argv[i], "--iters") == 0) {
-            if (++i >= argc)
-                return bad_input("%s needs a value", "--iters");
-            char *end = NULL;
-            long v = strtol(argv[i], &end, 10);
-            if (!end || *end || v < 1 || v > 100000000)
-                return bad_input("--iters: '%s' is not a count from 1 to 100000000", argv[i]);
+            long v = 0;
+            rc = take_count(argc, argv, &i, 1, 100000000, "a count", &v);
             opt.iters = v;
         } else {
             return bad_input("bench: unknown option '%s'", argv[i]);
         }
+        if (rc)
+            return rc;
     }
-    oom_status st = bench_alloc(&opt, stdout);
-    if (st == OOM_ENODEV)
-        return bad_input("%s", "bench: --backend cuda, but no GPU is visible or the cuda backend is not built in");
-    return st == OOM_OK ? 0 : 1;
+    return bench_exit(bench_alloc(&opt, stdout));
 }
 
 static int cmd_list(void)
