@@ -1,14 +1,16 @@
 # oomlab - GPU out-of-memory scenarios on a PyTorch-faithful caching allocator.
 #
-#   make                 build build/oomlab (the cuda backend is compiled in when nvcc is found)
+#   make                 build build/oomlab, optimised (OOM_DEBUG=0, -O2; the cuda backend is compiled in when nvcc
+#                        is found)
 #   make run SCENARIO=fragmentation [BACKEND=cuda|sim] [ARGS="--variant bug"]
 #                        install missing Debian packages, build, run a scenario (cuda when a GPU is
 #                        visible, else sim), print its table, write results/runs/.../SCENARIO.json and
 #                        its plot SCENARIO.png; without SCENARIO, the whole catalog in one table
-#   make test            install missing Debian packages, build and run the Criterion suite (sim)
+#   make test            install missing Debian packages, build the checked build (build/checked: OOM_DEBUG=2, the
+#                        allocator validator after every call) and run the Criterion suite on it (sim)
 #   make test BACKEND=cuda   the same suite on a real GPU (one job at a time)
 #   make bench           build with OOM_DEBUG=0 and run the benchmarks
-#   make debug / asan    checked build (validator after every op) / address+undefined sanitizers
+#   make debug / asan    OOM_DEBUG=3 at -O0 (build/debug) / address+undefined sanitizers (build/asan)
 #   make deps            apt-get the packages that are missing
 #   make clean
 
@@ -18,8 +20,10 @@ CC      ?= cc
 NVCC    ?= $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 
+# The build users run is optimised with the validator off; `make test` builds the checked one into CHECKED.
 BUILD   ?= build
-DEBUG   ?= 2
+DEBUG   ?= 0
+CHECKED := build/checked
 BACKEND ?= sim
 OPT     ?= -O2
 STD     := -std=c11
@@ -47,15 +51,22 @@ ifneq ($(NVCC),)
               -Xcompiler -Wall,-Wextra,-Werror
 endif
 
-.PHONY: all run test bench debug asan deps clean gpu-bundle
+.PHONY: all run test bench debug asan deps clean gpu-bundle FORCE
 
 all: $(BUILD)/oomlab
 
-$(BUILD)/%.o: %.c
+# The flags a folder's objects were built with: when DEBUG, OPT, SANITIZE or the compilers change, the stamp
+# changes and every object is rebuilt, so a folder never mixes checked and optimised objects.
+BUILD_FLAGS := $(CC) $(CPPFLAGS) $(CFLAGS) | $(NVCC) $(NVFLAGS) | $(LDFLAGS)
+$(BUILD)/.flags: FORCE
+	@mkdir -p $(@D); echo '$(BUILD_FLAGS)' | cmp -s - $@ || echo '$(BUILD_FLAGS)' > $@
+FORCE:
+
+$(BUILD)/%.o: %.c $(BUILD)/.flags
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
 
-$(BUILD)/%.o: %.cu
+$(BUILD)/%.o: %.cu $(BUILD)/.flags
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -MMD -MP -c $< -o $@
 
@@ -108,10 +119,12 @@ ifeq ($(BACKEND)$(filter test,$(MAKECMDGOALS)),cudatest)
     $(error make test BACKEND=cuda: no GPU is visible here (nvidia-smi lists none); make test runs the suite on sim)
   endif
 endif
+# The suite runs the checked build (its own folder, so it never overwrites the optimised objects): the test binary
+# and the oomlab it runs both validate the allocator after every call.
 test: deps
 	@bash scripts/check_layers.sh
-	$(MAKE) --no-print-directory $(BUILD)/oomlab $(BUILD)/oomlab_tests
-	OOMLAB_TEST_BACKEND=$(BACKEND) OOMLAB_BIN=$(BUILD)/oomlab $(BUILD)/oomlab_tests --color=never $(TEST_JOBS) $(TESTFLAGS)
+	$(MAKE) --no-print-directory BUILD=$(CHECKED) DEBUG=2 $(CHECKED)/oomlab $(CHECKED)/oomlab_tests
+	OOMLAB_TEST_BACKEND=$(BACKEND) OOMLAB_BIN=$(CHECKED)/oomlab $(CHECKED)/oomlab_tests --color=never $(TEST_JOBS) $(TESTFLAGS)
 
 bench:
 	$(MAKE) --no-print-directory BUILD=build/bench DEBUG=0 OPT="-O3 -march=x86-64-v3" build/bench/oomlab
@@ -133,16 +146,17 @@ clean:
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
-# Everything the GPU machine needs, built here (it has no Criterion or cJSON): the checked build, the bench
-# build, and the shared libraries they load (minus glibc and the driver), in .gpubundle/ (ignored by git). Then,
-# with the device tool: carry .gpubundle and run scripts/gpu_check.sh there (CONTRIBUTING.md, "Running on a GPU").
+# Everything the GPU machine needs, built here (it has no Criterion or cJSON): the checked build (build/checked,
+# as make test runs it), the bench build, and the shared libraries they load (minus glibc and the driver), in
+# .gpubundle/ (ignored by git). Then, with the device tool: carry .gpubundle and run scripts/gpu_check.sh there
+# (CONTRIBUTING.md, "Running on a GPU").
 gpu-bundle: deps
-	$(MAKE) --no-print-directory $(BUILD)/oomlab $(BUILD)/oomlab_tests
+	$(MAKE) --no-print-directory BUILD=$(CHECKED) DEBUG=2 $(CHECKED)/oomlab $(CHECKED)/oomlab_tests
 	$(MAKE) --no-print-directory BUILD=build/bench DEBUG=0 OPT="-O3 -march=x86-64-v3" build/bench/oomlab
 	rm -rf .gpubundle && mkdir -p .gpubundle/lib
-	cp $(BUILD)/oomlab $(BUILD)/oomlab_tests .gpubundle/
+	cp $(CHECKED)/oomlab $(CHECKED)/oomlab_tests .gpubundle/
 	cp build/bench/oomlab .gpubundle/oomlab-bench
 	strip --strip-debug .gpubundle/oomlab .gpubundle/oomlab_tests .gpubundle/oomlab-bench  # the 64 MiB the device tool carries
-	ldd $(BUILD)/oomlab_tests $(BUILD)/oomlab | awk '/=> \// {print $$3}' | sort -u | \
+	ldd $(CHECKED)/oomlab_tests $(CHECKED)/oomlab | awk '/=> \// {print $$3}' | sort -u | \
 	  grep -v -E '/(libc|libm|libcuda|libresolv|libpthread|libdl|librt|ld-linux[^/]*)\.so' | \
 	  xargs -r cp -L -t .gpubundle/lib

@@ -1402,3 +1402,69 @@ Test(cli, replay_addresses_recorded_or_model)
     run_free(&r);
     expect_bad_input(NULL, "replay tests/data/addr_gpt.trace.json --addresses driver", "'driver'");
 }
+
+/* ---- bounded input (issue 11): --max-input, argument echoes, which build this is ---------------------------- */
+
+/* A stream is read up to the bound and refused at it: /dev/zero used to grow the buffer until the host ran out. */
+Test(cli, replay_max_input_bounds_a_stream)
+{
+    expect_bad_input(NULL, "replay /dev/zero --max-input 1MiB",
+                     "replay: /dev/zero: more than --max-input (1048576 bytes) could be read (it is not a regular "
+                     "file: read up to the bound)");
+    char args[512];
+    snprintf(args, sizeof args, "replay /dev/stdin --max-input 1KiB <%s", TRACE);
+    expect_bad_input(NULL, args, "/dev/stdin is 64019 bytes, more than --max-input (1024 bytes)"); /* a file: stat */
+    expect_bad_input(NULL, "replay " TRACE " --max-input lots", "--max-input: 'lots' is not a size");
+}
+
+/* A regular file larger than the bound is refused before it is read (stat): a sparse 5 GiB file, under the
+ * default bound (4 GiB, or the host's available memory if smaller), and under --max-input. */
+Test(cli, replay_max_input_refuses_a_large_file_unread)
+{
+    FILE *f = fopen(tpath("huge.json"), "w");
+    cr_assert_not_null(f);
+    cr_assert_eq(ftruncate(fileno(f), (off_t)5 << 30), 0, "cannot make a sparse file");
+    fclose(f);
+    char args[512];
+    snprintf(args, sizeof args, "replay %s", tpath("huge.json"));
+    run_result r = run(NULL, args);
+    cr_assert_eq(r.rc, 2, "exit %d: %s", r.rc, r.err);
+    cr_assert_not_null(strstr(r.err, "huge.json is 5368709120 bytes, more than "), "%s", r.err);
+    cr_assert(strstr(r.err, "than the default --max-input, 4 GiB (4294967296 bytes)\n") ||
+                  strstr(r.err, "than the host's available memory, "),
+              "the bound is not named: %s", r.err);
+    run_free(&r);
+    snprintf(args, sizeof args, "replay %s --max-input 100", TRACE);
+    expect_bad_input(NULL, args, "bytes, more than --max-input (100 bytes)");
+}
+
+/* An argument echoed in an error is cut to 60 bytes and its length; a message of oomlab's own is whole. */
+Test(cli, long_arguments_are_echoed_cut)
+{
+    char name[501], args[700], want[200];
+    memset(name, 'x', sizeof name - 1);
+    name[sizeof name - 1] = '\0';
+    snprintf(args, sizeof args, "run fragmentation --set %s=1", name);
+    snprintf(want, sizeof want, "oomlab: --set: '%.60s\xE2\x80\xA6(502 bytes)' is not NAME=INTEGER\n", name);
+    expect_bad_input(NULL, args, want);
+    memset(name, '9', sizeof name - 1);
+    snprintf(args, sizeof args, "run fragmentation --budget %s", name);
+    snprintf(want, sizeof want, "oomlab: --budget: '%.60s\xE2\x80\xA6(500 bytes)' is not a size", name);
+    expect_bad_input(NULL, args, want);
+    memset(name, 'v', sizeof name - 1);
+    snprintf(args, sizeof args, "run fragmentation --variant %s", name);
+    snprintf(want, sizeof want, "has no variant '%.60s\xE2\x80\xA6(500 bytes)' (variants: bug", name);
+    expect_bad_input(NULL, args, want);
+}
+
+/* --version names the build: make test runs the checked build, and so does the oomlab it runs. */
+Test(cli, version_names_the_build)
+{
+    run_result r = run(NULL, "--version");
+    cr_assert_eq(r.rc, 0);
+    const char *want = OOM_DEBUG >= 2   ? "; checked build (OOM_DEBUG="
+                       : OOM_DEBUG == 0 ? "; optimised build"
+                                        : "OOM_DEBUG=";
+    cr_assert_not_null(strstr(r.out, want), "the test binary has OOM_DEBUG=%d; %s says: %s", OOM_DEBUG, bin(), r.out);
+    run_free(&r);
+}

@@ -5,6 +5,8 @@
  * same as in PyTorch. */
 #include "alloc/allocconf.h"
 
+#include "core/echo.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -16,7 +18,6 @@
 #define MIB ((size_t)1 << 20)
 #define MIN_LARGE_ALLOC_MB 10    /* kMinLargeAlloc / kMB: large_segment_size_mb must exceed it */
 #define MAX_REGISTER_THREADS 128 /* CUDAAllocatorConfig::pinned_max_register_threads() */
-#define ECHO_MAX 64              /* longest token echoed in an error */
 #define NUM_MAX 255              /* longest token read as a double */
 
 typedef struct tok {
@@ -75,6 +76,7 @@ typedef struct parser {
     alloc_conf *c; /* working copy; *c of the caller is written only on success */
     char *err;
     size_t errcap;
+    const char *what; /* how errors about roundup_power2_divisions entries name them (their key, or more) */
 } parser;
 
 static oom_status fail(parser *ps, const char *fmt, ...)
@@ -85,7 +87,7 @@ static oom_status fail(parser *ps, const char *fmt, ...)
 
 static oom_status fail(parser *ps, const char *fmt, ...)
 {
-    char msg[768];
+    char msg[ALLOC_CONF_ERR_MAX];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
@@ -96,7 +98,12 @@ static oom_status fail(parser *ps, const char *fmt, ...)
     return OOM_EINVAL;
 }
 
-static int echo_len(tok k) { return (int)(k.n < ECHO_MAX ? k.n : ECHO_MAX); }
+/* A token as an error shows it (echo_cut: at most ECHO_MAX bytes). One per message: buf is static. */
+static const char *echo(tok k)
+{
+    static char buf[ECHO_BUF];
+    return echo_cut(k.p, k.n, buf);
+}
 
 static bool tok_is(tok k, const char *s) { return k.n == strlen(s) && memcmp(k.p, s, k.n) == 0; }
 
@@ -157,8 +164,8 @@ static bool tok_double(tok k, double *out)
 static oom_status bad_value(parser *ps, enum key_id key, const char *range, tok v, bool numeric)
 {
     if (numeric)
-        return fail(ps, "%s must be %s (got %.*s)", key_names[key], range, echo_len(v), v.p);
-    return fail(ps, "%s must be %s (got '%.*s')", key_names[key], range, echo_len(v), v.p);
+        return fail(ps, "%s must be %s (got %s)", key_names[key], range, echo(v));
+    return fail(ps, "%s must be %s (got '%s')", key_names[key], range, echo(v));
 }
 
 /* Integer MB key with a lower bound (>= min, or > min when strict); stored as PyTorch does:
@@ -191,6 +198,31 @@ static oom_status parse_bool(parser *ps, const entry *e, bool *dst)
     return OOM_OK;
 }
 
+/* One divisions value of roundup_power2_divisions' list (or of a snapshot's dict): 0 or a power of two. */
+static oom_status roundup_divisions(parser *ps, tok dv, size_t *d)
+{
+    if (!tok_uint(dv, d))
+        return fail(ps, "%s: divisions must be 0 or a power of two (got '%s')", ps->what, echo(dv));
+    if (*d != 0 && !is_pow2(*d))
+        return fail(ps, "%s: divisions must be 0 or a power of two (got %s)", ps->what, echo(dv));
+    return OOM_OK;
+}
+
+/* One interval of roundup_power2_divisions' list (or a snapshot dict's key): a power of two in MB; *idx gets its
+ * bucket, log2(MB) clamped to 15. expect says what the caller accepts there, for the error. */
+static oom_status roundup_interval(parser *ps, tok bound, const char *expect, size_t *idx)
+{
+    size_t mb;
+    if (!tok_uint(bound, &mb))
+        return fail(ps, "%s: interval must be %s (got '%s')", ps->what, expect, echo(bound));
+    if (!is_pow2(mb))
+        return fail(ps, "%s: interval must be %s (got %s)", ps->what, expect, echo(bound));
+    *idx = floor_log2(mb);
+    if (*idx > ALLOC_CONF_ROUNDUP_BUCKETS - 1)
+        *idx = ALLOC_CONF_ROUNDUP_BUCKETS - 1;
+    return OOM_OK;
+}
+
 /* roundup_power2_divisions: a single power of two for all buckets (0 is refused in this form), or
  * [MB:div,...,>:div]. A named MB sets bucket log2(MB) (clamped to 15); the first named one also fills every
  * lower bucket; '>' fills the buckets after the last named one. */
@@ -198,6 +230,7 @@ static oom_status parse_roundup(parser *ps, const entry *e)
 {
     size_t *div = ps->c->roundup_divisions;
     const char *key = key_names[K_ROUNDUP];
+    ps->what = key;
     if (e->v_end == e->v || !tok_is(ps->t[e->v], "[")) {
         tok v = scalar(ps, e);
         size_t d;
@@ -217,29 +250,20 @@ static oom_status parse_roundup(parser *ps, const entry *e)
     while (i < close) {
         tok bound = ps->t[i];
         if (tok_punct(bound))
-            return fail(ps, "%s: expected MB or '>' (got '%.*s')", key, echo_len(bound), bound.p);
+            return fail(ps, "%s: expected MB or '>' (got '%s')", key, echo(bound));
         if (i + 1 >= close || !tok_is(ps->t[i + 1], ":"))
-            return fail(ps, "%s: expected ':' after '%.*s'", key, echo_len(bound), bound.p);
+            return fail(ps, "%s: expected ':' after '%s'", key, echo(bound));
         tok dv = (i + 2 < close && !tok_punct(ps->t[i + 2])) ? ps->t[i + 2] : none;
         size_t d;
-        if (!tok_uint(dv, &d))
-            return fail(ps, "%s: divisions must be 0 or a power of two (got '%.*s')", key, echo_len(dv), dv.p);
-        if (d != 0 && !is_pow2(d))
-            return fail(ps, "%s: divisions must be 0 or a power of two (got %.*s)", key, echo_len(dv), dv.p);
+        if (roundup_divisions(ps, dv, &d) != OOM_OK)
+            return OOM_EINVAL;
         if (tok_is(bound, ">")) {
             for (size_t b = last + 1; b < ALLOC_CONF_ROUNDUP_BUCKETS; b++)
                 div[b] = d;
         } else {
-            size_t mb;
-            if (!tok_uint(bound, &mb))
-                return fail(ps, "%s: interval must be '>' or a power of two in MB (got '%.*s')", key,
-                            echo_len(bound), bound.p);
-            if (!is_pow2(mb))
-                return fail(ps, "%s: interval must be '>' or a power of two in MB (got %.*s)", key,
-                            echo_len(bound), bound.p);
-            size_t idx = floor_log2(mb);
-            if (idx > ALLOC_CONF_ROUNDUP_BUCKETS - 1)
-                idx = ALLOC_CONF_ROUNDUP_BUCKETS - 1;
+            size_t idx;
+            if (roundup_interval(ps, bound, "'>' or a power of two in MB", &idx) != OOM_OK)
+                return OOM_EINVAL;
             if (first) {
                 for (size_t b = 0; b < idx; b++)
                     div[b] = d;
@@ -251,7 +275,7 @@ static oom_status parse_roundup(parser *ps, const entry *e)
         i += 3; /* past "MB : div" */
         if (i < close) {
             if (!tok_is(ps->t[i], ","))
-                return fail(ps, "%s: expected ',' or ']' (got '%.*s')", key, echo_len(ps->t[i]), ps->t[i].p);
+                return fail(ps, "%s: expected ',' or ']' (got '%s')", key, echo(ps->t[i]));
             i++; /* a trailing ',' before ']' is accepted, as in PyTorch */
         }
     }
@@ -347,8 +371,7 @@ static oom_status unknown_key(parser *ps, tok k)
             break;
         off += (size_t)w;
     }
-    return fail(ps, "Unrecognized key '%.*s' in Accelerator allocator config. Known keys: %s", echo_len(k), k.p,
-                known);
+    return fail(ps, "Unrecognized key '%s' in Accelerator allocator config. Known keys: %s", echo(k), known);
 }
 
 /* Split into "key:value" entries and check the shape: known keys, ':', balanced list brackets, ','
@@ -360,7 +383,7 @@ static oom_status split_entries(parser *ps, entry *out, size_t *count)
     for (size_t i = 0; i < n; i++) {
         tok k = t[i];
         if (tok_punct(k))
-            return fail(ps, "expected a key, got '%.*s'", echo_len(k), k.p);
+            return fail(ps, "expected a key, got '%s'", echo(k));
         int key = 0;
         while (key < K_COUNT && !tok_is(k, key_names[key]))
             key++;
@@ -382,8 +405,7 @@ static oom_status split_entries(parser *ps, entry *out, size_t *count)
         out[m++] = e;
         i = e.v_end; /* the token after the value */
         if (i < n && !tok_is(t[i], ","))
-            return fail(ps, "unexpected '%.*s' after the value of %s (expected ',')", echo_len(t[i]), t[i].p,
-                        key_names[key]);
+            return fail(ps, "unexpected '%s' after the value of %s (expected ',')", echo(t[i]), key_names[key]);
     }
     *count = m;
     return OOM_OK;
@@ -467,6 +489,24 @@ oom_status alloc_conf_parse(alloc_conf *c, const char *text, char *err, size_t e
     if (st == OOM_OK)
         *c = w;
     return st;
+}
+
+oom_status alloc_conf_set_roundup_bucket(alloc_conf *c, const char *mb, const char *divisions, char *err,
+                                         size_t errcap)
+{
+    char what[ECHO_BUF + 32], eb[ECHO_BUF];
+    snprintf(what, sizeof what, "%s[\"%s\"]", key_names[K_ROUNDUP], echo_str(mb ? mb : "", eb));
+    parser ps = {.err = err, .errcap = errcap, .c = c, .what = what};
+    if (err && errcap)
+        err[0] = '\0';
+    if (!c || !mb || !divisions)
+        return fail(&ps, "alloc_conf_set_roundup_bucket: no config, interval or divisions");
+    size_t idx, d;
+    if (roundup_interval(&ps, (tok){mb, strlen(mb)}, "a power of two in MB", &idx) != OOM_OK ||
+        roundup_divisions(&ps, (tok){divisions, strlen(divisions)}, &d) != OOM_OK)
+        return OOM_EINVAL;
+    c->roundup_divisions[idx] = d;
+    return OOM_OK;
 }
 
 const char *alloc_conf_pick(const char *cli, const char **source)

@@ -61,6 +61,20 @@ void alloc_conf_default(alloc_conf *c);
  * in the last-error record). text may be NULL or "" (the defaults); it is copied, truncated, into c->text. */
 oom_status alloc_conf_parse(alloc_conf *c, const char *text, char *err, size_t errcap);
 
+/* The longest error line alloc_conf_parse and alloc_conf_set_roundup_bucket write (the unknown-key message lists
+ * every known key; echoed tokens are cut to ECHO_MAX bytes): an err of this size is never cut. */
+#define ALLOC_CONF_ERR_MAX 1024
+
+/* One bucket of roundup_power2_divisions as a snapshot's allocator_settings records it. PyTorch writes a dict with
+ * one entry per bucket, {"1": d0, "2": d1, "4": d2, ..., "32768": d15}: the key is the bucket's lower bound in
+ * MiB (torch/csrc/cuda/Module.cpp doubles roundup_key from 1). Sets the bucket the key names (log2(mb), clamped
+ * to 15, as the list form [MB:div,...] names it) to divisions, both checked as the list form checks them: mb a
+ * power of two, divisions 0 or a power of two, decimal digits only. Other buckets are left as they are. On error
+ * returns OOM_EINVAL, leaves *c untouched and writes one line naming the entry, e.g.
+ * 'roundup_power2_divisions["1"]: divisions must be 0 or a power of two (got 3)'. */
+oom_status alloc_conf_set_roundup_bucket(alloc_conf *c, const char *mb, const char *divisions, char *err,
+                                         size_t errcap);
+
 /* The environment variables alloc_conf_pick reads, most specific first: oomlab's own, then PyTorch 2.11's in its
  * order (AcceleratorAllocatorConfig::instance in c10/core/AllocatorConfig.cpp takes the first that is set of
  * PYTORCH_CUDA_ALLOC_CONF, PYTORCH_HIP_ALLOC_CONF, PYTORCH_ALLOC_CONF; a CUDA build reads the HIP one too, as

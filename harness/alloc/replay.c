@@ -2,7 +2,6 @@
 #include "alloc/replay.h"
 
 #include <cJSON.h>
-#include <ctype.h>
 #include <dirent.h>
 #include <math.h>
 #include <stdarg.h>
@@ -13,6 +12,7 @@
 #include "alloc/cachealloc.h"
 #include "device/device.h"
 #include "core/fileio.h"
+#include "core/jsonfile.h"
 #include "alloc/snapshot.h"
 
 /* ---- trace addr -> model ptr, open addressing (keys are nonzero addresses) ---- */
@@ -88,20 +88,32 @@ static void set_err(char *err, size_t cap, const char *fmt, ...)
     va_end(ap);
 }
 
-static bool get_u64(const cJSON *o, const char *key, uint64_t *out)
+#define EXACT_MAX 9007199254740992.0 /* 2^53: above it a JSON number, read as a double, is no longer exact */
+
+/* o[key] as a whole number >= 0 read exactly: NULL, or what is wrong with it, for an error line. */
+static const char *u64_problem(const cJSON *o, const char *key, uint64_t *out)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble != floor(v->valuedouble) ||
-        v->valuedouble > 9007199254740992.0)
-        return false;
+    if (!v)
+        return "is missing";
+    if (!cJSON_IsNumber(v))
+        return "is not a number";
+    if (v->valuedouble < 0)
+        return "is negative";
+    if (v->valuedouble != floor(v->valuedouble))
+        return "is not a whole number";
+    if (v->valuedouble > EXACT_MAX)
+        return "is above 2^53 (9007199254740992), where a JSON number is not read exactly";
     *out = (uint64_t)v->valuedouble;
-    return true;
+    return NULL;
 }
+
+static bool get_u64(const cJSON *o, const char *key, uint64_t *out) { return !u64_problem(o, key, out); }
 
 /* The config recorded in allocator_settings: its settings string, else the individual fields. */
 static oom_status conf_from_settings(const cJSON *settings, alloc_conf *conf, char *err, size_t errcap)
 {
-    char perr[200];
+    char perr[ALLOC_CONF_ERR_MAX];
     alloc_conf_default(conf);
     if (!cJSON_IsObject(settings))
         return OOM_OK;
@@ -131,13 +143,25 @@ static oom_status conf_from_settings(const cJSON *settings, alloc_conf *conf, ch
         set_err(err, errcap, "allocator_settings: %s", perr);
         return OOM_EINVAL;
     }
-    /* roundup_power2_divisions as a dict of bucket boundary (MiB) -> divisions */
+    /* roundup_power2_divisions as PyTorch records it, {"1": d0, "2": d1, ..., "32768": d15}: each key names its
+     * bucket by the bucket's lower bound in MiB, and is checked as --alloc-conf's list form checks [MB:div] */
     const cJSON *rd = cJSON_GetObjectItemCaseSensitive(settings, "roundup_power2_divisions");
-    if (cJSON_IsObject(rd)) {
-        int b = 0;
-        for (const cJSON *e = rd->child; e && b < ALLOC_CONF_ROUNDUP_BUCKETS; e = e->next, b++)
-            if (cJSON_IsNumber(e) && e->valuedouble >= 0)
-                conf->roundup_divisions[b] = (size_t)e->valuedouble;
+    if (rd && !cJSON_IsNull(rd) && !cJSON_IsObject(rd)) {
+        set_err(err, errcap, "allocator_settings: roundup_power2_divisions must be a dict {\"MB\": divisions, ...}");
+        return OOM_EINVAL;
+    }
+    for (const cJSON *e = rd ? rd->child : NULL; e; e = e->next) {
+        char *value = cJSON_PrintUnformatted(e); /* the value's JSON text: 4, 3.5, 1.8446744073709552e+19, "4" */
+        if (!value) {
+            set_err(err, errcap, "allocator_settings: out of host memory");
+            return OOM_ENOMEM_HOST;
+        }
+        oom_status st = alloc_conf_set_roundup_bucket(conf, e->string, value, perr, sizeof perr);
+        free(value);
+        if (st != OOM_OK) {
+            set_err(err, errcap, "allocator_settings: %s", perr);
+            return st;
+        }
     }
     return OOM_OK;
 }
@@ -158,9 +182,16 @@ static event *parse_events(const cJSON *list, int devidx, size_t *count, char *e
             goto fail;
         }
         const char *akey = ev[i].action == CA_OOM ? "device_free" : "addr";
-        if (!get_u64(e, akey, &ev[i].addr) || !get_u64(e, "size", &ev[i].size)) {
-            set_err(err, errcap, "cuda:%d event %zu (%s): missing or invalid '%s' or 'size'", devidx, i,
-                    a->valuestring, akey);
+        const char *bad = u64_problem(e, akey, &ev[i].addr);
+        const char *bkey = bad ? akey : "size";
+        if (!bad)
+            bad = u64_problem(e, "size", &ev[i].size);
+        if (bad) {
+            const cJSON *v = cJSON_GetObjectItemCaseSensitive(e, bkey);
+            char shown[64] = "";
+            if (cJSON_IsNumber(v))
+                snprintf(shown, sizeof shown, " %.17g", v->valuedouble);
+            set_err(err, errcap, "cuda:%d event %zu (%s): '%s'%s %s", devidx, i, a->valuestring, bkey, shown, bad);
             goto fail;
         }
     }
@@ -390,60 +421,6 @@ out:
     return rc;
 }
 
-/* One line for a file that does not parse: where it ends early (truncated), or where the bad text is. */
-static void json_error(const char *path, const char *text, size_t len, const char *at, char *err, size_t errcap)
-{
-    size_t end = len; /* the text without trailing whitespace */
-    while (end > 0 && strchr(" \t\r\n", text[end - 1]))
-        end--;
-    /* open brackets and an open string at the end: is the document unfinished? */
-    size_t depth = 0, last_quote = 0, token = 0;
-    bool in_string = false, escaped = false;
-    for (size_t i = 0; i < end; i++) {
-        char c = text[i];
-        if (in_string) {
-            if (escaped)
-                escaped = false;
-            else if (c == '\\')
-                escaped = true;
-            else if (c == '"')
-                in_string = false;
-            continue;
-        }
-        if (c == '"') {
-            in_string = true;
-            last_quote = i;
-        } else if (c == '{' || c == '[') {
-            depth++;
-        } else if ((c == '}' || c == ']') && depth > 0) {
-            depth--;
-        }
-    }
-    /* the start of the last token: cJSON reports an unfinished string at its opening quote, a cut number or
-     * literal at its first character, and a missing value after its last ',', ':' or bracket */
-    token = end > 0 ? end - 1 : 0;
-    while (token > 0 && (isalnum((unsigned char)text[token - 1]) || text[token - 1] == '.' ||
-                         text[token - 1] == '-' || text[token - 1] == '+'))
-        token--;
-    size_t pos = at && at >= text && at <= text + len ? (size_t)(at - text) : end;
-    bool truncated = (in_string && pos >= last_quote) || (!in_string && depth > 0 && pos >= token);
-    /* a truncated file ends on the line of its last byte (a final newline ends that line, it starts none) */
-    size_t line = 1, col = 1, upto = truncated ? len - (text[len - 1] == '\n') : pos;
-    for (size_t i = 0; i < upto; i++) {
-        if (text[i] == '\n') {
-            line++;
-            col = 1;
-        } else {
-            col++;
-        }
-    }
-    if (truncated)
-        set_err(err, errcap, "%s is truncated: the JSON ends at byte %zu (line %zu) before it is complete", path,
-                len, line);
-    else
-        set_err(err, errcap, "%s: not valid JSON at byte %zu (line %zu, column %zu)", path, pos, line, col);
-}
-
 static bool ends_with(const char *s, const char *suffix)
 {
     size_t n = strlen(s), m = strlen(suffix);
@@ -453,9 +430,9 @@ static bool ends_with(const char *s, const char *suffix)
 #define PICKLE_ERR                                                                                             \
     "%s is a pickle: convert it with scripts/snapshot2json.py first (scripts/snapshot2json.py %s -o OUT.json)"
 
-/* The file's JSON, or NULL with one line in err: a directory, an unreadable or empty file, a pickle, a
- * truncated or invalid JSON, a JSON that is not an object. */
-static cJSON *load_snapshot(const char *path, oom_status *st, char *err, size_t errcap)
+/* The file's JSON, or NULL with one line in err: a directory, an unreadable, too large or empty file, a pickle,
+ * a truncated or invalid JSON (jsonfile_parse names the kind and where), a JSON that is not an object. */
+static cJSON *load_snapshot(const char *path, size_t max_input, oom_status *st, char *err, size_t errcap)
 {
     *st = OOM_EINVAL;
     DIR *d = opendir(path);
@@ -464,28 +441,26 @@ static cJSON *load_snapshot(const char *path, oom_status *st, char *err, size_t 
         set_err(err, errcap, "%s is a directory, not a snapshot JSON file", path);
         return NULL;
     }
+    fileio_limit lim = max_input ? fileio_limit_of(max_input, "--max-input") : fileio_default_limit();
     size_t len = 0;
-    char *text = fileio_read_all(path, &len);
+    char *text = fileio_read_limited(path, &lim, &len, st);
     if (!text) {
         set_err(err, errcap, "%s", oom_error_detail());
-        *st = OOM_EIO;
         return NULL;
     }
+    *st = OOM_EINVAL;
     cJSON *root = NULL;
     if (len == 0) {
         set_err(err, errcap, "%s is empty (expected the JSON of torch.cuda.memory._snapshot())", path);
     } else if ((unsigned char)text[0] == 0x80) { /* pickle protocol 2 and later start with PROTO */
         set_err(err, errcap, PICKLE_ERR, path, path);
     } else {
-        const char *at = NULL;
-        /* len + 1 takes in fileio_read_all's NUL, so that text after the value is an error */
-        root = cJSON_ParseWithLengthOpts(text, len + 1, &at, true);
+        root = jsonfile_parse(path, text, len, err, errcap);
         if (!root && (ends_with(path, ".pickle") || ends_with(path, ".pkl")))
             set_err(err, errcap, PICKLE_ERR, path, path);
-        else if (!root)
-            json_error(path, text, len, at, err, errcap);
-        else if (!cJSON_IsObject(root))
-            set_err(err, errcap, "%s: not a JSON object (expected the dict of torch.cuda.memory._snapshot())", path);
+        else if (root && !cJSON_IsObject(root))
+            set_err(err, errcap, "%s: not a JSON object but a %s (expected the dict of torch.cuda.memory._snapshot())",
+                    path, cJSON_IsArray(root) ? "list" : cJSON_IsString(root) ? "string" : "number or literal");
     }
     free(text);
     if (root && !cJSON_IsObject(root)) {
@@ -577,7 +552,7 @@ oom_status replay_trace(const char *path, const replay_options *opt, replay_repo
 {
     memset(rep, 0, sizeof *rep);
     oom_status rc;
-    cJSON *root = load_snapshot(path, &rc, err, errcap);
+    cJSON *root = load_snapshot(path, opt->max_input, &rc, err, errcap);
     if (!root)
         return rc;
     rc = OOM_EINVAL;
@@ -623,7 +598,7 @@ oom_status replay_trace(const char *path, const replay_options *opt, replay_repo
     }
     rep->conf = rep->recorded;
     if (opt->alloc_conf) {
-        char perr[200];
+        char perr[ALLOC_CONF_ERR_MAX];
         alloc_conf_default(&rep->conf);
         if (alloc_conf_parse(&rep->conf, opt->alloc_conf, perr, sizeof perr) != OOM_OK) {
             set_err(err, errcap, "--alloc-conf: %s", perr);

@@ -54,6 +54,7 @@ typedef struct replay_options {
                                 * config's history only) */
     size_t kernel_at;          /* REPLAY_KERNELS_AT: the event index */
     const char *snapshot_path; /* NULL: none; else the model's snapshot after the replay (snapshot_write) */
+    size_t max_input;          /* --max-input: the largest file read, bytes; 0: fileio_default_limit() */
 } replay_options;
 
 /* Where the budget came from. */
@@ -83,7 +84,7 @@ typedef struct replay_report {
     bool whatif;                        /* opt->alloc_conf given and different from the recorded settings */
     alloc_conf conf;                    /* the config the replay used */
     alloc_conf recorded;                /* the config in the trace's allocator_settings */
-    char recorded_error[200];           /* with alloc_conf: why allocator_settings did not parse ("" if it did) */
+    char recorded_error[ALLOC_CONF_ERR_MAX]; /* with alloc_conf: why allocator_settings did not parse ("" if it did) */
     size_t budget_bytes;                /* the budget asked for (0: none) */
     replay_budget_source budget_source; /* where it came from */
     size_t ntraces;                     /* the length of device_traces */
@@ -98,6 +99,9 @@ typedef struct replay_report {
  * (every replayed device's segments and whole replayed trace, at its own index) is written there at the end; a
  * failed write is OOM_EIO (or OOM_ENOMEM_HOST) and leaves no file. rep is zeroed first; free it with
  * replay_report_free whatever the status. */
+/* err of this size holds every message of replay_trace whole (but for a path longer than a few hundred bytes). */
+#define REPLAY_ERR_MAX (ALLOC_CONF_ERR_MAX + 512)
+
 oom_status replay_trace(const char *path, const replay_options *opt, replay_report *rep, char *err, size_t errcap);
 
 void replay_report_free(replay_report *rep);

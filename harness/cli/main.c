@@ -18,6 +18,7 @@
 
 #include "alloc/allocconf.h"
 #include "cli/bench.h"
+#include "cli/buildinfo.h"
 #include "device/device.h"
 #include "cli/parity.h"
 #include "run/plot.h"
@@ -26,6 +27,7 @@
 #include "run/runner.h"
 #include "run/scenario.h"
 #include "run/sweep.h"
+#include "core/echo.h"
 #include "core/units.h"
 
 #define EXIT_BAD_INPUT 2
@@ -134,6 +136,10 @@ static const cli_command commands[] = {
           "when OUT ends in .pickle or .pkl",
           false},
          {"--json", NULL, "print memory_stats() and the replay's figures as one JSON object", false},
+         {"--max-input", "SIZE",
+          "the largest FILE read (default 4GiB, or the host's available memory if that is smaller); a larger\n"
+          "one is refused before it is read",
+          false},
      }},
     {"bench alloc",
      "",
@@ -159,7 +165,8 @@ static const cli_command commands[] = {
          {"--batch", "N", "the batch size (1 to 65536; default 64)", false},
          {"--json", NULL, "print the figures as JSON", false},
      }},
-    {"version", "", "oomlab's version and whether the cuda backend is built in (also: oomlab --version)", {{0}}},
+    {"version", "", "oomlab's version, whether the cuda backend is built in, and which build it is (optimised or "
+                    "checked; also: oomlab --version)", {{0}}},
     {"help", "[COMMAND]", "the commands; with COMMAND, its usage and options (also: oomlab COMMAND --help)", {{0}}},
 };
 
@@ -290,8 +297,13 @@ static void print_overview(FILE *f)
                "diverges from PyTorch), 2 bad input (one error line on stderr, nothing written)\n");
 }
 
+/* One error line, exit 2. An argument the format quotes ('%s') is the user's: it is cut to a readable length
+ * (echo_cut); an unquoted one is a message oomlab made and is printed whole. */
 static int bad_input(const char *fmt, const char *arg)
 {
+    char cut[ECHO_BUF];
+    if (strstr(fmt, "'%s'"))
+        arg = echo_str(arg, cut);
     fprintf(stderr, "oomlab: ");
     fprintf(stderr, fmt, arg);
     fputc('\n', stderr);
@@ -449,6 +461,13 @@ static int cmd_replay(int argc, char **argv)
             if (!argv[i][0])
                 return bad_input("%s needs a file name", "--snapshot");
             opt.snapshot_path = argv[i];
+        } else if (strcmp(argv[i], "--max-input") == 0) {
+            if (++i >= argc)
+                return bad_input("%s needs a value", "--max-input");
+            if (units_parse_size(argv[i], &opt.max_input) != OOM_OK)
+                return bad_input("--max-input: '%s' is not a size (bytes, or a number with KiB, MiB, GiB, TiB, KB, "
+                                 "MB, GB, TB)",
+                                 argv[i]);
         } else if (argv[i][0] == '-' && argv[i][1]) {
             return bad_input("replay: unknown option '%s'", argv[i]);
         } else if (!file) {
@@ -467,7 +486,7 @@ static int cmd_replay(int argc, char **argv)
         ignored[i] = v && v[0] ? v : NULL;
     }
     replay_report rep;
-    char err[400];
+    char err[REPLAY_ERR_MAX];
     oom_status st = replay_trace(file, &opt, &rep, err, sizeof err);
     if (st != OOM_OK) {
         replay_report_free(&rep);
@@ -736,7 +755,7 @@ static int take_variants(char *arg, run_options *o)
 static int run_one(const scenario *sc, const run_options *o, const char *out_dir, bool write, char *rundir,
                    size_t rundircap, char *path, size_t pathcap, run_result *res)
 {
-    char err[512];
+    char err[ALLOC_CONF_ERR_MAX + 256]; /* an allocator-settings error is never cut */
     oom_status st = runner_run(sc, o, res, err, sizeof err);
     if (st != OOM_OK) {
         fprintf(stderr, "oomlab: %s\n", err);
@@ -873,7 +892,7 @@ static int cmd_run(int argc, char **argv)
         return EXIT_BAD_INPUT;
     /* the user's settings, from the most specific source that is set; a bad one is named with its source */
     o.alloc_conf = alloc_conf_pick(conf_cli, &o.alloc_conf_source);
-    char err[512];
+    char err[ALLOC_CONF_ERR_MAX + 256];
     alloc_conf user_conf;
     if (alloc_conf_parse(&user_conf, o.alloc_conf, err, sizeof err) != OOM_OK) {
         fprintf(stderr, "oomlab: %s: %s\n", o.alloc_conf_source, err);
@@ -1101,8 +1120,8 @@ static int run_command(const char *cmd, int argc, char **argv)
     if (strcmp(cmd, "version") == 0) {
         if (argc != 0)
             return bad_input("%s", "version takes no arguments");
-        printf("oomlab 0.1 (allocator model: PyTorch 2.11; cuda backend %s)\n",
-               device_cuda_built() ? "built in" : "not built");
+        printf("oomlab 0.1 (allocator model: PyTorch 2.11; cuda backend %s; %s)\n",
+               device_cuda_built() ? "built in" : "not built", buildinfo_describe());
         return 0;
     }
     if (strcmp(cmd, "help") == 0)

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,30 +83,34 @@ oom_status fileio_write_new(const char *path, const void *data, size_t len, bool
     return write_file(path, data, len, true, existed);
 }
 
-char *fileio_read_all(const char *path, size_t *len)
+/* Read f whole, but stop once more than max bytes came. *st: OOM_OK, OOM_EINVAL (more than max: NULL, nothing
+ * recorded; the caller says why), OOM_EIO or OOM_ENOMEM_HOST (NULL, in the last-error record). */
+static char *read_stream(FILE *f, const char *path, size_t max, size_t *len, oom_status *st)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        OOM_ERROR(OOM_EIO, "cannot open %s: %s", path, strerror(errno));
-        return NULL;
-    }
     size_t cap = 1 << 16, n = 0;
     char *buf = malloc(cap + 1);
+    *st = OOM_OK;
     while (buf) {
         n += fread(buf + n, 1, cap - n, f);
+        if (n > max) {
+            *st = OOM_EINVAL;
+            free(buf);
+            return NULL;
+        }
         if (n < cap)
             break;
-        char *nb = realloc(buf, 2 * cap + 1);
+        /* here n == cap <= max: grow, to max + 1 at most (one byte past the bound says there is more) */
+        size_t ncap = cap > max / 2 ? max + 1 : 2 * cap;
+        char *nb = realloc(buf, ncap + 1);
         if (!nb)
             free(buf);
         buf = nb;
-        cap *= 2;
+        cap = ncap;
     }
-    bool bad = ferror(f) != 0;
-    fclose(f);
-    if (!buf || bad) {
+    if (!buf || ferror(f)) {
+        *st = buf ? OOM_EIO : OOM_ENOMEM_HOST;
         free(buf);
-        if (bad)
+        if (*st == OOM_EIO)
             OOM_ERROR(OOM_EIO, "cannot read %s", path);
         else
             OOM_ERROR(OOM_ENOMEM_HOST, "cannot read %s: out of host memory", path);
@@ -114,6 +119,73 @@ char *fileio_read_all(const char *path, size_t *len)
     buf[n] = '\0';
     if (len)
         *len = n;
+    return buf;
+}
+
+char *fileio_read_all(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        OOM_ERROR(OOM_EIO, "cannot open %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    oom_status st;
+    char *buf = read_stream(f, path, SIZE_MAX - 1, len, &st);
+    fclose(f);
+    return buf;
+}
+
+fileio_limit fileio_limit_of(size_t bytes, const char *option)
+{
+    fileio_limit l = {.bytes = bytes};
+    snprintf(l.what, sizeof l.what, "%s (%zu bytes)", option, bytes);
+    return l;
+}
+
+fileio_limit fileio_default_limit(void)
+{
+    fileio_limit l = {.bytes = FILEIO_DEFAULT_MAX_INPUT};
+    snprintf(l.what, sizeof l.what, "the default --max-input, 4 GiB (%zu bytes)", l.bytes);
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    unsigned long long kib = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kib) == 1)
+            break;
+    if (f)
+        fclose(f);
+    if (kib > 0 && kib < l.bytes / 1024) {
+        l.bytes = (size_t)kib * 1024;
+        snprintf(l.what, sizeof l.what,
+                 "the host's available memory, %.2f GiB (%zu bytes; the default --max-input is 4 GiB or that, "
+                 "whichever is smaller)",
+                 (double)l.bytes / (double)(1 << 30), l.bytes);
+    }
+    return l;
+}
+
+char *fileio_read_limited(const char *path, const fileio_limit *lim, size_t *len, oom_status *st)
+{
+    oom_status dummy;
+    st = st ? st : &dummy;
+    *st = OOM_EIO;
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        OOM_ERROR(OOM_EIO, "cannot open %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    struct stat sb;
+    if (fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode) && (uintmax_t)sb.st_size > (uintmax_t)lim->bytes) {
+        fclose(f);
+        *st = OOM_EINVAL;
+        OOM_ERROR(OOM_EINVAL, "%s is %jd bytes, more than %s", path, (intmax_t)sb.st_size, lim->what);
+        return NULL;
+    }
+    char *buf = read_stream(f, path, lim->bytes, len, st); /* a file that grew since fstat stops at the bound too */
+    fclose(f);
+    if (*st == OOM_EINVAL)
+        OOM_ERROR(OOM_EINVAL, "%s: more than %s could be read (it is not a regular file: read up to the bound)", path,
+                  lim->what);
     return buf;
 }
 

@@ -29,6 +29,27 @@ oom_status fileio_write_new(const char *path, const void *data, size_t len, bool
  * last-error record. */
 char *fileio_read_all(const char *path, size_t *len);
 
+/* A bound on how much of an input file is read, and what set it: a refusal names it. */
+typedef struct fileio_limit {
+    size_t bytes;
+    char what[160]; /* "--max-input (1048576 bytes)", "the default --max-input, 4 GiB (4294967296 bytes)", ... */
+} fileio_limit;
+
+#define FILEIO_DEFAULT_MAX_INPUT ((size_t)4 << 30) /* 4 GiB */
+
+/* The default bound: FILEIO_DEFAULT_MAX_INPUT, or the host's available memory (MemAvailable in /proc/meminfo) when
+ * that is smaller; what says which. Where /proc/meminfo cannot be read, 4 GiB. */
+fileio_limit fileio_default_limit(void);
+
+/* A bound the user gave (--max-input): bytes, named as option. */
+fileio_limit fileio_limit_of(size_t bytes, const char *option);
+
+/* fileio_read_all within lim. A regular file larger than lim.bytes is refused before anything is read (stat);
+ * anything else (a pipe, /dev/zero, a FIFO) is read up to lim.bytes and refused when there is more. A refusal is
+ * NULL with OOM_EINVAL and one line in the last-error record: "PATH is N bytes, more than WHAT" (or "PATH: more
+ * than WHAT could be read" for a stream); other failures as fileio_read_all. *st (if non-NULL) gets the status. */
+char *fileio_read_limited(const char *path, const fileio_limit *lim, size_t *len, oom_status *st);
+
 /* mkdir -p path (mode 0777 less the umask). OOM_EIO, with the reason in the last-error record, when a component
  * cannot be made or exists and is not a directory. */
 oom_status fileio_mkdirs(const char *path);

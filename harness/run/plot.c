@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "core/fileio.h"
+#include "core/jsonfile.h"
 
 extern char **environ;
 
@@ -171,12 +172,12 @@ oom_status plot_run(const char *json_path, const char *png_path, char *err, size
         if (stat(folder, &sb) != 0 || !S_ISDIR(sb.st_mode))
             return fail(err, errcap, OOM_EIO, "cannot write %s: the folder %s does not exist", png_path, folder);
     }
-    char *text = fileio_read_all(json_path, NULL);
-    if (!text)
-        return fail(err, errcap, OOM_EIO, "%s", oom_error_detail());
-    cJSON *run = cJSON_Parse(text);
-    free(text);
-    if (!run || strcmp(str(run, "schema"), "oomlab.run/1") != 0 ||
+    fileio_limit lim = fileio_default_limit();
+    char jerr[1024];
+    cJSON *run = jsonfile_read(json_path, &lim, jerr, sizeof jerr);
+    if (!run) /* cannot be read, too large, or not JSON: where and why */
+        return fail(err, errcap, OOM_EINVAL, "%s", jerr);
+    if (strcmp(str(run, "schema"), "oomlab.run/1") != 0 ||
         !cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(run, "variants")) || isnan(num(run, "budget"))) {
         cJSON_Delete(run);
         return fail(err, errcap, OOM_EINVAL, "%s is not an oomlab results file (schema oomlab.run/1)", json_path);

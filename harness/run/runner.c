@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "alloc/cachealloc.h"
+#include "core/echo.h"
 
 /* The run of one variant: what scenario code sees as scn. */
 struct scn {
@@ -352,8 +353,9 @@ oom_status runner_validate(const scenario *sc, const run_options *o, char *err, 
     for (int k = 0; k < o->nvariants; k++) {
         if (scenario_variant_find(sc, o->variants[k]))
             continue;
-        size_t n = (size_t)snprintf(err, errcap, "scenario %s has no variant '%.64s' (variants:", sc->name,
-                                    o->variants[k]);
+        char cut[ECHO_BUF];
+        size_t n = (size_t)snprintf(err, errcap, "scenario %s has no variant '%s' (variants:", sc->name,
+                                    echo_str(o->variants[k], cut));
         for (size_t i = 0; i < sc->nvariants && n < errcap; i++)
             n += (size_t)snprintf(err + n, errcap - n, " %s", sc->variants[i].name);
         if (n < errcap)

@@ -1,0 +1,32 @@
+/* jsonfile.h - a JSON document parsed with one line that names why it does not parse.
+ *
+ * Every JSON file oomlab reads from a user (a snapshot for replay, a results file for plot) goes through
+ * jsonfile_parse, so a syntax error always says where it is (byte offset, line, column) and which kind it is.
+ */
+#ifndef OOMLAB_JSONFILE_H
+#define OOMLAB_JSONFILE_H
+
+#include <cJSON.h>
+#include <stddef.h>
+
+#include "core/compat.h"
+#include "core/fileio.h"
+
+OOM_BEGIN_DECLS
+
+/* Parse text[0..len) (with a NUL at text[len], as fileio_read_all gives it) as one JSON value with nothing but
+ * whitespace after it. On a syntax error NULL, and one line in err that names the file (name) and the kind:
+ *   "NAME is truncated: the JSON ends at byte N (line L) before it is complete"
+ *   "NAME: JSON nested deeper than 1000 levels at byte N (line L, column C)"  (cJSON's CJSON_NESTING_LIMIT)
+ *   "NAME: NaN is not JSON, at byte N (line L, column C) (...)"   (NaN, Infinity, -Infinity: Python writes them)
+ *   "NAME: not valid JSON at byte N (line L, column C)"
+ * (N counts from 0, lines and columns from 1). An empty text is "NAME is empty". */
+cJSON *jsonfile_parse(const char *name, const char *text, size_t len, char *err, size_t errcap);
+
+/* Read path within lim (fileio_read_limited) and parse it (jsonfile_parse). NULL with one line in err: the read's
+ * error (cannot open, larger than the bound) or the syntax error. */
+cJSON *jsonfile_read(const char *path, const fileio_limit *lim, char *err, size_t errcap);
+
+OOM_END_DECLS
+
+#endif
