@@ -1,7 +1,8 @@
 /* test_cli.c - the oomlab binary as a user runs it: exit status 0 (replay agrees with PyTorch, or a what-if
  * replay), 1 (a check against the recording diverges on some device), 2 (bad input: exactly one line on stderr
  * naming the problem, nothing on stdout, no file written).
- * The binary is $OOMLAB_BIN (make test sets it), else build/oomlab; tests run from the repository root. */
+ * The binary is $OOMLAB_BIN (make test sets it: build/checked/oomlab), else build/oomlab; tests run from the
+ * repository root. */
 #include <criterion/criterion.h>
 
 #include <cjson/cJSON.h>
