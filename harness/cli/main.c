@@ -779,7 +779,7 @@ static int run_one(const scenario *sc, const run_options *o, const char *out_dir
 static int run_sweep(const scenario *sc, const run_options *o, const char *arg, const char *out_dir, bool write,
                      bool json)
 {
-    char param[64], err[512];
+    char param[64], err[ALLOC_CONF_ERR_MAX + 256];
     int64_t lo = 0, hi = 0;
     if (!sweep_parse(arg, param, sizeof param, &lo, &hi))
         return bad_input("--sweep: '%s' is not PARAM=LO..HI (integers)", arg);
