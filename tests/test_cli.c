@@ -1458,6 +1458,18 @@ Test(cli, long_arguments_are_echoed_cut)
     expect_bad_input(NULL, args, want);
 }
 
+/* plot reads its results file as replay reads a snapshot: a syntax error says its kind and where. */
+Test(cli, plot_names_a_json_syntax_error)
+{
+    write_file("cut.json", "{\"schema\": \"oomlab.run/1\",\n \"variants\": [");
+    char args[512], want[300];
+    snprintf(args, sizeof args, "plot %s", tpath("cut.json"));
+    snprintf(want, sizeof want, "plot: %s is truncated: the JSON ends at byte 41 (line 2) before it is complete",
+             tpath("cut.json"));
+    expect_bad_input(NULL, args, want);
+    cr_assert(!exists(tpath("cut.png")), "a plot was written for bad input");
+}
+
 /* --version names the build: make test runs the checked build, and so does the oomlab it runs. */
 Test(cli, version_names_the_build)
 {
