@@ -279,9 +279,10 @@ static oom_status free_or_defer(cuda_dev *c, void *p, int kind)
             later = false; /* no room to remember it: free now (it waits for the held work) */
         }
     }
-    if (later)
+    if (later) {
         c->deferred[c->ndeferred].p = p;
         c->deferred[c->ndeferred++].kind = kind;
+    }
     pthread_mutex_unlock(&c->host_mu);
     return later ? OOM_OK : OOM_CUDA(defer_call(p, kind));
 }
