@@ -871,3 +871,39 @@ Test(device_sim, order_key_is_the_models_address)
     device_close(dev);
     device_close(plain);
 }
+
+/* An asynchronous copy on a side stream, ordered by events both ways (model_too_large's fix-offload): the bytes
+ * arrive, the event recorded after the copy completes, and unknown streams and events are refused. */
+Test(device, async_copy_on_a_side_stream)
+{
+    device *dev = open_conformance();
+    const size_t n = 3 * MiB + 123;
+    unsigned char *src = NULL, *back = malloc(n);
+    cr_assert_eq(device_host_alloc(dev, n, (void **)&src), OOM_OK);
+    fill_pattern(src, n, 7);
+    devptr d;
+    cr_assert_eq(device_mem_alloc(dev, 4 * MiB, &d), OOM_OK);
+    devstream side;
+    cr_assert_eq(device_stream_create(dev, &side), OOM_OK);
+    devevent before, after;
+    cr_assert_eq(device_event_record(dev, 0, &before), OOM_OK);
+    cr_assert_eq(device_stream_wait_event(dev, side, before), OOM_OK);
+    cr_assert_eq(device_copy_htod_async(dev, d, src, n, side), OOM_OK);
+    cr_assert_eq(device_event_record(dev, side, &after), OOM_OK);
+    cr_assert_eq(device_stream_wait_event(dev, 0, after), OOM_OK);
+    cr_assert_eq(device_copy_dtoh(dev, back, d, n), OOM_OK); /* the default stream waits for the copy */
+    cr_assert_eq(memcmp(back, src, n), 0);
+    cr_assert_eq(device_stream_synchronize(dev, side), OOM_OK);
+    bool done = false;
+    cr_assert_eq(device_event_query(dev, after, &done), OOM_OK);
+    cr_assert(done);
+    cr_assert_eq(device_stream_wait_event(dev, side, after + 4096), OOM_EINVAL);
+    cr_assert_eq(device_copy_htod_async(dev, d, src, n, side + 4096), OOM_EINVAL);
+    cr_assert_eq(device_event_destroy(dev, before), OOM_OK);
+    cr_assert_eq(device_event_destroy(dev, after), OOM_OK);
+    cr_assert_eq(device_stream_destroy(dev, side), OOM_OK);
+    cr_assert_eq(device_mem_free(dev, d, 4 * MiB), OOM_OK);
+    cr_assert_eq(device_host_free(dev, src), OOM_OK);
+    free(back);
+    device_close(dev);
+}

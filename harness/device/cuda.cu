@@ -830,6 +830,33 @@ static oom_status cu_copy_htod(void *impl, devptr dst, const void *src, size_t b
     return OOM_CUDA(cudaMemcpy(hptr(dst), src, bytes, cudaMemcpyHostToDevice));
 }
 
+static oom_status cu_stream_wait_event(void *impl, devstream id, devevent ev)
+{
+    cuda_dev *c = (cuda_dev *)impl;
+    pthread_mutex_lock(&c->host_mu);
+    oom_status st;
+    cu_stream *x = stream_get(c, id, &st);
+    bool known = tab_exact(&c->events, (devptr)ev) != NULL;
+    pthread_mutex_unlock(&c->host_mu);
+    if (!x || !known)
+        return st != OOM_OK ? st : OOM_EINVAL;
+    return OOM_CUDA(cudaStreamWaitEvent((cudaStream_t)(uintptr_t)id, (cudaEvent_t)(uintptr_t)ev, 0));
+}
+
+static oom_status cu_copy_htod_async(void *impl, devptr dst, const void *src, size_t bytes, devstream id)
+{
+    cuda_dev *c = (cuda_dev *)impl;
+    pthread_mutex_lock(&c->host_mu);
+    oom_status st;
+    cu_stream *x = stream_get(c, id, &st);
+    pthread_mutex_unlock(&c->host_mu);
+    if (!x)
+        return st;
+    if (bytes == 0)
+        return OOM_OK;
+    return OOM_CUDA(cudaMemcpyAsync(hptr(dst), src, bytes, cudaMemcpyHostToDevice, (cudaStream_t)(uintptr_t)id));
+}
+
 static oom_status cu_copy_dtoh(void *impl, void *dst, devptr src, size_t bytes)
 {
     (void)impl;
@@ -1014,6 +1041,8 @@ static const device_ops cuda_ops = {
     cu_event_record,
     cu_event_query,
     cu_event_destroy,
+    cu_stream_wait_event,
+    cu_copy_htod_async,
     cu_copy_htod,
     cu_copy_dtoh,
     cu_copy_dtod,

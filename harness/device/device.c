@@ -351,6 +351,20 @@ oom_status device_host_free(device *dev, void *p)
     return dev->ops->host_free(dev->impl, p);
 }
 
+oom_status device_stream_wait_event(device *dev, devstream s, devevent e)
+{
+    if (!dev || !e)
+        return OOM_EINVAL;
+    return dev->ops->stream_wait_event(dev->impl, s, e);
+}
+
+oom_status device_copy_htod_async(device *dev, devptr dst, const void *src, size_t bytes, devstream s)
+{
+    if (!dev || (!src && bytes))
+        return OOM_EINVAL;
+    return dev->ops->copy_htod_async(dev->impl, dst, src, bytes, s);
+}
+
 oom_status device_copy_htod(device *dev, devptr dst, const void *src, size_t bytes)
 {
     if (!dev || (!src && bytes))

@@ -123,6 +123,12 @@ typedef struct device_ops {
     oom_status (*event_record)(void *impl, devstream s, devevent *out);
     oom_status (*event_query)(void *impl, devevent e, bool *done);
     oom_status (*event_destroy)(void *impl, devevent e);
+    /* cudaStreamWaitEvent: work queued on s from now on starts after the work before e. sim: its work runs at
+     * once (or is held in queue order), so there is nothing to wait for; the event must exist. */
+    oom_status (*stream_wait_event)(void *impl, devstream s, devevent e);
+    /* cudaMemcpyAsync host to device on stream s (src pinned, or the copy is synchronous on cuda); sim: the copy
+     * is done at once. The caller keeps src alive until an event recorded after it completes. */
+    oom_status (*copy_htod_async)(void *impl, devptr dst, const void *src, size_t bytes, devstream s);
     /* Copies and fill; synchronous. */
     oom_status (*copy_htod)(void *impl, devptr dst, const void *src, size_t bytes);
     oom_status (*copy_dtoh)(void *impl, void *dst, devptr src, size_t bytes);
@@ -221,6 +227,8 @@ void device_host_info(device *dev, size_t *pinned_bytes, size_t *limit_bytes);
 oom_status device_stream_create(device *dev, devstream *out);
 oom_status device_stream_destroy(device *dev, devstream s);
 oom_status device_stream_hold(device *dev, devstream s);
+oom_status device_stream_wait_event(device *dev, devstream s, devevent e);
+oom_status device_copy_htod_async(device *dev, devptr dst, const void *src, size_t bytes, devstream s);
 oom_status device_stream_complete(device *dev, devstream s, uint64_t n);
 oom_status device_stream_synchronize(device *dev, devstream s);
 oom_status device_event_record(device *dev, devstream s, devevent *out);
