@@ -90,9 +90,13 @@ static void check_doc(const scenario *sc, const cJSON *twin)
         cr_expect_str_eq(variant_outcome_str(vr->outcome), item(p, "outcome")->valuestring, "%s: outcome (%s)", vn,
                          vr->outcome == OUTCOME_ERROR ? vr->error : "");
         const cJSON *oom = item(p, "oom");
-        if (cJSON_IsObject(oom) && vr->ooms)
+        if (cJSON_IsObject(oom) && vr->ooms) {
             cr_expect_eq(vr->oom.step, (int)num(oom, "step"), "%s: the OOM at sample %d, PyTorch's at %d", vn,
                          vr->oom.step, (int)num(oom, "step"));
+            const cJSON *kind = cJSON_GetObjectItemCaseSensitive(oom, "kind"); /* recordings before it: device */
+            cr_expect_str_eq(vr->oom.pinned ? "pinned host" : "device",
+                             cJSON_IsString(kind) ? kind->valuestring : "device", "%s: the kind of OOM", vn);
+        }
         compare_samples(vn, 0, vr->samples, vr->nsamples, item(p, "samples"));
         /* a variant on several devices: devices 1.. in "devices", sample for sample */
         const cJSON *devs = cJSON_GetObjectItemCaseSensitive(p, "devices");

@@ -73,7 +73,9 @@ static void metrics_table(const variant_result *v, FILE *out)
 
 static const char *outcome_cell(const variant_result *v)
 {
-    return v->outcome == OUTCOME_OOM ? "OOM" : variant_outcome_str(v->outcome);
+    if (v->outcome == OUTCOME_OOM)
+        return v->oom.pinned ? "OOM pin" : "OOM"; /* pinned host memory ran out, not the device */
+    return variant_outcome_str(v->outcome);
 }
 
 static const char *mark(const variant_result *v)
@@ -126,7 +128,7 @@ void report_table(const run_result *r, FILE *out)
             "unalloc at OOM", "largest free", "");
     for (size_t i = 0; i < r->nvariants; i++) {
         const variant_result *v = &r->variants[i];
-        bool oom = v->outcome == OUTCOME_OOM;
+        bool oom = v->outcome == OUTCOME_OOM && !v->oom.pinned;
         fprintf(out, "%-26s %-7s %14s %14s %16s %14s  %s\n", v->v->name, outcome_cell(v),
                 size_str(stat_of(&v->stats, "allocated_bytes.all.peak"), b1, sizeof b1),
                 size_str(stat_of(&v->stats, "reserved_bytes.all.peak"), b2, sizeof b2),
@@ -153,7 +155,9 @@ void report_table(const run_result *r, FILE *out)
         metrics_table(v, out);
         if (v->outcome == OUTCOME_ERROR)
             fprintf(out, "  error: %s\n", v->error);
-        if (v->ooms && v->oom.device)
+        if (v->ooms && v->oom.pinned)
+            fprintf(out, "  OOM of pinned host memory at %s: %s\n", v->oom.what, v->oom.message);
+        else if (v->ooms && v->oom.device)
             fprintf(out, "  OOM on device %d at %s: %s\n", v->oom.device, v->oom.what, v->oom.message);
         else if (v->ooms)
             fprintf(out, "  OOM at %s: %s\n", v->oom.what, v->oom.message);
@@ -277,6 +281,7 @@ static cJSON *variant_json(const variant_result *v, bool *ok)
             add_int(d, "largest_free_block", (int64_t)v->oom.largest_free_block, ok);
             add_int(d, "ooms", v->ooms, ok);
             add_int(d, "device", v->oom.device, ok);
+            add_str(d, "kind", v->oom.pinned ? "pinned host" : "device", ok);
             add_str(d, "message", v->oom.message, ok);
         }
     } else {

@@ -226,6 +226,19 @@ bool scn_caught(scn *s, const char *what)
     return true;
 }
 
+void scn_caught_pinned(scn *s, const char *what, const char *message)
+{
+    variant_result *res = s->res;
+    if (res->ooms++ == 0) {
+        scn_oom *d = &res->oom;
+        memset(d, 0, sizeof *d);
+        d->step = (int)res->nsamples;
+        d->pinned = true;
+        snprintf(d->what, sizeof d->what, "%s", what);
+        snprintf(d->message, sizeof d->message, "%s", message);
+    }
+}
+
 void scn_expect(scn *s, bool holds, const char *fmt, ...)
 {
     variant_result *res = s->res;
