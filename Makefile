@@ -33,7 +33,7 @@ HARNESS_C := $(filter-out harness/cli/main.c,$(wildcard harness/*/*.c))
 SCEN_C    := $(wildcard scenarios/*.c)
 KREF_C    := $(wildcard kernels/*.c)
 TEST_C    := $(wildcard tests/*.c)
-LIB_OBJ   := $(patsubst %.c,$(BUILD)/%.o,$(HARNESS_C) $(SCEN_C) $(KREF_C))
+LIB_OBJ   := $(patsubst %.c,$(BUILD)/%.o,$(HARNESS_C) $(SCEN_C) $(KREF_C)) $(BUILD)/gen/stories.o
 
 ifneq ($(NVCC),)
   HAS_CUDA := 1
@@ -58,6 +58,14 @@ $(BUILD)/%.o: %.c
 $(BUILD)/%.o: %.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -MMD -MP -c $< -o $@
+
+# Each scenario's story, from its one home, the opening comment of scenarios/NAME.c (harness/run/story.h).
+$(BUILD)/gen/stories.c: $(SCEN_C) scripts/gen_stories.sh
+	@mkdir -p $(dir $@)
+	bash scripts/gen_stories.sh $(SCEN_C) > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/gen/stories.o: $(BUILD)/gen/stories.c
+	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
 
 $(BUILD)/liboomlab.a: $(LIB_OBJ)
 	@rm -f $@

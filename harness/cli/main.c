@@ -23,6 +23,7 @@
 #include "run/plot.h"
 #include "alloc/replay.h"
 #include "run/report.h"
+#include "run/report_html.h"
 #include "run/runner.h"
 #include "run/scenario.h"
 #include "run/sweep.h"
@@ -114,6 +115,17 @@ static const cli_command commands[] = {
          {"--trend", "HISTORY.csv",
           "plot results/history.csv (utc_date,commit,backend,device,scale,scenario,variant,metric,value):\n"
           "DIR/SCENARIO-BACKEND-SCALE.png, a panel per metric, a line per variant",
+          false},
+     }},
+    {"report",
+     "RESULTS...",
+     "one static page (OUT/index.html, offline, no JavaScript) explaining each scenario with its measurements:\n"
+     "its story (from scenarios/NAME.c), its figures, the table of measured numbers and PyTorch's beside\n"
+     "them; RESULTS are results files or a run's folder (a catalog run's STAMP-BACKEND), sweeps included",
+     {
+         {"-o", "DIR", "the folder to write (default: results/report); replaced only once complete", false},
+         {"--twins", "DIR",
+          "where the PyTorch twins' recordings are (NAME.torch.json; default: tests/data/twins when it exists)",
           false},
      }},
     {"parity",
@@ -1032,6 +1044,38 @@ static int cmd_plot(int argc, char **argv)
     return 0;
 }
 
+static int cmd_report(int argc, char **argv)
+{
+    const char *out = "results/report", *twins = NULL, *inputs[64];
+    size_t n = 0;
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "-o") == 0 || strcmp(argv[i], "--twins") == 0) {
+            if (i + 1 >= argc || !argv[i + 1][0])
+                return bad_input("%s needs a folder", argv[i]);
+            *(strcmp(argv[i], "-o") == 0 ? &out : &twins) = argv[i + 1];
+            i++;
+        } else if (argv[i][0] == '-') {
+            return bad_input("report: unknown option '%s'", argv[i]);
+        } else if (n == 64) {
+            return bad_input("%s", "report: at most 64 results files or folders");
+        } else {
+            inputs[n++] = argv[i];
+        }
+    }
+    if (n == 0)
+        return bad_input("%s", "report: missing RESULTS (a run's folder or results files: oomlab run writes them)");
+    FILE *probe = twins ? NULL : fopen("tests/data/twins/fragmentation.torch.json", "r");
+    if (probe) { /* the default, said: it puts PyTorch's numbers on the page */
+        fclose(probe);
+        twins = "tests/data/twins";
+    }
+    char err[1024];
+    if (report_html(inputs, n, twins, out, err, sizeof err) != OOM_OK)
+        return bad_input("report: %s", err);
+    printf("twins: %s\nreport: %s/index.html\n", twins ? twins : "none (no --twins, no tests/data/twins)", out);
+    return 0;
+}
+
 static int cmd_parity(int argc, char **argv)
 {
     device_kind kind = DEVICE_AUTO;
@@ -1146,6 +1190,8 @@ static int run_command(const char *cmd, int argc, char **argv)
         return cmd_parity(argc, argv);
     if (strcmp(cmd, "plot") == 0)
         return cmd_plot(argc, argv);
+    if (strcmp(cmd, "report") == 0)
+        return cmd_report(argc, argv);
     if (strcmp(cmd, "replay") == 0)
         return cmd_replay(argc, argv);
     if (strcmp(cmd, "bench") == 0)
