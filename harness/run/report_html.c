@@ -229,7 +229,10 @@ static void story_html(FILE *f, const scenario_story *s, const cJSON *run)
     const cJSON *item = NULL, *bug = NULL, *v0;
     bool sees = false; /* in the paragraph "What the user sees.": the bug's measurement goes after it */
     cJSON_ArrayForEach(v0, arr(run, "variants")) if (!bug && strcmp(str(v0, "kind"), "bug") == 0) bug = v0;
-    for (int i = 1; s->lines[i]; i++) { /* line 0, "NAME.c - title", is the section's lead */
+    int i0 = 0;
+    while (s->lines[i0] && s->lines[i0][0]) /* the first paragraph, "NAME.c - title", is the section's lead */
+        i0++;
+    for (int i = i0; s->lines[i]; i++) {
         const char *l = s->lines[i];
         size_t ind = strspn(l, " ");
         const char *word = l + ind;
@@ -491,6 +494,10 @@ static void section_html(FILE *f, const entry *e, const char *twins_dir)
         const char *lead = strstr(s->lines[0], " - ");
         fprintf(f, "<p class=\"lead\">");
         esc(f, lead ? lead + 3 : s->lines[0]);
+        for (int i = 1; s->lines[i] && s->lines[i][0]; i++) {
+            fprintf(f, " ");
+            esc(f, s->lines[i]);
+        }
         fprintf(f, "</p>\n");
     }
     fprintf(f, "<p class=\"ctx\">Measured on %s (", str(run, "backend"));
