@@ -1034,7 +1034,10 @@ static oom_status trend_figure(trend_row *rows, int nrows, const char *scn, cons
         gp_string(g, metrics.v[m]);
         fprintf(g, " font ',13'\nset ylabel ");
         gp_string(g, bytes ? uname : "");
-        fprintf(g, "\nset yrange [%s:*]\n", top > 0 && bytes ? "0" : "*");
+        if (bytes && top > 0) /* from 0, with room above the highest point */
+            fprintf(g, "\nset yrange [0:%.9g]\n", top / unit * 1.12);
+        else
+            fprintf(g, "\nset yrange [*:*]\nset offsets 0, 0, graph 0.08, graph 0.08\n");
         fprintf(g, "plot ");
         for (int v = 0; v < variants.n; v++)
             fprintf(g, "%s'%s' index %d using 1:2 with linespoints lw 2 pt 7 ps 0.7 lc rgb '%s' notitle",
