@@ -1027,7 +1027,8 @@ Test(cli, plot_formats)
     char *svg = fileio_read_all(tpath("x.svg"), NULL);
     cr_assert_not_null(svg, "no x.svg");
     cr_assert_not_null(strstr(svg, "<svg"), "x.svg is not SVG: %.80s", svg);
-    cr_assert_not_null(strstr(svg, "fragmentation on sim"), "the title is missing from x.svg");
+    cr_assert_not_null(strstr(svg, "fragmentation: allocated and reserved memory at each sample (sim"),
+                       "the title is missing from x.svg");
     free(svg);
     run_free(&r);
     const char *bad[] = {"x.pdf", "x", "x.PNG.txt"};
@@ -1384,7 +1385,7 @@ Test(cli, sweep_bad_input)
     expect_bad_input(NULL, "run oversize_batch --sweep batch=128..64", "empty");
     expect_bad_input(NULL, "run oversize_batch --sweep batch=65..127", "no power of two");
     expect_bad_input(NULL, "run oversize_batch --sweep batch=64..128 --set batch=64", "--set batch");
-    expect_bad_input(NULL, "run oversize_batch --sweep batch=64..128 --plot", "--plot");
+    expect_bad_input(NULL, "run oversize_batch --sweep batch=64..128 --plot --no-write", "--plot"); /* --plot draws a sweep too */
     expect_bad_input(NULL, "run oversize_batch --sweep batch=64..128 --sweep width=64..128", "one parameter");
     expect_bad_input(NULL, "run oversize_batch --sweep batch=64..128 --variant fix-nothing", "fix-nothing");
     expect_bad_input(NULL, "run oversize_batch --sweep", "--sweep");

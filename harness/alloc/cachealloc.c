@@ -121,6 +121,9 @@ struct cachealloc {
 
     ca_oom_info oom;
     bool have_oom;
+    bool keep_oom_layout;       /* cachealloc_record_oom_layout */
+    ca_snap_segment *oom_layout; /* the layout at the last OOM since then (owns its blocks: see snapshot_of) */
+    size_t oom_nlayout;
     uint64_t rng;
 };
 
@@ -1212,6 +1215,12 @@ static void record_oom(cachealloc *ca, const alloc_params *p, size_t orig_size)
         (void)m;
     }
     ca->have_oom = true;
+    if (ca->keep_oom_layout) { /* out of host memory: no layout, said by a count of 0 */
+        cachealloc_snapshot_free(ca->oom_layout, ca->oom_nlayout);
+        ca->oom_layout = cachealloc_layout(ca, &ca->oom_nlayout);
+        if (!ca->oom_layout)
+            ca->oom_nlayout = 0;
+    }
 }
 
 /* --------------------------------------------------------------------------------------------------------
@@ -1276,6 +1285,7 @@ void cachealloc_delete(cachealloc *ca)
     free(ca->segs);
     free(ca->table);
     free(ca->trace);
+    cachealloc_snapshot_free(ca->oom_layout, ca->oom_nlayout);
     free(ca);
 }
 
@@ -1627,7 +1637,10 @@ out:
  * Snapshot
  * ------------------------------------------------------------------------------------------------------ */
 
-ca_snap_segment *cachealloc_snapshot(const cachealloc *ca, size_t *count)
+/* The segments in address order, block by block. whole_ranges false: _snapshot()'s view, one segment per run of
+ * mapped blocks (unmapped blocks are left out); true: cachealloc_layout's, a segment per cudaMalloc segment or
+ * expandable range, its unmapped blocks included. The first segment owns the block array. */
+static ca_snap_segment *snapshot_of(const cachealloc *ca, bool whole_ranges, size_t *count)
 {
     block_list l = all_blocks(ca);
     ca_snap_segment *segs = calloc(l.n ? l.n : 1, sizeof *segs);
@@ -1639,28 +1652,30 @@ ca_snap_segment *cachealloc_snapshot(const cachealloc *ca, size_t *count)
         free(l.v);
         return NULL;
     }
-    /* one segment per chain of mapped blocks: a cudaMalloc segment, or a mapped run of a range */
     ca_snap_segment *cur = NULL;
     const ca_block *prevb = NULL;
     for (size_t i = 0; i < l.n; i++) {
         const ca_block *b = l.v[i];
-        if (!b->mapped) {
+        if (!b->mapped && !whole_ranges) {
             cur = NULL;
             prevb = b;
             continue;
         }
-        if (!cur || b->prev == NULL || b->prev != prevb || !b->prev->mapped) {
+        bool starts = whole_ranges ? b->prev == NULL || b->prev != prevb
+                                   : b->prev == NULL || b->prev != prevb || !b->prev->mapped;
+        if (!cur || starts) {
             cur = &segs[ns++];
             cur->address = b->ptr;
             cur->is_small = b->pool->is_small;
             cur->is_expandable = b->es != NULL;
+            cur->page_size = b->es ? b->es->page : 0;
             cur->blocks = &blocks[nb];
         }
         ca_snap_block *sb = &blocks[nb++];
         sb->addr = b->ptr;
         sb->size = b->size;
         sb->requested_size = b->requested_size;
-        sb->state = b->allocated ? 1 : 0;
+        sb->state = b->allocated ? CA_SNAP_ALLOCATED : b->mapped ? CA_SNAP_INACTIVE : CA_SNAP_UNMAPPED;
         cur->nblocks++;
         cur->total_size += b->size;
         if (b->allocated) {
@@ -1671,12 +1686,40 @@ ca_snap_segment *cachealloc_snapshot(const cachealloc *ca, size_t *count)
         prevb = b;
     }
     free(l.v);
-    /* the first segment owns the block array */
     if (ns == 0) {
         free(blocks);
         segs[0].blocks = NULL;
     }
     *count = ns;
+    return segs;
+}
+
+ca_snap_segment *cachealloc_snapshot(const cachealloc *ca, size_t *count) { return snapshot_of(ca, false, count); }
+
+ca_snap_segment *cachealloc_layout(const cachealloc *ca, size_t *count) { return snapshot_of(ca, true, count); }
+
+void cachealloc_record_oom_layout(cachealloc *ca, bool enabled) { ca->keep_oom_layout = enabled; }
+
+ca_snap_segment *cachealloc_oom_layout(const cachealloc *ca, size_t *count)
+{
+    *count = 0;
+    if (!ca->oom_layout || ca->oom_nlayout == 0)
+        return NULL;
+    size_t nb = 0;
+    for (size_t i = 0; i < ca->oom_nlayout; i++)
+        nb += ca->oom_layout[i].nblocks;
+    ca_snap_segment *segs = malloc(ca->oom_nlayout * sizeof *segs);
+    ca_snap_block *blocks = malloc((nb ? nb : 1) * sizeof *blocks);
+    if (!segs || !blocks) {
+        free(segs);
+        free(blocks);
+        return NULL;
+    }
+    memcpy(segs, ca->oom_layout, ca->oom_nlayout * sizeof *segs);
+    memcpy(blocks, ca->oom_layout[0].blocks, nb * sizeof *blocks);
+    for (size_t i = 0, off = 0; i < ca->oom_nlayout; off += segs[i].nblocks, i++)
+        segs[i].blocks = &blocks[off];
+    *count = ca->oom_nlayout;
     return segs;
 }
 

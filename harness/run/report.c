@@ -236,6 +236,33 @@ static void push(cJSON *a, cJSON *item, bool *ok)
 
 static void samples_json(cJSON *o, const scn_sample *samples, size_t n, bool *ok);
 
+/* "segments": the allocator's layout at the OOM (cachealloc_oom_layout), as memory_viz draws it. */
+static void layout_json(cJSON *o, const ca_snap_segment *segs, size_t n, bool *ok)
+{
+    static const char *const state[] = {[CA_SNAP_INACTIVE] = "free", [CA_SNAP_ALLOCATED] = "allocated",
+                                        [CA_SNAP_UNMAPPED] = "unmapped"};
+    cJSON *a = add(o, "segments", cJSON_CreateArray(), ok);
+    for (size_t i = 0; a && i < n; i++) {
+        cJSON *e = cJSON_CreateObject(), *bl = NULL;
+        if (e) {
+            add_int(e, "address", (int64_t)segs[i].address, ok);
+            add_int(e, "size", (int64_t)segs[i].total_size, ok);
+            add_str(e, "pool", segs[i].is_small ? "small" : "large", ok);
+            add_bool(e, "expandable", segs[i].is_expandable, ok);
+            if (segs[i].is_expandable)
+                add_int(e, "page", (int64_t)segs[i].page_size, ok);
+            bl = add(e, "blocks", cJSON_CreateArray(), ok);
+        }
+        for (size_t k = 0; bl && k < segs[i].nblocks; k++) {
+            cJSON *b = cJSON_CreateArray();
+            push(b, cJSON_CreateNumber((double)segs[i].blocks[k].size), ok);
+            push(b, cJSON_CreateString(state[segs[i].blocks[k].state]), ok);
+            push(bl, b, ok);
+        }
+        push(a, e, ok);
+    }
+}
+
 static cJSON *variant_json(const variant_result *v, bool *ok)
 {
     cJSON *o = cJSON_CreateObject();
@@ -283,6 +310,22 @@ static cJSON *variant_json(const variant_result *v, bool *ok)
             add_int(d, "device", v->oom.device, ok);
             add_str(d, "kind", v->oom.pinned ? "pinned host" : "device", ok);
             add_str(d, "message", v->oom.message, ok);
+            layout_json(d, v->oom_layout, v->oom_nlayout, ok);
+        }
+        cJSON *marks = add(o, "ooms_caught", cJSON_CreateArray(), ok);
+        for (size_t i = 0; i < v->noom_marks; i++) {
+            const scn_oom_mark *m = &v->oom_marks[i];
+            cJSON *e = cJSON_CreateObject();
+            if (e) {
+                add_int(e, "step", m->step, ok);
+                add_str(e, "what", m->what, ok);
+                add_int(e, "requested", (int64_t)m->requested, ok);
+                add_int(e, "alloc_size", (int64_t)m->alloc_size, ok);
+                add_int(e, "allocated", (int64_t)m->allocated, ok);
+                add_int(e, "reserved", (int64_t)m->reserved, ok);
+                add_int(e, "device", m->device, ok);
+            }
+            push(marks, e, ok);
         }
     } else {
         add(o, "oom", cJSON_CreateNull(), ok);

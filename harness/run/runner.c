@@ -206,8 +206,22 @@ bool scn_caught(scn *s, const char *what)
     if (rt_status(r) != OOM_ENOMEM_DEVICE)
         return false;
     variant_result *res = s->res;
+    const ca_oom_info *lo = cachealloc_last_oom(r->ca);
+    res->oom_marks = xrealloc(res->oom_marks, (res->noom_marks + 1) * sizeof *res->oom_marks);
+    scn_oom_mark *m = &res->oom_marks[res->noom_marks++];
+    memset(m, 0, sizeof *m);
+    m->step = (int)res->nsamples;
+    snprintf(m->what, sizeof m->what, "%s", what);
+    m->device = dev;
+    if (lo) {
+        m->requested = lo->requested;
+        m->alloc_size = lo->alloc_size;
+        m->allocated = lo->allocated;
+        m->reserved = lo->reserved;
+    }
     if (res->ooms++ == 0) {
-        const ca_oom_info *o = cachealloc_last_oom(r->ca);
+        const ca_oom_info *o = lo;
+        res->oom_layout = cachealloc_oom_layout(r->ca, &res->oom_nlayout);
         scn_oom *d = &res->oom;
         d->step = (int)res->nsamples;
         snprintf(d->what, sizeof d->what, "%s", what);
@@ -279,6 +293,7 @@ rt *scn_rt_device(scn *s, int k)
             rt_fail(s->r, OOM_ENODEV, "cannot open device %d: %s", j, oom_error_msg());
             return NULL;
         }
+        cachealloc_record_oom_layout(r->ca, true); /* the layout at an OOM goes into the results (plot.h) */
         scn_device_result *d = &res->devices[j - 1];
         memset(d, 0, sizeof *d);
         d->index = j;
@@ -431,6 +446,7 @@ static void run_variant(const scenario *sc, const run_options *o, run_result *ru
                  oom_error_msg());
         return;
     }
+    cachealloc_record_oom_layout(r->ca, true); /* the layout at an OOM goes into the results (plot.h) */
     if (!run->backend[0]) { /* where the variants ran, as the first runtime found it */
         snprintf(run->backend, sizeof run->backend, "%s", r->dev->ops->name);
         snprintf(run->device, sizeof run->device, "%s", r->dev->name);
@@ -546,6 +562,8 @@ void run_result_free(run_result *r)
         free(r->variants[i].expect);
         free(r->variants[i].metrics);
         free(r->variants[i].notes);
+        free(r->variants[i].oom_marks);
+        cachealloc_snapshot_free(r->variants[i].oom_layout, r->variants[i].oom_nlayout);
         for (size_t k = 0; k < r->variants[i].ndevices; k++)
             free(r->variants[i].devices[k].samples);
         free(r->variants[i].devices);

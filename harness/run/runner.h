@@ -73,6 +73,14 @@ typedef struct scn_expectation {
     char text[320];
 } scn_expectation;
 
+/* An OOM caught (scn_caught), as the plot marks it: where, what was asked, and the allocator then. */
+typedef struct scn_oom_mark {
+    int step; /* samples taken before it */
+    char what[96];
+    size_t requested, alloc_size, allocated, reserved;
+    int device;
+} scn_oom_mark;
+
 typedef enum variant_outcome { OUTCOME_OK, OUTCOME_OOM, OUTCOME_ERROR } variant_outcome;
 const char *variant_outcome_str(variant_outcome o); /* "ok", "oom", "error" */
 
@@ -83,6 +91,12 @@ typedef struct variant_result {
     char error[RT_MESSAGE_MAX]; /* OUTCOME_ERROR: what went wrong */
     scn_oom oom;                /* OUTCOME_OOM: the first OOM */
     int ooms;                   /* OOMs caught */
+    scn_oom_mark *oom_marks;    /* each OOM caught, in order (noom_marks == ooms; the first is also `oom`) */
+    size_t noom_marks;
+    /* the allocator's layout at the first OOM, on the device it happened on (cachealloc_oom_layout); NULL with
+     * oom_nlayout 0 when there was no OOM */
+    ca_snap_segment *oom_layout;
+    size_t oom_nlayout;
     memstats stats;             /* at the end of the variant */
     scn_sample *samples;
     size_t nsamples;
