@@ -8,11 +8,13 @@
 #   make test            install missing Debian packages, build and run the Criterion suite (sim)
 #   make test BACKEND=cuda   the same suite on a real GPU (one job at a time)
 #   make bench           build with OOM_DEBUG=0 and run the benchmarks
+#   make baseline [BACKEND=cuda]   regenerate results/baselines/BACKEND/ (sim: the committed ones), showing what changes
+#   make nightly [BACKEND=...]     run the catalog, compare with the baseline, append to results/history.csv
 #   make debug / asan    checked build (validator after every op) / address+undefined sanitizers
 #   make deps            apt-get the packages that are missing
 #   make clean
 
-PACKAGES := libcjson-dev libcriterion-dev gnuplot-nox
+PACKAGES := libcjson-dev libcriterion-dev gnuplot-nox libxml2-utils
 
 CC      ?= cc
 NVCC    ?= $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
@@ -47,7 +49,7 @@ ifneq ($(NVCC),)
               -Xcompiler -Wall,-Wextra,-Werror
 endif
 
-.PHONY: all run test bench debug asan deps clean gpu-bundle
+.PHONY: all run test bench debug asan deps clean gpu-bundle baseline nightly
 
 all: $(BUILD)/oomlab
 
@@ -146,3 +148,13 @@ gpu-bundle: deps
 	ldd $(BUILD)/oomlab_tests $(BUILD)/oomlab | awk '/=> \// {print $$3}' | sort -u | \
 	  grep -v -E '/(libc|libm|libcuda|libresolv|libpthread|libdl|librt|ld-linux[^/]*)\.so' | \
 	  xargs -r cp -L -t .gpubundle/lib
+
+# Nightly regression tracking (README.md, "Nightly tracking"). make baseline regenerates the baselines of BACKEND
+# (default sim: the committed ones, at ci scale) and shows what changes before it writes; make nightly runs the
+# catalog (cuda when a GPU is visible, unless BACKEND says otherwise), compares it with the baseline, appends it to
+# results/history.csv, prints the steps in the history and exports it for CI dashboards (scripts/nightly.sh).
+baseline: deps $(BUILD)/oomlab
+	@bash scripts/baseline.sh $(BUILD)/oomlab $(BACKEND)
+
+nightly: deps $(BUILD)/oomlab
+	@bash scripts/nightly.sh $(BUILD)/oomlab $(RUN_BACKEND)
