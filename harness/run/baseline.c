@@ -21,6 +21,7 @@ cJSON *baseline_of(const cJSON *run)
         if (!sim)
             continue;
         cJSON_DeleteItemFromObjectCaseSensitive(v, "seconds");
+        cJSON_DeleteItemFromObjectCaseSensitive(v, "cpu_seconds");
         cJSON *mets = cJSON_GetObjectItemCaseSensitive(v, "metrics");
         for (cJSON *m = mets ? mets->child : NULL; m;) {
             cJSON *next = m->next;

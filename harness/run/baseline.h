@@ -3,7 +3,7 @@
  *
  * A baseline is a run's results JSON (schema oomlab.run/1) less what changes from one run to the next and is never
  * compared byte for byte, so that regenerating it from an unchanged tree changes no byte: "started" and each
- * variant's "notes" go, and on sim the times too (each variant's "seconds" and the metrics in s: sim times are
+ * variant's "notes" go, and on sim the times too (each variant's "seconds" and "cpu_seconds" and the metrics in s: sim times are
  * the CPU references' and never fail a comparison). The document says so in its "baseline" field. Baselines
  * change only through `oomlab baseline` (make baseline), which prints what changed first and writes each file
  * atomically, and refuses a run in which an expectation fails.

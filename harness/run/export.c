@@ -309,6 +309,10 @@ cJSON *gbench_add(cJSON *benchmarks, const char *name, double real_time, double 
     cJSON_AddNumberToObject(b, "repetition_index", 0);
     cJSON_AddNumberToObject(b, "threads", 1);
     cJSON_AddNumberToObject(b, "iterations", 1);
+    if (real_time < 0) { /* the figure failed (a negative time is the benchmarks' mark for it) */
+        cJSON_AddBoolToObject(b, "error_occurred", true);
+        cJSON_AddStringToObject(b, "error_message", "the measurement failed");
+    }
     cJSON_AddNumberToObject(b, "real_time", real_time);
     if (cpu_time >= 0)
         cJSON_AddNumberToObject(b, "cpu_time", cpu_time);
@@ -348,7 +352,9 @@ cJSON *export_gbench(const runset *s, size_t *untimed)
             }
             char name[160];
             snprintf(name, sizeof name, "%s/%s", s->docs[k].scenario, runset_str(v, "name", ""));
-            cJSON *b = gbench_add(arr, name, sec->valuedouble * 1e3, -1, "ms");
+            const cJSON *cpu = runset_get(v, "cpu_seconds"); /* absent in results written before it was recorded */
+            cJSON *b = gbench_add(arr, name, sec->valuedouble * 1e3, cJSON_IsNumber(cpu) ? cpu->valuedouble * 1e3 : -1,
+                                  "ms");
             if (!b)
                 continue;
             cJSON_AddNumberToObject(b, "peak_allocated_bytes", runset_num(v, "peak_allocated", 0));

@@ -8,8 +8,8 @@
  *     for a variant that stopped on an error; time: the variant's seconds shared by its testcases; <system-out>:
  *     the variants' notes (why a failure was not reproduced).
  *   Google Benchmark JSON (gbench_*): {"context": {...}, "benchmarks": [...]}, one benchmark per variant,
- *     "SCENARIO/VARIANT", real_time its wall time in ms, its peak bytes and single-valued time metrics as user
- *     counters. The runner measures no CPU time, so cpu_time is absent and "label" says so.
+ *     "SCENARIO/VARIANT", real_time its wall time ("seconds") and cpu_time the process's CPU time ("cpu_seconds"),
+ *     both in ms, its peak bytes and single-valued time metrics (s) as user counters.
  *   github-action-benchmark's customSmallerIsBetter: a JSON array of {"name", "unit", "value", "extra"}: each
  *     variant's peak allocated, peak reserved and total allocated bytes, and for an OOM the reserved but
  *     unallocated bytes at it.
@@ -33,8 +33,8 @@ char *export_junit(const runset *s);
  * json_schema_version, and oomlab's own oomlab_backend, oomlab_device, oomlab_debug_level. NULL when out of host
  * memory. */
 cJSON *gbench_context(const char *executable, const char *backend, const char *device, int debug_level);
-/* One benchmark of run_type "iteration": real_time in time_unit ("ns", "us", "ms", "s"); cpu_time < 0: not
- * measured, left out and said in "label". Added to the array benchmarks; returns it for counters (or NULL). */
+/* One benchmark of run_type "iteration": real_time in time_unit ("ns", "us", "ms", "s"; < 0: the measurement
+ * failed, "error_occurred" says so); cpu_time < 0: not measured, left out and said in "label". Added to the array benchmarks; returns it for counters (or NULL). */
 cJSON *gbench_add(cJSON *benchmarks, const char *name, double real_time, double cpu_time, const char *time_unit);
 /* The Google Benchmark document of a run set; *untimed: variants with no time (a baseline), left out. */
 cJSON *export_gbench(const runset *s, size_t *untimed);
