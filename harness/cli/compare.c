@@ -96,10 +96,10 @@ int cli_baseline(int argc, char **argv)
         return cli_bad_input("baseline: %s", err);
     for (size_t i = 0; i < cur.n; i++)
         if (!cJSON_IsTrue(runset_get(cur.docs[i].json, "passed"))) {
+            cli_bad_input("baseline: %s: a variant of %s does not show what it must: a failing run is no baseline",
+                          cur.docs[i].path, cur.docs[i].scenario);
             runset_free(&cur);
-            return cli_bad_input("baseline: %s: a variant of %s does not show what it must: a failing run is no "
-                                 "baseline",
-                                 cur.docs[i].path, cur.docs[i].scenario);
+            return 2;
         }
     /* what changes, shown before anything is written */
     struct stat st;

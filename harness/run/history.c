@@ -277,9 +277,8 @@ static double penalty(const double *y, size_t n, double *scratch)
     double *d = scratch + n;
     for (size_t i = 0; i + 1 < n; i++)
         d[i] = y[i + 1] - y[i];
-    double md = median_of(d, n - 1, scratch);
-    for (size_t i = 0; i + 1 < n; i++)
-        d[i] = fabs(d[i] - md);
+    for (size_t i = 0; i + 1 < n; i++) /* not centred: a drift is not noise */
+        d[i] = fabs(d[i]);
     double mad = median_of(d, n - 1, scratch);
     double sigma = 1.4826 * mad / sqrt(2.0);
     double g = 3.0 * sigma * log((double)n);

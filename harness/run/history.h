@@ -13,8 +13,8 @@
  * sum |y - level| + gamma per segment (the L1 Potts model, solved exactly by dynamic programming), with every
  * segment at least min_runs long, so a change is reported once, at the run where it started, with its size (the
  * difference of the medians of the segments either side), and a one-off blip is not a segment of its own.
- * gamma is 3 * sigma * ln(n) with sigma the series' noise, estimated robustly from the median absolute deviation
- * of its successive differences (0 for exact byte counters, whose every persistent change is then a step), and
+ * gamma is 3 * sigma * ln(n) with sigma the series' noise, estimated robustly from the median absolute value of its
+ * successive differences (1.4826 median |y[i+1] - y[i]| / sqrt 2) (0 for exact byte counters, whose every persistent change is then a step), and
  * at least 1e-9 of the series' scale.
  */
 #ifndef OOMLAB_HISTORY_H
