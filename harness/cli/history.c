@@ -62,15 +62,14 @@ int cli_history(int argc, char **argv)
     history h;
     if (history_read(file, &h, err, sizeof err) != OOM_OK)
         return cli_bad_input("history: %s", err);
-    size_t runs = 0;
-    for (size_t i = 0; i < h.n; i++) /* runs: distinct utc_date, commit, backend */
-        runs += i == 0 || strcmp(h.rows[i].col[0], h.rows[i - 1].col[0]) != 0 ||
-                strcmp(h.rows[i].col[1], h.rows[i - 1].col[1]) != 0;
+    size_t commits = 0; /* where the commit changes from one row to the next: the nightlies, roughly */
+    for (size_t i = 0; i < h.n; i++)
+        commits += i == 0 || strcmp(h.rows[i].col[1], h.rows[i - 1].col[1]) != 0;
     if (append)
         printf("history: %zu rows of %s appended to %s\n", added, append, file);
-    printf("history: %s: %zu rows from about %zu runs; steps: a change held for at least %ld runs, at the run where "
-           "it started%s",
-           file, h.n, runs, min_runs, threshold > 0 ? "" : "\n");
+    printf("history: %s: %zu rows, %zu commit%s in turn; steps: a change held for at least %ld runs, at the run "
+           "where it started%s",
+           file, h.n, commits, commits == 1 ? "" : "s", min_runs, threshold > 0 ? "" : "\n");
     if (threshold > 0)
         printf(", larger than %g%%\n", threshold * 100);
     size_t steps = history_print_steps(&h, (size_t)min_runs, threshold, stdout);

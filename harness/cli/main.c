@@ -1,12 +1,13 @@
-/* main.c - the oomlab command line: list, describe, run, plot, parity, replay, bench alloc|gemm|step, version,
+/* main.c - the oomlab command line: list, describe, run, plot, parity, replay, bench alloc|gemm|step, compare,
+ * baseline, history, export (cli/tracking.h), version,
  * help. The commands, their options and their help are the table `commands` below: `oomlab help`, `oomlab help
  * COMMAND` and `oomlab COMMAND --help` print from it, and main() reads it to accept --flag=value wherever a
  * --flag takes a value. A new option goes into that table and into its command's parser.
  *
  * Exit status: 0 success (run: every variant shows what it must; replay: the model agrees with PyTorch's
  * segment actions on every device, or a what-if replay), 1 a result that fails (run: an expectation does not
- * hold; replay under the recording's settings: some device diverges), 2 bad input (one error line on stderr,
- * nothing written).
+ * hold; replay under the recording's settings: some device diverges; compare: a regression), 2 bad input (one
+ * error line on stderr, nothing written).
  */
 #include <cJSON.h>
 #include <ctype.h>
@@ -326,7 +327,7 @@ static void print_overview(FILE *f)
         print_lines(f, c->summary, 6);
     }
     fprintf(f, "exit status: 0 success, 1 a result that fails (run: an expectation does not hold; replay: the model\n"
-               "diverges from PyTorch), 2 bad input (one error line on stderr, nothing written)\n");
+               "diverges from PyTorch; compare: a regression), 2 bad input (one error line on stderr, nothing written)\n");
 }
 
 static int bad_input(const char *fmt, const char *arg)
