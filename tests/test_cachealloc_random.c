@@ -106,7 +106,15 @@ static bool r_free_in(const ref *r, int i, int pool)
     return x->used && !x->alloc && x->mapped && x->pool == pool;
 }
 
-static bool r_less(const rblock *x, const rblock *y) { return x->size < y->size || (x->size == y->size && x->ptr < y->ptr); }
+/* The device under test: ties break by its ordering key (device_order_key: the address on sim, sim's model of the
+ * driver's placement on cuda), as the allocator's do. */
+static const device *ref_dev;
+static uint64_t K(uint64_t p) { return device_order_key(ref_dev, p); }
+
+static bool r_less(const rblock *x, const rblock *y)
+{
+    return x->size < y->size || (x->size == y->size && K(x->ptr) < K(y->ptr));
+}
 
 static size_t r_round(const ref *r, size_t n)
 {
@@ -305,12 +313,12 @@ static int r_alloc_expandable(ref *r, int pool, uint64_t size, devptr p)
         int c = -1;
         for (int i = 0; i < r->nb; i++) {
             const rblock *x = &r->b[i];
-            if (x->used && !x->mapped && x->pool == pool && x->ptr >= after && (c < 0 || x->ptr < r->b[c].ptr))
+            if (x->used && !x->mapped && x->pool == pool && K(x->ptr) >= after && (c < 0 || K(x->ptr) < K(r->b[c].ptr)))
                 c = i;
         }
         if (c < 0)
             break;
-        after = r->b[c].ptr + 1;
+        after = K(r->b[c].ptr) + 1;
         int start = c;
         int pv = r->b[c].prev;
         if (pv >= 0 && !r->b[pv].alloc)
@@ -584,6 +592,7 @@ typedef struct blk {
 static void random_run(const char *conf, uint64_t seed, size_t slack, bool model)
 {
     device *dev = test_device_open(GiB); /* sim: 1 GiB; the budget binds first on both backends */
+    ref_dev = dev;
     cr_assert_not_null(dev);
     cachealloc_options o = {.budget_bytes = BUDGET};
     alloc_conf_default(&o.conf);

@@ -1310,10 +1310,10 @@ Test(cli, oversize_batch_set_exploration, .timeout = 300)
         cr_assert_eq(r.rc, 0, "%s: exit %d\n%s%s", sets[i], r.rc, r.out, r.err);
         run_free(&r);
     }
-    run_result r = run(NULL, "run oversize_batch --variant bug --set batch=512 --no-write");
+    run_result r = run(NULL, "run oversize_batch --backend sim --variant bug --set batch=512 --no-write");
     cr_assert_not_null(strstr(r.out, "not reproduced at these parameters: batch 512 fits in 9.00 MiB"), "%s", r.out);
     run_free(&r);
-    r = run(NULL, "run oversize_batch --variant fix-checkpointing --set segments=10 --set depth=4 --no-write");
+    r = run(NULL, "run oversize_batch --backend sim --variant fix-checkpointing --set segments=10 --set depth=4 --no-write");
     cr_assert_not_null(strstr(r.out, "cannot cut 9 modules into 10 segments"), "%s", r.out);
     run_free(&r);
     expect_bad_input(NULL, "run oversize_batch --set batch=8", "batch");
@@ -1367,7 +1367,7 @@ Test(cli, sweep_series_and_searches)
 /* CI scale, computing: each probe is a fresh runtime that trains. */
 Test(cli, sweep_computing_json)
 {
-    run_result r = run(NULL, "run oversize_batch --variant bug --sweep batch=512..1024 --json --no-write");
+    run_result r = run(NULL, "run oversize_batch --backend sim --variant bug --sweep batch=512..1024 --json --no-write");
     cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
     cr_assert_str_empty(r.err, "--no-write named a file: %s", r.err);
     cJSON *o = cJSON_Parse(r.out);

@@ -22,7 +22,8 @@
  *       unmapped block is not;
  *   I5  total_allocated_memory == reserved_bytes.all.current == sum of segment sizes + mapped page bytes;
  *   I6  every stat equals its recount (allocation, allocated/active/requested bytes, segment, reserved,
- *       inactive_split), per pool and in aggregate, and memstats_check holds.
+ *       inactive_split), per pool and in aggregate, and memstats_check holds;
+ *   I7  every block's ordering key is its segment's key plus its offset: b->key - b->ptr == first->key - base.
  */
 #include "alloc/cachealloc.h"
 
@@ -47,6 +48,11 @@ typedef struct expseg expseg;
 
 typedef struct ca_block {
     devptr ptr;
+    /* The address that orders blocks of one size (BlockComparatorSize's ptr): ptr on sim; on cuda the address
+     * sim's driver model gave the segment, plus the block's offset in it (device_order_key), so that ties break
+     * as they do in PyTorch's process and not as the driver happens to place segments in oomlab's.
+     * Invariant: key - ptr is the same for every block of a segment. */
+    devptr key;
     size_t size;
     size_t requested_size;       /* raw bytes asked for; kept (stale) after free, as PyTorch does */
     struct ca_block *prev, *next; /* neighbours in the segment, address order */
@@ -204,6 +210,7 @@ static ca_block *block_new(cachealloc *ca, devptr ptr, size_t size, ca_pool *poo
     ca->spare = b->hnext;
     memset(b, 0, sizeof *b);
     b->ptr = ptr;
+    b->key = device_order_key(ca->dev, ptr);
     b->size = size;
     b->pool = pool;
     b->mapped = true;
@@ -218,7 +225,8 @@ static void block_delete(cachealloc *ca, ca_block *b)
 }
 
 /* --------------------------------------------------------------------------------------------------------
- * Treaps. `blocks` compares (size, ptr) (BlockComparatorSize); `unmapped` compares ptr (BlockComparatorAddress).
+ * Treaps. `blocks` compares (size, key) (BlockComparatorSize); `unmapped` compares key (BlockComparatorAddress);
+ * key is the block's ordering address (ca_block.key).
  * ------------------------------------------------------------------------------------------------------ */
 
 static inline bool key_less(size_t s1, devptr p1, size_t s2, devptr p2)
@@ -235,7 +243,7 @@ static inline bool key_less(size_t s1, devptr p1, size_t s2, devptr p2)
 static void treap_split(ca_block *t, size_t s, devptr p, bool by_addr, ca_block **l, ca_block **r)
 {
     while (t) {
-        if (key_less(KSIZE(t, by_addr), t->ptr, s, p)) {
+        if (key_less(KSIZE(t, by_addr), t->key, s, p)) {
             *l = t;
             l = &t->right;
             t = t->right;
@@ -271,9 +279,9 @@ static void treap_insert(ca_block **root, ca_block *n, bool by_addr)
 {
     ca_block **link = root;
     while (*link && (*link)->prio >= n->prio)
-        link = key_less(KSIZE(n, by_addr), n->ptr, KSIZE(*link, by_addr), (*link)->ptr) ? &(*link)->left
+        link = key_less(KSIZE(n, by_addr), n->key, KSIZE(*link, by_addr), (*link)->key) ? &(*link)->left
                                                                                        : &(*link)->right;
-    treap_split(*link, KSIZE(n, by_addr), n->ptr, by_addr, &n->left, &n->right);
+    treap_split(*link, KSIZE(n, by_addr), n->key, by_addr, &n->left, &n->right);
     *link = n;
 }
 
@@ -282,7 +290,7 @@ static ca_block **treap_link_of(ca_block **root, const ca_block *n, bool by_addr
 {
     ca_block **link = root;
     while (*link != n)
-        link = key_less(KSIZE(n, by_addr), n->ptr, KSIZE(*link, by_addr), (*link)->ptr) ? &(*link)->left
+        link = key_less(KSIZE(n, by_addr), n->key, KSIZE(*link, by_addr), (*link)->key) ? &(*link)->left
                                                                                        : &(*link)->right;
     return link;
 }
@@ -298,7 +306,7 @@ static ca_block *treap_lower_bound(ca_block *t, size_t s, devptr p, bool by_addr
 {
     ca_block *best = NULL;
     while (t) {
-        if (key_less(KSIZE(t, by_addr), t->ptr, s, p)) {
+        if (key_less(KSIZE(t, by_addr), t->key, s, p)) {
             t = t->right;
         } else {
             best = t;
@@ -314,7 +322,7 @@ static ca_block *treap_next(ca_block *t, const ca_block *n, bool by_addr)
     ca_block *best = NULL;
     size_t s = KSIZE(n, by_addr);
     while (t) {
-        if (key_less(s, n->ptr, KSIZE(t, by_addr), t->ptr)) {
+        if (key_less(s, n->key, KSIZE(t, by_addr), t->key)) {
             best = t;
             t = t->left;
         } else {
@@ -329,7 +337,7 @@ static ca_block *treap_prev(ca_block *t, const ca_block *n, bool by_addr)
 {
     ca_block *best = NULL;
     while (t) {
-        if (!n || key_less(KSIZE(t, by_addr), t->ptr, KSIZE(n, by_addr), n->ptr)) {
+        if (!n || key_less(KSIZE(t, by_addr), t->key, KSIZE(n, by_addr), n->key)) {
             best = t;
             t = t->right;
         } else {
@@ -573,7 +581,7 @@ static ca_block *find_free_block(const cachealloc *ca, const ca_pool *pool, size
 {
     ca_block *const *l = &pool->blocks, *const *best = NULL;
     while (*l) { /* lower bound of (size, 0), remembering the link to it */
-        if (key_less((*l)->size, (*l)->ptr, size, 0)) {
+        if (key_less((*l)->size, (*l)->key, size, 0)) {
             l = &(*l)->right;
         } else {
             best = l;
@@ -643,6 +651,7 @@ static size_t try_merge_blocks(cachealloc *ca, ca_block *dst, ca_block *src, ca_
         return 0;
     if (dst->prev == src) { /* [src dst] */
         dst->ptr = src->ptr;
+        dst->key = src->key;
         dst->prev = src->prev;
         if (dst->prev)
             dst->prev->next = dst;
@@ -896,6 +905,7 @@ static void unmap_block(cachealloc *ca, ca_block *block)
         block->next = after_free;
         pool_insert(pool, after_free);
     }
+    block->key += uptr - block->ptr;
     block->ptr = uptr;
     block->size = usize;
     block->mapped = false;
@@ -1054,6 +1064,7 @@ static ca_block *alloc_found_block(cachealloc *ca, alloc_params *p, size_t orig_
         block->next = remaining;
         remaining->prev = block;
         remaining->ptr += p->size;
+        remaining->key += p->size;
         remaining->size -= p->size;
         pool_insert(pool, remaining);
         if (already_split && !block->es) {
@@ -1468,7 +1479,7 @@ static bool tree_contains(const ca_block *t, const ca_block *n, bool by_addr)
     while (t) {
         if (t == n)
             return true;
-        t = key_less(KSIZE(n, by_addr), n->ptr, KSIZE(t, by_addr), t->ptr) ? t->left : t->right;
+        t = key_less(KSIZE(n, by_addr), n->key, KSIZE(t, by_addr), t->key) ? t->left : t->right;
     }
     return false;
 }
@@ -1528,6 +1539,8 @@ oom_status cachealloc_check(const cachealloc *ca)
                   (unsigned long long)base, (unsigned long long)b->ptr);
             CHECK(b->pool == pool && b->es == first->es, "block 0x%llx: wrong pool or range",
                   (unsigned long long)b->ptr);
+            CHECK(b->key - b->ptr == first->key - first->ptr, "block 0x%llx: ordering key off its segment's",
+                  (unsigned long long)b->ptr); /* I7 */
             CHECK(b->size > 0, "block 0x%llx: empty", (unsigned long long)b->ptr);
             sum += b->size;
             if (b->allocated) {

@@ -83,6 +83,10 @@ static const cli_command commands[] = {
           false},
          {"--dry-run", NULL, "the same accounting at full scale on sim, with no memory behind it and no compute",
           false},
+         {"--real-addresses", NULL,
+          "cuda: break ties between equal free blocks by the driver's own addresses in this process,\n"
+          "not by where sim's model of the driver (PyTorch's process) puts segments (the default)",
+          false},
          {"--json", NULL,
           "print the results JSON (schema oomlab.run/1; an array for the catalog) instead of the\n"
           "table; the file is still written, its path on stderr",
@@ -886,6 +890,8 @@ static int cmd_run(int argc, char **argv)
             write = false;
         } else if (strcmp(a, "--dry-run") == 0) {
             o.dry_run = true;
+        } else if (strcmp(a, "--real-addresses") == 0) {
+            o.real_addresses = true;
         } else if (strcmp(a, "--plot") == 0) {
             plot = true;
         } else if (strcmp(a, "--json") == 0) {

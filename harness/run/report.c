@@ -93,6 +93,9 @@ void report_header(const run_result *r, FILE *out)
                 r->device_total);
     else
         fprintf(out, "cap: none (the budget is the device's %zu bytes)\n", r->device_total);
+    if (r->model_order)
+        fprintf(out, "block order: equal free blocks ranked by where sim's model of the driver puts their segments "
+                     "in PyTorch's process, not by this process's addresses (--real-addresses)\n");
     if (strcmp(r->conf_source, "default") == 0)
         fprintf(out, "settings: PyTorch's defaults (no --alloc-conf, OOMLAB_ALLOC_CONF, PYTORCH_CUDA_ALLOC_CONF, "
                      "PYTORCH_HIP_ALLOC_CONF or PYTORCH_ALLOC_CONF)\n");
@@ -359,6 +362,7 @@ cJSON *report_json(const run_result *r)
     add_str(o, "backend", r->backend, &ok);
     add_str(o, "device", r->device, &ok);
     add_bool(o, "dry_run", r->dry_run, &ok);
+    add_str(o, "block_order", r->model_order ? "model" : "address", &ok);
     add_str(o, "scale", run_scale_str(r->scale), &ok);
     add_int(o, "budget", (int64_t)r->budget, &ok);
     add(o, "cap", r->cap ? cJSON_CreateNumber((double)r->cap) : cJSON_CreateNull(), &ok);

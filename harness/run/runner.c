@@ -268,7 +268,7 @@ rt *scn_rt_device(scn *s, int k)
         int j = (int)res->ndevices + 1;
         /* the same backend as device 0 (cuda: the same GPU, ordinal 0), budget, settings and seed */
         rt_options ro = {.backend = s->r->dev->kind, .dry_run = s->o->dry_run, .budget_bytes = s->run->budget,
-                         .conf = &s->conf, .seed = s->o->seed};
+                         .conf = &s->conf, .seed = s->o->seed, .real_addresses = s->o->real_addresses};
         rt *r = NULL;
         if (rt_open(&ro, &r) != OOM_OK) {
             rt_fail(s->r, OOM_ENODEV, "cannot open device %d: %s", j, oom_error_msg());
@@ -417,7 +417,7 @@ static void run_variant(const scenario *sc, const run_options *o, run_result *ru
     variant_conf(o, v, &c, cerr, sizeof cerr); /* validated already */
     alloc_conf_format(&c, res->alloc_conf, sizeof res->alloc_conf);
     rt_options ro = {.backend = o->backend, .dry_run = o->dry_run, .budget_bytes = run->budget, .conf = &c,
-                     .seed = o->seed};
+                     .seed = o->seed, .real_addresses = o->real_addresses};
     rt *r = NULL;
     oom_status st = rt_open(&ro, &r);
     if (st != OOM_OK) {
@@ -431,6 +431,7 @@ static void run_variant(const scenario *sc, const run_options *o, run_result *ru
         snprintf(run->device, sizeof run->device, "%s", r->dev->name);
         run->device_total = r->dev->total_bytes;
         run->cap = cachealloc_budget(r->ca);
+        run->model_order = r->dev->kind == DEVICE_CUDA && device_orders_by_model(r->dev);
     }
     scn s = {.r = r, .sc = sc, .run = run, .params = run->params, .res = res, .o = o, .conf = c};
     double t0 = now_s(), c0 = cpu_now_s();

@@ -48,6 +48,7 @@ typedef struct run_options {
     run_set sets[RUN_MAX_SETS];
     int nsets;
     uint64_t seed;
+    bool real_addresses;    /* cuda: order blocks by the driver's addresses (rt_options.real_addresses) */
 } run_options;
 
 /* The allocator's counters at a step (memory_stats() names in the results JSON). */
@@ -123,6 +124,7 @@ typedef struct run_result {
     char conf_user[ALLOC_CONF_TEXT_MAX]; /* the user's settings text as given */
     run_scale scale;     /* resolved: SCALE_CI or SCALE_FULL */
     bool dry_run;
+    bool model_order;    /* cuda: blocks ordered by sim's model of the driver's addresses (device_order_key) */
     int64_t params[RUN_MAX_PARAMS]; /* the scenario's parameters, in its order */
     char started[32];   /* UTC, ISO 8601 */
     variant_result *variants;
