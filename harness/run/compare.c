@@ -410,7 +410,7 @@ static bool comparable(const runset_doc *b, const runset_doc *c, char *err, size
                  b->backend, b->path, c->backend, c->path);
         return false;
     }
-    static const char *const strs[] = {"scale", "alloc_conf_user"};
+    static const char *const strs[] = {"scale", "alloc_conf_user", "block_order"}; /* absent (older runs): "" */
     for (size_t i = 0; i < N(strs); i++) {
         const char *x = runset_str(bj, strs[i], ""), *y = runset_str(cj, strs[i], "");
         if (strcmp(x, y) != 0) {

@@ -1,7 +1,7 @@
 /* compare.h - `oomlab compare BASELINE CURRENT`: what moved between two runs, and whether it is a regression.
  *
  * Per scenario present in both, after checking that the runs are comparable (same backend, scale, dry run, budget,
- * cap, device total, user allocator settings and parameters; else bad input, one line), per variant:
+ * cap, device total, user allocator settings, block order and parameters; else bad input, one line), per variant:
  *   - unchanged, whatever the tolerances: the outcome (ok, oom, error), whether the failure was reproduced,
  *     whether there was an OOM and the step it happened at, the number of samples and their labels, the number of
  *     expectations and whether each holds;
