@@ -1,12 +1,13 @@
-/* main.c - the oomlab command line: list, describe, run, plot, parity, replay, bench alloc|gemm|step, version,
+/* main.c - the oomlab command line: list, describe, run, plot, parity, replay, bench alloc|gemm|step, compare,
+ * baseline, history, export (cli/tracking.h), version,
  * help. The commands, their options and their help are the table `commands` below: `oomlab help`, `oomlab help
  * COMMAND` and `oomlab COMMAND --help` print from it, and main() reads it to accept --flag=value wherever a
  * --flag takes a value. A new option goes into that table and into its command's parser.
  *
  * Exit status: 0 success (run: every variant shows what it must; replay: the model agrees with PyTorch's
  * segment actions on every device, or a what-if replay), 1 a result that fails (run: an expectation does not
- * hold; replay under the recording's settings: some device diverges), 2 bad input (one error line on stderr,
- * nothing written).
+ * hold; replay under the recording's settings: some device diverges; compare: a regression), 2 bad input (one
+ * error line on stderr, nothing written).
  */
 #include <cJSON.h>
 #include <ctype.h>
@@ -20,6 +21,8 @@
 #include "cli/bench.h"
 #include "device/device.h"
 #include "cli/parity.h"
+#include "cli/tracking.h"
+#include "run/history.h"
 #include "run/plot.h"
 #include "alloc/replay.h"
 #include "run/report.h"
@@ -191,6 +194,43 @@ static const cli_command commands[] = {
          {"--batch", "N", "the batch size (1 to 65536; default 64)", false},
          {"--json", NULL, "print the figures as JSON", false},
      }},
+    {"compare",
+     "BASELINE CURRENT",
+     "what moved between two runs (results files or run folders: oomlab run's, results/baselines/BACKEND):\n"
+     "a table of scenario, variant, metric, baseline, current, change; exit 1 on a regression. Byte counters\n"
+     "and counts must match exactly, outcomes, OOM steps and expectations must be unchanged",
+     {
+         {"--tolerance", "P%", "let byte counters and counts move by P% of the baseline (default: exact)", false},
+         {"--time-tolerance", "P%",
+          "compare times: slower by more than P% is a regression (default: times not compared;\n"
+          "on sim they never fail)",
+          false},
+     }},
+    {"baseline",
+     "CURRENT DIR",
+     "make CURRENT (a passing run: a results file or run folder) the baseline in DIR (results/baselines/BACKEND):\n"
+     "prints what changes (the compare table), then writes DIR/SCENARIO.json atomically, less what changes from\n"
+     "run to run (start time, notes, and on sim the times); make baseline runs it",
+     {{0}}},
+    {"history",
+     "FILE.csv",
+     "the nightly history (header " HISTORY_HEADER "):\n"
+     "print every step in it, a change that held for --min-runs runs, once, at the run where it started",
+     {
+         {"--append", "RUN", "first append the rows of RUN (a results file or run folder) to FILE.csv", false},
+         {"--commit", "C", "the commit RUN was built from (with --append)", false},
+         {"--min-runs", "N", "the shortest change reported as a step (default 2: a one-run blip is none)", false},
+         {"--threshold", "P%", "report only steps larger than P% of the level before (default: any)", false},
+     }},
+    {"export",
+     "RUN",
+     "write a run (a results file or run folder) in the formats CI dashboards read, no glue needed",
+     {
+         {"--junit", "FILE", "JUnit XML: one testcase per expectation of each variant (Jenkins/Ant schema)", false},
+         {"--gbench", "FILE", "Google Benchmark JSON: each variant's time, its peak bytes as counters", false},
+         {"--smaller-is-better", "FILE",
+          "github-action-benchmark's customSmallerIsBetter array: each variant's byte metrics", false},
+     }},
     {"version", "", "oomlab's version and whether the cuda backend is built in (also: oomlab --version)", {{0}}},
     {"help", "[COMMAND]", "the commands; with COMMAND, its usage and options (also: oomlab COMMAND --help)", {{0}}},
 };
@@ -319,7 +359,7 @@ static void print_overview(FILE *f)
         print_lines(f, c->summary, 6);
     }
     fprintf(f, "exit status: 0 success, 1 a result that fails (run: an expectation does not hold; replay: the model\n"
-               "diverges from PyTorch), 2 bad input (one error line on stderr, nothing written)\n");
+               "diverges from PyTorch; compare: a regression), 2 bad input (one error line on stderr, nothing written)\n");
 }
 
 static int bad_input(const char *fmt, const char *arg)
@@ -1202,6 +1242,14 @@ static int run_command(const char *cmd, int argc, char **argv)
         return cmd_replay(argc, argv);
     if (strcmp(cmd, "bench") == 0)
         return cmd_bench(argc, argv);
+    if (strcmp(cmd, "compare") == 0)
+        return cli_compare(argc, argv);
+    if (strcmp(cmd, "baseline") == 0)
+        return cli_baseline(argc, argv);
+    if (strcmp(cmd, "history") == 0)
+        return cli_history(argc, argv);
+    if (strcmp(cmd, "export") == 0)
+        return cli_export(argc, argv);
     if (strcmp(cmd, "version") == 0) {
         if (argc != 0)
             return bad_input("%s", "version takes no arguments");

@@ -86,6 +86,14 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* The process's CPU time (every thread), s: a variant's cpu_seconds. */
+static double cpu_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 double scn_clock(scn *s)
 {
     rt_sync(s->r); /* a kernel failure surfaces here and stays recorded in the rt */
@@ -455,9 +463,10 @@ static void run_variant(const scenario *sc, const run_options *o, run_result *ru
         run->model_order = r->dev->kind == DEVICE_CUDA && device_orders_by_model(r->dev);
     }
     scn s = {.r = r, .sc = sc, .run = run, .params = run->params, .res = res, .o = o, .conf = c};
-    double t0 = now_s();
+    double t0 = now_s(), c0 = cpu_now_s();
     st = sc->run(&s, v);
     res->seconds = now_s() - t0;
+    res->cpu_seconds = cpu_now_s() - c0;
     for (size_t k = 1; k <= res->ndevices && rt_ok(r); k++) /* a failure left on another device */
         if (!rt_ok(s.extra[k]))
             rt_fail(r, rt_status(s.extra[k]), "device %zu: %s", k, rt_message(s.extra[k]));

@@ -108,7 +108,8 @@ typedef struct variant_result {
     size_t nnotes;
     bool reproduced; /* false: scn_not_reproduced said why the failure does not happen at these parameters */
     bool passed;     /* no error and every expectation holds */
-    double seconds;
+    double seconds;     /* wall time of the variant's run */
+    double cpu_seconds; /* the process's CPU time meanwhile (all its threads: a DataLoader's workers too) */
     struct scn_device_result *devices; /* the variant's devices 1.. (scn_rt_device); device 0 is the above */
     size_t ndevices;
 } variant_result;
