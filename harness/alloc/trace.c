@@ -402,8 +402,9 @@ static bool note_metadata(trace_file *t, trace_device *d, size_t i, const char *
 {
     size_t len = (size_t)(b - a);
     const char *cur = d->nmarks ? t->strpool + d->marks[d->nmarks - 1].text : "";
-    if (strlen(cur) == len && memcmp(cur, a, len) == 0)
+    if (d->cur_len == len && memcmp(cur, a, len) == 0)
         return true;
+    d->cur_len = len;
     if (!grow((void **)&t->strpool, &t->strpool_cap, t->strpool_len + len + 1, 1) ||
         !grow((void **)&d->marks, &d->marks_cap, d->nmarks + 1, sizeof *d->marks))
         return false;
@@ -417,10 +418,35 @@ static bool note_metadata(trace_file *t, trace_device *d, size_t i, const char *
 /* Status of a structural problem found while scanning: the message is in err. */
 typedef enum scan_rc { SCAN_OK, SCAN_SYNTAX, SCAN_SHAPE, SCAN_NOMEM } scan_rc;
 
-static bool key_is(const char *a, const char *b, const char *name)
+/* The raw text [a, b) is the literal name (a constant-length compare the compiler inlines). */
+#define key_is(a, b, name) ((size_t)((b) - (a)) == sizeof(name) - 1 && memcmp((a), (name), sizeof(name) - 1) == 0)
+
+/* The action named by the raw text [a, b); false for an unknown name. */
+static bool action_of(const char *a, const char *b, ca_action *out)
 {
-    size_t n = strlen(name);
-    return (size_t)(b - a) == n && memcmp(a, name, n) == 0;
+    static const struct {
+        const char *name;
+        size_t len;
+    } names[] = {
+#define N(s) {s, sizeof(s) - 1}
+        [CA_ALLOC] = N("alloc"),
+        [CA_FREE_REQUESTED] = N("free_requested"),
+        [CA_FREE_COMPLETED] = N("free_completed"),
+        [CA_SEGMENT_ALLOC] = N("segment_alloc"),
+        [CA_SEGMENT_FREE] = N("segment_free"),
+        [CA_SEGMENT_MAP] = N("segment_map"),
+        [CA_SEGMENT_UNMAP] = N("segment_unmap"),
+        [CA_SNAPSHOT] = N("snapshot"),
+        [CA_OOM] = N("oom"),
+#undef N
+    };
+    size_t len = (size_t)(b - a);
+    for (int i = 0; i < CA_ACTION_COUNT; i++)
+        if (names[i].len == len && memcmp(a, names[i].name, len) == 0) {
+            *out = (ca_action)i;
+            return true;
+        }
+    return false;
 }
 
 /* At '{' of entry i of device devidx: one event. */
@@ -434,7 +460,7 @@ static scan_rc scan_event(scanner *s, trace_file *t, int devidx, size_t i, char 
         set_err(err, errcap, "cuda:%d event %zu: unknown or missing 'action'", devidx, i);
         return SCAN_SHAPE;
     }
-    char action[24] = "";
+    const char *act_a = NULL, *act_b = NULL;
     bool has_action = false, addr_ok = false, free_ok = false, size_ok = false;
     uint64_t addr = 0, dfree = 0, size = 0;
     s->p++;
@@ -460,11 +486,9 @@ static scan_rc scan_event(scanner *s, trace_file *t, int devidx, size_t i, char 
                 if (*s->p == '"') {
                     const char *a, *b;
                     scan_string(s, &a, &b);
-                    if (s->p && (size_t)(b - a) < sizeof action) {
-                        memcpy(action, a, (size_t)(b - a));
-                        action[b - a] = '\0';
-                        has_action = true;
-                    }
+                    act_a = a;
+                    act_b = b;
+                    has_action = s->p != NULL;
                 } else {
                     skip_value(s, 3);
                 }
@@ -498,14 +522,14 @@ static scan_rc scan_event(scanner *s, trace_file *t, int devidx, size_t i, char 
     }
     s->p++;
     ca_action act;
-    if (!has_action || !ca_action_parse(action, &act)) {
+    if (!has_action || !action_of(act_a, act_b, &act)) {
         set_err(err, errcap, "cuda:%d event %zu: unknown or missing 'action'", devidx, i);
         return SCAN_SHAPE;
     }
     bool oom = act == CA_OOM;
     if (!(oom ? free_ok : addr_ok) || !size_ok) {
-        set_err(err, errcap, "cuda:%d event %zu (%s): missing or invalid '%s' or 'size'", devidx, i, action,
-                oom ? "device_free" : "addr");
+        set_err(err, errcap, "cuda:%d event %zu (%s): missing or invalid '%s' or 'size'", devidx, i,
+                ca_action_str(act), oom ? "device_free" : "addr");
         return SCAN_SHAPE;
     }
     if (!grow((void **)&d->ev, &d->cap, d->n + 1, sizeof *d->ev))
@@ -673,8 +697,10 @@ oom_status trace_load(const char *path, trace_file *t, char *err, size_t errcap)
         set_err(err, errcap, "%s is a directory, not a snapshot JSON file", path);
         return OOM_EINVAL;
     }
-    size_t len = 0;
-    char *text = fileio_read_all(path, &len);
+    size_t len = 0, maplen = 0;
+    char *text = fileio_map_text(path, &len, &maplen);
+    if (!text)
+        text = fileio_read_all(path, &len); /* empty, unreadable, or not mappable */
     if (!text) {
         set_err(err, errcap, "%s", oom_error_detail());
         return OOM_EIO;
@@ -704,7 +730,10 @@ oom_status trace_load(const char *path, trace_file *t, char *err, size_t errcap)
             cJSON_Delete(root);
         }
     }
-    free(text);
+    if (maplen)
+        fileio_unmap_text(text, maplen);
+    else
+        free(text);
     return rc;
 }
 

@@ -47,6 +47,7 @@ typedef struct trace_device {
     size_t n, cap;
     trace_mark *marks;
     size_t nmarks, marks_cap;
+    size_t cur_len; /* the length of the last mark's text (0 before the first) */
 } trace_device;
 
 /* What the file's "budget" holds (scripts/snapshot2json.py --budget writes it). */
