@@ -97,6 +97,8 @@ int cli_advise(int argc, char **argv)
             return bad("%s needs a value", a);
         if (strcmp(a, "--json") == 0) {
             json = true;
+        } else if (strcmp(a, "--only") == 0) {
+            opt.only = true;
         } else if (strcmp(a, "--device") == 0) {
             const char *s = strncmp(argv[++i], "cuda:", 5) == 0 ? argv[i] + 5 : argv[i];
             char *end = NULL;

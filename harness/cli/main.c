@@ -148,6 +148,7 @@ static const cli_command commands[] = {
           "\"budget\"): whether each setting fits there; " BUDGET_HELP,
           false},
          {"--try", "S", "one more allocator setting to try (PYTORCH_CUDA_ALLOC_CONF syntax)", true},
+         {"--only", NULL, "try only PyTorch's defaults, the recording's own settings and the --try ones", false},
          {"--step-marker", "TEXT",
           "steps start where user_metadata (torch.cuda.memory._set_memory_metadata) changes to a text\n"
           "starting with TEXT; default: steps found from the repeated pattern of allocation sizes",

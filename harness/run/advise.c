@@ -369,18 +369,36 @@ static void find_leak(const trace_device *d, const size_t *freed_at, advise_resu
 
 /* ---- the run ---- */
 
+/* The setting in alloc_conf_format's full form, which two spellings of one setting share. */
+static void normal_form(const char *conf, char *buf, size_t cap)
+{
+    alloc_conf c;
+    char perr[200];
+    alloc_conf_default(&c);
+    if (alloc_conf_parse(&c, conf, perr, sizeof perr) != OOM_OK)
+        snprintf(buf, cap, "%s", conf);
+    else
+        alloc_conf_format(&c, buf, cap);
+}
+
+/* Add a row unless the same setting is there; false when the table is full. */
 static bool add_row(advise_result *res, const char *conf, const char *why)
 {
-    for (size_t i = 0; i < res->nrows; i++)
-        if (strcmp(res->rows[i].conf, conf) == 0)
+    char a[ALLOC_CONF_TEXT_MAX], b[ALLOC_CONF_TEXT_MAX], r[ALLOC_CONF_TEXT_MAX];
+    normal_form(conf, a, sizeof a);
+    for (size_t i = 0; i < res->nrows; i++) {
+        normal_form(res->rows[i].conf, b, sizeof b);
+        if (strcmp(a, b) == 0)
             return true;
+    }
     if (res->nrows >= ADVISE_MAX_ROWS)
         return false;
-    advise_row *r = &res->rows[res->nrows++];
-    memset(r, 0, sizeof *r);
-    snprintf(r->conf, sizeof r->conf, "%s", conf);
-    r->why = why;
-    r->at_recorded = -1;
+    advise_row *row = &res->rows[res->nrows++];
+    memset(row, 0, sizeof *row);
+    snprintf(row->conf, sizeof row->conf, "%s", conf);
+    row->why = why;
+    row->at_recorded = -1;
+    row->recorded = strcmp(a, alloc_conf_format(&res->recorded, r, sizeof r)) == 0;
     return true;
 }
 
@@ -452,7 +470,7 @@ oom_status advise_run(const trace_file *t, const char *path, const advise_option
         }
 
     /* the rows: defaults, the candidates, the recording's own, the user's */
-    for (size_t i = 0; i < NCANDIDATES; i++)
+    for (size_t i = 0; i < (opt->only ? 1 : NCANDIDATES); i++)
         add_row(res, candidates[i].conf, candidates[i].why);
     if (!res->recorded_default && !t->recorded_error[0])
         add_row(res, t->recorded.text, "the recording's own");
@@ -580,6 +598,8 @@ void advise_verdict(const advise_result *res, char *buf, size_t cap)
             }
             if (fits)
                 PUT(" would have fitted.");
+            else if (res->need > res->recorded_budget)
+                PUT(" no setting can fit: the workload needs %.2f MiB, more than the budget.", mib(res->need));
             else
                 PUT(" no setting tried fits.");
         }
@@ -592,10 +612,8 @@ void advise_verdict(const advise_result *res, char *buf, size_t cap)
 
 void advise_print(const advise_result *res, FILE *out)
 {
-    char a[ALLOC_CONF_TEXT_MAX];
     fprintf(out, "advise: %s (cuda:%d, %zu events)\n", res->path, res->device, res->events);
-    fprintf(out, "recorded settings: %s\n", res->recorded_default ? "PyTorch's defaults"
-                                                                  : alloc_conf_format(&res->recorded, a, sizeof a));
+    fprintf(out, "recorded settings: %s\n", res->recorded_default ? "PyTorch's defaults" : res->recorded.text);
     if (res->recorded_budget)
         fprintf(out, "recorded budget: %zu bytes (%s)\n", res->recorded_budget,
                 strcmp(res->budget_source, "file") == 0 ? "the file's \"budget\"" : "--budget");
@@ -627,7 +645,7 @@ void advise_print(const advise_result *res, FILE *out)
         fprintf(out, "%-52s %12s %18s %9.0f MiB", row_name(r), mb, sv, mib(r->peak_reserved));
         if (res->recorded_budget)
             fprintf(out, "  %s", r->at_recorded == 1 ? "fits" : r->at_recorded == 0 ? "OOM" : "-");
-        fprintf(out, "%s\n", (long)i == res->best ? "  <- best" : "");
+        fprintf(out, "%s%s\n", (long)i == res->best ? "  <- best" : "", r->recorded && i > 0 ? "  (recorded)" : "");
     }
     char v[2048];
     advise_verdict(res, v, sizeof v);
@@ -670,7 +688,7 @@ cJSON *advise_json(const advise_result *res)
     cJSON *o = cJSON_CreateObject();
     if (!o)
         return NULL;
-    char a[ALLOC_CONF_TEXT_MAX], v[2048];
+    char v[2048];
     cJSON_AddStringToObject(o, "schema", "oomlab.advise/1");
     cJSON_AddStringToObject(o, "file", res->path);
     cJSON_AddNumberToObject(o, "device", res->device);
@@ -679,7 +697,7 @@ cJSON *advise_json(const advise_result *res)
     cJSON_AddStringToObject(o, "min_budget_definition",
                             "the whole-MiB budget B (set_per_process_memory_fraction(B / device_total)) that "
                             "bisection ends on: no OOM at B, an OOM at B - 1 MiB");
-    cJSON_AddStringToObject(o, "recorded_alloc_conf", alloc_conf_format(&res->recorded, a, sizeof a));
+    cJSON_AddStringToObject(o, "recorded_alloc_conf", res->recorded.text);
     if (res->recorded_budget)
         cJSON_AddNumberToObject(o, "recorded_budget", (double)res->recorded_budget);
     else
@@ -697,6 +715,7 @@ cJSON *advise_json(const advise_result *res)
         cJSON *x = cJSON_CreateObject();
         cJSON_AddStringToObject(x, "alloc_conf", r->conf);
         cJSON_AddStringToObject(x, "why", r->why);
+        cJSON_AddBoolToObject(x, "recorded", r->recorded);
         cJSON_AddBoolToObject(x, "fits", r->fits);
         if (r->fits) {
             cJSON_AddNumberToObject(x, "min_budget", (double)r->min_budget);

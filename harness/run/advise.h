@@ -49,6 +49,7 @@ typedef struct advise_options {
     size_t budget_bytes;     /* the budget of the recorded run; 0: the file's "budget", else none */
     const char *extra[ADVISE_MAX_EXTRA]; /* more settings to try (PYTORCH_CUDA_ALLOC_CONF syntax) */
     size_t nextra;
+    bool only;               /* try only PyTorch's defaults, the recording's own settings and extra[] */
     const char *step_marker; /* NULL: steps from the allocation pattern; else user_metadata prefix */
     bool series;             /* sample allocated and reserved over the trace for the plot */
 } advise_options;
@@ -57,7 +58,8 @@ typedef struct advise_options {
  * min_budget - 1 MiB; !fits implies min_budget == 0. */
 typedef struct advise_row {
     char conf[ALLOC_CONF_TEXT_MAX]; /* the setting as given ("" : PyTorch's defaults) */
-    const char *why;                /* what the setting is in the table ("PyTorch's defaults", "recorded", ...) */
+    const char *why;                /* what the setting is ("PyTorch's defaults", "the recording's own", ...) */
+    bool recorded;                  /* the recording's own settings */
     bool fits;                      /* some budget up to the device's memory runs without an OOM */
     size_t min_budget;              /* bytes, a whole number of MiB (the definition above) */
     size_t peak_reserved;           /* of the replay without a budget */
