@@ -253,6 +253,9 @@ Test(advise, against_pytorch)
             if (opt.nextra < ADVISE_MAX_EXTRA)
                 opt.extra[opt.nextra++] = cJSON_GetObjectItemCaseSensitive(c, "alloc_conf")->valuestring;
         }
+        const cJSON *atrec = cJSON_GetObjectItemCaseSensitive(v, "at_recorded_budget");
+        if (cJSON_GetArraySize(atrec) > 0) /* the budget the recorded run had, as advise was given it */
+            opt.budget_bytes = (size_t)cJSON_GetObjectItemCaseSensitive(atrec->child, "budget")->valuedouble;
         advise_result res;
         advise_ok(&t, tpath_, &opt, &res);
         cr_assert_eq(res.device_total, total, "%s: the budgets are fractions of another device's memory", vpath);
@@ -285,6 +288,28 @@ Test(advise, against_pytorch)
                           cJSON_GetObjectItemCaseSensitive(at, "ooms")->valuedouble ? "ran out of memory" : "ran",
                           cJSON_GetObjectItemCaseSensitive(below, "ooms")->valuedouble ? "ran out of memory"
                                                                                       : "ran");
+            checks++;
+        }
+        /* at the recorded budget: advise's fits/OOM per setting, and PyTorch's outcome there */
+        cJSON_ArrayForEach(c, atrec)
+        {
+            const char *conf = cJSON_GetObjectItemCaseSensitive(c, "alloc_conf")->valuestring;
+            const advise_row *row = NULL;
+            for (size_t i = 0; i < res.nrows; i++)
+                if (strcmp(res.rows[i].conf, conf) == 0)
+                    row = &res.rows[i];
+            cr_assert_not_null(row, "%s: advise has no row '%s'", vpath, conf);
+            bool fits = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "oomlab_fits"));
+            cr_assert_eq(row->at_recorded, fits ? 1 : 0, "%s '%s': advise's verdict at the recorded budget changed",
+                         vpath, conf);
+            bool agree = fits == (cJSON_GetObjectItemCaseSensitive(c, "pytorch_ooms")->valuedouble == 0);
+            const cJSON *known = cJSON_GetObjectItemCaseSensitive(c, "known_difference");
+            if (cJSON_IsString(known))
+                cr_assert(!agree, "%s '%s': PyTorch now agrees at the recorded budget; drop the known difference",
+                          vpath, conf);
+            else
+                cr_assert(agree, "%s '%s' at the recorded budget: oomlab %s, PyTorch %s", vpath, conf,
+                          fits ? "fits" : "runs out of memory", fits ? "ran out of memory" : "ran");
             checks++;
         }
         advise_result_free(&res);
