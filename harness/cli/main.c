@@ -145,7 +145,7 @@ static const cli_command commands[] = {
          {"--device", "N", "advise on device N (N or cuda:N); default: the one device with events", false},
          {"--budget", "SIZE",
           "the budget of the recorded run (set_per_process_memory_fraction x total; wins over the file's\n"
-          "\"budget\"): whether each setting fits there; " BUDGET_HELP,
+          "\"budget\"): whether each setting would have fitted there;\n" BUDGET_HELP,
           false},
          {"--try", "S", "one more allocator setting to try (PYTORCH_CUDA_ALLOC_CONF syntax)", true},
          {"--only", NULL, "try only PyTorch's defaults, the recording's own settings and the --try ones", false},
