@@ -14,6 +14,7 @@ Takes about 2 to 4 minutes on an H100 (the recordings, then 6 runs at once per w
 """
 import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -57,7 +58,7 @@ def main(argv):
     for n in names:
         trace = os.path.join(out, n + ".trace.json")
         with open(trace) as f:
-            marked = '"user_metadata": "step ' in f.read()
+            marked = re.search(r'"user_metadata":\s*"step ', f.read()) is not None
         args = [binary, "advise", trace]  # its replays run on the sim's model whatever the machine
         if marked:
             args += ["--step-marker", "step "]
