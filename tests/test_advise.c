@@ -485,6 +485,9 @@ Test(advise, command)
     char *out = slurp(tpath("out"));
     cr_assert_not_null(strstr(out, "minimum budget: the whole-MiB budget B"), "%s", out);
     cr_assert_not_null(strstr(out, "(PyTorch's defaults)"), "%s", out);
+    cr_assert_not_null(strstr(out, "addresses: the sim's model of the driver; the first kernel launched after the "
+                                   "first allocation (--kernels first, the default)"),
+                       "%s", out);
     cr_assert_not_null(strstr(out, "verdict: fragmentation is"), "%s", out);
     free(out);
     /* --json, and the same from the pickle (converted with scripts/snapshot2json.py) */

@@ -409,6 +409,8 @@ oom_status advise_run(const trace_file *t, const char *path, const advise_option
     res->best = -1;
     res->recorded_oom_event = -1;
     res->device_total = DEVICE_SIM_DEFAULT_CAPACITY;
+    res->kernels = opt->kernels;
+    res->kernel_at = opt->kernel_at;
     snprintf(res->path, sizeof res->path, "%s", path);
     char with[200];
     trace_devices_with_events(t, with, sizeof with);
@@ -621,9 +623,17 @@ void advise_print(const advise_result *res, FILE *out)
         fprintf(out, "recorded budget: none (a recording made under set_per_process_memory_fraction needs --budget)\n");
     fprintf(out, "minimum budget: the whole-MiB budget B, applied as set_per_process_memory_fraction(B / %zu), that\n"
                  "  bisection ends on: the replay runs without an OOM at B and runs out of memory at B - 1 MiB\n"
-                 "  (a run can also pass in a window below B: docs/parity.md); segments placed by the sim's model of\n"
-                 "  the driver\n",
+                 "  (a run can also pass in a window below B: docs/parity.md)\n",
             res->device_total);
+    if (res->kernels == REPLAY_KERNELS_FIRST_ALLOC)
+        fprintf(out, "addresses: the sim's model of the driver; the first kernel launched after the first allocation "
+                     "(--kernels first, the default)\n");
+    else if (res->kernels == REPLAY_KERNELS_NONE)
+        fprintf(out, "addresses: the sim's model of the driver; no kernel launched (--kernels none)\n");
+    else
+        fprintf(out, "addresses: the sim's model of the driver; the first kernel launched before event %zu "
+                     "(--kernels)\n",
+                res->kernel_at);
     fprintf(out, "need: %.2f MiB (%zu bytes) at event %ld, the peak of live bytes with each request rounded to 512 "
                  "bytes: no setting runs below it\n\n",
             mib(res->need), res->need, res->need_event);
@@ -707,6 +717,11 @@ cJSON *advise_json(const advise_result *res)
         cJSON_AddNumberToObject(o, "recorded_oom_event", (double)res->recorded_oom_event);
     else
         cJSON_AddNullToObject(o, "recorded_oom_event");
+    cJSON_AddStringToObject(o, "kernels", res->kernels == REPLAY_KERNELS_FIRST_ALLOC ? "first"
+                                          : res->kernels == REPLAY_KERNELS_NONE      ? "none"
+                                                                                     : "event");
+    if (res->kernels == REPLAY_KERNELS_AT)
+        cJSON_AddNumberToObject(o, "kernel_event", (double)res->kernel_at);
     cJSON_AddNumberToObject(o, "need", (double)res->need);
     cJSON_AddNumberToObject(o, "need_event", (double)res->need_event);
     cJSON *rows = cJSON_AddArrayToObject(o, "settings");

@@ -101,6 +101,8 @@ typedef struct advise_result {
     /* the plot's series: the defaults and the best setting, each at its minimum budget */
     size_t npoints;
     int64_t *series[4];           /* default allocated, default reserved, best allocated, best reserved */
+    replay_kernels kernels;       /* opt->kernels, and kernel_at: what the address model was told */
+    size_t kernel_at;
     size_t replays;               /* all replays */
 } advise_result;
 
