@@ -1183,3 +1183,48 @@ oom_status plot_all(const char *json_path, char *written, size_t cap, char *err,
     }
     return st;
 }
+
+oom_status plot_gnuplot(const char *out_path, plot_inputs_fn write, void *ctx, char *err, size_t errcap)
+{
+    const char *dot = strrchr(out_path, '.'), *slash = strrchr(out_path, '/'), *terminal = NULL;
+    for (size_t i = 0; dot && dot > (slash ? slash : out_path) && i < sizeof formats / sizeof formats[0]; i++)
+        if (strcasecmp(dot, formats[i].ext) == 0)
+            terminal = formats[i].terminal;
+    if (!terminal)
+        return fail(err, errcap, OOM_EINVAL, "%s: a plot is written as .png or .svg", out_path);
+    if (slash) {
+        char folder[1024];
+        struct stat sb;
+        snprintf(folder, sizeof folder, "%.*s", (int)(slash == out_path ? 1 : slash - out_path), out_path);
+        if (stat(folder, &sb) != 0 || !S_ISDIR(sb.st_mode))
+            return fail(err, errcap, OOM_EIO, "cannot write %s: the folder %s does not exist", out_path, folder);
+    }
+    char dir[] = "/tmp/oomlab_plot.XXXXXX";
+    if (!mkdtemp(dir))
+        return fail(err, errcap, OOM_EIO, "cannot make a temporary directory");
+    char dat[64], gp[64], gerr[64], tmp_out[1100];
+    snprintf(dat, sizeof dat, "%s/plot.dat", dir);
+    snprintf(gp, sizeof gp, "%s/plot.gp", dir);
+    snprintf(gerr, sizeof gerr, "%s/gnuplot.err", dir);
+    snprintf(tmp_out, sizeof tmp_out, "%s.tmp.%ld", out_path, (long)getpid());
+    oom_status st = OOM_OK;
+    int gp_rc = 0;
+    if (!write(ctx, dat, gp, terminal, tmp_out)) {
+        st = fail(err, errcap, OOM_EIO, "cannot write the plot's inputs in %s", dir);
+    } else if ((gp_rc = run_gnuplot(gp, gerr)) == ENOENT) {
+        st = fail(err, errcap, OOM_EIO, "cannot run gnuplot: it is not on PATH (install gnuplot-nox: make deps)");
+    } else if (gp_rc != 0) {
+        char *why = fileio_read_all(gerr, NULL);
+        const char *line = why ? last_line(why) : "";
+        st = fail(err, errcap, OOM_EIO, "gnuplot failed%s%s", line[0] ? ": " : "", line);
+        free(why);
+    } else if (rename(tmp_out, out_path) != 0) {
+        st = fail(err, errcap, OOM_EIO, "cannot write %s", out_path);
+    }
+    unlink(tmp_out);
+    unlink(dat);
+    unlink(gp);
+    unlink(gerr);
+    rmdir(dir);
+    return st;
+}
