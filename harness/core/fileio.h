@@ -29,6 +29,12 @@ oom_status fileio_write_new(const char *path, const void *data, size_t len, bool
  * last-error record. */
 char *fileio_read_all(const char *path, size_t *len);
 
+/* The whole regular file mapped read-only, followed by a NUL (fileio_read_all without the copy, for files of
+ * hundreds of MB read once); *len gets its length, *maplen what fileio_unmap_text takes. NULL when it cannot be
+ * mapped (missing, empty, not a regular file): fileio_read_all then names the problem. */
+char *fileio_map_text(const char *path, size_t *len, size_t *maplen);
+void fileio_unmap_text(char *text, size_t maplen);
+
 /* A bound on how much of an input file is read, and what set it: a refusal names it. */
 typedef struct fileio_limit {
     size_t bytes;
@@ -43,6 +49,10 @@ fileio_limit fileio_default_limit(void);
 
 /* A bound the user gave (--max-input): bytes, named as option. */
 fileio_limit fileio_limit_of(size_t bytes, const char *option);
+
+/* OOM_OK, or OOM_EINVAL when path is a regular file larger than lim.bytes ("PATH is N bytes, more than WHAT" in
+ * the last-error record): the check fileio_read_limited makes before reading, for readers that map the file. */
+oom_status fileio_check_limit(const char *path, const fileio_limit *lim);
 
 /* fileio_read_all within lim. A regular file larger than lim.bytes is refused before anything is read (stat);
  * anything else (a pipe, /dev/zero, a FIFO) is read up to lim.bytes and refused when there is more. A refusal is

@@ -26,7 +26,7 @@ static void line_col(const char *text, size_t pos, size_t *line, size_t *col)
 
 /* One line for a text that does not parse: where it ends early (truncated), nests too deep, holds a NaN or
  * Infinity, or where the bad text is. at is cJSON's error position. */
-static void describe(const char *name, const char *text, size_t len, const char *at, char *err, size_t errcap)
+void jsonfile_error(const char *name, const char *text, size_t len, const char *at, char *err, size_t errcap)
 {
     size_t end = len; /* the text without trailing whitespace */
     while (end > 0 && strchr(" \t\r\n", text[end - 1]))
@@ -98,7 +98,7 @@ cJSON *jsonfile_parse(const char *name, const char *text, size_t len, char *err,
     /* len + 1 takes in the NUL, so that text after the value is an error */
     cJSON *root = cJSON_ParseWithLengthOpts(text, len + 1, &at, true);
     if (!root)
-        describe(name, text, len, at, err, errcap);
+        jsonfile_error(name, text, len, at, err, errcap);
     return root;
 }
 

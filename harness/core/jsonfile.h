@@ -23,6 +23,9 @@ OOM_BEGIN_DECLS
  * (N counts from 0, lines and columns from 1). An empty text is "NAME is empty". */
 cJSON *jsonfile_parse(const char *name, const char *text, size_t len, char *err, size_t errcap);
 
+/* The line jsonfile_parse writes for text that fails at byte at (a parser's error position; NULL: the end). */
+void jsonfile_error(const char *name, const char *text, size_t len, const char *at, char *err, size_t errcap);
+
 /* Read path within lim (fileio_read_limited) and parse it (jsonfile_parse). NULL with one line in err: the read's
  * error (cannot open, larger than the bound) or the syntax error. */
 cJSON *jsonfile_read(const char *path, const fileio_limit *lim, char *err, size_t errcap);

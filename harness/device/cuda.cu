@@ -8,7 +8,11 @@
  * The backend assumes one host thread drives it (the primary context is made current in device_cuda_open),
  * except the host, stream and event ops, which host_mu serialises: a pin-memory thread calls them.
  * Held work (device.h) is a one-thread kernel per hold that waits until a counter in mapped pinned memory
- * reaches its ticket; stream_complete raises the counter from the host.
+ * reaches its ticket; stream_complete raises the counter from the host. cudaFree, cudaFreeHost and
+ * cudaHostUnregister wait for every kernel on the device, the held ones too, which only the host can let go: while
+ * any work is held they are deferred (the range is gone from the backend's tables at once, so the counters and
+ * host_info are as on sim) and done as soon as nothing is held (stream_complete of the last unit,
+ * stream_synchronize, stream_destroy, close).
  * NVML (libnvidia-ml.so.1) is optional: it is opened with dlopen the first time an OOM message asks which
  * processes use the GPU, as PyTorch does; without it the message leaves that line out.
  */
@@ -222,6 +226,12 @@ typedef struct cu_stream {
     unsigned queued;
 } cu_stream;
 
+/* A cudaFree, cudaFreeHost or cudaHostUnregister put off while work is held (see the file comment). */
+typedef struct cu_deferred {
+    void *p;
+    int kind; /* DEFER_FREE, DEFER_FREE_HOST, DEFER_UNREGISTER */
+} cu_deferred;
+
 typedef struct cuda_dev {
     int ordinal;
     int pci_domain, pci_bus, pci_device; /* cudaDeviceProp's, to find the device in NVML */
@@ -233,13 +243,87 @@ typedef struct cuda_dev {
     cu_table events;         /* live events */
     cu_stream *streams;
     size_t nstreams, capstreams;
+    cu_deferred *deferred; /* frees waiting for held work to be let go (the file comment); under host_mu */
+    size_t ndeferred, capdeferred;
 } cuda_dev;
 
+enum { DEFER_FREE, DEFER_FREE_HOST, DEFER_UNREGISTER };
+
+/* Does any stream hold work the host has not let go? (host_mu held) */
+static bool any_held(const cuda_dev *c)
+{
+    for (size_t i = 0; i < c->nstreams; i++)
+        if (c->streams[i].gate_h && c->streams[i].gate_h[0] < c->streams[i].queued)
+            return true;
+    return false;
+}
+
+static cudaError_t defer_call(void *p, int kind)
+{
+    return kind == DEFER_FREE ? cudaFree(p) : kind == DEFER_FREE_HOST ? cudaFreeHost(p) : cudaHostUnregister(p);
+}
+
+/* cudaFree/cudaFreeHost/cudaHostUnregister of p now, or once nothing is held. A deferred call's error cannot be
+ * reported to its caller; it is on stderr. */
+static oom_status free_or_defer(cuda_dev *c, void *p, int kind)
+{
+    pthread_mutex_lock(&c->host_mu);
+    bool later = any_held(c);
+    if (later && c->ndeferred == c->capdeferred) {
+        size_t cap = c->capdeferred ? c->capdeferred * 2 : 16;
+        cu_deferred *v = (cu_deferred *)realloc(c->deferred, cap * sizeof *v);
+        if (v) {
+            c->deferred = v;
+            c->capdeferred = cap;
+        } else {
+            later = false; /* no room to remember it: free now (it waits for the held work) */
+        }
+    }
+    if (later) {
+        c->deferred[c->ndeferred].p = p;
+        c->deferred[c->ndeferred++].kind = kind;
+    }
+    pthread_mutex_unlock(&c->host_mu);
+    return later ? OOM_OK : OOM_CUDA(defer_call(p, kind));
+}
+
+/* Do the deferred frees once nothing is held. */
+static void flush_deferred(cuda_dev *c)
+{
+    pthread_mutex_lock(&c->host_mu);
+    cu_deferred *v = NULL;
+    size_t n = 0;
+    if (!any_held(c)) {
+        v = c->deferred;
+        n = c->ndeferred;
+        c->deferred = NULL;
+        c->ndeferred = c->capdeferred = 0;
+    }
+    pthread_mutex_unlock(&c->host_mu);
+    for (size_t i = 0; i < n; i++) {
+        cudaError_t e = defer_call(v[i].p, v[i].kind);
+        if (e != cudaSuccess)
+            fprintf(stderr, "oomlab: a deferred free of %p failed: %s\n", v[i].p, cudaGetErrorString(e));
+    }
+    free(v);
+}
+
 static void *hptr(devptr p) { return (void *)(uintptr_t)p; }
+
+/* Make c's GPU current on this thread before a CUDA call: with several GPUs in one process (model_too_large's
+ * devices on a multi-GPU machine) each op may be another GPU's. The ordinal last set on this thread is
+ * remembered, so on one GPU it is set once. */
+static thread_local int cu_current = -1;
+static void cu_use(const cuda_dev *c)
+{
+    if (cu_current != c->ordinal && cudaSetDevice(c->ordinal) == cudaSuccess)
+        cu_current = c->ordinal;
+}
 
 static oom_status cu_mem_alloc(void *impl, size_t bytes, devptr *out)
 {
     cuda_dev *c = (cuda_dev *)impl;
+    cu_use(c);
     if (bytes == 0)
         return OOM_EINVAL;
     if (!tab_reserve(&c->segs, 1))
@@ -256,18 +340,17 @@ static oom_status cu_mem_alloc(void *impl, size_t bytes, devptr *out)
 static oom_status cu_mem_free(void *impl, devptr p, size_t bytes)
 {
     cuda_dev *c = (cuda_dev *)impl;
+    cu_use(c);
     cu_entry *e = tab_exact(&c->segs, p);
     if (!e || e->size != bytes)
         return OOM_EINVAL;
-    oom_status st = OOM_CUDA(cudaFree(hptr(p)));
-    if (st == OOM_OK)
-        tab_remove(&c->segs, e);
-    return st;
+    tab_remove(&c->segs, e);
+    return free_or_defer(c, hptr(p), DEFER_FREE);
 }
 
 static oom_status cu_mem_info(void *impl, size_t *free_bytes, size_t *total_bytes)
 {
-    (void)impl;
+    cu_use((cuda_dev *)impl);
     size_t f = 0, t = 0;
     oom_status st = OOM_CUDA(cudaMemGetInfo(&f, &t));
     if (st != OOM_OK)
@@ -280,6 +363,7 @@ static oom_status cu_mem_info(void *impl, size_t *free_bytes, size_t *total_byte
 static oom_status cu_va_reserve(void *impl, size_t bytes, devptr *out)
 {
     cuda_dev *c = (cuda_dev *)impl;
+    cu_use(c);
     if (!c->vmm)
         return OOM_EUNSUPPORTED;
     if (bytes == 0 || bytes % c->gran != 0)
@@ -298,6 +382,7 @@ static oom_status cu_va_reserve(void *impl, size_t bytes, devptr *out)
 static oom_status cu_va_release(void *impl, devptr p, size_t bytes)
 {
     cuda_dev *c = (cuda_dev *)impl;
+    cu_use(c);
     if (!c->vmm)
         return OOM_EUNSUPPORTED;
     cu_entry *e = tab_exact(&c->resv, p);
@@ -333,6 +418,7 @@ static oom_status unmap_page(cuda_dev *c, cu_entry *e)
 static oom_status cu_va_map(void *impl, devptr p, size_t bytes, size_t page_bytes)
 {
     cuda_dev *c = (cuda_dev *)impl;
+    cu_use(c);
     if (!c->vmm)
         return OOM_EUNSUPPORTED;
     if (!page_request_ok(c, p, bytes, page_bytes) || tab_overlaps(&c->pages, p, bytes))
@@ -385,6 +471,7 @@ static oom_status cu_va_map(void *impl, devptr p, size_t bytes, size_t page_byte
 static oom_status cu_va_unmap(void *impl, devptr p, size_t bytes, size_t page_bytes)
 {
     cuda_dev *c = (cuda_dev *)impl;
+    cu_use(c);
     if (!c->vmm)
         return OOM_EUNSUPPORTED;
     if (!page_request_ok(c, p, bytes, page_bytes))
@@ -406,6 +493,7 @@ static oom_status cu_va_unmap(void *impl, devptr p, size_t bytes, size_t page_by
 static oom_status cu_host_alloc(void *impl, size_t bytes, void **out)
 {
     cuda_dev *c = (cuda_dev *)impl;
+    cu_use(c);
     if (bytes == 0)
         return OOM_EINVAL;
     pthread_mutex_lock(&c->host_mu);
@@ -447,16 +535,18 @@ static bool host_take(cuda_dev *c, void *p, CUmemGenericAllocationHandle kind)
 static oom_status cu_host_free(void *impl, void *p)
 {
     cuda_dev *c = (cuda_dev *)impl;
+    cu_use(c);
     if (!p)
         return OOM_OK;
     if (!host_take(c, p, 0))
         return OOM_EINVAL;
-    return OOM_CUDA(cudaFreeHost(p));
+    return free_or_defer(c, p, DEFER_FREE_HOST);
 }
 
 static oom_status cu_host_register(void *impl, void *p, size_t bytes)
 {
     cuda_dev *c = (cuda_dev *)impl;
+    cu_use(c);
     devptr a = (devptr)(uintptr_t)p;
     if (a > UINT64_MAX - bytes)
         return OOM_EINVAL;
@@ -480,9 +570,10 @@ static oom_status cu_host_register(void *impl, void *p, size_t bytes)
 static oom_status cu_host_unregister(void *impl, void *p)
 {
     cuda_dev *c = (cuda_dev *)impl;
+    cu_use(c);
     if (!host_take(c, p, 1))
         return OOM_EINVAL;
-    return OOM_CUDA(cudaHostUnregister(p));
+    return free_or_defer(c, p, DEFER_UNREGISTER);
 }
 
 static void cu_host_info(void *impl, size_t *pinned_bytes, size_t *limit_bytes)
@@ -550,10 +641,10 @@ static void gate_open_all(cu_stream *x)
     }
 }
 
-static void stream_release(cu_stream *x)
+static void stream_release(cuda_dev *c, cu_stream *x)
 {
-    if (x->gate_h)
-        (void)cudaFreeHost((void *)x->gate_h);
+    if (x->gate_h) /* another stream's held work may still run: then cudaFreeHost waits for it, so defer it */
+        (void)free_or_defer(c, (void *)x->gate_h, DEFER_FREE_HOST);
     x->gate_h = NULL;
     x->gate_d = NULL;
 }
@@ -561,6 +652,7 @@ static void stream_release(cu_stream *x)
 static oom_status cu_stream_create(void *impl, devstream *out)
 {
     cuda_dev *c = (cuda_dev *)impl;
+    cu_use(c);
     cudaStream_t s = NULL;
     oom_status st = OOM_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     if (st != OOM_OK)
@@ -592,6 +684,7 @@ static oom_status cu_stream_create(void *impl, devstream *out)
 static oom_status cu_stream_destroy(void *impl, devstream id)
 {
     cuda_dev *c = (cuda_dev *)impl;
+    cu_use(c);
     pthread_mutex_lock(&c->host_mu);
     cu_stream *x = stream_find(c, id);
     if (!x || !x->created) {
@@ -604,7 +697,8 @@ static oom_status cu_stream_destroy(void *impl, devstream id)
     gate_open_all(&gone);
     cudaStream_t s = (cudaStream_t)(uintptr_t)gone.id;
     oom_status st = OOM_CUDA(cudaStreamSynchronize(s)); /* the gate memory must outlive the kernels */
-    stream_release(&gone);
+    flush_deferred(c);
+    stream_release(c, &gone);
     oom_status st2 = OOM_CUDA(cudaStreamDestroy(s));
     return st != OOM_OK ? st : st2;
 }
@@ -612,6 +706,7 @@ static oom_status cu_stream_destroy(void *impl, devstream id)
 static oom_status cu_stream_hold(void *impl, devstream id)
 {
     cuda_dev *c = (cuda_dev *)impl;
+    cu_use(c);
     pthread_mutex_lock(&c->host_mu);
     oom_status st;
     cu_stream *x = stream_get(c, id, &st);
@@ -646,6 +741,7 @@ static oom_status cu_stream_synchronize(void *impl, devstream id);
 static oom_status cu_stream_complete(void *impl, devstream id, uint64_t n)
 {
     cuda_dev *c = (cuda_dev *)impl;
+    cu_use(c);
     pthread_mutex_lock(&c->host_mu);
     oom_status st;
     cu_stream *x = stream_get(c, id, &st);
@@ -681,6 +777,7 @@ static oom_status cu_stream_complete(void *impl, devstream id, uint64_t n)
 static oom_status cu_stream_synchronize(void *impl, devstream id)
 {
     cuda_dev *c = (cuda_dev *)impl;
+    cu_use(c);
     pthread_mutex_lock(&c->host_mu);
     oom_status st;
     cu_stream *x = stream_get(c, id, &st);
@@ -689,12 +786,14 @@ static oom_status cu_stream_synchronize(void *impl, devstream id)
     pthread_mutex_unlock(&c->host_mu);
     if (st == OOM_OK)
         st = OOM_CUDA(cudaStreamSynchronize((cudaStream_t)(uintptr_t)id));
+    flush_deferred(c);
     return st;
 }
 
 static oom_status cu_event_record(void *impl, devstream id, devevent *out)
 {
     cuda_dev *c = (cuda_dev *)impl;
+    cu_use(c);
     pthread_mutex_lock(&c->host_mu);
     oom_status st;
     cu_stream *x = stream_get(c, id, &st);
@@ -719,6 +818,7 @@ static oom_status cu_event_record(void *impl, devstream id, devevent *out)
 static oom_status cu_event_query(void *impl, devevent ev, bool *done)
 {
     cuda_dev *c = (cuda_dev *)impl;
+    cu_use(c);
     pthread_mutex_lock(&c->host_mu);
     bool known = tab_exact(&c->events, (devptr)ev) != NULL;
     pthread_mutex_unlock(&c->host_mu);
@@ -739,6 +839,7 @@ static oom_status cu_event_query(void *impl, devevent ev, bool *done)
 static oom_status cu_event_destroy(void *impl, devevent ev)
 {
     cuda_dev *c = (cuda_dev *)impl;
+    cu_use(c);
     pthread_mutex_lock(&c->host_mu);
     cu_entry *x = tab_exact(&c->events, (devptr)ev);
     if (x)
@@ -751,15 +852,44 @@ static oom_status cu_event_destroy(void *impl, devevent ev)
 
 static oom_status cu_copy_htod(void *impl, devptr dst, const void *src, size_t bytes)
 {
-    (void)impl;
+    cu_use((cuda_dev *)impl);
     if (bytes == 0)
         return OOM_OK;
     return OOM_CUDA(cudaMemcpy(hptr(dst), src, bytes, cudaMemcpyHostToDevice));
 }
 
+static oom_status cu_stream_wait_event(void *impl, devstream id, devevent ev)
+{
+    cuda_dev *c = (cuda_dev *)impl;
+    cu_use(c);
+    pthread_mutex_lock(&c->host_mu);
+    oom_status st;
+    cu_stream *x = stream_get(c, id, &st);
+    bool known = tab_exact(&c->events, (devptr)ev) != NULL;
+    pthread_mutex_unlock(&c->host_mu);
+    if (!x || !known)
+        return st != OOM_OK ? st : OOM_EINVAL;
+    return OOM_CUDA(cudaStreamWaitEvent((cudaStream_t)(uintptr_t)id, (cudaEvent_t)(uintptr_t)ev, 0));
+}
+
+static oom_status cu_copy_htod_async(void *impl, devptr dst, const void *src, size_t bytes, devstream id)
+{
+    cuda_dev *c = (cuda_dev *)impl;
+    cu_use(c);
+    pthread_mutex_lock(&c->host_mu);
+    oom_status st;
+    cu_stream *x = stream_get(c, id, &st);
+    pthread_mutex_unlock(&c->host_mu);
+    if (!x)
+        return st;
+    if (bytes == 0)
+        return OOM_OK;
+    return OOM_CUDA(cudaMemcpyAsync(hptr(dst), src, bytes, cudaMemcpyHostToDevice, (cudaStream_t)(uintptr_t)id));
+}
+
 static oom_status cu_copy_dtoh(void *impl, void *dst, devptr src, size_t bytes)
 {
-    (void)impl;
+    cu_use((cuda_dev *)impl);
     if (bytes == 0)
         return OOM_OK;
     return OOM_CUDA(cudaMemcpy(dst, hptr(src), bytes, cudaMemcpyDeviceToHost));
@@ -767,7 +897,7 @@ static oom_status cu_copy_dtoh(void *impl, void *dst, devptr src, size_t bytes)
 
 static oom_status cu_copy_dtod(void *impl, devptr dst, devptr src, size_t bytes)
 {
-    (void)impl;
+    cu_use((cuda_dev *)impl);
     if (bytes == 0)
         return OOM_OK;
     oom_status st = OOM_CUDA(cudaMemcpy(hptr(dst), hptr(src), bytes, cudaMemcpyDeviceToDevice));
@@ -778,7 +908,7 @@ static oom_status cu_copy_dtod(void *impl, devptr dst, devptr src, size_t bytes)
 
 static oom_status cu_fill(void *impl, devptr dst, int byte, size_t bytes)
 {
-    (void)impl;
+    cu_use((cuda_dev *)impl);
     if (bytes == 0)
         return OOM_OK;
     oom_status st = OOM_CUDA(cudaMemset(hptr(dst), byte, bytes));
@@ -809,11 +939,13 @@ static void cu_close(void *impl)
     cuda_dev *c = (cuda_dev *)impl;
     if (!c)
         return;
+    cu_use(c);
     for (size_t i = 0; i < c->nstreams; i++) /* held work completes, so that the device can drain */
         gate_open_all(&c->streams[i]);
+    flush_deferred(c);
     (void)cudaDeviceSynchronize();
     for (size_t i = 0; i < c->nstreams; i++) {
-        stream_release(&c->streams[i]);
+        stream_release(c, &c->streams[i]);
         if (c->streams[i].created)
             (void)cudaStreamDestroy((cudaStream_t)(uintptr_t)c->streams[i].id);
     }
@@ -838,6 +970,7 @@ static void cu_close(void *impl)
     free(c->host.e);
     free(c->events.e);
     free(c->streams);
+    free(c->deferred); /* flushed above */
     pthread_mutex_destroy(&c->host_mu);
     free(c);
 }
@@ -939,6 +1072,8 @@ static const device_ops cuda_ops = {
     cu_event_record,
     cu_event_query,
     cu_event_destroy,
+    cu_stream_wait_event,
+    cu_copy_htod_async,
     cu_copy_htod,
     cu_copy_dtoh,
     cu_copy_dtod,
@@ -949,6 +1084,37 @@ static const device_ops cuda_ops = {
     cu_close,
     cu_processes,
 };
+
+int device_cuda_count(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return n;
+}
+
+void device_cuda_make_current(device *dev) { cu_use((const cuda_dev *)dev->impl); }
+
+/* cudaMemcpyPeer between two GPUs, with peer access enabled first where the pair allows it (a direct NVLink or
+ * PCIe copy; otherwise the driver stages it through the host). Synchronous, as cudaMemcpyPeer is. */
+oom_status device_cuda_copy_peer(device *dst, devptr d, device *src, devptr s, size_t bytes)
+{
+    const cuda_dev *cd = (const cuda_dev *)dst->impl, *cs = (const cuda_dev *)src->impl;
+    if (bytes == 0)
+        return OOM_OK;
+    if (cd->ordinal != cs->ordinal) {
+        int can = 0;
+        cu_use(cd);
+        if (cudaDeviceCanAccessPeer(&can, cd->ordinal, cs->ordinal) == cudaSuccess && can) {
+            cudaError_t e = cudaDeviceEnablePeerAccess(cs->ordinal, 0);
+            if (e != cudaSuccess)
+                (void)cudaGetLastError(); /* already enabled, or not possible: the copy still works */
+        }
+    }
+    return OOM_CUDA(cudaMemcpyPeer(hptr(d), cd->ordinal, hptr(s), cs->ordinal, bytes));
+}
 
 bool device_cuda_visible(void)
 {
@@ -975,6 +1141,8 @@ oom_status device_cuda_open(const device_options *opt, device *dev)
 
     /* Select the device and create its primary context, which the driver VMM calls below run in. */
     oom_status st = OOM_CUDA(cudaSetDevice(ordinal));
+    if (st == OOM_OK)
+        cu_current = ordinal;
     if (st == OOM_OK)
         st = OOM_CUDA(cudaFree(0));
     cudaDeviceProp prop;
