@@ -8,7 +8,7 @@
 #include "alloc/cachealloc.h"
 #include "alloc/memstats.h"
 #include "device/device.h"
-#include "run/plot.h"
+#include "run/gnuplot.h"
 
 #define MIB ((size_t)1 << 20)
 
@@ -787,29 +787,18 @@ cJSON *advise_json(const advise_result *res)
 
 /* ---- the plot ---- */
 
-static void put_label(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++)
-        fputc(*s == '"' ? '\'' : *s, f);
-    fputc('"', f);
-}
 
-static bool write_plot(void *vp, const char *dat, const char *gp, const char *terminal, const char *out_tmp)
+/* The figure's data (index 0: the bars; index 1: the series, event and four columns in MiB) and its script after
+ * gp_begin's terminal and output. false when they cannot be written. */
+static bool write_plot(const advise_result *res, gp_figure *f)
 {
-    const advise_result *res = vp;
-    FILE *d = fopen(dat, "w"), *g = fopen(gp, "w");
-    if (!d || !g) {
-        if (d)
-            fclose(d);
-        if (g)
-            fclose(g);
+    char dat[128];
+    FILE *d = gp_data(f, "advise.dat", dat, sizeof dat), *g = f->gp;
+    if (!d)
         return false;
-    }
-    /* index 0: the bars; index 1: the series (event, 4 columns in MiB) */
     for (size_t i = 0; i < res->nrows; i++) {
         fprintf(d, "%zu ", i);
-        put_label(d, res->rows[i].conf[0] ? res->rows[i].conf : "defaults");
+        gp_string(d, res->rows[i].conf[0] ? res->rows[i].conf : "defaults");
         fprintf(d, " %.3f\n", res->rows[i].fits ? mib(res->rows[i].min_budget) : 0.0);
     }
     fprintf(d, "\n\n");
@@ -818,16 +807,14 @@ static bool write_plot(void *vp, const char *dat, const char *gp, const char *te
                 mib((size_t)res->series[0][k]), mib((size_t)res->series[1][k]), mib((size_t)res->series[2][k]),
                 mib((size_t)res->series[3][k]));
     const advise_row *def = &res->rows[0], *best = res->best >= 0 ? &res->rows[res->best] : def;
-    fprintf(g, "set terminal %s size 1100,900 font 'sans,10'\nset output ", terminal);
-    put_label(g, out_tmp);
-    fprintf(g, "\nset termoption noenhanced\nset multiplot layout 2,1 title ");
+    fprintf(g, "set multiplot layout 2,1 title ");
     char title[700];
     snprintf(title, sizeof title, "oomlab advise: %s (cuda:%d)", res->path, res->device);
-    put_label(g, title);
-    fprintf(g, " font 'sans,12'\n");
+    gp_string(g, title);
+    fprintf(g, " font '" GP_FONT ",12'\n");
     fprintf(g, "set title 'minimum budget per setting (MiB); dashed: the need'\nset style fill solid 0.6\n"
                "set boxwidth 0.7\nset grid ytics\nset ylabel 'MiB'\nset yrange [0:*]\n"
-               "set xtics rotate by 25 right font 'sans,8'\nset bmargin 9\nunset key\n");
+               "set xtics rotate by 25 right font '" GP_FONT ",8'\nset bmargin 9\nunset key\n");
     fprintf(g, "plot '%s' index 0 using 1:3:xtic(2) with boxes lc rgb '#1f77b4', %.3f with lines dt 2 lc rgb "
                "'#d62728'\n",
             dat, mib(res->need));
@@ -835,9 +822,9 @@ static bool write_plot(void *vp, const char *dat, const char *gp, const char *te
     snprintf(title, sizeof title, "over the trace: defaults at %.0f MiB, %s at %.0f MiB (highest per %zu-event run)",
              mib(def->min_budget), best->conf[0] ? best->conf : "defaults", mib(best->min_budget),
              res->npoints ? (res->events + res->npoints - 1) / res->npoints : 0);
-    put_label(g, title);
-    fprintf(g, "\nset xlabel 'trace event'\nset xtics auto norotate font 'sans,9'\nset bmargin 4\n"
-               "set key top left font 'sans,9' box opaque\n");
+    gp_string(g, title);
+    fprintf(g, "\nset xlabel 'trace event'\nset xtics auto norotate font '" GP_FONT ",9'\nset bmargin 4\n"
+               "set key top left font '" GP_FONT ",9' box opaque\n");
     fprintf(g, "plot '%s' index 1 using 1:3 with lines lw 2 lc rgb '#1f77b4' title 'defaults: reserved', "
                "'' index 1 using 1:2 with lines lw 1 lc rgb '#1f77b4' dt 2 title 'defaults: allocated', "
                "'' index 1 using 1:5 with lines lw 2 lc rgb '#2ca02c' title 'best: reserved', "
@@ -845,9 +832,7 @@ static bool write_plot(void *vp, const char *dat, const char *gp, const char *te
             dat);
     fprintf(g, "unset multiplot\n");
     bool ok = !ferror(d) && !ferror(g);
-    ok = (fclose(d) == 0) && ok;
-    ok = (fclose(g) == 0) && ok;
-    return ok;
+    return (fclose(d) == 0) && ok;
 }
 
 oom_status advise_plot(const advise_result *res, const char *out_path, char *err, size_t errcap)
@@ -856,5 +841,14 @@ oom_status advise_plot(const advise_result *res, const char *out_path, char *err
         set_err(err, errcap, "advise ran without series: nothing to plot");
         return OOM_EINVAL;
     }
-    return plot_gnuplot(out_path, write_plot, (void *)res, err, errcap);
+    gp_figure f;
+    oom_status st = gp_begin(&f, out_path, 1100, 900, 10, err, errcap);
+    if (st != OOM_OK)
+        return st;
+    if (!write_plot(res, &f)) {
+        gp_abort(&f);
+        set_err(err, errcap, "cannot write the plot's inputs");
+        return OOM_EIO;
+    }
+    return gp_end(&f, err, errcap);
 }

@@ -56,13 +56,7 @@ oom_status plot_all(const char *json_path, char *written, size_t cap, char *err,
 oom_status plot_trend(const char *csv_path, const char *out_dir, const char *ext, char *written, size_t cap,
                       char *err, size_t errcap);
 
-/* Write the inputs of a gnuplot drawing: the data file dat and the script gp, which draws with terminal into
- * out_tmp. false when they cannot be written. */
-typedef bool (*plot_inputs_fn)(void *ctx, const char *dat, const char *gp, const char *terminal, const char *out_tmp);
 
-/* Draw with gnuplot into out_path (.png: pngcairo, .svg: svg), atomically, from the inputs write makes in a
- * temporary folder; the errors of plot_run. For drawings that are not a run's results (`oomlab advise --plot`). */
-oom_status plot_gnuplot(const char *out_path, plot_inputs_fn write, void *ctx, char *err, size_t errcap);
 
 OOM_END_DECLS
 
