@@ -149,10 +149,10 @@ Test(trace, user_metadata_marks)
 Test(trace, bad_input)
 {
     load_fails(write_file("neg.json", "{\"device_traces\": [[{\"action\": \"alloc\", \"addr\": 1, \"size\": -1}]]}"),
-               "cuda:0 event 0 (alloc): missing or invalid 'addr' or 'size'");
+               "cuda:0 event 0 (alloc): 'size' -1 is negative");
     load_fails(write_file("frac.json",
                           "{\"device_traces\": [[{\"action\": \"oom\", \"device_free\": 1.5, \"size\": 512}]]}"),
-               "cuda:0 event 0 (oom): missing or invalid 'device_free' or 'size'");
+               "cuda:0 event 0 (oom): 'device_free' 1.5 is not a whole number");
     load_fails(write_file("act.json", "{\"device_traces\": [[], [{\"action\": 3, \"addr\": 1, \"size\": 1}]]}"),
                "cuda:1 event 0: unknown or missing 'action'");
     load_fails(write_file("notlist.json", "{\"device_traces\": [[], 7]}"), "device_traces[1] is not a list");
