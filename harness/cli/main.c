@@ -5,8 +5,9 @@
  *
  * Exit status: 0 success (run: every variant shows what it must; replay: the model agrees with PyTorch's
  * segment actions on every device, or a what-if replay), 1 a result that fails (run: an expectation does not
- * hold; replay under the recording's settings: some device diverges), 2 bad input (one error line on stderr,
- * nothing written).
+ * hold, or a variant crashed or timed out, which a closing line counts; replay under the recording's settings:
+ * some device diverges; faultsweep: a fault point was not clean), 2 bad input (one error line on stderr, nothing
+ * written).
  */
 #include <cJSON.h>
 #include <ctype.h>
@@ -92,6 +93,13 @@ static const cli_command commands[] = {
           "reserved bytes per value, and the largest value that fits the budget, found as accelerate's\n"
           "find_executable_batch_size finds it (from HI, x0.9 on each OOM) and exactly (bisection); writes\n"
           "SCENARIO.sweep.json (schema oomlab.sweep/1); needs a SCENARIO, not with --plot",
+          false},
+         {"--timeout", "SECONDS",
+          "kill a variant still running after SECONDS and report it timed out (0: no limit); default: the\n"
+          "scenario's own limit, else 600 s. Each variant runs in its own process: a crash (a signal, a\n"
+          "CUDA error) or a hang is reported as crashed or timeout, the other variants still run, exit 1",
+          false},
+         {"--no-fork", NULL, "run the variants in this process (to debug one with gdb): no isolation, no timeout",
           false},
      }},
     {"plot",
@@ -286,8 +294,9 @@ static void print_overview(FILE *f)
         fprintf(f, "      ");
         print_lines(f, c->summary, 6);
     }
-    fprintf(f, "exit status: 0 success, 1 a result that fails (run: an expectation does not hold; replay: the model\n"
-               "diverges from PyTorch), 2 bad input (one error line on stderr, nothing written)\n");
+    fprintf(f, "exit status: 0 success, 1 a result that fails (run: an expectation does not hold, or a variant crashed\n"
+               "or timed out, said in a closing line; replay: the model diverges from PyTorch; faultsweep: a fault\n"
+               "point was not clean), 2 bad input (one error line on stderr, nothing written)\n");
 }
 
 static int bad_input(const char *fmt, const char *arg)
@@ -731,6 +740,18 @@ static int take_variants(char *arg, run_options *o)
     return 0;
 }
 
+/* --timeout SECONDS: a positive number of seconds, or 0 for no limit (stored as -1). 0, or the exit status. */
+static int take_timeout(const char *arg, double *out)
+{
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(arg, &end);
+    if (!arg[0] || !end || *end || errno || !(v >= 0) || v > 1e6)
+        return bad_input("--timeout: '%.64s' is not a number of seconds from 0 (no limit) to 1000000", arg);
+    *out = v == 0 ? -1 : v;
+    return 0;
+}
+
 /* Run one scenario; writes its results file (into *rundir once one is claimed, else claims one in out_dir).
  * Returns 0 or EXIT_BAD_INPUT (the line printed); *res is filled on 0. */
 static int run_one(const scenario *sc, const run_options *o, const char *out_dir, bool write, char *rundir,
@@ -801,7 +822,7 @@ static int cmd_run(int argc, char **argv)
         const char *a = argv[i];
         bool has_value = strcmp(a, "--variant") == 0 || strcmp(a, "--backend") == 0 || strcmp(a, "--budget") == 0 ||
                          strcmp(a, "--set") == 0 || strcmp(a, "--alloc-conf") == 0 || strcmp(a, "--out") == 0 ||
-                         strcmp(a, "--scale") == 0 || strcmp(a, "--sweep") == 0;
+                         strcmp(a, "--scale") == 0 || strcmp(a, "--sweep") == 0 || strcmp(a, "--timeout") == 0;
         if (has_value && i + 1 >= argc)
             return bad_input("%s needs a value", a);
         if (strcmp(a, "--variant") == 0) {
@@ -844,6 +865,12 @@ static int cmd_run(int argc, char **argv)
                 return bad_input("%s needs a directory", "--out");
         } else if (strcmp(a, "--no-write") == 0) {
             write = false;
+        } else if (strcmp(a, "--timeout") == 0) {
+            int rc = take_timeout(argv[++i], &o.timeout_s);
+            if (rc)
+                return rc;
+        } else if (strcmp(a, "--no-fork") == 0) {
+            o.no_fork = true;
         } else if (strcmp(a, "--dry-run") == 0) {
             o.dry_run = true;
         } else if (strcmp(a, "--plot") == 0) {
