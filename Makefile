@@ -69,6 +69,13 @@ $(BUILD)/oomlab: $(BUILD)/harness/cli/main.o $(BUILD)/liboomlab.a
 $(BUILD)/oomlab_tests: $(patsubst %.c,$(BUILD)/%.o,$(TEST_C)) $(BUILD)/liboomlab.a
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -lcriterion -o $@
 
+# Test-only scenarios (tests/fixtures: a crash, a hang, leaks on an OOM path), never in build/oomlab: linked into
+# the suite, and into build/oomlab_fixtures, the command line with them, which the suite runs as a user would.
+FIXTURE_OBJ := $(BUILD)/tests/fixtures/scenarios.o
+$(BUILD)/oomlab_fixtures: $(BUILD)/harness/cli/main.o $(FIXTURE_OBJ) $(BUILD)/liboomlab.a
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+$(BUILD)/oomlab_tests: $(FIXTURE_OBJ) | $(BUILD)/oomlab_fixtures
+
 # Install the Debian packages that are missing (apt-get; needs root or sudo).
 deps:
 	@missing=""; for p in $(PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \

@@ -23,6 +23,7 @@
 #include "cli/parity.h"
 #include "run/plot.h"
 #include "alloc/replay.h"
+#include "run/faultsweep.h"
 #include "run/report.h"
 #include "run/runner.h"
 #include "run/scenario.h"
@@ -100,6 +101,24 @@ static const cli_command commands[] = {
           "CUDA error) or a hang is reported as crashed or timeout, the other variants still run, exit 1",
           false},
          {"--no-fork", NULL, "run the variants in this process (to debug one with gdb): no isolation, no timeout",
+          false},
+     }},
+    {"faultsweep",
+     "[SCENARIO]",
+     "SQLite's OOM loop (no SCENARIO: the whole catalog): fail the n-th device allocation and every later one,\n"
+     "for n = 1, 2, ... until a run no longer reaches its fault, then the same for pinned host allocations; each\n"
+     "point in its own process must end clean: no crash or hang, an OOM as the allocator's normal result, every\n"
+     "tensor released, 0 bytes allocated, the allocator validators passing (and, built with make asan, no leak\n"
+     "LeakSanitizer finds); prints points and failures per variant, exit 1 if a point was not clean",
+     {
+         {"--variant", "V[,V]", "sweep only these variants (needs a SCENARIO)", true},
+         OPT_BACKEND,
+         {"--scale", "ci|full", "as for run (default: ci on sim, full on cuda)", false},
+         {"--set", "NAME=VALUE", "change a scenario parameter (needs a SCENARIO)", true},
+         {"--only", "device|host", "fail only device allocations, or only pinned host allocations (default: both)",
+          false},
+         {"--stride", "N", "test every N-th fault point (1, 1+N, 1+2N, ...; default 1: every point)", false},
+         {"--timeout", "SECONDS", "a point still running after SECONDS is killed and not clean (default: run's)",
           false},
      }},
     {"plot",
@@ -976,6 +995,83 @@ static int cmd_run(int argc, char **argv)
     return rc;
 }
 
+/* `oomlab faultsweep [SCENARIO]`: the table, exit 1 when a point was not clean. */
+static int cmd_faultsweep(int argc, char **argv)
+{
+    faultsweep_options fo = {.run = {.backend = DEVICE_AUTO}, .stride = 1, .device = true, .host = true};
+    run_options *o = &fo.run;
+    const char *name = NULL;
+    static char set_names[RUN_MAX_SETS][64];
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        bool has_value = strcmp(a, "--variant") == 0 || strcmp(a, "--backend") == 0 || strcmp(a, "--set") == 0 ||
+                         strcmp(a, "--scale") == 0 || strcmp(a, "--only") == 0 || strcmp(a, "--stride") == 0 ||
+                         strcmp(a, "--timeout") == 0;
+        if (has_value && i + 1 >= argc)
+            return bad_input("%s needs a value", a);
+        int rc = 0;
+        if (strcmp(a, "--variant") == 0) {
+            rc = take_variants(argv[++i], o);
+        } else if (strcmp(a, "--backend") == 0) {
+            rc = take_backend(argc, argv, &i, &o->backend);
+        } else if (strcmp(a, "--scale") == 0) {
+            const char *v = argv[++i];
+            if (strcmp(v, "ci") == 0 || strcmp(v, "full") == 0)
+                o->scale = v[0] == 'c' ? SCALE_CI : SCALE_FULL;
+            else
+                return bad_input("--scale: '%.64s' is not ci or full", v);
+        } else if (strcmp(a, "--set") == 0) {
+            if (o->nsets == RUN_MAX_SETS)
+                return bad_input("--set: at most %s settings", "16");
+            if (!parse_set(argv[++i], &o->sets[o->nsets], set_names[o->nsets], sizeof set_names[0]))
+                return bad_input("--set: '%s' is not NAME=INTEGER", argv[i]);
+            o->nsets++;
+        } else if (strcmp(a, "--only") == 0) {
+            const char *v = argv[++i];
+            if (strcmp(v, "device") != 0 && strcmp(v, "host") != 0)
+                return bad_input("--only: '%.64s' is not device or host", v);
+            fo.device = v[0] == 'd';
+            fo.host = v[0] == 'h';
+        } else if (strcmp(a, "--stride") == 0) {
+            long v = 0;
+            rc = take_count(argc, argv, &i, 1, FAULTSWEEP_MAX_POINT, "a stride", &v);
+            fo.stride = (uint64_t)v;
+        } else if (strcmp(a, "--timeout") == 0) {
+            rc = take_timeout(argv[++i], &o->timeout_s);
+        } else if (a[0] == '-' && a[1]) {
+            return bad_input("faultsweep: unknown option '%s'", a);
+        } else if (!name) {
+            name = a;
+        } else {
+            return bad_input("faultsweep: unexpected argument '%s'", a);
+        }
+        if (rc)
+            return rc;
+    }
+    if (!name && (o->nvariants || o->nsets))
+        return bad_input("%s", "faultsweep: --variant and --set need a SCENARIO");
+    const scenario *one = NULL;
+    if (name && !(one = find_scenario(name)))
+        return EXIT_BAD_INPUT;
+    char err[512];
+    o->alloc_conf = alloc_conf_pick(NULL, &o->alloc_conf_source);
+    alloc_conf user_conf;
+    if (alloc_conf_parse(&user_conf, o->alloc_conf, err, sizeof err) != OOM_OK) {
+        fprintf(stderr, "oomlab: %s: %s\n", o->alloc_conf_source, err);
+        return EXIT_BAD_INPUT;
+    }
+    if (o->alloc_conf && o->alloc_conf[0]) /* the environment's settings change every point: say so */
+        printf("settings: '%s' from %s, under each variant's own\n", o->alloc_conf, o->alloc_conf_source);
+    faultsweep_result res;
+    if (faultsweep_run(one ? &one : scenario_catalog, one ? 1 : scenario_catalog_size, &fo, &res, err, sizeof err) !=
+        OOM_OK)
+        return bad_input("%s", err);
+    faultsweep_table(&res, stdout);
+    int rc = res.passed ? 0 : 1;
+    faultsweep_result_free(&res);
+    return rc;
+}
+
 static int cmd_plot(int argc, char **argv)
 {
     const char *in = NULL, *out = NULL;
@@ -1121,6 +1217,8 @@ static int run_command(const char *cmd, int argc, char **argv)
         return cmd_parity(argc, argv);
     if (strcmp(cmd, "plot") == 0)
         return cmd_plot(argc, argv);
+    if (strcmp(cmd, "faultsweep") == 0)
+        return cmd_faultsweep(argc, argv);
     if (strcmp(cmd, "replay") == 0)
         return cmd_replay(argc, argv);
     if (strcmp(cmd, "bench") == 0)

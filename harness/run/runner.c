@@ -448,7 +448,7 @@ static void fault_check_device(rt *x, int k, run_fault_findings *f)
     hostalloc_usage hu;
     hostalloc_usage_get(x->ha, &hu);
     if (x->live_tensors || x->live_nodes || left || hu.live_blocks) {
-        if (f->released)
+        if (!f->detail[0])
             snprintf(f->detail, sizeof f->detail,
                      "device %d: not released: %zu tensors, %zu autograd nodes, %lld bytes allocated, %zu pinned "
                      "blocks handed out",
@@ -458,7 +458,7 @@ static void fault_check_device(rt *x, int k, run_fault_findings *f)
     oom_status cs = cachealloc_check(x->ca);
     oom_status hs = cs == OOM_OK ? hostalloc_check(x->ha) : OOM_OK;
     if (cs != OOM_OK || hs != OOM_OK) {
-        if (f->valid && !f->detail[0])
+        if (!f->detail[0])
             snprintf(f->detail, sizeof f->detail, "device %d: %s validator: %s", k,
                      cs != OOM_OK ? "cachealloc" : "hostalloc", oom_error_msg());
         f->valid = false;
