@@ -139,7 +139,7 @@ oom_status faultsweep_run(const scenario *const *list, size_t n, const faultswee
 void faultsweep_table(const faultsweep_result *r, FILE *out)
 {
     if (r->stride > 1)
-        fprintf(out, "faultsweep: backend %s, scale %s, every %llu-th fault point (--stride)\n", r->backend,
+        fprintf(out, "faultsweep: backend %s, scale %s, one fault point in %llu (--stride)\n", r->backend,
                 run_scale_str(r->scale), (unsigned long long)r->stride);
     else
         fprintf(out, "faultsweep: backend %s, scale %s, every fault point\n", r->backend, run_scale_str(r->scale));
@@ -166,7 +166,8 @@ void faultsweep_table(const faultsweep_result *r, FILE *out)
                 fprintf(out, "\n%s/%s, with no fault: %s", row->sc->name, row->v->name, f->what);
         }
     }
-    fprintf(out, "%s\n%llu fault points in %zu variants: ", failures ? "\n" : "", (unsigned long long)points, r->nrows);
+    fprintf(out, "%s\n%llu fault points in %zu variant%s: ", failures ? "\n" : "", (unsigned long long)points, r->nrows,
+            r->nrows == 1 ? "" : "s");
     if (failures)
         fprintf(out, "%zu not clean (✗ above)\n", failures);
     else
