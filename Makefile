@@ -147,9 +147,9 @@ gpu-bundle: deps
 	$(MAKE) --no-print-directory $(BUILD)/oomlab $(BUILD)/oomlab_tests
 	$(MAKE) --no-print-directory BUILD=build/bench DEBUG=0 OPT="-O3 -march=x86-64-v3" build/bench/oomlab
 	rm -rf .gpubundle && mkdir -p .gpubundle/lib
-	cp $(BUILD)/oomlab $(BUILD)/oomlab_tests .gpubundle/
+	cp $(BUILD)/oomlab $(BUILD)/oomlab_tests $(BUILD)/oomlab_fixtures .gpubundle/
 	cp build/bench/oomlab .gpubundle/oomlab-bench
-	strip --strip-debug .gpubundle/oomlab .gpubundle/oomlab_tests .gpubundle/oomlab-bench  # the 64 MiB the device tool carries
+	strip --strip-debug .gpubundle/oomlab .gpubundle/oomlab_tests .gpubundle/oomlab_fixtures .gpubundle/oomlab-bench  # the 64 MiB the device tool carries
 	ldd $(BUILD)/oomlab_tests $(BUILD)/oomlab | awk '/=> \// {print $$3}' | sort -u | \
 	  grep -v -E '/(libc|libm|libcuda|libresolv|libpthread|libdl|librt|ld-linux[^/]*)\.so' | \
 	  xargs -r cp -L -t .gpubundle/lib
