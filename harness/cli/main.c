@@ -62,7 +62,9 @@ static const cli_command commands[] = {
     {"run",
      "[SCENARIO]",
      "run a scenario's variants (no SCENARIO: the whole catalog, one table), print the table and write\n"
-     "results/runs/STAMP-BACKEND/SCENARIO.json (--plot: and SCENARIO.png beside it)",
+     "results/runs/STAMP-BACKEND/SCENARIO.json (--plot: and SCENARIO.png beside it); each variant in its own\n"
+     "process (a crash or a hang is reported and the others run); exit 0: every variant shows what it must,\n"
+     "1: one does not, or crashed or timed out (a closing line counts those), 2: bad input",
      {
          {"--variant", "V[,V]",
           "run only these variants (default: every variant; oomlab describe SCENARIO lists them)", true},
