@@ -22,6 +22,8 @@ static const char *unclean(const variant_result *vr)
 {
     if (vr->outcome == OUTCOME_CRASHED || vr->outcome == OUTCOME_TIMEOUT)
         return vr->error;
+    if (vr->outcome == OUTCOME_ERROR && vr->status != OOM_ENOMEM_DEVICE && vr->status != OOM_ENOMEM_PINNED)
+        return vr->error; /* also a runtime that could not be opened, which the checks never saw */
     return vr->fault.detail[0] ? vr->fault.detail : NULL;
 }
 

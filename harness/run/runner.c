@@ -499,6 +499,7 @@ static void run_variant(const scenario *sc, const run_options *o, run_result *ru
     oom_status st = rt_open(&ro, &r);
     if (st != OOM_OK) {
         res->outcome = OUTCOME_ERROR;
+        res->status = st;
         snprintf(res->error, sizeof res->error, "cannot open the %s backend: %s", device_kind_str(o->backend),
                  oom_error_msg());
         return;
