@@ -8,11 +8,16 @@
 #   make test            install missing Debian packages, build and run the Criterion suite (sim)
 #   make test BACKEND=cuda   the same suite on a real GPU (one job at a time)
 #   make bench           build with OOM_DEBUG=0 and run the benchmarks
+#   make baseline [BACKEND=cuda]   regenerate results/baselines/BACKEND/ (sim: the committed ones), showing what changes
+#   make nightly [BACKEND=...]     run the catalog, compare with the baseline, append to results/history.csv
 #   make debug / asan    checked build (validator after every op) / address+undefined sanitizers
+#   make report          the catalog and oversize_batch's sweep at full scale (REPORT_ARGS, default --dry-run),
+#                        then results/report/index.html (oomlab report); make report-check renders it in
+#                        headless chromium (installed on demand) and checks every section and image
 #   make deps            apt-get the packages that are missing
 #   make clean
 
-PACKAGES := libcjson-dev libcriterion-dev gnuplot-nox
+PACKAGES := libcjson-dev libcriterion-dev gnuplot-nox libxml2-utils
 
 CC      ?= cc
 NVCC    ?= $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
@@ -33,7 +38,7 @@ HARNESS_C := $(filter-out harness/cli/main.c,$(wildcard harness/*/*.c))
 SCEN_C    := $(wildcard scenarios/*.c)
 KREF_C    := $(wildcard kernels/*.c)
 TEST_C    := $(wildcard tests/*.c)
-LIB_OBJ   := $(patsubst %.c,$(BUILD)/%.o,$(HARNESS_C) $(SCEN_C) $(KREF_C))
+LIB_OBJ   := $(patsubst %.c,$(BUILD)/%.o,$(HARNESS_C) $(SCEN_C) $(KREF_C)) $(BUILD)/gen/stories.o
 
 ifneq ($(NVCC),)
   HAS_CUDA := 1
@@ -47,7 +52,7 @@ ifneq ($(NVCC),)
               -Xcompiler -Wall,-Wextra,-Werror
 endif
 
-.PHONY: all run test bench debug asan deps clean gpu-bundle
+.PHONY: all run test bench debug asan deps clean gpu-bundle report report-check baseline nightly
 
 all: $(BUILD)/oomlab
 
@@ -58,6 +63,14 @@ $(BUILD)/%.o: %.c
 $(BUILD)/%.o: %.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -MMD -MP -c $< -o $@
+
+# Each scenario's story, from its one home, the opening comment of scenarios/NAME.c (harness/run/story.h).
+$(BUILD)/gen/stories.c: $(SCEN_C) scripts/gen_stories.sh
+	@mkdir -p $(dir $@)
+	bash scripts/gen_stories.sh $(SCEN_C) > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/gen/stories.o: $(BUILD)/gen/stories.c
+	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
 
 $(BUILD)/liboomlab.a: $(LIB_OBJ)
 	@rm -f $@
@@ -153,3 +166,32 @@ gpu-bundle: deps
 	ldd $(BUILD)/oomlab_tests $(BUILD)/oomlab | awk '/=> \// {print $$3}' | sort -u | \
 	  grep -v -E '/(libc|libm|libcuda|libresolv|libpthread|libdl|librt|ld-linux[^/]*)\.so' | \
 	  xargs -r cp -L -t .gpubundle/lib
+
+# The report: the catalog and oversize_batch's sweep at full scale, where PyTorch's twins ran, as a dry run on sim by
+# default (the allocator's accounting, no compute: seconds; REPORT_ARGS="--backend cuda" measures on a GPU), then
+# one static page. A run whose expectations fail still gets its page (the page shows the ✗), and make says so.
+REPORT_ARGS ?= --dry-run
+report: deps
+	$(MAKE) --no-print-directory $(BUILD)/oomlab
+	@run=$$($(BUILD)/oomlab run $(REPORT_ARGS)); rc=$$?; dir=$$(printf '%s\n' "$$run" | sed -n 's/^results: //p'); \
+	  sw=$$($(BUILD)/oomlab run oversize_batch --sweep batch=64..16384 $(REPORT_ARGS) | sed -n 's/^results: //p'); \
+	  [ -n "$$dir" ] && [ -n "$$sw" ] || { echo "make report: the runs wrote no results" >&2; exit 2; }; \
+	  echo "runs: $$dir $$sw"; \
+	  $(BUILD)/oomlab report "$$dir" "$$sw" -o results/report || exit $$?; \
+	  [ $$rc = 0 ] || { echo "make report: some expectation failed (exit $$rc): see the page" >&2; exit $$rc; }
+
+# The page as a reader gets it: headless chromium (Debian's, installed here when missing, not part of PACKAGES)
+# renders it, every section and image is checked, and docs/img/report.png is its screenshot.
+report-check: report
+	@command -v chromium >/dev/null 2>&1 || $(MAKE) --no-print-directory deps PACKAGES=chromium
+	bash scripts/report_check.sh results/report docs/img/report.png
+
+# Nightly regression tracking (README.md, "Nightly tracking"). make baseline regenerates the baselines of BACKEND
+# (default sim: the committed ones, at ci scale) and shows what changes before it writes; make nightly runs the
+# catalog (cuda when a GPU is visible, unless BACKEND says otherwise), compares it with the baseline, appends it to
+# results/history.csv, prints the steps in the history and exports it for CI dashboards (scripts/nightly.sh).
+baseline: deps $(BUILD)/oomlab
+	@bash scripts/baseline.sh $(BUILD)/oomlab $(BACKEND)
+
+nightly: deps $(BUILD)/oomlab
+	@bash scripts/nightly.sh $(BUILD)/oomlab $(RUN_BACKEND)

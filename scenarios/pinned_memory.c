@@ -163,6 +163,10 @@ static oom_status run_loop(scn *s, const loop_cfg *c, devstream cs, loop_out *ou
         if (st == OOM_ENOMEM_PINNED) { /* the pin thread's exception, raised for batch i */
             out->failed_at = i;
             out->host_at_fail = host_stat(r, "allocated_bytes.current");
+            char what[64];
+            snprintf(what, sizeof what, "%spinning batch %lld", c->tag, (long long)i);
+            scn_caught_pinned(s, what, "RuntimeError: Caught RuntimeError in pin memory thread for device 0: CUDA "
+                                       "error: out of memory");
             scn_note(s, "%sbatch %lld: RuntimeError: Caught RuntimeError in pin memory thread for device 0: CUDA "
                         "error: out of memory",
                      c->tag, (long long)i);

@@ -1208,3 +1208,42 @@ Test(cachealloc, snapshot_known_pattern)
     cachealloc_snapshot_free(s, n);
     rm(&e);
 }
+
+/* Best fit breaks ties between equal free blocks by the ordering key (device_order_key), not the raw pointer: with
+ * the model beside a sim whose second segment a hint put on the other side of the first, the allocator reuses the
+ * segment the model ranks lower, as PyTorch does in the process the model describes. */
+Test(cachealloc, ties_break_by_the_models_address)
+{
+    for (int model = 0; model <= 1; model++) {
+        device_options dopt = {.kind = DEVICE_SIM, .sim_dry_run = true, .sim_model_order = model};
+        device *dev = NULL;
+        cr_assert_eq(device_open(&dopt, &dev), OOM_OK);
+        cachealloc_options o = {0};
+        alloc_conf_default(&o.conf);
+        cachealloc *ca = NULL;
+        cr_assert_eq(cachealloc_new(dev, &o, &ca), OOM_OK);
+        devptr p1 = A(ca, 20 * MiB);
+        /* the model puts the second segment beside the first; the hint puts it 8 GiB on the other side */
+        device *probe = NULL;
+        device_options po = {.kind = DEVICE_SIM, .sim_dry_run = true};
+        cr_assert_eq(device_open(&po, &probe), OOM_OK);
+        devptr q1, q2;
+        cr_assert_eq(device_mem_alloc(probe, 20 * MiB, &q1), OOM_OK);
+        cr_assert_eq(device_mem_alloc(probe, 20 * MiB, &q2), OOM_OK);
+        device_close(probe);
+        cr_assert_eq(q1, p1);
+        devptr spot = q2 < q1 ? p1 + 8 * GiB : p1 - 8 * GiB;
+        device_addr_hint(dev, spot, 20 * MiB);
+        devptr p2 = A(ca, 20 * MiB);
+        cr_assert_eq(p2, spot);
+        F(ca, p1);
+        F(ca, p2);
+        devptr want = model ? (q2 < q1 ? p2 : p1) : (p2 < p1 ? p2 : p1);
+        devptr got = A(ca, 20 * MiB);
+        cr_assert_eq(got, want, "model %d: reused 0x%llx, want 0x%llx", model, (unsigned long long)got,
+                     (unsigned long long)want);
+        F(ca, got);
+        cachealloc_delete(ca);
+        device_close(dev);
+    }
+}

@@ -56,6 +56,7 @@ typedef struct rblock {
     int prev, next, pool; /* pool: 0 small, 1 large */
     int es;               /* expandable range index, -1 for a cudaMalloc segment */
     bool alloc, used, mapped;
+    uint64_t kd; /* ordering key - ptr, fixed when its segment was made (device_order_key, I7) */
 } rblock;
 
 typedef struct rrange {
@@ -72,6 +73,11 @@ typedef struct ref {
     size_t budget, held, total;
     int64_t gcount[2];
 } ref;
+
+/* The device under test: ties break by its ordering key (device_order_key: the address on sim, sim's model of the
+ * driver's placement on cuda), as the allocator's do. The model runs after the allocator's call, when a segment
+ * the call released no longer has a key, so each block keeps the offset its segment had when it was made. */
+static const device *ref_dev;
 
 static int stat_of(int pool) { return pool ? STAT_LARGE : STAT_SMALL; }
 
@@ -91,7 +97,7 @@ static int r_new(ref *r, uint64_t ptr, uint64_t size, int pool, int es)
         r->nb++;
     }
     r->b[i] = (rblock){.ptr = ptr, .size = size, .prev = -1, .next = -1, .pool = pool, .es = es, .used = true,
-                       .mapped = true};
+                       .mapped = true, .kd = device_order_key(ref_dev, ptr) - ptr};
     return i;
 }
 
@@ -106,7 +112,13 @@ static bool r_free_in(const ref *r, int i, int pool)
     return x->used && !x->alloc && x->mapped && x->pool == pool;
 }
 
-static bool r_less(const rblock *x, const rblock *y) { return x->size < y->size || (x->size == y->size && x->ptr < y->ptr); }
+/* A block's ordering key, as the allocator ranks it (ca_block.key). */
+static uint64_t K(const rblock *x) { return x->ptr + x->kd; }
+
+static bool r_less(const rblock *x, const rblock *y)
+{
+    return x->size < y->size || (x->size == y->size && K(x) < K(y));
+}
 
 static size_t r_round(const ref *r, size_t n)
 {
@@ -305,12 +317,12 @@ static int r_alloc_expandable(ref *r, int pool, uint64_t size, devptr p)
         int c = -1;
         for (int i = 0; i < r->nb; i++) {
             const rblock *x = &r->b[i];
-            if (x->used && !x->mapped && x->pool == pool && x->ptr >= after && (c < 0 || x->ptr < r->b[c].ptr))
+            if (x->used && !x->mapped && x->pool == pool && K(x) >= after && (c < 0 || K(x) < K(&r->b[c])))
                 c = i;
         }
         if (c < 0)
             break;
-        after = r->b[c].ptr + 1;
+        after = K(&r->b[c]) + 1;
         int start = c;
         int pv = r->b[c].prev;
         if (pv >= 0 && !r->b[pv].alloc)
@@ -584,6 +596,7 @@ typedef struct blk {
 static void random_run(const char *conf, uint64_t seed, size_t slack, bool model)
 {
     device *dev = test_device_open(GiB); /* sim: 1 GiB; the budget binds first on both backends */
+    ref_dev = dev;
     cr_assert_not_null(dev);
     cachealloc_options o = {.budget_bytes = BUDGET};
     alloc_conf_default(&o.conf);

@@ -970,7 +970,14 @@ Test(cli, bench_step_prints_its_debug_level)
     r = run(NULL, "bench step --backend sim --width 8 --batch 2 --json");
     cJSON *o = cJSON_Parse(r.out);
     cr_assert_not_null(o, "%s", r.out);
-    cr_assert(cJSON_IsNumber(get(o, "debug_level")) && get(o, "debug_level")->valueint == OOM_DEBUG, "%s", r.out);
+    /* Google Benchmark's shape: the debug level in the context, one benchmark per figure */
+    const cJSON *ctx = get(o, "context"), *b = cJSON_GetArrayItem(get(o, "benchmarks"), 0);
+    cr_assert(cJSON_IsNumber(get(ctx, "oomlab_debug_level")) && get(ctx, "oomlab_debug_level")->valueint == OOM_DEBUG,
+              "%s", r.out);
+    cr_assert(cJSON_IsString(get(b, "name")) && strcmp(get(b, "name")->valuestring, "step/train/w8_b2") == 0, "%s",
+              r.out);
+    cr_assert(cJSON_IsNumber(get(b, "real_time")) && cJSON_IsNumber(get(b, "cpu_time")), "%s", r.out);
+    cr_assert(cJSON_IsString(get(b, "time_unit")) && strcmp(get(b, "time_unit")->valuestring, "ms") == 0, "%s", r.out);
     cJSON_Delete(o);
     run_free(&r);
 }
@@ -1027,7 +1034,8 @@ Test(cli, plot_formats)
     char *svg = fileio_read_all(tpath("x.svg"), NULL);
     cr_assert_not_null(svg, "no x.svg");
     cr_assert_not_null(strstr(svg, "<svg"), "x.svg is not SVG: %.80s", svg);
-    cr_assert_not_null(strstr(svg, "fragmentation on sim"), "the title is missing from x.svg");
+    cr_assert_not_null(strstr(svg, "fragmentation: allocated and reserved memory at each sample (sim"),
+                       "the title is missing from x.svg");
     free(svg);
     run_free(&r);
     const char *bad[] = {"x.pdf", "x", "x.PNG.txt"};
@@ -1303,10 +1311,10 @@ Test(cli, oversize_batch_set_exploration, .timeout = 300)
         cr_assert_eq(r.rc, 0, "%s: exit %d\n%s%s", sets[i], r.rc, r.out, r.err);
         run_free(&r);
     }
-    run_result r = run(NULL, "run oversize_batch --variant bug --set batch=512 --no-write");
+    run_result r = run(NULL, "run oversize_batch --backend sim --variant bug --set batch=512 --no-write");
     cr_assert_not_null(strstr(r.out, "not reproduced at these parameters: batch 512 fits in 9.00 MiB"), "%s", r.out);
     run_free(&r);
-    r = run(NULL, "run oversize_batch --variant fix-checkpointing --set segments=10 --set depth=4 --no-write");
+    r = run(NULL, "run oversize_batch --backend sim --variant fix-checkpointing --set segments=10 --set depth=4 --no-write");
     cr_assert_not_null(strstr(r.out, "cannot cut 9 modules into 10 segments"), "%s", r.out);
     run_free(&r);
     expect_bad_input(NULL, "run oversize_batch --set batch=8", "batch");
@@ -1360,7 +1368,7 @@ Test(cli, sweep_series_and_searches)
 /* CI scale, computing: each probe is a fresh runtime that trains. */
 Test(cli, sweep_computing_json)
 {
-    run_result r = run(NULL, "run oversize_batch --variant bug --sweep batch=512..1024 --json --no-write");
+    run_result r = run(NULL, "run oversize_batch --backend sim --variant bug --sweep batch=512..1024 --json --no-write");
     cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
     cr_assert_str_empty(r.err, "--no-write named a file: %s", r.err);
     cJSON *o = cJSON_Parse(r.out);
@@ -1384,7 +1392,7 @@ Test(cli, sweep_bad_input)
     expect_bad_input(NULL, "run oversize_batch --sweep batch=128..64", "empty");
     expect_bad_input(NULL, "run oversize_batch --sweep batch=65..127", "no power of two");
     expect_bad_input(NULL, "run oversize_batch --sweep batch=64..128 --set batch=64", "--set batch");
-    expect_bad_input(NULL, "run oversize_batch --sweep batch=64..128 --plot", "--plot");
+    expect_bad_input(NULL, "run oversize_batch --sweep batch=64..128 --plot --no-write", "--plot"); /* --plot draws a sweep too */
     expect_bad_input(NULL, "run oversize_batch --sweep batch=64..128 --sweep width=64..128", "one parameter");
     expect_bad_input(NULL, "run oversize_batch --sweep batch=64..128 --variant fix-nothing", "fix-nothing");
     expect_bad_input(NULL, "run oversize_batch --sweep", "--sweep");

@@ -827,3 +827,83 @@ Test(device_sim, pinned_budget)
     cr_assert_gt(limit, 0);
     device_close(dev);
 }
+
+/* The shadow model (device_order_key): a sim run with the model beside it, its second segment put elsewhere by a
+ * hint, ranks that segment where a plain sim (the model alone) put it, at every offset, and follows frees,
+ * reservations and the first kernel launch. */
+Test(device_sim, order_key_is_the_models_address)
+{
+    device_options mo = {.kind = DEVICE_SIM, .sim_dry_run = true, .sim_model_order = true};
+    device *dev = NULL, *plain = open_sim(0, true);
+    cr_assert_eq(device_open(&mo, &dev), OOM_OK);
+    cr_assert(device_orders_by_model(dev));
+    cr_assert_not(device_orders_by_model(plain));
+
+    devptr a, b, c, pa, pb, pc, ra, pra;
+    cr_assert_eq(device_mem_alloc(dev, 20 * MiB, &a), OOM_OK);
+    cr_assert_eq(device_mem_alloc(plain, 20 * MiB, &pa), OOM_OK);
+    cr_assert_eq(device_order_key(dev, a), pa);
+    devptr spot = a - 8 * GiB;
+    device_addr_hint(dev, spot, 20 * MiB);
+    cr_assert_eq(device_mem_alloc(dev, 20 * MiB, &b), OOM_OK);
+    cr_assert_eq(b, spot);
+    cr_assert_eq(device_mem_alloc(plain, 20 * MiB, &pb), OOM_OK);
+    cr_assert_neq(pb, spot);
+    cr_assert_eq(device_order_key(dev, b), pb);
+    cr_assert_eq(device_order_key(dev, b + 5 * MiB + 512), pb + 5 * MiB + 512);
+    cr_assert_eq(device_order_key(plain, b), b); /* no model: the address itself */
+
+    /* a free releases the model's range too: the next segment gets the model's reuse of it */
+    cr_assert_eq(device_mem_free(dev, a, 20 * MiB), OOM_OK);
+    cr_assert_eq(device_mem_free(plain, pa, 20 * MiB), OOM_OK);
+    device_note_kernel_launch(dev);
+    device_note_kernel_launch(plain);
+    cr_assert_eq(device_mem_alloc(dev, 40 * MiB, &c), OOM_OK);
+    cr_assert_eq(device_mem_alloc(plain, 40 * MiB, &pc), OOM_OK);
+    cr_assert_eq(device_order_key(dev, c), pc);
+    cr_assert_eq(device_va_reserve(dev, 64 * MiB, &ra), OOM_OK);
+    cr_assert_eq(device_va_reserve(plain, 64 * MiB, &pra), OOM_OK);
+    cr_assert_eq(device_order_key(dev, ra + 2 * MiB), pra + 2 * MiB);
+    cr_assert_eq(device_va_map(dev, ra, 4 * MiB, 2 * MiB), OOM_OK);
+    cr_assert_eq(device_va_unmap(dev, ra, 4 * MiB, 2 * MiB), OOM_OK);
+    cr_assert_eq(device_va_release(dev, ra, 64 * MiB), OOM_OK);
+    cr_assert_eq(dev->nranges, 2, "%zu ranges live", dev->nranges);
+    device_close(dev);
+    device_close(plain);
+}
+
+/* An asynchronous copy on a side stream, ordered by events both ways (model_too_large's fix-offload): the bytes
+ * arrive, the event recorded after the copy completes, and unknown streams and events are refused. */
+Test(device, async_copy_on_a_side_stream)
+{
+    device *dev = open_conformance();
+    const size_t n = 3 * MiB + 123;
+    unsigned char *src = NULL, *back = malloc(n);
+    cr_assert_eq(device_host_alloc(dev, n, (void **)&src), OOM_OK);
+    fill_pattern(src, n, 7);
+    devptr d;
+    cr_assert_eq(device_mem_alloc(dev, 4 * MiB, &d), OOM_OK);
+    devstream side;
+    cr_assert_eq(device_stream_create(dev, &side), OOM_OK);
+    devevent before, after;
+    cr_assert_eq(device_event_record(dev, 0, &before), OOM_OK);
+    cr_assert_eq(device_stream_wait_event(dev, side, before), OOM_OK);
+    cr_assert_eq(device_copy_htod_async(dev, d, src, n, side), OOM_OK);
+    cr_assert_eq(device_event_record(dev, side, &after), OOM_OK);
+    cr_assert_eq(device_stream_wait_event(dev, 0, after), OOM_OK);
+    cr_assert_eq(device_copy_dtoh(dev, back, d, n), OOM_OK); /* the default stream waits for the copy */
+    cr_assert_eq(memcmp(back, src, n), 0);
+    cr_assert_eq(device_stream_synchronize(dev, side), OOM_OK);
+    bool done = false;
+    cr_assert_eq(device_event_query(dev, after, &done), OOM_OK);
+    cr_assert(done);
+    cr_assert_eq(device_stream_wait_event(dev, side, after + 4096), OOM_EINVAL);
+    cr_assert_eq(device_copy_htod_async(dev, d, src, n, side + 4096), OOM_EINVAL);
+    cr_assert_eq(device_event_destroy(dev, before), OOM_OK);
+    cr_assert_eq(device_event_destroy(dev, after), OOM_OK);
+    cr_assert_eq(device_stream_destroy(dev, side), OOM_OK);
+    cr_assert_eq(device_mem_free(dev, d, 4 * MiB), OOM_OK);
+    cr_assert_eq(device_host_free(dev, src), OOM_OK);
+    free(back);
+    device_close(dev);
+}

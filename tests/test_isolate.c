@@ -131,6 +131,21 @@ static void expect_same(const variant_result *a, const variant_result *b)
     cr_assert_eq(a->nmetrics, b->nmetrics, "%s", n);
     for (size_t i = 0; i < a->nmetrics; i++)
         cr_assert_str_eq(a->metrics[i].name, b->metrics[i].name, "%s", n);
+    cr_assert_eq(a->noom_marks, b->noom_marks, "%s", n);
+    for (size_t i = 0; i < a->noom_marks; i++)
+        cr_assert(a->oom_marks[i].step == b->oom_marks[i].step && a->oom_marks[i].requested == b->oom_marks[i].requested &&
+                      strcmp(a->oom_marks[i].what, b->oom_marks[i].what) == 0,
+                  "%s: OOM %zu differs", n, i);
+    cr_assert_eq(a->oom_nlayout, b->oom_nlayout, "%s", n);
+    for (size_t k = 0; k < a->oom_nlayout; k++) {
+        const ca_snap_segment *x = &a->oom_layout[k], *y = &b->oom_layout[k];
+        cr_assert(x->address == y->address && x->total_size == y->total_size && x->nblocks == y->nblocks,
+                  "%s: segment %zu at the OOM differs", n, k);
+        for (size_t i = 0; i < x->nblocks; i++)
+            cr_assert(x->blocks[i].addr == y->blocks[i].addr && x->blocks[i].size == y->blocks[i].size &&
+                          x->blocks[i].state == y->blocks[i].state,
+                      "%s: segment %zu block %zu differs", n, k, i);
+    }
     cr_assert_eq(a->ndevices, b->ndevices, "%s", n);
     for (size_t k = 0; k < a->ndevices; k++) {
         cr_assert_str_eq(a->devices[k].name, b->devices[k].name, "%s", n);
@@ -158,8 +173,13 @@ Test(isolate, a_child_reports_what_this_process_computes)
         cr_assert_str_eq(forked.device, here.device);
         cr_assert_eq(forked.cap, here.cap);
         cr_assert_eq(forked.device_total, here.device_total);
-        for (size_t i = 0; i < forked.nvariants; i++)
+        cr_assert_eq(forked.model_order, here.model_order);
+        size_t layouts = 0;
+        for (size_t i = 0; i < forked.nvariants; i++) {
             expect_same(&forked.variants[i], &here.variants[i]);
+            layouts += forked.variants[i].oom_nlayout > 0;
+        }
+        cr_assert_gt(layouts, 0, "%s: some variant sends its layout at an OOM", names[k]);
         run_result_free(&forked);
         run_result_free(&here);
     }

@@ -22,7 +22,8 @@
  *       unmapped block is not;
  *   I5  total_allocated_memory == reserved_bytes.all.current == sum of segment sizes + mapped page bytes;
  *   I6  every stat equals its recount (allocation, allocated/active/requested bytes, segment, reserved,
- *       inactive_split), per pool and in aggregate, and memstats_check holds.
+ *       inactive_split), per pool and in aggregate, and memstats_check holds;
+ *   I7  every block's ordering key is its segment's key plus its offset: b->key - b->ptr == first->key - base.
  */
 #include "alloc/cachealloc.h"
 
@@ -47,6 +48,11 @@ typedef struct expseg expseg;
 
 typedef struct ca_block {
     devptr ptr;
+    /* The address that orders blocks of one size (BlockComparatorSize's ptr): ptr on sim; on cuda the address
+     * sim's driver model gave the segment, plus the block's offset in it (device_order_key), so that ties break
+     * as they do in PyTorch's process and not as the driver happens to place segments in oomlab's.
+     * Invariant: key - ptr is the same for every block of a segment. */
+    devptr key;
     size_t size;
     size_t requested_size;       /* raw bytes asked for; kept (stale) after free, as PyTorch does */
     struct ca_block *prev, *next; /* neighbours in the segment, address order */
@@ -115,6 +121,9 @@ struct cachealloc {
 
     ca_oom_info oom;
     bool have_oom;
+    bool keep_oom_layout;       /* cachealloc_record_oom_layout */
+    ca_snap_segment *oom_layout; /* the layout at the last OOM since then (owns its blocks: see snapshot_of) */
+    size_t oom_nlayout;
     uint64_t rng;
 };
 
@@ -204,6 +213,7 @@ static ca_block *block_new(cachealloc *ca, devptr ptr, size_t size, ca_pool *poo
     ca->spare = b->hnext;
     memset(b, 0, sizeof *b);
     b->ptr = ptr;
+    b->key = device_order_key(ca->dev, ptr);
     b->size = size;
     b->pool = pool;
     b->mapped = true;
@@ -218,7 +228,8 @@ static void block_delete(cachealloc *ca, ca_block *b)
 }
 
 /* --------------------------------------------------------------------------------------------------------
- * Treaps. `blocks` compares (size, ptr) (BlockComparatorSize); `unmapped` compares ptr (BlockComparatorAddress).
+ * Treaps. `blocks` compares (size, key) (BlockComparatorSize); `unmapped` compares key (BlockComparatorAddress);
+ * key is the block's ordering address (ca_block.key).
  * ------------------------------------------------------------------------------------------------------ */
 
 static inline bool key_less(size_t s1, devptr p1, size_t s2, devptr p2)
@@ -235,7 +246,7 @@ static inline bool key_less(size_t s1, devptr p1, size_t s2, devptr p2)
 static void treap_split(ca_block *t, size_t s, devptr p, bool by_addr, ca_block **l, ca_block **r)
 {
     while (t) {
-        if (key_less(KSIZE(t, by_addr), t->ptr, s, p)) {
+        if (key_less(KSIZE(t, by_addr), t->key, s, p)) {
             *l = t;
             l = &t->right;
             t = t->right;
@@ -271,9 +282,9 @@ static void treap_insert(ca_block **root, ca_block *n, bool by_addr)
 {
     ca_block **link = root;
     while (*link && (*link)->prio >= n->prio)
-        link = key_less(KSIZE(n, by_addr), n->ptr, KSIZE(*link, by_addr), (*link)->ptr) ? &(*link)->left
+        link = key_less(KSIZE(n, by_addr), n->key, KSIZE(*link, by_addr), (*link)->key) ? &(*link)->left
                                                                                        : &(*link)->right;
-    treap_split(*link, KSIZE(n, by_addr), n->ptr, by_addr, &n->left, &n->right);
+    treap_split(*link, KSIZE(n, by_addr), n->key, by_addr, &n->left, &n->right);
     *link = n;
 }
 
@@ -282,7 +293,7 @@ static ca_block **treap_link_of(ca_block **root, const ca_block *n, bool by_addr
 {
     ca_block **link = root;
     while (*link != n)
-        link = key_less(KSIZE(n, by_addr), n->ptr, KSIZE(*link, by_addr), (*link)->ptr) ? &(*link)->left
+        link = key_less(KSIZE(n, by_addr), n->key, KSIZE(*link, by_addr), (*link)->key) ? &(*link)->left
                                                                                        : &(*link)->right;
     return link;
 }
@@ -298,7 +309,7 @@ static ca_block *treap_lower_bound(ca_block *t, size_t s, devptr p, bool by_addr
 {
     ca_block *best = NULL;
     while (t) {
-        if (key_less(KSIZE(t, by_addr), t->ptr, s, p)) {
+        if (key_less(KSIZE(t, by_addr), t->key, s, p)) {
             t = t->right;
         } else {
             best = t;
@@ -314,7 +325,7 @@ static ca_block *treap_next(ca_block *t, const ca_block *n, bool by_addr)
     ca_block *best = NULL;
     size_t s = KSIZE(n, by_addr);
     while (t) {
-        if (key_less(s, n->ptr, KSIZE(t, by_addr), t->ptr)) {
+        if (key_less(s, n->key, KSIZE(t, by_addr), t->key)) {
             best = t;
             t = t->left;
         } else {
@@ -329,7 +340,7 @@ static ca_block *treap_prev(ca_block *t, const ca_block *n, bool by_addr)
 {
     ca_block *best = NULL;
     while (t) {
-        if (!n || key_less(KSIZE(t, by_addr), t->ptr, KSIZE(n, by_addr), n->ptr)) {
+        if (!n || key_less(KSIZE(t, by_addr), t->key, KSIZE(n, by_addr), n->key)) {
             best = t;
             t = t->right;
         } else {
@@ -573,7 +584,7 @@ static ca_block *find_free_block(const cachealloc *ca, const ca_pool *pool, size
 {
     ca_block *const *l = &pool->blocks, *const *best = NULL;
     while (*l) { /* lower bound of (size, 0), remembering the link to it */
-        if (key_less((*l)->size, (*l)->ptr, size, 0)) {
+        if (key_less((*l)->size, (*l)->key, size, 0)) {
             l = &(*l)->right;
         } else {
             best = l;
@@ -643,6 +654,7 @@ static size_t try_merge_blocks(cachealloc *ca, ca_block *dst, ca_block *src, ca_
         return 0;
     if (dst->prev == src) { /* [src dst] */
         dst->ptr = src->ptr;
+        dst->key = src->key;
         dst->prev = src->prev;
         if (dst->prev)
             dst->prev->next = dst;
@@ -896,6 +908,7 @@ static void unmap_block(cachealloc *ca, ca_block *block)
         block->next = after_free;
         pool_insert(pool, after_free);
     }
+    block->key += uptr - block->ptr;
     block->ptr = uptr;
     block->size = usize;
     block->mapped = false;
@@ -1054,6 +1067,7 @@ static ca_block *alloc_found_block(cachealloc *ca, alloc_params *p, size_t orig_
         block->next = remaining;
         remaining->prev = block;
         remaining->ptr += p->size;
+        remaining->key += p->size;
         remaining->size -= p->size;
         pool_insert(pool, remaining);
         if (already_split && !block->es) {
@@ -1201,6 +1215,12 @@ static void record_oom(cachealloc *ca, const alloc_params *p, size_t orig_size)
         (void)m;
     }
     ca->have_oom = true;
+    if (ca->keep_oom_layout) { /* out of host memory: no layout, said by a count of 0 */
+        cachealloc_snapshot_free(ca->oom_layout, ca->oom_nlayout);
+        ca->oom_layout = cachealloc_layout(ca, &ca->oom_nlayout);
+        if (!ca->oom_layout)
+            ca->oom_nlayout = 0;
+    }
 }
 
 /* --------------------------------------------------------------------------------------------------------
@@ -1265,6 +1285,7 @@ void cachealloc_delete(cachealloc *ca)
     free(ca->segs);
     free(ca->table);
     free(ca->trace);
+    cachealloc_snapshot_free(ca->oom_layout, ca->oom_nlayout);
     free(ca);
 }
 
@@ -1468,7 +1489,7 @@ static bool tree_contains(const ca_block *t, const ca_block *n, bool by_addr)
     while (t) {
         if (t == n)
             return true;
-        t = key_less(KSIZE(n, by_addr), n->ptr, KSIZE(t, by_addr), t->ptr) ? t->left : t->right;
+        t = key_less(KSIZE(n, by_addr), n->key, KSIZE(t, by_addr), t->key) ? t->left : t->right;
     }
     return false;
 }
@@ -1528,6 +1549,8 @@ oom_status cachealloc_check(const cachealloc *ca)
                   (unsigned long long)base, (unsigned long long)b->ptr);
             CHECK(b->pool == pool && b->es == first->es, "block 0x%llx: wrong pool or range",
                   (unsigned long long)b->ptr);
+            CHECK(b->key - b->ptr == first->key - first->ptr, "block 0x%llx: ordering key off its segment's",
+                  (unsigned long long)b->ptr); /* I7 */
             CHECK(b->size > 0, "block 0x%llx: empty", (unsigned long long)b->ptr);
             sum += b->size;
             if (b->allocated) {
@@ -1614,7 +1637,10 @@ out:
  * Snapshot
  * ------------------------------------------------------------------------------------------------------ */
 
-ca_snap_segment *cachealloc_snapshot(const cachealloc *ca, size_t *count)
+/* The segments in address order, block by block. whole_ranges false: _snapshot()'s view, one segment per run of
+ * mapped blocks (unmapped blocks are left out); true: cachealloc_layout's, a segment per cudaMalloc segment or
+ * expandable range, its unmapped blocks included. The first segment owns the block array. */
+static ca_snap_segment *snapshot_of(const cachealloc *ca, bool whole_ranges, size_t *count)
 {
     block_list l = all_blocks(ca);
     ca_snap_segment *segs = calloc(l.n ? l.n : 1, sizeof *segs);
@@ -1626,28 +1652,30 @@ ca_snap_segment *cachealloc_snapshot(const cachealloc *ca, size_t *count)
         free(l.v);
         return NULL;
     }
-    /* one segment per chain of mapped blocks: a cudaMalloc segment, or a mapped run of a range */
     ca_snap_segment *cur = NULL;
     const ca_block *prevb = NULL;
     for (size_t i = 0; i < l.n; i++) {
         const ca_block *b = l.v[i];
-        if (!b->mapped) {
+        if (!b->mapped && !whole_ranges) {
             cur = NULL;
             prevb = b;
             continue;
         }
-        if (!cur || b->prev == NULL || b->prev != prevb || !b->prev->mapped) {
+        bool starts = whole_ranges ? b->prev == NULL || b->prev != prevb
+                                   : b->prev == NULL || b->prev != prevb || !b->prev->mapped;
+        if (!cur || starts) {
             cur = &segs[ns++];
             cur->address = b->ptr;
             cur->is_small = b->pool->is_small;
             cur->is_expandable = b->es != NULL;
+            cur->page_size = b->es ? b->es->page : 0;
             cur->blocks = &blocks[nb];
         }
         ca_snap_block *sb = &blocks[nb++];
         sb->addr = b->ptr;
         sb->size = b->size;
         sb->requested_size = b->requested_size;
-        sb->state = b->allocated ? 1 : 0;
+        sb->state = b->allocated ? CA_SNAP_ALLOCATED : b->mapped ? CA_SNAP_INACTIVE : CA_SNAP_UNMAPPED;
         cur->nblocks++;
         cur->total_size += b->size;
         if (b->allocated) {
@@ -1658,12 +1686,40 @@ ca_snap_segment *cachealloc_snapshot(const cachealloc *ca, size_t *count)
         prevb = b;
     }
     free(l.v);
-    /* the first segment owns the block array */
     if (ns == 0) {
         free(blocks);
         segs[0].blocks = NULL;
     }
     *count = ns;
+    return segs;
+}
+
+ca_snap_segment *cachealloc_snapshot(const cachealloc *ca, size_t *count) { return snapshot_of(ca, false, count); }
+
+ca_snap_segment *cachealloc_layout(const cachealloc *ca, size_t *count) { return snapshot_of(ca, true, count); }
+
+void cachealloc_record_oom_layout(cachealloc *ca, bool enabled) { ca->keep_oom_layout = enabled; }
+
+ca_snap_segment *cachealloc_oom_layout(const cachealloc *ca, size_t *count)
+{
+    *count = 0;
+    if (!ca->oom_layout || ca->oom_nlayout == 0)
+        return NULL;
+    size_t nb = 0;
+    for (size_t i = 0; i < ca->oom_nlayout; i++)
+        nb += ca->oom_layout[i].nblocks;
+    ca_snap_segment *segs = malloc(ca->oom_nlayout * sizeof *segs);
+    ca_snap_block *blocks = malloc((nb ? nb : 1) * sizeof *blocks);
+    if (!segs || !blocks) {
+        free(segs);
+        free(blocks);
+        return NULL;
+    }
+    memcpy(segs, ca->oom_layout, ca->oom_nlayout * sizeof *segs);
+    memcpy(blocks, ca->oom_layout[0].blocks, nb * sizeof *blocks);
+    for (size_t i = 0, off = 0; i < ca->oom_nlayout; off += segs[i].nblocks, i++)
+        segs[i].blocks = &blocks[off];
+    *count = ca->oom_nlayout;
     return segs;
 }
 

@@ -145,14 +145,19 @@ typedef struct ca_snap_block {
     devptr addr;
     size_t size;
     size_t requested_size;
-    int state; /* 0 inactive, 1 active_allocated */
+    int state; /* CA_SNAP_INACTIVE, CA_SNAP_ALLOCATED; CA_SNAP_UNMAPPED only in a layout (below) */
 } ca_snap_block;
+
+#define CA_SNAP_INACTIVE 0  /* free, cached: _snapshot()'s "inactive" */
+#define CA_SNAP_ALLOCATED 1 /* "active_allocated" */
+#define CA_SNAP_UNMAPPED 2  /* reserved virtual space of an expandable range with no pages mapped */
 
 /* One segment as _snapshot() reports it (an expandable range reports one segment per mapped run). */
 typedef struct ca_snap_segment {
     devptr address;
     size_t total_size, allocated_size, active_size, requested_size;
     bool is_small, is_expandable;
+    size_t page_size; /* an expandable range's page (2 MiB small, large_segment_size large); 0 otherwise */
     size_t nblocks;
     ca_snap_block *blocks;
 } ca_snap_segment;
@@ -161,6 +166,18 @@ typedef struct ca_snap_segment {
  * out of host memory; *count gets the number of segments. */
 ca_snap_segment *cachealloc_snapshot(const cachealloc *ca, size_t *count);
 void cachealloc_snapshot_free(ca_snap_segment *segs, size_t count);
+
+/* The layout as memory_viz's "Allocator State History" draws it: every cudaMalloc segment, and every expandable
+ * range whole (one segment, its unmapped space as CA_SNAP_UNMAPPED blocks; total_size is the range's virtual
+ * size, allocated/active/requested count mapped blocks only), in address order. The blocks of each segment tile
+ * it. As cachealloc_snapshot: malloc'd, freed with cachealloc_snapshot_free, NULL when out of host memory. */
+ca_snap_segment *cachealloc_layout(const cachealloc *ca, size_t *count);
+/* Keep the layout at each OOM (off by default: the runner turns it on, a replay or a test need not pay for it).
+ * At an OOM the allocator has already released what it could, so the layout is what the failed request met. */
+void cachealloc_record_oom_layout(cachealloc *ca, bool enabled);
+/* A copy of the layout kept at the most recent OOM (free with cachealloc_snapshot_free); NULL with *count 0 when
+ * none was kept (no OOM since recording was turned on), or out of host memory. */
+ca_snap_segment *cachealloc_oom_layout(const cachealloc *ca, size_t *count);
 
 /* memory_summary() of this allocator (memstats_summary with its device id); malloc'd, caller frees. */
 char *cachealloc_summary(const cachealloc *ca, bool abbreviated);

@@ -12,8 +12,10 @@
 
 OOM_BEGIN_DECLS
 
-/* The benchmarks' clock (CLOCK_MONOTONIC, ns) and the median of n figures (v is sorted in place). */
+/* The benchmarks' clocks: wall (CLOCK_MONOTONIC, ns) and the process's CPU time (CLOCK_PROCESS_CPUTIME_ID, ns,
+ * Google Benchmark's cpu_time); the median of n figures (v is sorted in place). */
 double bench_now_ns(void);
+double bench_cpu_ns(void);
 double bench_median(double *v, int n);
 
 typedef struct bench_options {
@@ -21,6 +23,10 @@ typedef struct bench_options {
     long iters;       /* malloc+free pairs per cell; 0 = a default that takes well under a second */
     bool json;
 } bench_options;
+
+/* --json (every benchmark): Google Benchmark's JSON (run/export.h's gbench_context and gbench_add): "context" with
+ * oomlab_backend, oomlab_device, oomlab_debug_level and oomlab_benchmark, and one entry of "benchmarks" per figure
+ * (real_time and, where the host's CPU does the work, cpu_time; the rest as user counters). */
 
 /* Time cachealloc_malloc+cachealloc_free pairs for 1 KiB, 1 MiB, 20 MiB and 256 MiB with 1 and 64 allocations
  * outstanding (median of 7 runs), and on cuda also cudaMalloc/cudaFree and cudaMallocAsync/cudaFreeAsync.

@@ -1,4 +1,5 @@
-/* main.c - the oomlab command line: list, describe, run, plot, parity, replay, bench alloc|gemm|step, version,
+/* main.c - the oomlab command line: list, describe, run, plot, parity, replay, bench alloc|gemm|step, compare,
+ * baseline, history, export (cli/tracking.h), version,
  * help. The commands, their options and their help are the table `commands` below: `oomlab help`, `oomlab help
  * COMMAND` and `oomlab COMMAND --help` print from it, and main() reads it to accept --flag=value wherever a
  * --flag takes a value. A new option goes into that table and into its command's parser.
@@ -6,8 +7,8 @@
  * Exit status: 0 success (run: every variant shows what it must; replay: the model agrees with PyTorch's
  * segment actions on every device, or a what-if replay), 1 a result that fails (run: an expectation does not
  * hold, or a variant crashed or timed out, which a closing line counts; replay under the recording's settings:
- * some device diverges; faultsweep: a fault point was not clean), 2 bad input (one error line on stderr, nothing
- * written).
+ * some device diverges; compare: a regression; faultsweep: a fault point was not clean), 2 bad input (one error
+ * line on stderr, nothing written).
  */
 #include <cJSON.h>
 #include <ctype.h>
@@ -21,13 +22,17 @@
 #include "cli/bench.h"
 #include "device/device.h"
 #include "cli/parity.h"
+#include "cli/tracking.h"
+#include "run/history.h"
 #include "run/plot.h"
 #include "alloc/replay.h"
 #include "run/faultsweep.h"
 #include "run/report.h"
+#include "run/report_html.h"
 #include "run/runner.h"
 #include "run/scenario.h"
 #include "run/sweep.h"
+#include "core/fileio.h"
 #include "core/units.h"
 
 #define EXIT_BAD_INPUT 2
@@ -40,7 +45,7 @@ typedef struct cli_option {
     bool repeats;      /* may be given more than once */
 } cli_option;
 
-#define CLI_MAX_OPTIONS 14
+#define CLI_MAX_OPTIONS 16
 
 /* A command: `oomlab NAME ARGS [OPTIONS]`, what it does, and its options (up to the first with no name). */
 typedef struct cli_command {
@@ -84,18 +89,25 @@ static const cli_command commands[] = {
           false},
          {"--dry-run", NULL, "the same accounting at full scale on sim, with no memory behind it and no compute",
           false},
+         {"--real-addresses", NULL,
+          "cuda: break ties between equal free blocks by the driver's own addresses in this process,\n"
+          "not by where sim's model of the driver (PyTorch's process) puts segments (the default)",
+          false},
          {"--json", NULL,
           "print the results JSON (schema oomlab.run/1; an array for the catalog) instead of the\n"
           "table; the file is still written, its path on stderr",
           false},
-         {"--plot", NULL, "draw the results beside the results file (SCENARIO.png, gnuplot)", false},
+         {"--plot", NULL,
+          "draw the results beside the results file (gnuplot): SCENARIO.png, SCENARIO-peaks.png and, with\n"
+          "an OOM, SCENARIO-segments.png; a sweep: SCENARIO.sweep.png",
+          false},
          {"--out", "DIR", "write the results under DIR/STAMP-BACKEND/ (default: results/runs)", false},
          {"--no-write", NULL, "write no results file (not with --out)", false},
          {"--sweep", "PARAM=LO..HI",
           "run the variants at every power of two in LO..HI, each in a fresh runtime: peak allocated and\n"
           "reserved bytes per value, and the largest value that fits the budget, found as accelerate's\n"
           "find_executable_batch_size finds it (from HI, x0.9 on each OOM) and exactly (bisection); writes\n"
-          "SCENARIO.sweep.json (schema oomlab.sweep/1); needs a SCENARIO, not with --plot",
+          "SCENARIO.sweep.json (schema oomlab.sweep/1); needs a SCENARIO",
           false},
          {"--timeout", "SECONDS",
           "kill a variant still running after SECONDS and report it timed out (0: no limit); default: the\n"
@@ -124,10 +136,33 @@ static const cli_command commands[] = {
           false},
      }},
     {"plot",
-     "RESULTS.json",
-     "draw a run: allocated and reserved bytes at each step, per variant (gnuplot)",
+     "RESULTS.json | --trend HISTORY.csv",
+     "draw a results file (gnuplot): a run's allocated and reserved memory at each sample, per variant, or\n"
+     "a sweep's peaks against the swept parameter; --peaks, --segments: the run's other figures;\n"
+     "--trend: the nightly history, one figure per scenario, backend and scale",
      {
-         {"-o", "OUT.png|OUT.svg", "the picture to write, a PNG or an SVG (default: RESULTS.png)", false},
+         {"-o", "OUT.png|OUT.svg|DIR",
+          "the picture to write, a PNG or an SVG (default: RESULTS.png, RESULTS-peaks.png,\n"
+          "RESULTS-segments.png); with --trend the folder (default: trend/ beside the CSV)",
+          false},
+         {"--peaks", NULL, "each variant's peak allocated and reserved memory as bars, with the budget", false},
+         {"--segments", NULL,
+          "the allocator's segments at each variant's first OOM, block by block (as memory_viz draws them)", false},
+         {"--trend", "HISTORY.csv",
+          "plot results/history.csv (utc_date,commit,backend,device,scale,scenario,variant,metric,value):\n"
+          "DIR/SCENARIO-BACKEND-SCALE.png, a panel per metric, a line per variant",
+          false},
+     }},
+    {"report",
+     "RESULTS...",
+     "one static page (OUT/index.html, offline, no JavaScript) explaining each scenario with its measurements:\n"
+     "its story (from scenarios/NAME.c), its figures, the table of measured numbers and PyTorch's beside\n"
+     "them; RESULTS are results files or a run's folder (a catalog run's STAMP-BACKEND), sweeps included",
+     {
+         {"-o", "DIR", "the folder to write (default: results/report); replaced only once complete", false},
+         {"--twins", "DIR",
+          "where the PyTorch twins' recordings are (NAME.torch.json; default: tests/data/twins when it exists)",
+          false},
      }},
     {"parity",
      "[WORKLOAD...]",
@@ -187,6 +222,43 @@ static const cli_command commands[] = {
          {"--width", "N", "the MLP's width (1 to 65536; default 256)", false},
          {"--batch", "N", "the batch size (1 to 65536; default 64)", false},
          {"--json", NULL, "print the figures as JSON", false},
+     }},
+    {"compare",
+     "BASELINE CURRENT",
+     "what moved between two runs (results files or run folders: oomlab run's, results/baselines/BACKEND):\n"
+     "a table of scenario, variant, metric, baseline, current, change; exit 1 on a regression. Byte counters\n"
+     "and counts must match exactly, outcomes, OOM steps and expectations must be unchanged",
+     {
+         {"--tolerance", "P%", "let byte counters and counts move by P% of the baseline (default: exact)", false},
+         {"--time-tolerance", "P%",
+          "compare times: slower by more than P% is a regression (default: times not compared;\n"
+          "on sim they never fail)",
+          false},
+     }},
+    {"baseline",
+     "CURRENT DIR",
+     "make CURRENT (a passing run: a results file or run folder) the baseline in DIR (results/baselines/BACKEND):\n"
+     "prints what changes (the compare table), then writes DIR/SCENARIO.json atomically, less what changes from\n"
+     "run to run (start time, notes, and on sim the times); make baseline runs it",
+     {{0}}},
+    {"history",
+     "FILE.csv",
+     "the nightly history (header " HISTORY_HEADER "):\n"
+     "print every step in it, a change that held for --min-runs runs, once, at the run where it started",
+     {
+         {"--append", "RUN", "first append the rows of RUN (a results file or run folder) to FILE.csv", false},
+         {"--commit", "C", "the commit RUN was built from (with --append)", false},
+         {"--min-runs", "N", "the shortest change reported as a step (default 2: a one-run blip is none)", false},
+         {"--threshold", "P%", "report only steps larger than P% of the level before (default: any)", false},
+     }},
+    {"export",
+     "RUN",
+     "write a run (a results file or run folder) in the formats CI dashboards read, no glue needed",
+     {
+         {"--junit", "FILE", "JUnit XML: one testcase per expectation of each variant (Jenkins/Ant schema)", false},
+         {"--gbench", "FILE", "Google Benchmark JSON: each variant's time, its peak bytes as counters", false},
+         {"--smaller-is-better", "FILE",
+          "github-action-benchmark's customSmallerIsBetter array: each variant's byte metrics", false},
      }},
     {"version", "", "oomlab's version and whether the cuda backend is built in (also: oomlab --version)", {{0}}},
     {"help", "[COMMAND]", "the commands; with COMMAND, its usage and options (also: oomlab COMMAND --help)", {{0}}},
@@ -316,8 +388,8 @@ static void print_overview(FILE *f)
         print_lines(f, c->summary, 6);
     }
     fprintf(f, "exit status: 0 success, 1 a result that fails (run: an expectation does not hold, or a variant crashed\n"
-               "or timed out, said in a closing line; replay: the model diverges from PyTorch; faultsweep: a fault\n"
-               "point was not clean), 2 bad input (one error line on stderr, nothing written)\n");
+               "or timed out, said in a closing line; replay: the model diverges from PyTorch; compare: a regression;\n"
+               "faultsweep: a fault point was not clean), 2 bad input (one error line on stderr, nothing written)\n");
 }
 
 static int bad_input(const char *fmt, const char *arg)
@@ -800,7 +872,7 @@ static int run_one(const scenario *sc, const run_options *o, const char *out_dir
 
 /* `oomlab run SCENARIO --sweep PARAM=LO..HI`: the sweep's table or JSON, and its results file. */
 static int run_sweep(const scenario *sc, const run_options *o, const char *arg, const char *out_dir, bool write,
-                     bool json)
+                     bool json, bool plot)
 {
     char param[64], err[512];
     int64_t lo = 0, hi = 0;
@@ -829,6 +901,13 @@ static int run_sweep(const scenario *sc, const run_options *o, const char *arg, 
             printf("results: %s\n", path);
     }
     int rc = res.passed ? 0 : 1;
+    char drawn[2048];
+    if (plot && plot_all(path, drawn, sizeof drawn, err, sizeof err) != OOM_OK) { /* a failed result, exit 1 */
+        fprintf(stderr, "oomlab: --plot: %s\n", err);
+        rc = 1;
+    } else if (plot && !json) {
+        printf("plot: %s", drawn);
+    }
     sweep_result_free(&res);
     return rc;
 }
@@ -894,6 +973,8 @@ static int cmd_run(int argc, char **argv)
             o.no_fork = true;
         } else if (strcmp(a, "--dry-run") == 0) {
             o.dry_run = true;
+        } else if (strcmp(a, "--real-addresses") == 0) {
+            o.real_addresses = true;
         } else if (strcmp(a, "--plot") == 0) {
             plot = true;
         } else if (strcmp(a, "--json") == 0) {
@@ -914,8 +995,6 @@ static int cmd_run(int argc, char **argv)
         return bad_input("%s", "run: --variant and --set need a SCENARIO (variants and parameters are a scenario's)");
     if (sweep && !name)
         return bad_input("%s", "run: --sweep needs a SCENARIO (parameters are a scenario's)");
-    if (sweep && plot)
-        return bad_input("%s", "--plot draws a run's steps; a sweep's series are in its results JSON (no --plot)");
     const scenario *one = NULL;
     if (name && !(one = find_scenario(name)))
         return EXIT_BAD_INPUT;
@@ -928,7 +1007,7 @@ static int cmd_run(int argc, char **argv)
         return EXIT_BAD_INPUT;
     }
     if (sweep)
-        return run_sweep(one, &o, sweep, out_dir, write, json);
+        return run_sweep(one, &o, sweep, out_dir, write, json, plot);
     const scenario *const *list = one ? &one : scenario_catalog;
     size_t n = one ? 1 : scenario_catalog_size;
     for (size_t k = 0; k < n; k++) /* every scenario's options are checked before anything runs or is written */
@@ -957,13 +1036,13 @@ static int cmd_run(int argc, char **argv)
     for (size_t k = 0; k < n; k++) {
         passed = passed && res[k].passed;
         if (plot) { /* the results are written: a plot that fails is a failed result (exit 1), not bad input */
-            char png[1100];
-            snprintf(png, sizeof png, "%.*s.png", (int)(strlen(paths[k]) - 5), paths[k]); /* NAME.json -> NAME.png */
-            if (plot_run(paths[k], png, err, sizeof err) != OOM_OK) {
+            char drawn[4096]; /* NAME.png, NAME-peaks.png, NAME-segments.png beside NAME.json */
+            if (plot_all(paths[k], drawn, sizeof drawn, err, sizeof err) != OOM_OK) {
                 fprintf(stderr, "oomlab: --plot: %s\n", err);
                 plot_failed = true;
             } else if (!json) {
-                printf("plot: %s\n", png);
+                for (char *line = drawn, *nl; (nl = strchr(line, '\n')); line = nl + 1)
+                    printf("plot: %.*s\n", (int)(nl - line), line);
             }
         }
     }
@@ -1076,12 +1155,21 @@ static int cmd_faultsweep(int argc, char **argv)
 
 static int cmd_plot(int argc, char **argv)
 {
-    const char *in = NULL, *out = NULL;
+    const char *in = NULL, *out = NULL, *trend = NULL;
+    bool peaks = false, segments = false;
     for (int i = 0; i < argc; i++) {
         if (strcmp(argv[i], "-o") == 0) {
             if (++i >= argc || !argv[i][0])
                 return bad_input("%s needs a file name", "-o");
             out = argv[i];
+        } else if (strcmp(argv[i], "--peaks") == 0) {
+            peaks = true;
+        } else if (strcmp(argv[i], "--segments") == 0) {
+            segments = true;
+        } else if (strcmp(argv[i], "--trend") == 0) {
+            if (++i >= argc || !argv[i][0])
+                return bad_input("%s needs a file name", "--trend");
+            trend = argv[i];
         } else if (argv[i][0] == '-') {
             return bad_input("plot: unknown option '%s'", argv[i]);
         } else if (!in) {
@@ -1090,18 +1178,72 @@ static int cmd_plot(int argc, char **argv)
             return bad_input("plot: unexpected argument '%s'", argv[i]);
         }
     }
+    char def[1100], err[512];
+    if (trend) { /* the history's figures into the folder -o (default: beside the CSV, in trend/) */
+        if (in || peaks || segments)
+            return bad_input("%s", "plot --trend CSV draws the history alone (no RESULTS.json, --peaks, --segments)");
+        if (!out) {
+            const char *slash = strrchr(trend, '/');
+            snprintf(def, sizeof def, "%.*strend", slash ? (int)(slash - trend + 1) : 0, trend);
+            out = def;
+        }
+        if (fileio_mkdirs(out) != OOM_OK)
+            return bad_input("plot: %s", oom_error_detail());
+        char written[8192];
+        if (plot_trend(trend, out, "png", written, sizeof written, err, sizeof err) != OOM_OK)
+            return bad_input("plot: %s", err);
+        printf("%s", written);
+        return 0;
+    }
     if (!in)
         return bad_input("%s", "plot: missing RESULTS.json (oomlab run writes one)");
-    char def[1100], err[512];
+    if (peaks && segments)
+        return bad_input("%s", "plot: --peaks or --segments, one figure at a time");
     if (!out) {
         size_t n = strlen(in);
         bool json = n > 5 && strcmp(in + n - 5, ".json") == 0;
-        snprintf(def, sizeof def, "%.*s.png", (int)(json ? n - 5 : n), in);
+        snprintf(def, sizeof def, "%.*s%s.png", (int)(json ? n - 5 : n), in,
+                 peaks ? "-peaks" : segments ? "-segments" : "");
         out = def;
     }
-    if (plot_run(in, out, err, sizeof err) != OOM_OK)
+    oom_status st = peaks      ? plot_peaks(in, out, err, sizeof err)
+                    : segments ? plot_segments(in, out, err, sizeof err)
+                               : plot_run(in, out, err, sizeof err);
+    if (st != OOM_OK)
         return bad_input("plot: %s", err);
     printf("%s\n", out);
+    return 0;
+}
+
+static int cmd_report(int argc, char **argv)
+{
+    const char *out = "results/report", *twins = NULL, *inputs[64];
+    size_t n = 0;
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "-o") == 0 || strcmp(argv[i], "--twins") == 0) {
+            if (i + 1 >= argc || !argv[i + 1][0])
+                return bad_input("%s needs a folder", argv[i]);
+            *(strcmp(argv[i], "-o") == 0 ? &out : &twins) = argv[i + 1];
+            i++;
+        } else if (argv[i][0] == '-') {
+            return bad_input("report: unknown option '%s'", argv[i]);
+        } else if (n == 64) {
+            return bad_input("%s", "report: at most 64 results files or folders");
+        } else {
+            inputs[n++] = argv[i];
+        }
+    }
+    if (n == 0)
+        return bad_input("%s", "report: missing RESULTS (a run's folder or results files: oomlab run writes them)");
+    FILE *probe = twins ? NULL : fopen("tests/data/twins/fragmentation.torch.json", "r");
+    if (probe) { /* the default, said: it puts PyTorch's numbers on the page */
+        fclose(probe);
+        twins = "tests/data/twins";
+    }
+    char err[1024];
+    if (report_html(inputs, n, twins, out, err, sizeof err) != OOM_OK)
+        return bad_input("report: %s", err);
+    printf("twins: %s\nreport: %s/index.html\n", twins ? twins : "none (no --twins, no tests/data/twins)", out);
     return 0;
 }
 
@@ -1219,12 +1361,22 @@ static int run_command(const char *cmd, int argc, char **argv)
         return cmd_parity(argc, argv);
     if (strcmp(cmd, "plot") == 0)
         return cmd_plot(argc, argv);
+    if (strcmp(cmd, "report") == 0)
+        return cmd_report(argc, argv);
     if (strcmp(cmd, "faultsweep") == 0)
         return cmd_faultsweep(argc, argv);
     if (strcmp(cmd, "replay") == 0)
         return cmd_replay(argc, argv);
     if (strcmp(cmd, "bench") == 0)
         return cmd_bench(argc, argv);
+    if (strcmp(cmd, "compare") == 0)
+        return cli_compare(argc, argv);
+    if (strcmp(cmd, "baseline") == 0)
+        return cli_baseline(argc, argv);
+    if (strcmp(cmd, "history") == 0)
+        return cli_history(argc, argv);
+    if (strcmp(cmd, "export") == 0)
+        return cli_export(argc, argv);
     if (strcmp(cmd, "version") == 0) {
         if (argc != 0)
             return bad_input("%s", "version takes no arguments");

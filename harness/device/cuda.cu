@@ -8,7 +8,11 @@
  * The backend assumes one host thread drives it (the primary context is made current in device_cuda_open),
  * except the host, stream and event ops, which host_mu serialises: a pin-memory thread calls them.
  * Held work (device.h) is a one-thread kernel per hold that waits until a counter in mapped pinned memory
- * reaches its ticket; stream_complete raises the counter from the host.
+ * reaches its ticket; stream_complete raises the counter from the host. cudaFree, cudaFreeHost and
+ * cudaHostUnregister wait for every kernel on the device, the held ones too, which only the host can let go: while
+ * any work is held they are deferred (the range is gone from the backend's tables at once, so the counters and
+ * host_info are as on sim) and done as soon as nothing is held (stream_complete of the last unit,
+ * stream_synchronize, stream_destroy, close).
  * NVML (libnvidia-ml.so.1) is optional: it is opened with dlopen the first time an OOM message asks which
  * processes use the GPU, as PyTorch does; without it the message leaves that line out.
  */
@@ -222,6 +226,12 @@ typedef struct cu_stream {
     unsigned queued;
 } cu_stream;
 
+/* A cudaFree, cudaFreeHost or cudaHostUnregister put off while work is held (see the file comment). */
+typedef struct cu_deferred {
+    void *p;
+    int kind; /* DEFER_FREE, DEFER_FREE_HOST, DEFER_UNREGISTER */
+} cu_deferred;
+
 typedef struct cuda_dev {
     int ordinal;
     int pci_domain, pci_bus, pci_device; /* cudaDeviceProp's, to find the device in NVML */
@@ -233,7 +243,70 @@ typedef struct cuda_dev {
     cu_table events;         /* live events */
     cu_stream *streams;
     size_t nstreams, capstreams;
+    cu_deferred *deferred; /* frees waiting for held work to be let go (the file comment); under host_mu */
+    size_t ndeferred, capdeferred;
 } cuda_dev;
+
+enum { DEFER_FREE, DEFER_FREE_HOST, DEFER_UNREGISTER };
+
+/* Does any stream hold work the host has not let go? (host_mu held) */
+static bool any_held(const cuda_dev *c)
+{
+    for (size_t i = 0; i < c->nstreams; i++)
+        if (c->streams[i].gate_h && c->streams[i].gate_h[0] < c->streams[i].queued)
+            return true;
+    return false;
+}
+
+static cudaError_t defer_call(void *p, int kind)
+{
+    return kind == DEFER_FREE ? cudaFree(p) : kind == DEFER_FREE_HOST ? cudaFreeHost(p) : cudaHostUnregister(p);
+}
+
+/* cudaFree/cudaFreeHost/cudaHostUnregister of p now, or once nothing is held. A deferred call's error cannot be
+ * reported to its caller; it is on stderr. */
+static oom_status free_or_defer(cuda_dev *c, void *p, int kind)
+{
+    pthread_mutex_lock(&c->host_mu);
+    bool later = any_held(c);
+    if (later && c->ndeferred == c->capdeferred) {
+        size_t cap = c->capdeferred ? c->capdeferred * 2 : 16;
+        cu_deferred *v = (cu_deferred *)realloc(c->deferred, cap * sizeof *v);
+        if (v) {
+            c->deferred = v;
+            c->capdeferred = cap;
+        } else {
+            later = false; /* no room to remember it: free now (it waits for the held work) */
+        }
+    }
+    if (later) {
+        c->deferred[c->ndeferred].p = p;
+        c->deferred[c->ndeferred++].kind = kind;
+    }
+    pthread_mutex_unlock(&c->host_mu);
+    return later ? OOM_OK : OOM_CUDA(defer_call(p, kind));
+}
+
+/* Do the deferred frees once nothing is held. */
+static void flush_deferred(cuda_dev *c)
+{
+    pthread_mutex_lock(&c->host_mu);
+    cu_deferred *v = NULL;
+    size_t n = 0;
+    if (!any_held(c)) {
+        v = c->deferred;
+        n = c->ndeferred;
+        c->deferred = NULL;
+        c->ndeferred = c->capdeferred = 0;
+    }
+    pthread_mutex_unlock(&c->host_mu);
+    for (size_t i = 0; i < n; i++) {
+        cudaError_t e = defer_call(v[i].p, v[i].kind);
+        if (e != cudaSuccess)
+            fprintf(stderr, "oomlab: a deferred free of %p failed: %s\n", v[i].p, cudaGetErrorString(e));
+    }
+    free(v);
+}
 
 static void *hptr(devptr p) { return (void *)(uintptr_t)p; }
 
@@ -259,10 +332,8 @@ static oom_status cu_mem_free(void *impl, devptr p, size_t bytes)
     cu_entry *e = tab_exact(&c->segs, p);
     if (!e || e->size != bytes)
         return OOM_EINVAL;
-    oom_status st = OOM_CUDA(cudaFree(hptr(p)));
-    if (st == OOM_OK)
-        tab_remove(&c->segs, e);
-    return st;
+    tab_remove(&c->segs, e);
+    return free_or_defer(c, hptr(p), DEFER_FREE);
 }
 
 static oom_status cu_mem_info(void *impl, size_t *free_bytes, size_t *total_bytes)
@@ -451,7 +522,7 @@ static oom_status cu_host_free(void *impl, void *p)
         return OOM_OK;
     if (!host_take(c, p, 0))
         return OOM_EINVAL;
-    return OOM_CUDA(cudaFreeHost(p));
+    return free_or_defer(c, p, DEFER_FREE_HOST);
 }
 
 static oom_status cu_host_register(void *impl, void *p, size_t bytes)
@@ -482,7 +553,7 @@ static oom_status cu_host_unregister(void *impl, void *p)
     cuda_dev *c = (cuda_dev *)impl;
     if (!host_take(c, p, 1))
         return OOM_EINVAL;
-    return OOM_CUDA(cudaHostUnregister(p));
+    return free_or_defer(c, p, DEFER_UNREGISTER);
 }
 
 static void cu_host_info(void *impl, size_t *pinned_bytes, size_t *limit_bytes)
@@ -550,10 +621,10 @@ static void gate_open_all(cu_stream *x)
     }
 }
 
-static void stream_release(cu_stream *x)
+static void stream_release(cuda_dev *c, cu_stream *x)
 {
-    if (x->gate_h)
-        (void)cudaFreeHost((void *)x->gate_h);
+    if (x->gate_h) /* another stream's held work may still run: then cudaFreeHost waits for it, so defer it */
+        (void)free_or_defer(c, (void *)x->gate_h, DEFER_FREE_HOST);
     x->gate_h = NULL;
     x->gate_d = NULL;
 }
@@ -604,7 +675,8 @@ static oom_status cu_stream_destroy(void *impl, devstream id)
     gate_open_all(&gone);
     cudaStream_t s = (cudaStream_t)(uintptr_t)gone.id;
     oom_status st = OOM_CUDA(cudaStreamSynchronize(s)); /* the gate memory must outlive the kernels */
-    stream_release(&gone);
+    flush_deferred(c);
+    stream_release(c, &gone);
     oom_status st2 = OOM_CUDA(cudaStreamDestroy(s));
     return st != OOM_OK ? st : st2;
 }
@@ -689,6 +761,7 @@ static oom_status cu_stream_synchronize(void *impl, devstream id)
     pthread_mutex_unlock(&c->host_mu);
     if (st == OOM_OK)
         st = OOM_CUDA(cudaStreamSynchronize((cudaStream_t)(uintptr_t)id));
+    flush_deferred(c);
     return st;
 }
 
@@ -757,6 +830,33 @@ static oom_status cu_copy_htod(void *impl, devptr dst, const void *src, size_t b
     return OOM_CUDA(cudaMemcpy(hptr(dst), src, bytes, cudaMemcpyHostToDevice));
 }
 
+static oom_status cu_stream_wait_event(void *impl, devstream id, devevent ev)
+{
+    cuda_dev *c = (cuda_dev *)impl;
+    pthread_mutex_lock(&c->host_mu);
+    oom_status st;
+    cu_stream *x = stream_get(c, id, &st);
+    bool known = tab_exact(&c->events, (devptr)ev) != NULL;
+    pthread_mutex_unlock(&c->host_mu);
+    if (!x || !known)
+        return st != OOM_OK ? st : OOM_EINVAL;
+    return OOM_CUDA(cudaStreamWaitEvent((cudaStream_t)(uintptr_t)id, (cudaEvent_t)(uintptr_t)ev, 0));
+}
+
+static oom_status cu_copy_htod_async(void *impl, devptr dst, const void *src, size_t bytes, devstream id)
+{
+    cuda_dev *c = (cuda_dev *)impl;
+    pthread_mutex_lock(&c->host_mu);
+    oom_status st;
+    cu_stream *x = stream_get(c, id, &st);
+    pthread_mutex_unlock(&c->host_mu);
+    if (!x)
+        return st;
+    if (bytes == 0)
+        return OOM_OK;
+    return OOM_CUDA(cudaMemcpyAsync(hptr(dst), src, bytes, cudaMemcpyHostToDevice, (cudaStream_t)(uintptr_t)id));
+}
+
 static oom_status cu_copy_dtoh(void *impl, void *dst, devptr src, size_t bytes)
 {
     (void)impl;
@@ -811,9 +911,10 @@ static void cu_close(void *impl)
         return;
     for (size_t i = 0; i < c->nstreams; i++) /* held work completes, so that the device can drain */
         gate_open_all(&c->streams[i]);
+    flush_deferred(c);
     (void)cudaDeviceSynchronize();
     for (size_t i = 0; i < c->nstreams; i++) {
-        stream_release(&c->streams[i]);
+        stream_release(c, &c->streams[i]);
         if (c->streams[i].created)
             (void)cudaStreamDestroy((cudaStream_t)(uintptr_t)c->streams[i].id);
     }
@@ -838,6 +939,7 @@ static void cu_close(void *impl)
     free(c->host.e);
     free(c->events.e);
     free(c->streams);
+    free(c->deferred); /* flushed above */
     pthread_mutex_destroy(&c->host_mu);
     free(c);
 }
@@ -939,6 +1041,8 @@ static const device_ops cuda_ops = {
     cu_event_record,
     cu_event_query,
     cu_event_destroy,
+    cu_stream_wait_event,
+    cu_copy_htod_async,
     cu_copy_htod,
     cu_copy_dtoh,
     cu_copy_dtod,

@@ -149,6 +149,14 @@ oom_status device_open(const device_options *opt, device **out)
         free(dev);
         return st;
     }
+    if ((kind == DEVICE_CUDA && !opt->cuda_real_order) || (kind == DEVICE_SIM && opt->sim_model_order)) {
+        device_options so = {.kind = DEVICE_SIM, .sim_dry_run = true};
+        st = device_open(&so, &dev->shadow);
+        if (st != OOM_OK) {
+            device_close(dev);
+            return st;
+        }
+    }
     *out = dev;
     return OOM_OK;
 }
@@ -159,8 +167,106 @@ void device_close(device *dev)
         return;
     if (dev->ops && dev->ops->close)
         dev->ops->close(dev->impl);
+    device_close(dev->shadow);
+    free(dev->ranges);
     free(dev);
 }
+
+/* ---- the shadow: sim's model of where the driver would have put each real range (device_order_key) ---- */
+
+typedef struct device_range {
+    devptr real, model;
+    size_t bytes;
+} device_range;
+
+/* Index of the first range whose real base is > p. */
+static size_t range_upper(const device *dev, devptr p)
+{
+    size_t lo = 0, hi = dev->nranges;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (dev->ranges[mid].real <= p)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static void shadow_lose(device *dev, const char *what, oom_status st)
+{
+    if (!dev->shadow_lost)
+        fprintf(stderr, "oomlab: sim's address model refused a %s the driver gave (%s); blocks are ordered by the "
+                        "driver's addresses from here on, so counters may differ from sim's\n",
+                what, oom_status_str(st));
+    dev->shadow_lost = true;
+}
+
+/* A real range [real, real+bytes) now exists: give it its model address. alloc is mem_alloc or va_reserve. */
+static void shadow_add(device *dev, devptr real, size_t bytes,
+                       oom_status (*alloc)(device *, size_t, devptr *), const char *what)
+{
+    if (!dev->shadow || dev->shadow_lost)
+        return;
+    devptr model = 0;
+    oom_status st = alloc(dev->shadow, bytes, &model);
+    if (st == OOM_OK && dev->nranges == dev->capranges) {
+        size_t cap = dev->capranges ? dev->capranges * 2 : 64;
+        device_range *v = realloc(dev->ranges, cap * sizeof *v);
+        if (!v)
+            st = OOM_ENOMEM_HOST;
+        else {
+            dev->ranges = v;
+            dev->capranges = cap;
+        }
+    }
+    if (st != OOM_OK) {
+        shadow_lose(dev, what, st);
+        return;
+    }
+    size_t i = range_upper(dev, real);
+    memmove(dev->ranges + i + 1, dev->ranges + i, (dev->nranges - i) * sizeof *dev->ranges);
+    dev->ranges[i] = (device_range){.real = real, .model = model, .bytes = bytes};
+    dev->nranges++;
+}
+
+/* The live range that starts at real, or NULL. */
+static device_range *shadow_find(device *dev, devptr real)
+{
+    size_t i = range_upper(dev, real);
+    return i > 0 && dev->ranges[i - 1].real == real ? &dev->ranges[i - 1] : NULL;
+}
+
+/* The real range at real is gone: release its model. release is mem_free or va_release. */
+static void shadow_remove(device *dev, devptr real, oom_status (*release)(device *, devptr, size_t))
+{
+    device_range *r = dev->shadow ? shadow_find(dev, real) : NULL;
+    if (!r)
+        return;
+    release(dev->shadow, r->model, r->bytes);
+    size_t i = (size_t)(r - dev->ranges);
+    memmove(dev->ranges + i, dev->ranges + i + 1, (dev->nranges - i - 1) * sizeof *dev->ranges);
+    dev->nranges--;
+}
+
+/* The model's address of real p inside a reservation, for va_map/va_unmap; 0 when unknown. */
+static devptr shadow_translate(const device *dev, devptr p)
+{
+    size_t i = dev->shadow ? range_upper(dev, p) : 0;
+    if (i == 0 || p - dev->ranges[i - 1].real >= dev->ranges[i - 1].bytes)
+        return 0;
+    return dev->ranges[i - 1].model + (p - dev->ranges[i - 1].real);
+}
+
+devptr device_order_key(const device *dev, devptr p)
+{
+    if (!dev || !dev->shadow || dev->shadow_lost)
+        return p;
+    devptr m = shadow_translate(dev, p);
+    return m ? m : p;
+}
+
+bool device_orders_by_model(const device *dev) { return dev && dev->shadow && !dev->shadow_lost; }
 
 void device_fault_arm(device *dev, uint64_t nth, bool persistent)
 {
@@ -205,14 +311,20 @@ oom_status device_mem_alloc(device *dev, size_t bytes, devptr *out)
         return OOM_EINVAL;
     if (fault_fires(dev))
         return OOM_ENOMEM_DEVICE;
-    return dev->ops->mem_alloc(dev->impl, bytes, out);
+    oom_status st = dev->ops->mem_alloc(dev->impl, bytes, out);
+    if (st == OOM_OK)
+        shadow_add(dev, *out, bytes, device_mem_alloc, "segment");
+    return st;
 }
 
 oom_status device_mem_free(device *dev, devptr p, size_t bytes)
 {
     if (!dev)
         return OOM_EINVAL;
-    return dev->ops->mem_free(dev->impl, p, bytes);
+    oom_status st = dev->ops->mem_free(dev->impl, p, bytes);
+    if (st == OOM_OK)
+        shadow_remove(dev, p, device_mem_free);
+    return st;
 }
 
 oom_status device_processes(device *dev, device_proc *out, size_t cap, size_t *count)
@@ -236,14 +348,20 @@ oom_status device_va_reserve(device *dev, size_t bytes, devptr *out)
 {
     if (!dev || !out)
         return OOM_EINVAL;
-    return dev->ops->va_reserve(dev->impl, bytes, out);
+    oom_status st = dev->ops->va_reserve(dev->impl, bytes, out);
+    if (st == OOM_OK)
+        shadow_add(dev, *out, bytes, device_va_reserve, "reservation");
+    return st;
 }
 
 oom_status device_va_release(device *dev, devptr p, size_t bytes)
 {
     if (!dev)
         return OOM_EINVAL;
-    return dev->ops->va_release(dev->impl, p, bytes);
+    oom_status st = dev->ops->va_release(dev->impl, p, bytes);
+    if (st == OOM_OK)
+        shadow_remove(dev, p, device_va_release);
+    return st;
 }
 
 oom_status device_va_map(device *dev, devptr p, size_t bytes, size_t page_bytes)
@@ -252,14 +370,25 @@ oom_status device_va_map(device *dev, devptr p, size_t bytes, size_t page_bytes)
         return OOM_EINVAL;
     if (fault_fires(dev))
         return OOM_ENOMEM_DEVICE;
-    return dev->ops->va_map(dev->impl, p, bytes, page_bytes);
+    oom_status st = dev->ops->va_map(dev->impl, p, bytes, page_bytes);
+    devptr m = st == OOM_OK && !dev->shadow_lost ? shadow_translate(dev, p) : 0;
+    if (m) {
+        oom_status ss = device_va_map(dev->shadow, m, bytes, page_bytes);
+        if (ss != OOM_OK)
+            shadow_lose(dev, "mapping", ss);
+    }
+    return st;
 }
 
 oom_status device_va_unmap(device *dev, devptr p, size_t bytes, size_t page_bytes)
 {
     if (!dev)
         return OOM_EINVAL;
-    return dev->ops->va_unmap(dev->impl, p, bytes, page_bytes);
+    oom_status st = dev->ops->va_unmap(dev->impl, p, bytes, page_bytes);
+    devptr m = st == OOM_OK && !dev->shadow_lost ? shadow_translate(dev, p) : 0;
+    if (m)
+        device_va_unmap(dev->shadow, m, bytes, page_bytes);
+    return st;
 }
 
 void device_pinned_cap_set(device *dev, size_t cap_bytes)
@@ -312,6 +441,20 @@ oom_status device_host_free(device *dev, void *p)
     if (!dev)
         return OOM_EINVAL;
     return dev->ops->host_free(dev->impl, p);
+}
+
+oom_status device_stream_wait_event(device *dev, devstream s, devevent e)
+{
+    if (!dev || !e)
+        return OOM_EINVAL;
+    return dev->ops->stream_wait_event(dev->impl, s, e);
+}
+
+oom_status device_copy_htod_async(device *dev, devptr dst, const void *src, size_t bytes, devstream s)
+{
+    if (!dev || (!src && bytes))
+        return OOM_EINVAL;
+    return dev->ops->copy_htod_async(dev->impl, dst, src, bytes, s);
 }
 
 oom_status device_copy_htod(device *dev, devptr dst, const void *src, size_t bytes)
@@ -483,4 +626,5 @@ void device_note_kernel_launch(device *dev)
     if (!dev)
         return;
     dev->ops->note_kernel_launch(dev->impl);
+    device_note_kernel_launch(dev->shadow);
 }

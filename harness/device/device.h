@@ -64,6 +64,8 @@ typedef struct device_options {
     bool sim_dry_run;          /* sim: accounting only, no host backing */
     int cuda_ordinal;          /* cuda: device index */
     size_t sim_pinned_bytes;   /* sim: pinned host memory budget; 0 = device_host_ram_bytes() */
+    bool cuda_real_order;      /* cuda: order blocks by the driver's own addresses, not sim's model (below) */
+    bool sim_model_order;      /* sim: run the model beside it too (tests: segments placed elsewhere by addr_hint) */
 } device_options;
 
 /* An H100 80GB HBM3's totalGlobalMem, measured with PyTorch 2.11 (85017493504 B): sim's default capacity. */
@@ -122,6 +124,12 @@ typedef struct device_ops {
     oom_status (*event_record)(void *impl, devstream s, devevent *out);
     oom_status (*event_query)(void *impl, devevent e, bool *done);
     oom_status (*event_destroy)(void *impl, devevent e);
+    /* cudaStreamWaitEvent: work queued on s from now on starts after the work before e. sim: its work runs at
+     * once (or is held in queue order), so there is nothing to wait for; the event must exist. */
+    oom_status (*stream_wait_event)(void *impl, devstream s, devevent e);
+    /* cudaMemcpyAsync host to device on stream s (src pinned, or the copy is synchronous on cuda); sim: the copy
+     * is done at once. The caller keeps src alive until an event recorded after it completes. */
+    oom_status (*copy_htod_async)(void *impl, devptr dst, const void *src, size_t bytes, devstream s);
     /* Copies and fill; synchronous. */
     oom_status (*copy_htod)(void *impl, devptr dst, const void *src, size_t bytes);
     oom_status (*copy_dtoh)(void *impl, void *dst, devptr src, size_t bytes);
@@ -161,6 +169,15 @@ typedef struct device {
     uint64_t faults_fired;  /* how many allocations the injector failed */
     /* pinned cap (device_pinned_cap_set): 0 = none */
     size_t pinned_cap;
+    /* cuda: sim's model of the driver's placement, run beside the real driver (see device_order_key). shadow is
+     * a dry-run sim of the default capacity that mirrors every mem_alloc/free, va_reserve/release/map/unmap and
+     * the first kernel launch; ranges maps each live real range to the shadow's, sorted by real base.
+     * Invariant: ranges holds exactly the live segments and reservations, none overlapping. NULL/0 on sim and
+     * with cuda_real_order. */
+    struct device *shadow;
+    struct device_range *ranges;
+    size_t nranges, capranges;
+    bool shadow_lost; /* the model refused a range the driver gave: keys from then on are real addresses */
     struct device_fault_plan *plan; /* shared fault plan (device_fault_plan_attach); NULL: none */
 } device;
 
@@ -174,6 +191,18 @@ bool device_cuda_built(void);
 /* Parse "auto", "cuda" or "sim"; OOM_EINVAL otherwise. */
 oom_status device_kind_parse(const char *s, device_kind *out);
 const char *device_kind_str(device_kind k);
+
+/* The address by which the caching allocator orders blocks of one size (the ptr of PyTorch's
+ * BlockComparatorSize). PyTorch breaks best-fit ties by address, so which of two equal free blocks is reused
+ * depends on where the driver put their segments. On sim that is p itself (sim places segments as the driver does
+ * in PyTorch's process). On cuda the driver places segments differently in oomlab's process than in PyTorch's
+ * (oomlab loads no cuBLAS, cuDNN or cuRAND, whose allocations move the driver's regions), so the key is where sim's
+ * model would have put p's segment, plus p's offset in it: the cuda backend then reuses the blocks PyTorch reuses,
+ * and its counters equal sim's. With device_options.cuda_real_order, or if the model ever refuses a range
+ * (reported once on stderr), it is p. */
+devptr device_order_key(const device *dev, devptr p);
+/* True when device_order_key uses sim's model (cuda, not cuda_real_order, the model never refused a range). */
+bool device_orders_by_model(const device *dev);
 
 /* Fault injection (see the file comment). nth = 0 disarms. */
 void device_fault_arm(device *dev, uint64_t nth, bool persistent);
@@ -231,6 +260,8 @@ void device_host_info(device *dev, size_t *pinned_bytes, size_t *limit_bytes);
 oom_status device_stream_create(device *dev, devstream *out);
 oom_status device_stream_destroy(device *dev, devstream s);
 oom_status device_stream_hold(device *dev, devstream s);
+oom_status device_stream_wait_event(device *dev, devstream s, devevent e);
+oom_status device_copy_htod_async(device *dev, devptr dst, const void *src, size_t bytes, devstream s);
 oom_status device_stream_complete(device *dev, devstream s, uint64_t n);
 oom_status device_stream_synchronize(device *dev, devstream s);
 oom_status device_event_record(device *dev, devstream s, devevent *out);

@@ -895,6 +895,24 @@ static oom_status sim_copy_htod(void *impl, devptr dst, const void *src, size_t 
     return st;
 }
 
+static oom_status sim_stream_wait_event(void *impl, devstream id, devevent e)
+{
+    sim_dev *s = impl;
+    pthread_mutex_lock(&s->host_mu);
+    oom_status st = stream_at(s, id) && e - 1 < s->nevents && s->events[e - 1].live ? OOM_OK : OOM_EINVAL;
+    pthread_mutex_unlock(&s->host_mu);
+    return st;
+}
+
+static oom_status sim_copy_htod_async(void *impl, devptr dst, const void *src, size_t bytes, devstream id)
+{
+    sim_dev *s = impl;
+    pthread_mutex_lock(&s->host_mu);
+    bool known = stream_at(s, id) != NULL;
+    pthread_mutex_unlock(&s->host_mu);
+    return known ? sim_copy_htod(impl, dst, src, bytes) : OOM_EINVAL;
+}
+
 static oom_status sim_copy_dtoh(void *impl, void *dst, devptr src, size_t bytes)
 {
     if (bytes == 0)
@@ -1003,6 +1021,8 @@ static const device_ops sim_ops = {
     .event_record = sim_event_record,
     .event_query = sim_event_query,
     .event_destroy = sim_event_destroy,
+    .stream_wait_event = sim_stream_wait_event,
+    .copy_htod_async = sim_copy_htod_async,
     .copy_htod = sim_copy_htod,
     .copy_dtoh = sim_copy_dtoh,
     .copy_dtod = sim_copy_dtod,

@@ -1,9 +1,12 @@
 /* isolate.c - a variant in a child process, its result back through a pipe (see isolate.h). */
 #include "run/isolate.h"
 
+#include "alloc/cachealloc.h"
+
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,12 +68,16 @@ static bool encode(buf *b, const variant_result *res, const run_result *run)
               put(b, res->expect, res->nexpect * sizeof *res->expect) &&
               put(b, res->metrics, res->nmetrics * sizeof *res->metrics) &&
               put(b, res->notes, res->nnotes * sizeof *res->notes) &&
-              put(b, res->devices, res->ndevices * sizeof *res->devices);
+              put(b, res->devices, res->ndevices * sizeof *res->devices) &&
+              put(b, res->oom_marks, res->noom_marks * sizeof *res->oom_marks) &&
+              put(b, res->oom_layout, res->oom_nlayout * sizeof *res->oom_layout);
     for (size_t k = 0; ok && k < res->ndevices; k++)
         ok = put(b, res->devices[k].samples, res->devices[k].nsamples * sizeof *res->devices[k].samples);
+    for (size_t k = 0; ok && k < res->oom_nlayout; k++)
+        ok = put(b, res->oom_layout[k].blocks, res->oom_layout[k].nblocks * sizeof *res->oom_layout[k].blocks);
     return ok && put(b, run->backend, sizeof run->backend) && put(b, run->device, sizeof run->device) &&
            put(b, &run->device_total, sizeof run->device_total) && put(b, &run->cap, sizeof run->cap) &&
-           put(b, &magic, sizeof magic);
+           put(b, &run->model_order, sizeof run->model_order) && put(b, &magic, sizeof magic);
 }
 
 typedef struct reader {
@@ -112,6 +119,8 @@ static void free_arrays(variant_result *v)
     for (size_t k = 0; v->devices && k < v->ndevices; k++)
         free(v->devices[k].samples);
     free(v->devices);
+    free(v->oom_marks);
+    cachealloc_snapshot_free(v->oom_layout, v->oom_nlayout);
 }
 
 /* Decode into res and run; false (res untouched) when the bytes are not one whole result. */
@@ -123,28 +132,51 @@ static bool decode(const buf *b, variant_result *res, run_result *run)
     if (!take_into(&r, &magic, sizeof magic) || magic != ISOLATE_MAGIC || !take_into(&r, &v, sizeof v))
         return false;
     /* the pointers are the child's: replace each with a copy of what follows, NULL until read */
-    void *samples = NULL, *expect = NULL, *metrics = NULL, *notes = NULL, *devices = NULL;
+    void *samples = NULL, *expect = NULL, *metrics = NULL, *notes = NULL, *devices = NULL, *marks = NULL,
+         *layout = NULL;
     bool ok = take(&r, v.nsamples, sizeof *v.samples, &samples) && take(&r, v.nexpect, sizeof *v.expect, &expect) &&
               take(&r, v.nmetrics, sizeof *v.metrics, &metrics) && take(&r, v.nnotes, sizeof *v.notes, &notes) &&
-              take(&r, v.ndevices, sizeof *v.devices, &devices);
+              take(&r, v.ndevices, sizeof *v.devices, &devices) &&
+              take(&r, v.noom_marks, sizeof *v.oom_marks, &marks) &&
+              take(&r, v.oom_nlayout, sizeof *v.oom_layout, &layout);
     v.samples = samples;
     v.expect = expect;
     v.metrics = metrics;
     v.notes = notes;
     v.devices = devices;
+    v.oom_marks = marks;
+    v.oom_layout = layout;
     if (!v.devices)
         v.ndevices = 0;
-    for (size_t k = 0; k < v.ndevices; k++) /* each device's samples follow, in order */
+    if (!v.oom_layout)
+        v.oom_nlayout = 0;
+    for (size_t k = 0; k < v.ndevices; k++) /* each device's samples follow, in order, then each segment's blocks */
         v.devices[k].samples = NULL;
+    for (size_t k = 0; k < v.oom_nlayout; k++)
+        v.oom_layout[k].blocks = NULL;
     for (size_t k = 0; ok && k < v.ndevices; k++) {
         void *ds = NULL;
         ok = take(&r, v.devices[k].nsamples, sizeof *v.devices[k].samples, &ds);
         v.devices[k].samples = ds;
     }
+    /* the layout's blocks are one array, segment after segment (cachealloc_snapshot_free frees the first's) */
+    size_t nblocks = 0;
+    for (size_t k = 0; ok && k < v.oom_nlayout; k++) {
+        ok = v.oom_layout[k].nblocks <= SIZE_MAX / sizeof(ca_snap_block) - nblocks;
+        nblocks += ok ? v.oom_layout[k].nblocks : 0;
+    }
+    void *blocks = NULL;
+    ok = ok && take(&r, nblocks, sizeof(ca_snap_block), &blocks);
+    for (size_t k = 0, at = 0; ok && k < v.oom_nlayout; at += v.oom_layout[k].nblocks, k++)
+        v.oom_layout[k].blocks = (ca_snap_block *)blocks + at;
+    if (!ok)
+        free(blocks);
     char backend[sizeof run->backend], devname[sizeof run->device];
     size_t total = 0, cap = 0;
+    bool model_order = false;
     ok = ok && take_into(&r, backend, sizeof backend) && take_into(&r, devname, sizeof devname) &&
          take_into(&r, &total, sizeof total) && take_into(&r, &cap, sizeof cap) &&
+         take_into(&r, &model_order, sizeof model_order) &&
          take_into(&r, &magic, sizeof magic) && magic == ISOLATE_MAGIC && r.at == r.n;
     if (!ok) {
         free_arrays(&v);
@@ -157,6 +189,7 @@ static bool decode(const buf *b, variant_result *res, run_result *run)
         run->backend[sizeof run->backend - 1] = run->device[sizeof run->device - 1] = '\0';
         run->device_total = total;
         run->cap = cap;
+        run->model_order = model_order;
     }
     return true;
 }

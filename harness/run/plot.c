@@ -1,26 +1,27 @@
-/* plot.c - the results JSON drawn with gnuplot. See plot.h. */
+/* plot.c - the figures of plot.h, as gnuplot scripts (gnuplot.h draws them). */
 #include "run/plot.h"
 
 #include <cJSON.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <math.h>
-#include <spawn.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
+#include "alloc/memstats.h"
 #include "core/fileio.h"
+#include "run/gnuplot.h"
 
-extern char **environ;
+#define WIDTH 1280 /* every figure: readable projected, and in a README */
 
-#define MIB 1048576.0
+/* Colours, one meaning each across the figures. */
+#define C_RESERVED "#1f5fa8"
+#define C_ALLOCATED "#ff7f0e"
+#define C_GAP "#c6dbef"   /* reserved but unallocated; a free cached block in the segment map */
+#define C_BUDGET "#333333"
+#define C_OOM "#d62728"
+#define C_UNMAPPED "#e0e0e0"
 
 static oom_status fail(char *err, size_t cap, oom_status st, const char *fmt, ...)
 {
@@ -29,6 +30,12 @@ static oom_status fail(char *err, size_t cap, oom_status st, const char *fmt, ..
     vsnprintf(err, cap, fmt, ap);
     va_end(ap);
     return st;
+}
+
+/* A byte count as people read it: "100.00 MiB" (PyTorch's format_size). */
+static const char *gp_size(double bytes, char *buf, size_t cap)
+{
+    return memstats_format_size(bytes > 0 ? (uint64_t)bytes : 0, buf, cap);
 }
 
 static double num(const cJSON *o, const char *key)
@@ -43,173 +50,1136 @@ static const char *str(const cJSON *o, const char *key)
     return cJSON_IsString(v) ? v->valuestring : "";
 }
 
-/* A label as a gnuplot string: double quotes become single ones. */
-static void put_label(FILE *f, const char *s)
+static const cJSON *arr(const cJSON *o, const char *key)
 {
-    fputc('"', f);
-    for (; *s; s++)
-        fputc(*s == '"' ? '\'' : *s, f);
-    fputc('"', f);
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsArray(v) ? v : NULL;
 }
 
-/* The formats a plot is written in, by the output's extension: gnuplot's terminal for each. */
-static const struct {
-    const char *ext, *terminal;
-} formats[] = {
-    {".png", "pngcairo"},
-    {".svg", "svg"},
-};
-
-/* Run gnuplot on script; its stderr goes to errfile. 0 when it succeeded, else posix_spawnp's error (ENOENT:
- * gnuplot is not on PATH) or -1 (it ran and failed). */
-static int run_gnuplot(const char *script, const char *errfile)
+/* Read a results file of the given schema ("oomlab.run/1" or "oomlab.sweep/1"; NULL: either). */
+static oom_status load(const char *path, const char *schema, cJSON **out, char *err, size_t errcap)
 {
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 2, errfile, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-    char *argv[] = {"gnuplot", (char *)script, NULL};
-    pid_t pid;
-    int rc = posix_spawnp(&pid, "gnuplot", &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    if (rc != 0)
-        return rc;
-    int status = 0;
-    if (waitpid(pid, &status, 0) != pid)
-        return -1;
-    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
-}
-
-/* The last non-empty line of text (gnuplot ends its report with the error itself), in place. */
-static const char *last_line(char *text)
-{
-    size_t n = strlen(text);
-    while (n > 0 && (text[n - 1] == '\n' || text[n - 1] == ' '))
-        text[--n] = '\0';
-    char *nl = strrchr(text, '\n');
-    return nl ? nl + 1 : text;
-}
-
-/* Write the data (one gnuplot index per variant: step, label, allocated MiB, reserved MiB) and the script. */
-static bool write_inputs(const cJSON *run, const char *dat, const char *gp, const char *terminal,
-                         const char *out_tmp)
-{
-    const cJSON *vs = cJSON_GetObjectItemCaseSensitive(run, "variants");
-    int nv = cJSON_GetArraySize(vs);
-    FILE *d = fopen(dat, "w"), *g = fopen(gp, "w");
-    if (!d || !g) {
-        if (d)
-            fclose(d);
-        if (g)
-            fclose(g);
-        return false;
+    char *text = fileio_read_all(path, NULL);
+    if (!text)
+        return fail(err, errcap, OOM_EIO, "%s", oom_error_detail());
+    cJSON *j = cJSON_Parse(text);
+    free(text);
+    const char *s = j ? str(j, "schema") : "";
+    bool known = schema ? strcmp(s, schema) == 0 : strcmp(s, "oomlab.run/1") == 0 || strcmp(s, "oomlab.sweep/1") == 0;
+    if (!j || !known || !arr(j, "variants") || isnan(num(j, "budget"))) {
+        cJSON_Delete(j);
+        return fail(err, errcap, OOM_EINVAL, "%s is not an oomlab results file (schema %s)", path,
+                    schema ? schema : "oomlab.run/1 or oomlab.sweep/1");
     }
-    for (int i = 0; i < nv; i++) {
-        const cJSON *ss = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(vs, i), "samples");
-        if (cJSON_GetArraySize(ss) == 0) /* an empty block would merge into the next: keep one undefined point */
-            fprintf(d, "0 \"\" NaN NaN\n");
-        for (int k = 0; k < cJSON_GetArraySize(ss); k++) {
-            const cJSON *s = cJSON_GetArrayItem(ss, k);
-            fprintf(d, "%d ", k);
-            put_label(d, str(s, "label"));
-            fprintf(d, " %.3f %.3f\n", num(s, "allocated") / MIB, num(s, "reserved") / MIB);
+    *out = j;
+    return OOM_OK;
+}
+
+/* A figure's panels, in pixels: a header across the top (the title, and the legend in one row under it, so the
+ * legend never covers data), then rows x cols cells. Each panel's plot area is its cell less the pads, where its
+ * tick labels, axis labels and title go; the areas are set exactly (margins at screen), so panels align. */
+typedef struct layout {
+    int height, header, cols, rows, cell_h, pad_l, pad_r, pad_t, pad_b;
+} layout;
+
+static void layout_init(layout *L, int n, int maxcols, int header, int cell_h, int pad_l, int pad_r, int pad_t,
+                        int pad_b)
+{
+    int cols = n <= 1 ? 1 : n <= 4 ? 2 : 3;
+    cols = cols > maxcols ? maxcols : cols;
+    cols = cols > n ? (n > 0 ? n : 1) : cols;
+    *L = (layout){.header = header, .cols = cols, .rows = (n + cols - 1) / cols, .cell_h = cell_h,
+                  .pad_l = pad_l, .pad_r = pad_r, .pad_t = pad_t, .pad_b = pad_b};
+    L->rows = L->rows > 0 ? L->rows : 1;
+    L->height = header + L->rows * cell_h;
+}
+
+/* A legend entry, drawn by hand at screen coordinates: gnuplot's own key gives every column the width of the
+ * longest entry, which wraps a legend of five short entries into rows. */
+typedef enum key_style { KEY_LINE, KEY_DASH, KEY_DOTS, KEY_BOX, KEY_ARROW, KEY_CROSS, KEY_LINEPOINT } key_style;
+
+typedef struct key_entry {
+    key_style style;
+    const char *colour; /* "#rrggbb" */
+    char text[96];
+} key_entry;
+
+#define KEY_CHAR_PX 8.3 /* DejaVu Sans at 12 pt, an average character's advance at 96 dpi */
+#define KEY_SAMPLE_PX 34
+#define KEY_GAP_PX 26
+
+/* Start the figure: the title at the top, then the legend centred under it, in rows that fit the width. */
+static void layout_header(FILE *g, const layout *L, const char *title, const key_entry *keys, int nkeys)
+{
+    double H = L->height;
+    fprintf(g, "set multiplot\n");
+    fprintf(g, "set label 1001 ");
+    gp_string(g, title);
+    fprintf(g, " at screen 0.5, screen %.5f center font ',15'\n", 1 - 24.0 / H);
+    /* rows of entries, each row centred */
+    int first = 0, row = 0, obj = 1, lab = 1002;
+    while (first < nkeys) {
+        double w = 0;
+        int last = first;
+        while (last < nkeys) {
+            double ew = KEY_SAMPLE_PX + 8 + KEY_CHAR_PX * (double)strlen(keys[last].text);
+            if (last > first && w + KEY_GAP_PX + ew > WIDTH - 40)
+                break;
+            w += (last > first ? KEY_GAP_PX : 0) + ew;
+            last++;
         }
-        fprintf(d, "\n\n");
+        double x = (WIDTH - w) / 2, y = (H - 58 - 22.0 * row) / H;
+        for (int k = first; k < last; k++) {
+            const key_entry *e = &keys[k];
+            double x0 = x / WIDTH, x1 = (x + KEY_SAMPLE_PX) / WIDTH, xm = (x + KEY_SAMPLE_PX / 2.0) / WIDTH;
+            switch (e->style) {
+            case KEY_BOX:
+                fprintf(g, "set object %d rect from screen %.5f, screen %.5f to screen %.5f, screen %.5f fc rgb '%s' "
+                           "fs solid 1.0 border lc rgb '#999999' front\n",
+                        obj++, x0, y - 7 / H, x1, y + 7 / H, e->colour);
+                break;
+            case KEY_ARROW:
+                fprintf(g, "set arrow %d from screen %.5f, screen %.5f to screen %.5f, screen %.5f lc rgb '%s' lw 3 "
+                           "filled size screen 0.008,25 front\n",
+                        obj++, xm, y - 9 / H, xm, y + 9 / H, e->colour);
+                break;
+            case KEY_CROSS:
+                fprintf(g, "set label %d '' at screen %.5f, screen %.5f point pt 2 ps 2 lw 2.5 lc rgb '%s' front\n",
+                        lab++, xm, y, e->colour);
+                break;
+            default:
+                fprintf(g, "set arrow %d from screen %.5f, screen %.5f to screen %.5f, screen %.5f nohead lc rgb '%s' "
+                           "lw 2.5 %s front\n",
+                        obj++, x0, y, x1, y, e->colour,
+                        e->style == KEY_DASH ? "dt 2" : e->style == KEY_DOTS ? "dt 3" : "dt 1");
+                if (e->style == KEY_LINEPOINT)
+                    fprintf(g, "set label %d '' at screen %.5f, screen %.5f point pt 7 ps 0.9 lc rgb '%s' front\n",
+                            lab++, xm, y, e->colour);
+                break;
+            }
+            fprintf(g, "set label %d ", lab++);
+            gp_string(g, e->text);
+            fprintf(g, " at screen %.5f, screen %.5f left font ',12' front\n", (x + KEY_SAMPLE_PX + 8) / WIDTH, y);
+            x += KEY_SAMPLE_PX + 8 + KEY_CHAR_PX * (double)strlen(e->text) + KEY_GAP_PX;
+        }
+        first = last;
+        row++;
     }
-    int cols = nv <= 1 ? 1 : nv <= 4 ? 2 : 3, rows = (nv + cols - 1) / cols;
-    double budget = num(run, "budget") / MIB;
-    fprintf(g, "set terminal %s size %d,%d font 'sans,10'\n", terminal, 520 * cols, 420 * rows + 40);
-    fprintf(g, "set output ");
-    put_label(g, out_tmp);
-    fprintf(g, "\nset multiplot layout %d,%d title ", rows, cols);
-    char title[512];
-    snprintf(title, sizeof title, "%s on %s (%s), budget %.0f MiB: allocated and reserved bytes at each step",
-             str(run, "scenario"), str(run, "backend"), str(run, "device"), budget);
-    put_label(g, title);
-    fprintf(g, " font 'sans,12'\n");
-    fprintf(g, "set termoption noenhanced\n"); /* labels are plain text: torch.cuda.empty_cache() has underscores */
-    fprintf(g, "set grid ytics\nset ylabel 'MiB'\nset yrange [0:%.3f]\nset key at graph 0.98, graph 0.62 right "
-               "font 'sans,8' box opaque\n",
-            budget * 1.15);
-    fprintf(g, "set xtics rotate by 35 right font 'sans,7'\nset bmargin 7\n");
+    /* an empty plot carries them: labels, arrows and objects are drawn with the next plot */
+    fprintf(g, "unset border\nunset tics\nunset key\nset lmargin at screen 0.01\nset rmargin at screen 0.02\n"
+               "set tmargin at screen 0.99\nset bmargin at screen 0.98\nset xrange [0:1]\nset yrange [0:1]\n"
+               "plot NaN notitle\nunset label\nunset arrow\nunset object\n"
+               "set border 31 lc rgb '#555555'\nset xtics nomirror\nset ytics nomirror\n");
+}
+
+/* Place panel i's plot area. */
+static void layout_panel(FILE *g, const layout *L, int i)
+{
+    int c = i % L->cols, r = i / L->cols;
+    double cw = (double)WIDTH / L->cols, x0 = c * cw, top = L->height - L->header - (double)r * L->cell_h;
+    fprintf(g, "set lmargin at screen %.5f\nset rmargin at screen %.5f\nset tmargin at screen %.5f\n"
+               "set bmargin at screen %.5f\n",
+            (x0 + L->pad_l) / WIDTH, (x0 + cw - L->pad_r) / WIDTH, (top - L->pad_t) / L->height,
+            (top - L->cell_h + L->pad_b) / L->height);
+}
+
+/* "sim, ci scale, budget 1024 MiB" */
+static void run_context(const cJSON *run, char *buf, size_t cap)
+{
+    char b[32];
+    snprintf(buf, cap, "%s%s, %s scale, budget %s", str(run, "backend"),
+             cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(run, "dry_run")) ? " (dry run)" : "", str(run, "scale"),
+             gp_size(num(run, "budget"), b, sizeof b));
+}
+
+/* A variant's panel title: its name, its outcome, and what is unusual about it. */
+static void variant_title(const cJSON *v, char *buf, size_t cap)
+{
+    const char *oc = str(v, "outcome");
+    bool passed = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(v, "passed"));
+    bool reproduced = !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(v, "reproduced"));
+    snprintf(buf, cap, "%s: %s%s%s", str(v, "name"), strcmp(oc, "oom") == 0 ? "OOM" : oc,
+             passed ? "" : " (NOT as expected)", reproduced ? "" : " (not reproduced)");
+}
+
+/* ---- timeline --------------------------------------------------------------------------------------------- */
+
+#define LABELLED_MAX 8 /* samples per variant up to which the x ticks are the samples' labels */
+
+/* The part of a label that fits a tick: up to 28 characters, cut at a character boundary. */
+static void tick_label(FILE *g, const char *s)
+{
+    char buf[40];
+    size_t n = strlen(s);
+    if (n <= 28) {
+        gp_string(g, s);
+        return;
+    }
+    size_t k = 25;
+    while (k > 0 && ((unsigned char)s[k] & 0xC0) == 0x80) /* not inside a UTF-8 sequence */
+        k--;
+    snprintf(buf, sizeof buf, "%.*s...", (int)k, s);
+    gp_string(g, buf);
+}
+
+static oom_status timeline(const cJSON *run, const char *out, char *err, size_t errcap)
+{
+    const cJSON *vs = arr(run, "variants");
+    int nv = cJSON_GetArraySize(vs);
+    if (nv == 0)
+        return fail(err, errcap, OOM_EINVAL, "the results have no variants to draw");
+    double budget = num(run, "budget"), top = budget;
+    int maxn = 0;
     for (int i = 0; i < nv; i++) {
-        const cJSON *v = cJSON_GetArrayItem(vs, i);
-        const cJSON *oom = cJSON_GetObjectItemCaseSensitive(v, "oom");
-        snprintf(title, sizeof title, "%s: %s %s", str(v, "name"), strcmp(str(v, "outcome"), "oom") == 0 ? "OOM" : str(v, "outcome"),
-                 cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(v, "passed")) ? "(as expected)" : "(NOT as expected)");
+        const cJSON *v = cJSON_GetArrayItem(vs, i), *s;
+        int n = cJSON_GetArraySize(arr(v, "samples"));
+        maxn = n > maxn ? n : maxn;
+        cJSON_ArrayForEach(s, arr(v, "samples")) top = fmax(top, fmax(num(s, "reserved"), num(s, "allocated")));
+        cJSON_ArrayForEach(s, arr(v, "ooms_caught")) top = fmax(top, num(s, "reserved") + num(s, "alloc_size"));
+    }
+    /* a shared y axis, so panels compare; a request far above the budget is cut at 1.6 x and still labelled */
+    double base = budget, cut = 0;
+    int minn = maxn;
+    for (int i = 0; i < nv; i++) {
+        int n = cJSON_GetArraySize(arr(cJSON_GetArrayItem(vs, i), "samples"));
+        minn = n < minn ? n : minn;
+    }
+    for (int i = 0; i < nv; i++) {
+        const cJSON *s;
+        cJSON_ArrayForEach(s, arr(cJSON_GetArrayItem(vs, i), "samples")) base = fmax(base, num(s, "reserved"));
+    }
+    top = fmin(top, base * 1.6);
+    cut = top;
+    const char *uname;
+    double unit = gp_unit(top, &uname), ymax = top / unit * 1.16; /* room for an OOM's label */
+    bool labelled = minn <= LABELLED_MAX; /* some panel names its samples: room for their labels */
+    layout L;
+    layout_init(&L, nv, 3, 96, labelled ? 400 : 330, 78, 22, 42, labelled ? 140 : 62);
+    gp_figure f;
+    oom_status st = gp_begin(&f, out, WIDTH, L.height, 12, err, errcap);
+    if (st != OOM_OK)
+        return st;
+    FILE *g = f.gp;
+    char title[512], ctx[160], path[160], b1[32], b2[32];
+    run_context(run, ctx, sizeof ctx);
+    snprintf(title, sizeof title, "%s: allocated and reserved memory at each sample (%s)", str(run, "scenario"), ctx);
+    key_entry keys[] = {{KEY_LINE, C_RESERVED, "reserved"},
+                        {KEY_LINE, C_ALLOCATED, "allocated"},
+                        {KEY_BOX, C_GAP, "reserved but unallocated"},
+                        {KEY_DASH, C_BUDGET, "budget"},
+                        {KEY_ARROW, C_OOM, "OOM: the segment asked for, on top of reserved"}};
+    snprintf(keys[3].text, sizeof keys[3].text, "budget (%s)", gp_size(budget, b1, sizeof b1));
+    layout_header(g, &L, title, keys, 5);
+    fprintf(g, "set grid ytics lc rgb '#dddddd'\nset yrange [0:%.6g]\nset ytics font ',11'\n", ymax);
+    fprintf(g, "set style fill solid 1.0 noborder\nset border lc rgb '#555555'\n");
+    for (int i = 0; i < nv; i++) {
+        const cJSON *v = cJSON_GetArrayItem(vs, i), *ss = arr(v, "samples");
+        int n = cJSON_GetArraySize(ss);
+        char name[32];
+        snprintf(name, sizeof name, "v%d.dat", i);
+        FILE *d = gp_data(&f, name, path, sizeof path);
+        if (!d) {
+            gp_abort(&f);
+            return fail(err, errcap, OOM_EIO, "cannot write the plot's data in %s", f.dir);
+        }
+        /* steps: sample k's values hold from x = k to x = k + 1, where the next sample's take over */
+        double best_gap = -1;
+        int best_k = -1;
+        for (int k = 0; k < n; k++) {
+            const cJSON *s = cJSON_GetArrayItem(ss, k);
+            double a = num(s, "allocated") / unit, r = num(s, "reserved") / unit;
+            fprintf(d, "%d %.6f %.6f\n", k, a, r);
+            if (k + 1 < n) {
+                fprintf(d, "%d %.6f %.6f\n", k + 1, a, r);
+                if (r - a > best_gap)
+                    best_gap = r - a, best_k = k;
+            }
+        }
+        if (n == 0)
+            fprintf(d, "0 NaN NaN\n");
+        bool ok = fclose(d) == 0;
+        /* the sample instants, as dots, where they are few enough to see */
+        snprintf(name, sizeof name, "v%d.pts", i);
+        FILE *p = gp_data(&f, name, path + 80, sizeof path - 80);
+        if (!p || !ok) {
+            if (p)
+                fclose(p);
+            gp_abort(&f);
+            return fail(err, errcap, OOM_EIO, "cannot write the plot's data in %s", f.dir);
+        }
+        for (int k = 0; k < n; k++) {
+            const cJSON *s = cJSON_GetArrayItem(ss, k);
+            fprintf(p, "%d %.6f %.6f\n", k, num(s, "allocated") / unit, num(s, "reserved") / unit);
+        }
+        if (n == 0)
+            fprintf(p, "0 NaN NaN\n");
+        if (fclose(p) != 0) {
+            gp_abort(&f);
+            return fail(err, errcap, OOM_EIO, "cannot write the plot's data in %s", f.dir);
+        }
+        variant_title(v, title, sizeof title);
+        layout_panel(g, &L, i);
         fprintf(g, "set title ");
-        put_label(g, title);
-        fprintf(g, "\nplot '%s' index %d using 1:4:xtic(2) with linespoints lw 2 pt 7 ps 0.6 lc rgb '#1f77b4' "
-                   "title 'reserved', '' index %d using 1:3 with linespoints lw 2 pt 7 ps 0.6 lc rgb '#ff7f0e' "
-                   "title 'allocated', %.3f with lines dt 2 lc rgb '#555555' title 'budget'",
-                dat, i, i, budget);
-        if (cJSON_IsObject(oom)) /* the sample right after the OOM */
-            fprintf(g, ", '' index %d using 1:($1 == %d ? $4 : 1/0) with points pt 6 ps 2.5 lw 2 lc rgb '#d62728' "
-                       "title 'OOM'",
-                    i, (int)num(oom, "step"));
+        gp_string(g, title);
+        fprintf(g, " font ',13'\nunset label\nunset arrow\n");
+        fprintf(g, i % L.cols == 0 ? "set ylabel '%s' offset 1.2,0\n" : "unset ylabel\n", uname);
+        double xmax = n > 0 ? n - 1 : 0;
+        const cJSON *m;
+        cJSON_ArrayForEach(m, arr(v, "ooms_caught")) xmax = fmax(xmax, num(m, "step") - 0.5);
+        fprintf(g, "set xrange [-0.6:%.1f]\n", xmax + 0.6);
+        if (n <= LABELLED_MAX) {
+            fprintf(g, "unset xlabel\nset xtics (");
+            for (int k = 0; k < n; k++) {
+                tick_label(g, str(cJSON_GetArrayItem(ss, k), "label"));
+                fprintf(g, " %d%s", k, k + 1 < n ? ", " : "");
+            }
+            fprintf(g, ") rotate by 30 right font ',10' nomirror\n");
+        } else {
+            fprintf(g, "set xlabel 'sample' font ',11' offset 0,0.5\nset xtics autofreq font ',11' norotate "
+                       "nomirror\n");
+        }
+        /* the gap named where it is widest, if it is wide enough to hold the words */
+        if (best_k >= 0 && best_gap > 0.2 * ymax) { /* ... and over at least a sixth of the panel's width */
+            const cJSON *s = cJSON_GetArrayItem(ss, best_k);
+            double a = num(s, "allocated") / unit, r = num(s, "reserved") / unit;
+            int lo = best_k, hi = best_k; /* the run of intervals around it with nearly the same gap */
+            while (lo > 0) {
+                const cJSON *q = cJSON_GetArrayItem(ss, lo - 1);
+                if (num(q, "reserved") / unit - num(q, "allocated") / unit < 0.8 * best_gap ||
+                    fabs(num(q, "allocated") / unit - a) > 0.25 * best_gap)
+                    break;
+                lo--;
+            }
+            while (hi + 2 < n) {
+                const cJSON *q = cJSON_GetArrayItem(ss, hi + 1);
+                if (num(q, "reserved") / unit - num(q, "allocated") / unit < 0.8 * best_gap ||
+                    fabs(num(q, "allocated") / unit - a) > 0.25 * best_gap)
+                    break;
+                hi++;
+            }
+            if ((hi - lo + 1) / (xmax + 1.2) >= 0.15)
+                fprintf(g, "set label \"reserved but\\nunallocated\" at %.3f, %.6f center front font ',11' tc "
+                           "rgb '" C_RESERVED "'\n",
+                        (lo + hi + 1) / 2.0, (a + r) / 2);
+        }
+        /* each OOM: an arrow on reserved at that moment, as tall as the segment the allocator tried to get */
+        /* One OOM: its label beside the arrow's head, toward the middle. Several: one label over all the arrows
+         * ("2 OOMs: 20.00 MiB asked each"), centred above their heads, so labels never overlap. */
+        int nm = cJSON_GetArraySize(arr(v, "ooms_caught"));
+        double xsum = 0, ytop = 0, req0 = -1;
+        bool same = true;
+        cJSON_ArrayForEach(m, arr(v, "ooms_caught"))
+        {
+            double x = num(m, "step") - 0.5, y0 = num(m, "reserved"), y1 = fmin(y0 + num(m, "alloc_size"), cut);
+            fprintf(g, "set arrow from %.2f, %.6f to %.2f, %.6f lc rgb '" C_OOM "' lw 3 filled size char 0.8,25 "
+                       "front\n",
+                    x, y0 / unit, x, y1 / unit);
+            same = same && (req0 < 0 || num(m, "requested") == req0);
+            req0 = num(m, "requested");
+            xsum += x;
+            ytop = fmax(ytop, y1);
+        }
+        if (nm == 1) {
+            m = cJSON_GetArrayItem(arr(v, "ooms_caught"), 0);
+            double x = num(m, "step") - 0.5, req = num(m, "requested"), seg = num(m, "alloc_size");
+            char text[96];
+            gp_size(req, b1, sizeof b1);
+            if (seg > req * 1.01)
+                snprintf(text, sizeof text, "OOM: %s asked\\n(a %s segment)", b1, gp_size(seg, b2, sizeof b2));
+            else
+                snprintf(text, sizeof text, "OOM: %s asked", b1);
+            bool right_half = (x + 0.6) / (xmax + 1.2) > 0.5;
+            fprintf(g, "set label \"%s\" at %.2f, %.6f %s offset %s,-0.2 front font ',10' tc rgb '" C_OOM "'\n", text,
+                    x, ytop / unit, right_half ? "right" : "left", right_half ? "-0.8" : "0.8");
+        } else if (nm > 1) {
+            char text[96];
+            if (same)
+                snprintf(text, sizeof text, "%d OOMs: %s asked each", nm, gp_size(req0, b1, sizeof b1));
+            else
+                snprintf(text, sizeof text, "%d OOMs", nm);
+            fprintf(g, "set label \"%s\" at %.2f, %.6f center offset 0,1.1 front font ',10' tc rgb '" C_OOM "'\n",
+                    text, xsum / nm, ytop / unit);
+        }
+        fprintf(g, "plot '%s' using 1:2:3 with filledcurves fc rgb '" C_GAP "' notitle, "
+                   "'' using 1:3 with lines lw 2.5 lc rgb '" C_RESERVED "' notitle, "
+                   "'' using 1:2 with lines lw 2.5 lc rgb '" C_ALLOCATED "' notitle, "
+                   "%.6f with lines dt 2 lw 2 lc rgb '" C_BUDGET "' notitle",
+                path, budget / unit);
+        if (n <= 60)
+            fprintf(g, ", '%s' using 1:3 with points pt 7 ps 0.55 lc rgb '" C_RESERVED "' notitle, "
+                       "'' using 1:2 with points pt 7 ps 0.55 lc rgb '" C_ALLOCATED "' notitle",
+                    path + 80);
         fprintf(g, "\n");
     }
     fprintf(g, "unset multiplot\n");
-    bool ok = !ferror(d) && !ferror(g);
-    ok = (fclose(d) == 0) && ok;
-    ok = (fclose(g) == 0) && ok;
-    return ok;
+    return gp_end(&f, err, errcap);
 }
 
-oom_status plot_run(const char *json_path, const char *png_path, char *err, size_t errcap)
+/* ---- sweep ------------------------------------------------------------------------------------------------- */
+
+static oom_status sweep(const cJSON *sw, const char *out, char *err, size_t errcap)
 {
-    const char *dot = strrchr(png_path, '.'), *slash = strrchr(png_path, '/'), *terminal = NULL;
-    for (size_t i = 0; dot && dot > (slash ? slash : png_path) && i < sizeof formats / sizeof formats[0]; i++)
-        if (strcasecmp(dot, formats[i].ext) == 0)
-            terminal = formats[i].terminal;
-    if (!terminal)
-        return fail(err, errcap, OOM_EINVAL, "%s: a plot is written as .png or .svg", png_path);
-    if (slash) { /* the folder must be there: gnuplot would only say it cannot open the file */
-        char folder[1024];
-        struct stat sb;
-        snprintf(folder, sizeof folder, "%.*s", (int)(slash == png_path ? 1 : slash - png_path), png_path);
-        if (stat(folder, &sb) != 0 || !S_ISDIR(sb.st_mode))
-            return fail(err, errcap, OOM_EIO, "cannot write %s: the folder %s does not exist", png_path, folder);
+    const cJSON *vs = arr(sw, "variants");
+    int nv = cJSON_GetArraySize(vs);
+    if (nv == 0)
+        return fail(err, errcap, OOM_EINVAL, "the sweep has no variants to draw");
+    double budget = num(sw, "budget"), top = budget;
+    for (int i = 0; i < nv; i++) {
+        const cJSON *p;
+        cJSON_ArrayForEach(p, arr(cJSON_GetArrayItem(vs, i), "series")) top = fmax(top, num(p, "peak_reserved"));
     }
-    char *text = fileio_read_all(json_path, NULL);
+    const char *uname;
+    double unit = gp_unit(top, &uname);
+    layout L;
+    layout_init(&L, nv, 3, 96, 400, 78, 22, 42, 70);
+    gp_figure f;
+    oom_status st = gp_begin(&f, out, WIDTH, L.height, 12, err, errcap);
+    if (st != OOM_OK)
+        return st;
+    FILE *g = f.gp;
+    char title[512], b1[32], path[160];
+    const char *param = str(sw, "param");
+    snprintf(title, sizeof title, "%s: peak memory against %s, %g..%g, each value a fresh run (%s%s, %s scale, budget %s)",
+             str(sw, "scenario"), param, num(sw, "lo"), num(sw, "hi"), str(sw, "backend"),
+             cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(sw, "dry_run")) ? " (dry run)" : "", str(sw, "scale"),
+             gp_size(budget, b1, sizeof b1));
+    const key_entry keys[] = {{KEY_LINEPOINT, C_RESERVED, "peak reserved"},
+                              {KEY_LINEPOINT, C_ALLOCATED, "peak allocated"},
+                              {KEY_CROSS, C_OOM, "OOM (its peak until it failed)"},
+                              {KEY_DASH, C_BUDGET, "budget"},
+                              {KEY_LINE, "#2ca02c", "the largest value that fits (bisection)"},
+                              {KEY_DOTS, "#9467bd", "accelerate's find_executable_batch_size"}};
+    layout_header(g, &L, title, keys, 6);
+    fprintf(g, "set grid ytics xtics lc rgb '#dddddd'\nset ylabel '%s' offset 1.2,0\nset yrange [0:%.6g]\nset logscale x 2\n"
+               "set xtics font ',11' nomirror\nset ytics font ',11'\nset format x '%%g'\nset xrange [%g:%g]\n",
+            uname, top / unit * 1.12, num(sw, "lo") / 1.3, num(sw, "hi") * 1.3);
+    fprintf(g, "set xlabel ");
+    gp_string(g, param);
+    fprintf(g, " font ',12' offset 0,0.4\n");
+    for (int i = 0; i < nv; i++) {
+        const cJSON *v = cJSON_GetArrayItem(vs, i), *p;
+        char name[32];
+        snprintf(name, sizeof name, "s%d.dat", i);
+        FILE *d = gp_data(&f, name, path, sizeof path);
+        if (!d) {
+            gp_abort(&f);
+            return fail(err, errcap, OOM_EIO, "cannot write the plot's data in %s", f.dir);
+        }
+        int n = 0;
+        cJSON_ArrayForEach(p, arr(v, "series"))
+        {
+            bool oom = strcmp(str(p, "outcome"), "oom") == 0;
+            fprintf(d, "%g %.6f %.6f %s\n", num(p, "value"), num(p, "peak_allocated") / unit,
+                    num(p, "peak_reserved") / unit, oom ? "1" : "0");
+            n++;
+        }
+        if (n == 0)
+            fprintf(d, "1 NaN NaN 0\n");
+        if (fclose(d) != 0) {
+            gp_abort(&f);
+            return fail(err, errcap, OOM_EIO, "cannot write the plot's data in %s", f.dir);
+        }
+        layout_panel(g, &L, i);
+        fprintf(g, "set title ");
+        gp_string(g, str(v, "name"));
+        fprintf(g, " font ',13'\nunset label\nunset arrow\n");
+        const cJSON *fit = cJSON_GetObjectItemCaseSensitive(v, "largest_fit");
+        const cJSON *acc = cJSON_GetObjectItemCaseSensitive(v, "find_executable_batch_size");
+        double found = num(fit, "value"), accv = num(acc, "value");
+        if (!isnan(found)) {
+            fprintf(g, "set arrow from %g, graph 0 to %g, graph 1 nohead lw 2 lc rgb '#2ca02c' front\n", found, found);
+            fprintf(g, "set label 'largest that fits: %g' at %g, graph 0.95 right offset -0.6,0 font ',11' tc rgb "
+                       "'#2ca02c' front\n",
+                    found, found);
+        } else {
+            fprintf(g, "set label 'nothing in range fits' at graph 0.03, graph 0.95 font ',11' tc rgb '" C_OOM
+                       "' front\n");
+        }
+        if (!isnan(accv) && accv != found) {
+            fprintf(g, "set arrow from %g, graph 0 to %g, graph 0.82 nohead lw 2 dt 3 lc rgb '#9467bd' front\n", accv,
+                    accv);
+            fprintf(g, "set label 'accelerate finds %g' at %g, graph 0.85 right offset -0.6,0 font ',11' tc rgb "
+                       "'#9467bd' front\n",
+                    accv, accv);
+        }
+        fprintf(g, "plot '%s' using 1:3 with linespoints lw 2.5 pt 7 ps 0.8 lc rgb '" C_RESERVED "' notitle, "
+                   "'' using 1:2 with linespoints lw 2.5 pt 7 ps 0.8 lc rgb '" C_ALLOCATED "' notitle, "
+                   "'' using 1:($4 > 0 ? $3 : 1/0) with points pt 2 ps 2.2 lw 2.5 lc rgb '" C_OOM "' notitle, "
+                   "%.6f with lines dt 2 lw 2 lc rgb '" C_BUDGET "' notitle",
+                path, budget / unit);
+        fprintf(g, "\n");
+    }
+    fprintf(g, "unset multiplot\n");
+    return gp_end(&f, err, errcap);
+}
+
+oom_status plot_run(const char *json_path, const char *out_path, char *err, size_t errcap)
+{
+    cJSON *j = NULL;
+    oom_status st = load(json_path, NULL, &j, err, errcap);
+    if (st != OOM_OK)
+        return st;
+    st = strcmp(str(j, "schema"), "oomlab.sweep/1") == 0 ? sweep(j, out_path, err, errcap)
+                                                          : timeline(j, out_path, err, errcap);
+    cJSON_Delete(j);
+    return st;
+}
+
+/* ---- peaks ------------------------------------------------------------------------------------------------- */
+
+/* Bar colours by kind: the dark one for allocated, the light one for reserved. */
+static void kind_colours(const char *kind, unsigned *dark, unsigned *light)
+{
+    if (strcmp(kind, "bug") == 0)
+        *dark = 0xd62728, *light = 0xf4b6b6;
+    else if (strcmp(kind, "fix") == 0)
+        *dark = 0x2ca02c, *light = 0xb7e0b0;
+    else
+        *dark = 0x7f7f7f, *light = 0xd4d4d4;
+}
+
+oom_status plot_peaks(const char *json_path, const char *out, char *err, size_t errcap)
+{
+    cJSON *run = NULL;
+    oom_status st = load(json_path, "oomlab.run/1", &run, err, errcap);
+    if (st != OOM_OK)
+        return st;
+    const cJSON *vs = arr(run, "variants"), *v;
+    int nv = cJSON_GetArraySize(vs);
+    double budget = num(run, "budget"), top = budget;
+    cJSON_ArrayForEach(v, vs) top = fmax(top, fmax(num(v, "peak_reserved"), num(v, "peak_allocated")));
+    const char *uname;
+    double unit = gp_unit(top, &uname);
+    gp_figure f;
+    layout L;
+    layout_init(&L, 1, 1, 110, 540, 90, 30, 20, 150);
+    if ((st = gp_begin(&f, out, WIDTH, L.height, 12, err, errcap)) != OOM_OK) {
+        cJSON_Delete(run);
+        return st;
+    }
+    FILE *g = f.gp;
+    char path[160], title[512], ctx[160], b1[32];
+    FILE *d = gp_data(&f, "peaks.dat", path, sizeof path);
+    if (!d) {
+        gp_abort(&f);
+        cJSON_Delete(run);
+        return fail(err, errcap, OOM_EIO, "cannot write the plot's data in %s", f.dir);
+    }
+    int i = 0;
+    cJSON_ArrayForEach(v, vs)
+    {
+        unsigned dark, light;
+        kind_colours(str(v, "kind"), &dark, &light);
+        double r = num(v, "peak_reserved"), a = num(v, "peak_allocated");
+        bool oom = strcmp(str(v, "outcome"), "oom") == 0;
+        fprintf(d, "%d %.6f %.6f %u %u \"%s\" \"%s\"\n", i++, r / unit, a / unit, light, dark,
+                gp_size(r, b1, sizeof b1), oom ? "OOM" : "");
+    }
+    if (nv == 0)
+        fprintf(d, "0 NaN NaN 0 0 \"\" \"\"\n");
+    bool ok = fclose(d) == 0;
+    if (!ok) {
+        gp_abort(&f);
+        cJSON_Delete(run);
+        return fail(err, errcap, OOM_EIO, "cannot write the plot's data in %s", f.dir);
+    }
+    run_context(run, ctx, sizeof ctx);
+    snprintf(title, sizeof title, "%s: peak memory per variant (%s)", str(run, "scenario"), ctx);
+    key_entry keys[] = {{KEY_BOX, "#f4b6b6", "bug"},
+                        {KEY_BOX, "#b7e0b0", "fix"},
+                        {KEY_BOX, "#d4d4d4", "myth"},
+                        {KEY_BOX, "#ffffff", "wide light bar: peak reserved, narrow dark bar: peak allocated"},
+                        {KEY_DASH, C_BUDGET, "budget"}};
+    snprintf(keys[4].text, sizeof keys[4].text, "budget (%s)", gp_size(budget, b1, sizeof b1));
+    layout_header(g, &L, title, keys, 5);
+    layout_panel(g, &L, 0);
+    fprintf(g, "set style fill solid 1.0 border lc rgb 'white'\nset grid ytics lc rgb '#dddddd'\n");
+    fprintf(g, "set ylabel '%s'\nset yrange [0:%.6g]\nset xrange [-0.6:%d.4]\nset border lc rgb '#555555'\n", uname,
+            top / unit * 1.18, nv > 0 ? nv - 1 : 0);
+    fprintf(g, "set xtics (");
+    i = 0;
+    cJSON_ArrayForEach(v, vs)
+    {
+        gp_string(g, str(v, "name"));
+        fprintf(g, " %d%s", i, i + 1 < nv ? ", " : "");
+        i++;
+    }
+    fprintf(g, ") rotate by 30 right font ',11' nomirror\nset ytics font ',11'\n");
+    /* the values inside the bars' tops and "OOM" at their feet: nothing above a bar to collide with the budget */
+    fprintf(g, "plot '%s' using 1:2:(0.72):4 with boxes lc rgb variable notitle, "
+               "'' using 1:3:(0.36):5 with boxes lc rgb variable notitle, "
+               "'' using 1:2:6 with labels offset 0,-0.8 font ',10' notitle, "
+               "'' using 1:(0):7 with labels offset 0,1.0 font ',12' tc rgb 'white' notitle, "
+               "%.6f with lines dt 2 lw 2 lc rgb '" C_BUDGET "' notitle\n",
+            path, budget / unit);
+    fprintf(g, "unset multiplot\n");
+    cJSON_Delete(run);
+    return gp_end(&f, err, errcap);
+}
+
+/* ---- segments ---------------------------------------------------------------------------------------------- */
+
+static const cJSON *segments_of(const cJSON *v)
+{
+    const cJSON *oom = cJSON_GetObjectItemCaseSensitive(v, "oom");
+    return cJSON_IsObject(oom) ? arr(oom, "segments") : NULL;
+}
+
+int plot_has_segments(const char *json_path)
+{
+    char err[256];
+    cJSON *run = NULL;
+    if (load(json_path, "oomlab.run/1", &run, err, sizeof err) != OOM_OK)
+        return 0;
+    const cJSON *v;
+    int n = 0;
+    cJSON_ArrayForEach(v, arr(run, "variants")) n += segments_of(v) && cJSON_GetArraySize(segments_of(v)) > 0;
+    cJSON_Delete(run);
+    return n;
+}
+
+/* One row of the map: a segment, or one page of an expandable range; x0..x1 in bytes from the row's start. */
+typedef struct map_writer {
+    FILE *d;
+    int row;
+    double width; /* the widest row, bytes */
+} map_writer;
+
+static void map_block(map_writer *w, double x0, double x1, const char *state)
+{
+    unsigned c = strcmp(state, "allocated") == 0 ? 0xff7f0e : strcmp(state, "free") == 0 ? 0xc6dbef : 0xe0e0e0;
+    fprintf(w->d, "%d %.6f %.6f %u\n", w->row, x0 / 1048576.0, x1 / 1048576.0, c);
+}
+
+/* Write a variant's rows; returns the number of rows. An expandable range is cut into rows of its page, through
+ * its last mapped byte, then one row for the unmapped rest, labelled with its size in labels. */
+static int map_rows(map_writer *w, const cJSON *segs, FILE *labels)
+{
+    const cJSON *s;
+    cJSON_ArrayForEach(s, segs)
+    {
+        int first = w->row;
+        bool exp = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(s, "expandable"));
+        const cJSON *b;
+        if (!exp) {
+            double x = 0;
+            cJSON_ArrayForEach(b, arr(s, "blocks"))
+            {
+                double sz = cJSON_GetArrayItem(b, 0)->valuedouble;
+                map_block(w, x, x + sz, cJSON_GetArrayItem(b, 1)->valuestring);
+                x += sz;
+            }
+            w->width = fmax(w->width, x);
+            w->row++;
+            continue;
+        }
+        double page = num(s, "page"), mapped_end = 0, x = 0;
+        if (!(page > 0))
+            page = strcmp(str(s, "pool"), "small") == 0 ? 2097152.0 : 20971520.0; /* PyTorch's defaults */
+        cJSON_ArrayForEach(b, arr(s, "blocks"))
+        {
+            double sz = cJSON_GetArrayItem(b, 0)->valuedouble;
+            if (strcmp(cJSON_GetArrayItem(b, 1)->valuestring, "unmapped") != 0)
+                mapped_end = x + sz;
+            x += sz;
+        }
+        double total = x, shown = ceil(mapped_end / page) * page;
+        x = 0;
+        cJSON_ArrayForEach(b, arr(s, "blocks"))
+        {
+            double sz = cJSON_GetArrayItem(b, 0)->valuedouble, lo = x, hi = fmin(x + sz, shown);
+            const char *state = cJSON_GetArrayItem(b, 1)->valuestring;
+            while (lo < hi) { /* the part of the block on each page row */
+                double row_start = floor(lo / page) * page, end = fmin(hi, row_start + page);
+                int row = first + (int)(row_start / page);
+                int keep = w->row;
+                w->row = row;
+                map_block(w, lo - row_start, end - row_start, state);
+                w->row = keep;
+                lo = end;
+            }
+            x += sz;
+        }
+        w->row = first + (int)(shown / page);
+        w->width = fmax(w->width, page);
+        if (total > shown) {
+            char b1[32];
+            map_block(w, 0, page, "unmapped");
+            fprintf(labels, "%d \"+%s unmapped\"\n", w->row, gp_size(total - shown, b1, sizeof b1));
+            w->row++;
+        }
+    }
+    return w->row;
+}
+
+oom_status plot_segments(const char *json_path, const char *out, char *err, size_t errcap)
+{
+    cJSON *run = NULL;
+    oom_status st = load(json_path, "oomlab.run/1", &run, err, errcap);
+    if (st != OOM_OK)
+        return st;
+    const cJSON *vs = arr(run, "variants"), *v;
+    int np = 0;
+    cJSON_ArrayForEach(v, vs) np += segments_of(v) && cJSON_GetArraySize(segments_of(v)) > 0;
+    if (np == 0) {
+        cJSON_Delete(run);
+        return fail(err, errcap, OOM_EINVAL, "%s: no variant ran out of memory, so there is no segment map to draw",
+                    json_path);
+    }
+    /* the rows of each map first (a pass that writes nowhere), to size the canvas */
+    gp_figure f;
+    int maxrows = 0;
+    cJSON_ArrayForEach(v, vs)
+    {
+        if (!segments_of(v))
+            continue;
+        map_writer w = {.d = fopen("/dev/null", "w")};
+        FILE *nul = fopen("/dev/null", "w");
+        if (!w.d || !nul) {
+            if (w.d)
+                fclose(w.d);
+            if (nul)
+                fclose(nul);
+            cJSON_Delete(run);
+            return fail(err, errcap, OOM_EIO, "cannot open /dev/null");
+        }
+        int n = map_rows(&w, segments_of(v), nul);
+        fclose(w.d);
+        fclose(nul);
+        maxrows = n > maxrows ? n : maxrows;
+    }
+    double row_px = fmax(3.0, fmin(14.0, 620.0 / (maxrows > 0 ? maxrows : 1)));
+    layout L; /* up to four maps side by side: the bug beside the myths that change nothing */
+    layout_init(&L, np, 4, 96, (int)(row_px * maxrows) + 136, 62, 18, 80, 54);
+    L.cols = np < 4 ? np : 4;
+    L.rows = (np + L.cols - 1) / L.cols;
+    L.height = L.header + L.rows * L.cell_h;
+    if ((st = gp_begin(&f, out, WIDTH, L.height, 12, err, errcap)) != OOM_OK) {
+        cJSON_Delete(run);
+        return st;
+    }
+    FILE *g = f.gp;
+    char title[512], ctx[160], path[160], lpath[160], b1[32], b2[32], b3[32];
+    run_context(run, ctx, sizeof ctx);
+    snprintf(title, sizeof title, "%s: the allocator's segments at each variant's first OOM (%s)",
+             str(run, "scenario"), ctx);
+    const key_entry keys[] = {{KEY_BOX, C_ALLOCATED, "allocated"},
+                              {KEY_BOX, C_GAP, "free, cached (reserved but unallocated)"},
+                              {KEY_BOX, C_UNMAPPED, "unmapped (expandable segments)"}};
+    layout_header(g, &L, title, keys, 3);
+    fprintf(g, "set style fill solid 1.0 border lc rgb 'white'\nset border lc rgb '#555555'\nset xtics font ',11' "
+               "nomirror\nset ytics font ',10' nomirror\nset xlabel 'MiB from the start of the segment' font ',11' "
+               "offset 0,0.4\n");
+    int i = 0, p = 0;
+    cJSON_ArrayForEach(v, vs)
+    {
+        i++;
+        const cJSON *segs = segments_of(v);
+        if (!segs || cJSON_GetArraySize(segs) == 0)
+            continue;
+        char name[32], lname[32];
+        snprintf(name, sizeof name, "m%d.dat", i);
+        snprintf(lname, sizeof lname, "m%d.lab", i);
+        map_writer w = {.d = gp_data(&f, name, path, sizeof path)};
+        FILE *labels = gp_data(&f, lname, lpath, sizeof lpath);
+        if (!w.d || !labels) {
+            if (w.d)
+                fclose(w.d);
+            if (labels)
+                fclose(labels);
+            gp_abort(&f);
+            cJSON_Delete(run);
+            return fail(err, errcap, OOM_EIO, "cannot write the plot's data in %s", f.dir);
+        }
+        int n = map_rows(&w, segs, labels);
+        fprintf(labels, "-10 \"\"\n"); /* never empty: gnuplot stops on a file with no points */
+        bool ok = fclose(w.d) == 0;
+        ok = fclose(labels) == 0 && ok;
+        if (!ok) {
+            gp_abort(&f);
+            cJSON_Delete(run);
+            return fail(err, errcap, OOM_EIO, "cannot write the plot's data in %s", f.dir);
+        }
+        const cJSON *oom = cJSON_GetObjectItemCaseSensitive(v, "oom");
+        snprintf(title, sizeof title, "%s: %d segment%s\\nasked %s\\nlargest free block %s",
+                 str(v, "name"), cJSON_GetArraySize(segs), cJSON_GetArraySize(segs) == 1 ? "" : "s",
+                 gp_size(num(oom, "requested"), b1, sizeof b1), gp_size(num(oom, "largest_free_block"), b3, sizeof b3));
+        (void)b2;
+        layout_panel(g, &L, p);
+        fprintf(g, "set title \"%s\" font ',11'\n", title);
+        fprintf(g, p % L.cols == 0 ? "set ylabel 'segment' font ',11' offset 1,0\n" : "unset ylabel\n");
+        /* the first segment at the top, as memory_viz lists them */
+        fprintf(g, "set yrange [%d.5:-0.5]\nset xrange [0:%.6f]\n", maxrows > 0 ? maxrows - 1 : 0,
+                w.width / 1048576.0 * 1.001);
+        int step = n <= 12 ? 1 : n <= 60 ? 5 : n <= 150 ? 10 : 50;
+        fprintf(g, "set ytics (");
+        for (int k = 0; k < n; k += step)
+            fprintf(g, "'%d' %d%s", k + 1, k, k + step < n ? ", " : "");
+        fprintf(g, ")\n");
+        p++;
+        fprintf(g, "plot '%s' using (($2+$3)/2):1:(($3-$2)/2):(0.42):4 with boxxyerror lc rgb variable notitle, "
+                   "'%s' using (0):1:2 with labels left offset 0.5,0 font ',10' notitle\n",
+                path, lpath);
+    }
+    fprintf(g, "unset multiplot\n");
+    cJSON_Delete(run);
+    return gp_end(&f, err, errcap);
+}
+
+/* ---- trend ------------------------------------------------------------------------------------------------- */
+
+#define TREND_HEADER "utc_date,commit,backend,device,scale,scenario,variant,metric,value"
+
+enum { T_DATE, T_COMMIT, T_BACKEND, T_DEVICE, T_SCALE, T_SCENARIO, T_VARIANT, T_METRIC, T_VALUE, T_FIELDS };
+
+typedef struct trend_row {
+    char *f[T_FIELDS];
+    double value;
+    int run; /* index into the sorted runs */
+} trend_row;
+
+/* Split one CSV line in place (RFC 4180 quotes: "a,b" and "" inside quotes). false: not T_FIELDS fields. */
+static bool csv_split(char *line, char **f)
+{
+    int n = 0;
+    char *p = line;
+    while (n < T_FIELDS) {
+        f[n++] = p;
+        if (*p == '"') { /* quoted: unquote in place */
+            char *w = p, *r = p + 1;
+            for (;;) {
+                if (!*r)
+                    return false;
+                if (*r == '"' && r[1] == '"') {
+                    *w++ = '"';
+                    r += 2;
+                } else if (*r == '"') {
+                    r++;
+                    break;
+                } else {
+                    *w++ = *r++;
+                }
+            }
+            *w = '\0';
+            p = r;
+            if (*p == ',') {
+                p++;
+                continue;
+            }
+            return *p == '\0' && n == T_FIELDS;
+        }
+        char *c = strchr(p, ',');
+        if (!c)
+            return n == T_FIELDS;
+        *c = '\0';
+        p = c + 1;
+    }
+    return false;
+}
+
+static bool is_bytes_metric(const char *m)
+{
+    return strstr(m, "bytes") || strncmp(m, "peak_", 5) == 0 || strstr(m, "allocated") || strstr(m, "reserved");
+}
+
+/* A name for a file: letters, digits, '.', '_' and '-' kept, anything else '_'. */
+static void file_part(char *dst, size_t cap, const char *s)
+{
+    size_t i = 0;
+    for (; s[i] && i + 1 < cap; i++) {
+        char c = s[i];
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+                  c == '_' || c == '-';
+        dst[i] = ok ? c : '_';
+    }
+    dst[i] = '\0';
+}
+
+/* The distinct values of one field over rows (in order of first appearance), for rows matching a group. */
+typedef struct strset {
+    const char **v;
+    int n, cap;
+} strset;
+
+static int strset_add(strset *s, const char *x)
+{
+    for (int i = 0; i < s->n; i++)
+        if (strcmp(s->v[i], x) == 0)
+            return i;
+    if (s->n == s->cap) {
+        s->cap = s->cap ? s->cap * 2 : 16;
+        const char **nv = realloc(s->v, (size_t)s->cap * sizeof *nv);
+        if (!nv)
+            abort(); /* host bookkeeping without memory: CONTRIBUTING's rule */
+        s->v = nv;
+    }
+    s->v[s->n] = x;
+    return s->n++;
+}
+
+static const char *const palette[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b",
+                                      "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#ff7f0e"};
+
+typedef struct run_key {
+    const char *date, *commit;
+    int first; /* the row it first appears in */
+} run_key;
+
+static int cmp_run(const void *a, const void *b)
+{
+    const run_key *x = a, *y = b;
+    int c = strcmp(x->date, y->date);
+    return c ? c : x->first - y->first;
+}
+
+/* One figure: the rows of one scenario, backend and scale. */
+static oom_status trend_figure(trend_row *rows, int nrows, const char *scn, const char *backend, const char *scale,
+                               const run_key *runs, int nruns, const char *out, char *err, size_t errcap)
+{
+    strset metrics = {0}, variants = {0}, devices = {0};
+    bool *used = calloc((size_t)nruns, sizeof *used);
+    if (!used)
+        abort();
+    for (int i = 0; i < nrows; i++) {
+        trend_row *r = &rows[i];
+        if (strcmp(r->f[T_SCENARIO], scn) || strcmp(r->f[T_BACKEND], backend) || strcmp(r->f[T_SCALE], scale))
+            continue;
+        strset_add(&metrics, r->f[T_METRIC]);
+        strset_add(&variants, r->f[T_VARIANT]);
+        strset_add(&devices, r->f[T_DEVICE]);
+        used[r->run] = true;
+    }
+    /* x: the runs this figure has, in order */
+    int *xof = calloc((size_t)nruns, sizeof *xof), nx = 0;
+    if (!xof)
+        abort();
+    for (int k = 0; k < nruns; k++)
+        xof[k] = used[k] ? nx++ : -1;
+    layout L;
+    layout_init(&L, metrics.n, 2, variants.n > 6 ? 120 : 96, 380, 90, 24, 42, 110);
+    gp_figure f;
+    oom_status st = gp_begin(&f, out, WIDTH, L.height, 12, err, errcap);
+    if (st != OOM_OK)
+        goto done;
+    FILE *g = f.gp;
+    char title[512], path[160];
+    snprintf(title, sizeof title, "%s on %s (%s%s), %s scale: each metric over the nightly runs", scn, backend,
+             devices.n == 1 ? devices.v[0] : "several devices", "", scale);
+    key_entry *keys = calloc((size_t)variants.n + 1, sizeof *keys);
+    if (!keys)
+        abort();
+    for (int v = 0; v < variants.n; v++) {
+        keys[v].style = KEY_LINEPOINT;
+        keys[v].colour = palette[v % 10];
+        snprintf(keys[v].text, sizeof keys[v].text, "%s", variants.v[v]);
+    }
+    layout_header(g, &L, title, keys, variants.n);
+    free(keys);
+    fprintf(g, "set grid ytics lc rgb '#dddddd'\nset border lc rgb '#555555'\nset ytics font ',11'\n"
+               "set xrange [-0.5:%d.5]\n",
+            nx > 0 ? nx - 1 : 0);
+    int every = nx <= 10 ? 1 : (nx + 9) / 10;
+    fprintf(g, "set xtics (");
+    for (int k = 0, first = 1; k < nruns; k++) {
+        if (xof[k] < 0 || xof[k] % every)
+            continue;
+        char lab[96];
+        snprintf(lab, sizeof lab, "%.10s %.7s", runs[k].date, runs[k].commit);
+        fprintf(g, "%s", first ? "" : ", ");
+        gp_string(g, lab);
+        fprintf(g, " %d", xof[k]);
+        first = 0;
+    }
+    fprintf(g, ") rotate by 30 right font ',10' nomirror\n");
+    for (int m = 0; m < metrics.n; m++) {
+        bool bytes = is_bytes_metric(metrics.v[m]);
+        double top = 0;
+        for (int i = 0; i < nrows; i++)
+            if (!strcmp(rows[i].f[T_SCENARIO], scn) && !strcmp(rows[i].f[T_BACKEND], backend) &&
+                !strcmp(rows[i].f[T_SCALE], scale) && !strcmp(rows[i].f[T_METRIC], metrics.v[m]))
+                top = fmax(top, fabs(rows[i].value));
+        const char *uname = "";
+        double unit = bytes ? gp_unit(top, &uname) : 1.0;
+        char name[32];
+        snprintf(name, sizeof name, "t%d.dat", m);
+        FILE *d = gp_data(&f, name, path, sizeof path);
+        if (!d) {
+            gp_abort(&f);
+            st = fail(err, errcap, OOM_EIO, "cannot write the plot's data in %s", f.dir);
+            goto done;
+        }
+        for (int v = 0; v < variants.n; v++) { /* one gnuplot index per variant, its runs in x order */
+            int wrote = 0;
+            for (int k = 0; k < nruns; k++)
+                for (int i = 0; i < nrows; i++) {
+                    trend_row *r = &rows[i];
+                    if (r->run != k || strcmp(r->f[T_SCENARIO], scn) || strcmp(r->f[T_BACKEND], backend) ||
+                        strcmp(r->f[T_SCALE], scale) || strcmp(r->f[T_METRIC], metrics.v[m]) ||
+                        strcmp(r->f[T_VARIANT], variants.v[v]))
+                        continue;
+                    fprintf(d, "%d %.9g\n", xof[k], r->value / unit);
+                    wrote++;
+                }
+            if (!wrote)
+                fprintf(d, "0 NaN\n");
+            fprintf(d, "\n\n");
+        }
+        if (fclose(d) != 0) {
+            gp_abort(&f);
+            st = fail(err, errcap, OOM_EIO, "cannot write the plot's data in %s", f.dir);
+            goto done;
+        }
+        layout_panel(g, &L, m);
+        fprintf(g, "set title ");
+        gp_string(g, metrics.v[m]);
+        fprintf(g, " font ',13'\nset ylabel ");
+        gp_string(g, bytes ? uname : "");
+        if (bytes && top > 0) /* from 0, with room above the highest point */
+            fprintf(g, "\nset yrange [0:%.9g]\n", top / unit * 1.12);
+        else
+            fprintf(g, "\nset yrange [*:*]\nset offsets 0, 0, graph 0.08, graph 0.08\n");
+        fprintf(g, "plot ");
+        for (int v = 0; v < variants.n; v++)
+            fprintf(g, "%s'%s' index %d using 1:2 with linespoints lw 2 pt 7 ps 0.7 lc rgb '%s' notitle",
+                    v ? ", " : "", path, v, palette[v % 10]);
+        fprintf(g, "\n");
+    }
+    fprintf(g, "unset multiplot\n");
+    st = gp_end(&f, err, errcap);
+done:
+    free(metrics.v);
+    free(variants.v);
+    free(devices.v);
+    free(used);
+    free(xof);
+    return st;
+}
+
+oom_status plot_trend(const char *csv_path, const char *out_dir, const char *ext, char *written, size_t cap,
+                      char *err, size_t errcap)
+{
+    if (strcmp(ext, "png") != 0 && strcmp(ext, "svg") != 0)
+        return fail(err, errcap, OOM_EINVAL, "trend plots are written as png or svg, not '%s'", ext);
+    char *text = fileio_read_all(csv_path, NULL);
     if (!text)
         return fail(err, errcap, OOM_EIO, "%s", oom_error_detail());
-    cJSON *run = cJSON_Parse(text);
-    free(text);
-    if (!run || strcmp(str(run, "schema"), "oomlab.run/1") != 0 ||
-        !cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(run, "variants")) || isnan(num(run, "budget"))) {
-        cJSON_Delete(run);
-        return fail(err, errcap, OOM_EINVAL, "%s is not an oomlab results file (schema oomlab.run/1)", json_path);
-    }
-    char dir[] = "/tmp/oomlab_plot.XXXXXX";
-    if (!mkdtemp(dir)) {
-        cJSON_Delete(run);
-        return fail(err, errcap, OOM_EIO, "cannot make a temporary directory");
-    }
-    char dat[64], gp[64], gerr[64], tmp_png[1100];
-    snprintf(dat, sizeof dat, "%s/run.dat", dir);
-    snprintf(gp, sizeof gp, "%s/run.gp", dir);
-    snprintf(gerr, sizeof gerr, "%s/gnuplot.err", dir);
-    snprintf(tmp_png, sizeof tmp_png, "%s.tmp.%ld", png_path, (long)getpid());
+    written[0] = '\0';
+    /* lines; the header first */
+    int cap_rows = 0, nrows = 0, line_no = 1;
+    trend_row *rows = NULL;
+    char *save = NULL, *line = strtok_r(text, "\n", &save);
     oom_status st = OOM_OK;
-    int gp_rc = 0;
-    if (!write_inputs(run, dat, gp, terminal, tmp_png)) {
-        st = fail(err, errcap, OOM_EIO, "cannot write the plot's inputs in %s", dir);
-    } else if ((gp_rc = run_gnuplot(gp, gerr)) == ENOENT) {
-        st = fail(err, errcap, OOM_EIO, "cannot run gnuplot: it is not on PATH (install gnuplot-nox: make deps)");
-    } else if (gp_rc != 0) {
-        char *why = fileio_read_all(gerr, NULL);
-        const char *line = why ? last_line(why) : "";
-        st = fail(err, errcap, OOM_EIO, "gnuplot failed%s%s", line[0] ? ": " : "", line);
-        free(why);
-    } else if (rename(tmp_png, png_path) != 0) {
-        st = fail(err, errcap, OOM_EIO, "cannot write %s", png_path);
+    if (!line || strcmp(line[strlen(line) - 1] == '\r' ? (line[strlen(line) - 1] = '\0', line) : line,
+                        TREND_HEADER) != 0) {
+        st = fail(err, errcap, OOM_EINVAL, "%s: the first line must be the header %s", csv_path, TREND_HEADER);
+        goto out;
     }
-    unlink(tmp_png);
-    unlink(dat);
-    unlink(gp);
-    unlink(gerr);
-    rmdir(dir);
-    cJSON_Delete(run);
+    while ((line = strtok_r(NULL, "\n", &save))) {
+        line_no++;
+        size_t n = strlen(line);
+        if (n && line[n - 1] == '\r')
+            line[--n] = '\0';
+        if (n == 0)
+            continue;
+        if (nrows == cap_rows) {
+            cap_rows = cap_rows ? cap_rows * 2 : 256;
+            trend_row *nr = realloc(rows, (size_t)cap_rows * sizeof *nr);
+            if (!nr)
+                abort();
+            rows = nr;
+        }
+        trend_row *r = &rows[nrows];
+        char *end = NULL;
+        if (!csv_split(line, r->f)) {
+            st = fail(err, errcap, OOM_EINVAL, "%s:%d: not %d comma-separated fields (%s)", csv_path, line_no,
+                      T_FIELDS, TREND_HEADER);
+            goto out;
+        }
+        r->value = strtod(r->f[T_VALUE], &end);
+        if (end == r->f[T_VALUE] || *end || !isfinite(r->value)) {
+            st = fail(err, errcap, OOM_EINVAL, "%s:%d: value '%.32s' is not a number", csv_path, line_no,
+                      r->f[T_VALUE]);
+            goto out;
+        }
+        nrows++;
+    }
+    if (nrows == 0) {
+        st = fail(err, errcap, OOM_EINVAL, "%s: no rows under the header: nothing to plot", csv_path);
+        goto out;
+    }
+    /* the runs: distinct (date, commit), by date, then by first appearance */
+    run_key *runs = calloc((size_t)nrows, sizeof *runs);
+    if (!runs)
+        abort();
+    int nruns = 0;
+    for (int i = 0; i < nrows; i++) {
+        int k = 0;
+        while (k < nruns && (strcmp(runs[k].date, rows[i].f[T_DATE]) || strcmp(runs[k].commit, rows[i].f[T_COMMIT])))
+            k++;
+        if (k == nruns)
+            runs[nruns++] = (run_key){rows[i].f[T_DATE], rows[i].f[T_COMMIT], i};
+    }
+    qsort(runs, (size_t)nruns, sizeof *runs, cmp_run);
+    for (int i = 0; i < nrows; i++)
+        for (int k = 0; k < nruns; k++)
+            if (!strcmp(runs[k].date, rows[i].f[T_DATE]) && !strcmp(runs[k].commit, rows[i].f[T_COMMIT]))
+                rows[i].run = k;
+    /* one figure per (scenario, backend, scale), in order of first appearance */
+    size_t used = 0;
+    for (int i = 0; i < nrows && st == OOM_OK; i++) {
+        bool seen = false;
+        for (int j = 0; j < i && !seen; j++)
+            seen = !strcmp(rows[j].f[T_SCENARIO], rows[i].f[T_SCENARIO]) &&
+                   !strcmp(rows[j].f[T_BACKEND], rows[i].f[T_BACKEND]) &&
+                   !strcmp(rows[j].f[T_SCALE], rows[i].f[T_SCALE]);
+        if (seen)
+            continue;
+        char a[96], b[32], c[32], out[1200];
+        file_part(a, sizeof a, rows[i].f[T_SCENARIO]);
+        file_part(b, sizeof b, rows[i].f[T_BACKEND]);
+        file_part(c, sizeof c, rows[i].f[T_SCALE]);
+        snprintf(out, sizeof out, "%s/%s-%s-%s.%s", out_dir, a, b, c, ext);
+        st = trend_figure(rows, nrows, rows[i].f[T_SCENARIO], rows[i].f[T_BACKEND], rows[i].f[T_SCALE], runs, nruns,
+                          out, err, errcap);
+        if (st == OOM_OK) {
+            int w = snprintf(written + used, cap - used, "%s\n", out);
+            if (w > 0 && (size_t)w < cap - used)
+                used += (size_t)w;
+        }
+    }
+    free(runs);
+out:
+    free(rows);
+    free(text);
+    return st;
+}
+
+/* ---- every figure of a results file ------------------------------------------------------------------------ */
+
+oom_status plot_all(const char *json_path, char *written, size_t cap, char *err, size_t errcap)
+{
+    size_t n = strlen(json_path), used = 0;
+    if (n < 6 || strcmp(json_path + n - 5, ".json") != 0)
+        return fail(err, errcap, OOM_EINVAL, "%s: a results file's name ends in .json", json_path);
+    int stem = (int)(n - 5);
+    char out[1100];
+    written[0] = '\0';
+    snprintf(out, sizeof out, "%.*s.png", stem, json_path);
+    oom_status st = plot_run(json_path, out, err, errcap);
+    if (st == OOM_OK)
+        used += (size_t)snprintf(written + used, cap - used, "%s\n", out);
+    bool is_run = st == OOM_OK && !(n > 11 && strcmp(json_path + n - 11, ".sweep.json") == 0);
+    if (is_run) {
+        snprintf(out, sizeof out, "%.*s-peaks.png", stem, json_path);
+        st = plot_peaks(json_path, out, err, errcap);
+        if (st == OOM_OK && used < cap)
+            used += (size_t)snprintf(written + used, cap - used, "%s\n", out);
+    }
+    if (is_run && st == OOM_OK && plot_has_segments(json_path)) {
+        snprintf(out, sizeof out, "%.*s-segments.png", stem, json_path);
+        st = plot_segments(json_path, out, err, errcap);
+        if (st == OOM_OK && used < cap)
+            snprintf(written + used, cap - used, "%s\n", out);
+    }
     return st;
 }

@@ -74,7 +74,9 @@ static void metrics_table(const variant_result *v, FILE *out)
 
 static const char *outcome_cell(const variant_result *v)
 {
-    return v->outcome == OUTCOME_OOM ? "OOM" : variant_outcome_str(v->outcome);
+    if (v->outcome == OUTCOME_OOM)
+        return v->oom.pinned ? "OOM pin" : "OOM"; /* pinned host memory ran out, not the device */
+    return variant_outcome_str(v->outcome);
 }
 
 static const char *mark(const variant_result *v)
@@ -94,6 +96,9 @@ void report_header(const run_result *r, FILE *out)
                 r->device_total);
     else
         fprintf(out, "cap: none (the budget is the device's %zu bytes)\n", r->device_total);
+    if (r->model_order)
+        fprintf(out, "block order: equal free blocks ranked by where sim's model of the driver puts their segments "
+                     "in PyTorch's process, not by this process's addresses (--real-addresses)\n");
     if (strcmp(r->conf_source, "default") == 0)
         fprintf(out, "settings: PyTorch's defaults (no --alloc-conf, OOMLAB_ALLOC_CONF, PYTORCH_CUDA_ALLOC_CONF, "
                      "PYTORCH_HIP_ALLOC_CONF or PYTORCH_ALLOC_CONF)\n");
@@ -146,7 +151,7 @@ void report_table(const run_result *r, FILE *out)
             "unalloc at OOM", "largest free", "");
     for (size_t i = 0; i < r->nvariants; i++) {
         const variant_result *v = &r->variants[i];
-        bool oom = v->outcome == OUTCOME_OOM;
+        bool oom = v->outcome == OUTCOME_OOM && !v->oom.pinned;
         fprintf(out, "%-26s %-7s %14s %14s %16s %14s  %s\n", v->v->name, outcome_cell(v),
                 size_str(stat_of(&v->stats, "allocated_bytes.all.peak"), b1, sizeof b1),
                 size_str(stat_of(&v->stats, "reserved_bytes.all.peak"), b2, sizeof b2),
@@ -172,7 +177,9 @@ void report_table(const run_result *r, FILE *out)
             fprintf(out, "  %s %s\n", v->expect[j].holds ? "✓" : "✗", v->expect[j].text);
         metrics_table(v, out);
         error_line(v, out);
-        if (v->ooms && v->oom.device)
+        if (v->ooms && v->oom.pinned)
+            fprintf(out, "  OOM of pinned host memory at %s: %s\n", v->oom.what, v->oom.message);
+        else if (v->ooms && v->oom.device)
             fprintf(out, "  OOM on device %d at %s: %s\n", v->oom.device, v->oom.what, v->oom.message);
         else if (v->ooms)
             fprintf(out, "  OOM at %s: %s\n", v->oom.what, v->oom.message);
@@ -252,6 +259,33 @@ static void push(cJSON *a, cJSON *item, bool *ok)
 
 static void samples_json(cJSON *o, const scn_sample *samples, size_t n, bool *ok);
 
+/* "segments": the allocator's layout at the OOM (cachealloc_oom_layout), as memory_viz draws it. */
+static void layout_json(cJSON *o, const ca_snap_segment *segs, size_t n, bool *ok)
+{
+    static const char *const state[] = {[CA_SNAP_INACTIVE] = "free", [CA_SNAP_ALLOCATED] = "allocated",
+                                        [CA_SNAP_UNMAPPED] = "unmapped"};
+    cJSON *a = add(o, "segments", cJSON_CreateArray(), ok);
+    for (size_t i = 0; a && i < n; i++) {
+        cJSON *e = cJSON_CreateObject(), *bl = NULL;
+        if (e) {
+            add_int(e, "address", (int64_t)segs[i].address, ok);
+            add_int(e, "size", (int64_t)segs[i].total_size, ok);
+            add_str(e, "pool", segs[i].is_small ? "small" : "large", ok);
+            add_bool(e, "expandable", segs[i].is_expandable, ok);
+            if (segs[i].is_expandable)
+                add_int(e, "page", (int64_t)segs[i].page_size, ok);
+            bl = add(e, "blocks", cJSON_CreateArray(), ok);
+        }
+        for (size_t k = 0; bl && k < segs[i].nblocks; k++) {
+            cJSON *b = cJSON_CreateArray();
+            push(b, cJSON_CreateNumber((double)segs[i].blocks[k].size), ok);
+            push(b, cJSON_CreateString(state[segs[i].blocks[k].state]), ok);
+            push(bl, b, ok);
+        }
+        push(a, e, ok);
+    }
+}
+
 static cJSON *variant_json(const variant_result *v, bool *ok)
 {
     cJSON *o = cJSON_CreateObject();
@@ -272,6 +306,7 @@ static cJSON *variant_json(const variant_result *v, bool *ok)
     add_int(o, "peak_allocated", stat_of(&v->stats, "allocated_bytes.all.peak"), ok);
     add_int(o, "peak_reserved", stat_of(&v->stats, "reserved_bytes.all.peak"), ok);
     add(o, "seconds", cJSON_CreateNumber(v->seconds), ok);
+    add(o, "cpu_seconds", cJSON_CreateNumber(v->cpu_seconds), ok);
     add_bool(o, "reproduced", v->reproduced, ok);
     cJSON *notes = add(o, "notes", cJSON_CreateArray(), ok);
     for (size_t i = 0; i < v->nnotes; i++)
@@ -300,7 +335,24 @@ static cJSON *variant_json(const variant_result *v, bool *ok)
             add_int(d, "largest_free_block", (int64_t)v->oom.largest_free_block, ok);
             add_int(d, "ooms", v->ooms, ok);
             add_int(d, "device", v->oom.device, ok);
+            add_str(d, "kind", v->oom.pinned ? "pinned host" : "device", ok);
             add_str(d, "message", v->oom.message, ok);
+            layout_json(d, v->oom_layout, v->oom_nlayout, ok);
+        }
+        cJSON *marks = add(o, "ooms_caught", cJSON_CreateArray(), ok);
+        for (size_t i = 0; i < v->noom_marks; i++) {
+            const scn_oom_mark *m = &v->oom_marks[i];
+            cJSON *e = cJSON_CreateObject();
+            if (e) {
+                add_int(e, "step", m->step, ok);
+                add_str(e, "what", m->what, ok);
+                add_int(e, "requested", (int64_t)m->requested, ok);
+                add_int(e, "alloc_size", (int64_t)m->alloc_size, ok);
+                add_int(e, "allocated", (int64_t)m->allocated, ok);
+                add_int(e, "reserved", (int64_t)m->reserved, ok);
+                add_int(e, "device", m->device, ok);
+            }
+            push(marks, e, ok);
         }
     } else {
         add(o, "oom", cJSON_CreateNull(), ok);
@@ -384,6 +436,7 @@ cJSON *report_json(const run_result *r)
     add_str(o, "backend", r->backend, &ok);
     add_str(o, "device", r->device, &ok);
     add_bool(o, "dry_run", r->dry_run, &ok);
+    add_str(o, "block_order", r->model_order ? "model" : "address", &ok);
     add_str(o, "scale", run_scale_str(r->scale), &ok);
     add_int(o, "budget", (int64_t)r->budget, &ok);
     add(o, "cap", r->cap ? cJSON_CreateNumber((double)r->cap) : cJSON_CreateNull(), &ok);

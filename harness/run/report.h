@@ -12,11 +12,21 @@
  *    "default"), "alloc_conf_user" (the settings text it supplied), "started", "passed",
  *    "params": {name: value},
  *    "variants": [{"name", "kind", "summary", "alloc_conf", "outcome": "ok"|"oom"|"error", "passed", "error",
- *                  "peak_allocated", "peak_reserved", "seconds",
+ *                  "peak_allocated", "peak_reserved", "seconds", "cpu_seconds" (the process's CPU time),
  *                  "reproduced": false when the failure does not happen at these parameters, "notes": [text],
  *                  "metrics": [{"name", "unit", "value", "sample": index into samples or -1}],
  *                  "oom": null | {"step", "what", "requested", "alloc_size", "allocated", "reserved",
- *                                 "reserved_unallocated", "largest_free_block", "message"},
+ *                                 "reserved_unallocated", "largest_free_block", "ooms" (caught), "device",
+ *                                 "message", "segments": the allocator's layout at that OOM, as memory_viz's
+ *                                 Allocator State History draws it (cachealloc_layout), in address order:
+ *                                 [{"address", "size", "pool": "small"|"large", "expandable",
+ *                                   "page" (only in an expandable range: its page size),
+ *                                   "blocks": [[bytes, "allocated"|"free"|"unmapped"], ...] in address order,
+ *                                   tiling the segment ("unmapped": an expandable range's space with no
+ *                                   pages)}]},
+ *                  "ooms_caught": (only with an OOM) every OOM scn_caught recorded, in order:
+ *                                 [{"step", "what", "requested", "alloc_size", "allocated", "reserved",
+ *                                   "device"}],
  *                  "expectations": [{"holds", "text"}],
  *                  "samples": [{"label", "allocated", "reserved", "active", "inactive_split",
  *                               "allocated_peak", "reserved_peak", "segments", "num_device_alloc",

@@ -112,6 +112,14 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* The process's CPU time (every thread), s: a variant's cpu_seconds. */
+static double cpu_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 double scn_clock(scn *s)
 {
     rt_sync(s->r); /* a kernel failure surfaces here and stays recorded in the rt */
@@ -232,8 +240,22 @@ bool scn_caught(scn *s, const char *what)
     if (rt_status(r) != OOM_ENOMEM_DEVICE)
         return false;
     variant_result *res = s->res;
+    const ca_oom_info *lo = cachealloc_last_oom(r->ca);
+    res->oom_marks = xrealloc(res->oom_marks, (res->noom_marks + 1) * sizeof *res->oom_marks);
+    scn_oom_mark *m = &res->oom_marks[res->noom_marks++];
+    memset(m, 0, sizeof *m);
+    m->step = (int)res->nsamples;
+    snprintf(m->what, sizeof m->what, "%s", what);
+    m->device = dev;
+    if (lo) {
+        m->requested = lo->requested;
+        m->alloc_size = lo->alloc_size;
+        m->allocated = lo->allocated;
+        m->reserved = lo->reserved;
+    }
     if (res->ooms++ == 0) {
-        const ca_oom_info *o = cachealloc_last_oom(r->ca);
+        const ca_oom_info *o = lo;
+        res->oom_layout = cachealloc_oom_layout(r->ca, &res->oom_nlayout);
         scn_oom *d = &res->oom;
         d->step = (int)res->nsamples;
         snprintf(d->what, sizeof d->what, "%s", what);
@@ -250,6 +272,19 @@ bool scn_caught(scn *s, const char *what)
     }
     rt_clear(r);
     return true;
+}
+
+void scn_caught_pinned(scn *s, const char *what, const char *message)
+{
+    variant_result *res = s->res;
+    if (res->ooms++ == 0) {
+        scn_oom *d = &res->oom;
+        memset(d, 0, sizeof *d);
+        d->step = (int)res->nsamples;
+        d->pinned = true;
+        snprintf(d->what, sizeof d->what, "%s", what);
+        snprintf(d->message, sizeof d->message, "%s", message);
+    }
 }
 
 void scn_expect(scn *s, bool holds, const char *fmt, ...)
@@ -286,12 +321,13 @@ rt *scn_rt_device(scn *s, int k)
         int j = (int)res->ndevices + 1;
         /* the same backend as device 0 (cuda: the same GPU, ordinal 0), budget, settings and seed */
         rt_options ro = {.backend = s->r->dev->kind, .dry_run = s->o->dry_run, .budget_bytes = s->run->budget,
-                         .conf = &s->conf, .seed = s->o->seed};
+                         .conf = &s->conf, .seed = s->o->seed, .real_addresses = s->o->real_addresses};
         rt *r = NULL;
         if (rt_open(&ro, &r) != OOM_OK) {
             rt_fail(s->r, OOM_ENODEV, "cannot open device %d: %s", j, oom_error_msg());
             return NULL;
         }
+        cachealloc_record_oom_layout(r->ca, true); /* the layout at an OOM goes into the results (plot.h) */
         scn_device_result *d = &res->devices[j - 1];
         memset(d, 0, sizeof *d);
         d->index = j;
@@ -494,7 +530,7 @@ static void run_variant(const scenario *sc, const run_options *o, run_result *ru
     char cerr[512];
     variant_conf(o, v, &c, cerr, sizeof cerr); /* validated already */
     rt_options ro = {.backend = o->backend, .dry_run = o->dry_run, .budget_bytes = run->budget, .conf = &c,
-                     .seed = o->seed};
+                     .seed = o->seed, .real_addresses = o->real_addresses};
     rt *r = NULL;
     oom_status st = rt_open(&ro, &r);
     if (st != OOM_OK) {
@@ -504,11 +540,13 @@ static void run_variant(const scenario *sc, const run_options *o, run_result *ru
                  oom_error_msg());
         return;
     }
+    cachealloc_record_oom_layout(r->ca, true); /* the layout at an OOM goes into the results (plot.h) */
     if (!run->backend[0]) { /* where the variants ran, as the first runtime found it */
         snprintf(run->backend, sizeof run->backend, "%s", r->dev->ops->name);
         snprintf(run->device, sizeof run->device, "%s", r->dev->name);
         run->device_total = r->dev->total_bytes;
         run->cap = cachealloc_budget(r->ca);
+        run->model_order = r->dev->kind == DEVICE_CUDA && device_orders_by_model(r->dev);
     }
     scn s = {.r = r, .sc = sc, .run = run, .params = run->params, .res = res, .o = o, .conf = c};
     if (o->fault) { /* counted from the first allocation of the variant */
@@ -516,9 +554,10 @@ static void run_variant(const scenario *sc, const run_options *o, run_result *ru
         s.plan.host_at = o->fault->host_at;
         device_fault_plan_attach(r->dev, &s.plan);
     }
-    double t0 = now_s();
+    double t0 = now_s(), c0 = cpu_now_s();
     st = sc->run(&s, v);
     res->seconds = now_s() - t0;
+    res->cpu_seconds = cpu_now_s() - c0;
     for (size_t k = 1; k <= res->ndevices && rt_ok(r); k++) /* a failure left on another device */
         if (!rt_ok(s.extra[k]))
             rt_fail(r, rt_status(s.extra[k]), "device %zu: %s", k, rt_message(s.extra[k]));
@@ -682,6 +721,8 @@ void run_result_free(run_result *r)
         free(r->variants[i].expect);
         free(r->variants[i].metrics);
         free(r->variants[i].notes);
+        free(r->variants[i].oom_marks);
+        cachealloc_snapshot_free(r->variants[i].oom_layout, r->variants[i].oom_nlayout);
         for (size_t k = 0; k < r->variants[i].ndevices; k++)
             free(r->variants[i].devices[k].samples);
         free(r->variants[i].devices);

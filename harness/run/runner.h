@@ -80,6 +80,7 @@ typedef struct run_options {
     run_set sets[RUN_MAX_SETS];
     int nsets;
     uint64_t seed;
+    bool real_addresses;    /* cuda: order blocks by the driver's addresses (rt_options.real_addresses) */
     bool no_fork;           /* run the variants in this process (a debugger's view): no isolation, no timeout */
     double timeout_s;       /* seconds per variant; 0: the scenario's timeout_s; < 0: none */
     const run_fault *fault; /* faultsweep: inject and check (NULL: a normal run) */
@@ -107,6 +108,14 @@ typedef struct scn_expectation {
     char text[320];
 } scn_expectation;
 
+/* An OOM caught (scn_caught), as the plot marks it: where, what was asked, and the allocator then. */
+typedef struct scn_oom_mark {
+    int step; /* samples taken before it */
+    char what[96];
+    size_t requested, alloc_size, allocated, reserved;
+    int device;
+} scn_oom_mark;
+
 typedef enum variant_outcome { OUTCOME_OK, OUTCOME_OOM, OUTCOME_ERROR, OUTCOME_CRASHED, OUTCOME_TIMEOUT } variant_outcome;
 const char *variant_outcome_str(variant_outcome o); /* "ok", "oom", "error", "crashed", "timeout" */
 
@@ -120,6 +129,12 @@ typedef struct variant_result {
     run_fault_findings fault;   /* under run_options.fault */
     scn_oom oom;                /* OUTCOME_OOM: the first OOM */
     int ooms;                   /* OOMs caught */
+    scn_oom_mark *oom_marks;    /* each OOM caught, in order (noom_marks == ooms; the first is also `oom`) */
+    size_t noom_marks;
+    /* the allocator's layout at the first OOM, on the device it happened on (cachealloc_oom_layout); NULL with
+     * oom_nlayout 0 when there was no OOM */
+    ca_snap_segment *oom_layout;
+    size_t oom_nlayout;
     memstats stats;             /* at the end of the variant */
     scn_sample *samples;
     size_t nsamples;
@@ -131,7 +146,8 @@ typedef struct variant_result {
     size_t nnotes;
     bool reproduced; /* false: scn_not_reproduced said why the failure does not happen at these parameters */
     bool passed;     /* no error and every expectation holds */
-    double seconds;
+    double seconds;     /* wall time of the variant's run */
+    double cpu_seconds; /* the process's CPU time meanwhile (all its threads: a DataLoader's workers too) */
     struct scn_device_result *devices; /* the variant's devices 1.. (scn_rt_device); device 0 is the above */
     size_t ndevices;
 } variant_result;
@@ -160,6 +176,7 @@ typedef struct run_result {
     char conf_user[ALLOC_CONF_TEXT_MAX]; /* the user's settings text as given */
     run_scale scale;     /* resolved: SCALE_CI or SCALE_FULL */
     bool dry_run;
+    bool model_order;    /* cuda: blocks ordered by sim's model of the driver's addresses (device_order_key) */
     int64_t params[RUN_MAX_PARAMS]; /* the scenario's parameters, in its order */
     char started[32];   /* UTC, ISO 8601 */
     variant_result *variants;

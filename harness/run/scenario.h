@@ -117,6 +117,10 @@ void scn_step(scn *s, const char *fmt, ...)
 /* `except torch.OutOfMemoryError`: if the runtime holds a device OOM, record it (the first one is the
  * variant's OOM), clear it and return true. Any other failure stays in the runtime and returns false. */
 bool scn_caught(scn *s, const char *what);
+/* The same for pinned host memory: a cudaHostAlloc/cudaHostRegister that failed (`RuntimeError: CUDA error: out
+ * of memory` from pin_memory() or a loader's pin thread). Records it as the variant's OOM if it is the first,
+ * with message as its text; the variant's outcome is then OOM, of pinned host memory. */
+void scn_caught_pinned(scn *s, const char *what, const char *message);
 /* Assert what the variant must show; the description says it in words, with the measured figures. */
 void scn_expect(scn *s, bool holds, const char *fmt, ...)
 #if defined(__GNUC__)
@@ -140,6 +144,8 @@ typedef struct scn_oom {
     size_t largest_free_block;
     char message[RT_MESSAGE_MAX]; /* PyTorch's text, then oomlab's two figures */
     int device;                /* the device it happened on: 0, or k of scn_rt_device */
+    bool pinned;               /* pinned host memory ran out (scn_caught_pinned), not the device: the allocator
+                                * figures above are 0 */
 } scn_oom;
 
 /* ---- several devices (the model_too_large scenario) ------------------------------------------------------ */

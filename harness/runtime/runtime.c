@@ -17,7 +17,8 @@ oom_status rt_open(const rt_options *opt, rt **out)
     }
     device_options dopt = {.kind = o.dry_run ? DEVICE_SIM : o.backend,
                            .sim_capacity_bytes = o.sim_capacity,
-                           .sim_dry_run = o.dry_run};
+                           .sim_dry_run = o.dry_run,
+                           .cuda_real_order = o.real_addresses};
     device *dev = NULL;
     oom_status st = device_open(&dopt, &dev);
     if (st != OOM_OK)

@@ -38,6 +38,7 @@ typedef struct rt_options {
     size_t sim_capacity;  /* sim: device size; 0 = an H100's (with its CUDA context) */
     const alloc_conf *conf; /* NULL: PyTorch's defaults */
     uint64_t seed;        /* torch.manual_seed */
+    bool real_addresses;  /* cuda: order blocks by the driver's addresses, not sim's model (device_order_key) */
 } rt_options;
 
 #define RT_MESSAGE_MAX 1280

@@ -444,3 +444,17 @@ oom_status tensor_copy_from_host_(tensor *t, const void *host)
         rt_fail(r, st, "copy from host failed: %s", oom_error_msg());
     return st;
 }
+
+oom_status tensor_copy_from_host_async_(tensor *t, const void *host, devstream s)
+{
+    rt *r = t->rt;
+    if (t->transposed)
+        return rt_fail(r, OOM_EINVAL, "tensor_copy_from_host_async_ needs a contiguous tensor");
+    tensor_bump_version(t);
+    if (!r->computes || tensor_nbytes(t) == 0)
+        return OOM_OK;
+    oom_status st = device_copy_htod_async(r->dev, t->st->ptr + t->offset, host, tensor_nbytes(t), s);
+    if (st != OOM_OK)
+        rt_fail(r, st, "asynchronous copy from host failed: %s", oom_error_msg());
+    return st;
+}

@@ -135,6 +135,9 @@ tensor *tensor_copy_to(rt *dst, const tensor *src);
 /* t.copy_(host_tensor): t's bytes from host memory (a pinned buffer), in place (the version is bumped). The copy
  * is synchronous on both backends. */
 oom_status tensor_copy_from_host_(tensor *t, const void *host);
+/* t.copy_(host, non_blocking=True) issued on stream s (torch.cuda.stream(s)): cudaMemcpyAsync from pinned host
+ * memory, which the caller keeps alive until an event recorded on s after it completes; sim copies at once. */
+oom_status tensor_copy_from_host_async_(tensor *t, const void *host, devstream s);
 
 OOM_END_DECLS
 

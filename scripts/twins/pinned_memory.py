@@ -118,6 +118,7 @@ def run_loop(t, p, tag, workers, prefetch, pin, step_ms):
     except RuntimeError as e:  # the pin thread's exception, re-raised for batch i
         i = out["received"]
         out["failed_at"] = i
+        t.caught(e, "%spinning batch %d" % (tag, i), kind="pinned host")
         t.note(str(e).splitlines()[0])
         t.step("%sstep %d: pinning failed" % (tag, i))
         host_metrics(t)

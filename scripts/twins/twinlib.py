@@ -57,10 +57,11 @@ class Twin:
         s.update({k: int(st.get(k, 0)) for k in KEYS})
         self.samples.append(s)
 
-    def caught(self, exc, what):
-        """`except torch.OutOfMemoryError as exc`: the first one is the variant's OOM."""
+    def caught(self, exc, what, kind="device"):
+        """`except torch.OutOfMemoryError as exc`: the first one is the variant's OOM. kind "pinned host" for a
+        pinning failure (scn_caught_pinned)."""
         if self.oom is None:
-            self.oom = {"step": len(self.samples), "what": what, "message": str(exc)}
+            self.oom = {"step": len(self.samples), "what": what, "message": str(exc), "kind": kind}
 
     def metric(self, name, unit, value):
         self.metrics.append({"name": name, "unit": unit, "value": float(value), "sample": len(self.samples) - 1})

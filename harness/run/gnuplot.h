@@ -1,0 +1,57 @@
+/* gnuplot.h - drawing one figure with gnuplot: a script and its data files in a private temporary folder, the
+ * terminal chosen by the output's extension (.png: pngcairo, .svg: svg), and the output written atomically
+ * (gnuplot draws into OUT.tmp.PID, renamed to OUT once it succeeded; nothing is left behind on failure).
+ *
+ * Every figure oomlab draws sets the same terminal options (gp_begin): a white background, DejaVu Sans, text
+ * taken literally (noenhanced: torch.cuda.empty_cache() has underscores), and nothing that depends on the time
+ * or the folder, so the same data gives byte-identical files (tests/test_plot.c checks it).
+ */
+#ifndef OOMLAB_GNUPLOT_H
+#define OOMLAB_GNUPLOT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "core/compat.h"
+#include "core/status.h"
+
+OOM_BEGIN_DECLS
+
+#define GP_MAX_FILES 64
+#define GP_FONT "DejaVu Sans"
+
+/* One figure being written. Invariant: dir exists while the figure is open (gp_begin .. gp_end/gp_abort) and
+ * holds only script.gp and the files named in files[0..nfiles). */
+typedef struct gp_figure {
+    char dir[64];          /* the private temporary folder */
+    char out[1024];        /* the output asked for */
+    char out_tmp[1100];    /* what gnuplot writes, renamed to out */
+    FILE *gp;              /* the script */
+    char files[GP_MAX_FILES][80];
+    int nfiles;
+    bool svg;
+} gp_figure;
+
+/* Check out (.png or .svg, its folder exists), make the folder and start the script with the terminal (width x
+ * height pixels, base font size font_pt) and the output. OOM_EINVAL: another extension (err says which); OOM_EIO:
+ * the output's folder does not exist, or no temporary folder. */
+oom_status gp_begin(gp_figure *f, const char *out, int width, int height, int font_pt, char *err, size_t errcap);
+/* Open a data file NAME in the figure's folder for writing; its path (for the script) goes to path. NULL when it
+ * cannot be created (too many files, or the disk). */
+FILE *gp_data(gp_figure *f, const char *name, char *path, size_t cap);
+/* Finish the script, run gnuplot, rename its output into place, and remove the folder. OOM_EIO: gnuplot is not
+ * on PATH, or it failed (its last error line in err), or the output cannot be written. */
+oom_status gp_end(gp_figure *f, char *err, size_t errcap);
+/* Give the figure up: remove its folder and any partial output. */
+void gp_abort(gp_figure *f);
+
+/* A text as a gnuplot string literal, in double quotes: a double quote becomes a single one, a backslash is
+ * doubled. */
+void gp_string(FILE *f, const char *s);
+/* Bytes in the unit a figure uses (MiB below 10 GiB, GiB from there): the factor and its name. */
+double gp_unit(double max_bytes, const char **name);
+
+OOM_END_DECLS
+
+#endif

@@ -1,0 +1,247 @@
+/* test_plot.c - the figures (plot.h), the layout at the OOM they draw (cachealloc_layout, the results JSON), and
+ * the report page (report_html.h), on fragmentation: allocation only, so it runs in well under a second. */
+#include <criterion/criterion.h>
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "alloc/cachealloc.h"
+#include "core/fileio.h"
+#include "run/plot.h"
+#include "run/report.h"
+#include "run/report_html.h"
+#include "run/runner.h"
+#include "run/scenario.h"
+#include "testutil.h"
+
+static char dir[64], json[1100];
+
+/* fragmentation run on sim, written to a fresh folder (json). */
+static void run_fragmentation(void)
+{
+    snprintf(dir, sizeof dir, "/tmp/oomlab_test_plot.XXXXXX");
+    cr_assert_not_null(mkdtemp(dir));
+    run_options o = {.backend = DEVICE_SIM};
+    run_result r;
+    char err[512];
+    cr_assert_eq(runner_run(scenario_find("fragmentation"), &o, &r, err, sizeof err), OOM_OK, "%s", err);
+    cr_assert_eq(report_write_in(&r, dir, json, sizeof json), OOM_OK, "%s", oom_error_detail());
+    run_result_free(&r);
+}
+
+static char *slurp(const char *path)
+{
+    char *t = fileio_read_all(path, NULL);
+    cr_assert_not_null(t, "cannot read %s", path);
+    return t;
+}
+
+static bool same_bytes(const char *a, const char *b)
+{
+    size_t na = 0, nb = 0;
+    char *x = fileio_read_all(a, &na), *y = fileio_read_all(b, &nb);
+    bool same = x && y && na == nb && memcmp(x, y, na) == 0;
+    free(x);
+    free(y);
+    return same;
+}
+
+Test(plot, results_json_has_the_layout_at_the_oom, .init = run_fragmentation)
+{
+    cJSON *j = cJSON_Parse(slurp(json));
+    const cJSON *bug = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "variants"), 0);
+    const cJSON *oom = cJSON_GetObjectItem(bug, "oom"), *segs = cJSON_GetObjectItem(oom, "segments"), *s;
+    cr_assert_eq(cJSON_GetArraySize(segs), 50, "100 pairs in 20 MiB segments, two pairs each");
+    double allocated = 0;
+    cJSON_ArrayForEach(s, segs)
+    {
+        const cJSON *b;
+        double sum = 0;
+        cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(s, "blocks")), 5);
+        cJSON_ArrayForEach(b, cJSON_GetObjectItem(s, "blocks"))
+        {
+            sum += cJSON_GetArrayItem(b, 0)->valuedouble;
+            if (strcmp(cJSON_GetArrayItem(b, 1)->valuestring, "allocated") == 0)
+                allocated += cJSON_GetArrayItem(b, 0)->valuedouble;
+        }
+        cr_expect_eq(sum, cJSON_GetObjectItem(s, "size")->valuedouble, "the blocks tile the segment");
+    }
+    cr_expect_eq(allocated, cJSON_GetObjectItem(oom, "allocated")->valuedouble);
+    const cJSON *caught = cJSON_GetObjectItem(bug, "ooms_caught");
+    cr_assert_eq(cJSON_GetArraySize(caught), 1);
+    cr_expect_eq(cJSON_GetObjectItem(cJSON_GetArrayItem(caught, 0), "requested")->valuedouble, 100.0 * 1048576);
+    cr_expect_null(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "variants"), 1), "ooms_caught"),
+                   "fix-expandable-segments has no OOM");
+    cJSON_Delete(j);
+}
+
+Test(plot, layout_shows_unmapped_expandable_space)
+{
+    device *dev = test_device_open(0);
+    cr_assert_not_null(dev);
+    cachealloc_options o = {.budget_bytes = 0};
+    alloc_conf_default(&o.conf);
+    o.conf.expandable_segments = true;
+    cachealloc *ca;
+    cr_assert_eq(cachealloc_new(dev, &o, &ca), OOM_OK);
+    devptr p;
+    cr_assert_eq(cachealloc_malloc(ca, 30u << 20, &p), OOM_OK);
+    size_t n = 0;
+    ca_snap_segment *segs = cachealloc_layout(ca, &n);
+    cr_assert_eq(n, 1, "one range");
+    size_t mapped = 0, unmapped = 0, sum = 0;
+    for (size_t k = 0; k < segs[0].nblocks; k++) {
+        sum += segs[0].blocks[k].size;
+        if (segs[0].blocks[k].state == CA_SNAP_UNMAPPED)
+            unmapped += segs[0].blocks[k].size;
+        else
+            mapped += segs[0].blocks[k].size;
+    }
+    cr_expect(segs[0].is_expandable);
+    cr_expect_eq(segs[0].page_size, (size_t)20 << 20);
+    cr_expect_eq(mapped, (size_t)40 << 20, "two 20 MiB pages mapped for 30 MiB");
+    cr_expect_gt(unmapped, 0);
+    cr_expect_eq(sum, segs[0].total_size, "the blocks tile the range");
+    cachealloc_snapshot_free(segs, n);
+    size_t m = 0;
+    cr_expect_null(cachealloc_oom_layout(ca, &m), "no OOM: no layout kept");
+    cachealloc_free(ca, p);
+    cachealloc_delete(ca);
+    device_close(dev);
+}
+
+Test(plot, timeline_draws_steps_gap_budget_and_the_oom, .init = run_fragmentation)
+{
+    char svg[1200];
+    char err[512];
+    snprintf(svg, sizeof svg, "%s/t.svg", dir);
+    cr_assert_eq(plot_run(json, svg, err, sizeof err), OOM_OK, "%s", err);
+    char *t = slurp(svg);
+    cr_expect(strstr(t, "reserved but unallocated"), "the gap is named in the legend");
+    cr_expect(strstr(t, ">unallocated<"), "... and inside the bug's panel (two lines: reserved but / unallocated)");
+    cr_expect(strstr(t, "budget (1024.00 MiB)"));
+    cr_expect(strstr(t, "OOM: 100.00 MiB asked"), "the OOM is labelled with the request's size");
+    cr_expect(strstr(t, "bug: OOM"));
+    cr_expect(strstr(t, "holding the 100 MiB tensor"), "the large request has its sample in the fixes");
+    cr_expect_null(strstr(t, "/tmp/oomlab_plot"), "nothing of the temporary folder in the picture");
+    free(t);
+}
+
+Test(plot, same_data_same_bytes, .init = run_fragmentation)
+{
+    const char *ext[] = {"png", "svg"};
+    char err[512], a[1200], b[1200];
+    for (int i = 0; i < 2; i++) {
+        snprintf(a, sizeof a, "%s/a.%s", dir, ext[i]);
+        snprintf(b, sizeof b, "%s/b.%s", dir, ext[i]);
+        cr_assert_eq(plot_run(json, a, err, sizeof err), OOM_OK, "%s", err);
+        cr_assert_eq(plot_run(json, b, err, sizeof err), OOM_OK, "%s", err);
+        cr_expect(same_bytes(a, b), "timeline .%s differs between two draws", ext[i]);
+        cr_assert_eq(plot_segments(json, a, err, sizeof err), OOM_OK, "%s", err);
+        cr_assert_eq(plot_segments(json, b, err, sizeof err), OOM_OK, "%s", err);
+        cr_expect(same_bytes(a, b), "segment map .%s differs between two draws", ext[i]);
+        cr_assert_eq(plot_peaks(json, a, err, sizeof err), OOM_OK, "%s", err);
+        cr_assert_eq(plot_peaks(json, b, err, sizeof err), OOM_OK, "%s", err);
+        cr_expect(same_bytes(a, b), "peaks .%s differs between two draws", ext[i]);
+    }
+}
+
+Test(plot, peaks_and_segments_name_what_they_show, .init = run_fragmentation)
+{
+    char svg[1200], err[512];
+    snprintf(svg, sizeof svg, "%s/p.svg", dir);
+    cr_assert_eq(plot_peaks(json, svg, err, sizeof err), OOM_OK, "%s", err);
+    char *t = slurp(svg);
+    const char *names[] = {"bug", "fix-expandable-segments", "fix-long-lived-first", "myth-empty-cache",
+                           "myth-max-split-size", "myth-gc-threshold"};
+    for (int i = 0; i < 6; i++)
+        cr_expect(strstr(t, names[i]), "the peaks chart has no bar for %s", names[i]);
+    cr_expect(strstr(t, ">OOM<"));
+    free(t);
+    cr_assert_eq(plot_segments(json, svg, err, sizeof err), OOM_OK, "%s", err);
+    t = slurp(svg);
+    cr_expect(strstr(t, "bug: 50 segments"));
+    cr_expect(strstr(t, "largest free block 6.00 MiB"));
+    cr_expect(strstr(t, "myth-gc-threshold: 50 segments"));
+    cr_expect_null(strstr(t, "fix-long-lived-first:"), "a variant with no OOM has no map");
+    free(t);
+}
+
+Test(plot, bad_output_and_input_are_refused, .init = run_fragmentation)
+{
+    char out[1200], err[512];
+    snprintf(out, sizeof out, "%s/x.jpg", dir);
+    cr_expect_eq(plot_run(json, out, err, sizeof err), OOM_EINVAL);
+    cr_expect(strstr(err, "a plot is written as .png or .svg"), "%s", err);
+    cr_expect_eq(plot_run(json, "/nonexistent/folder/x.png", err, sizeof err), OOM_EIO);
+    cr_expect_eq(plot_peaks("tests/data/twins/fragmentation.torch.json", "/tmp/x.png", err, sizeof err), OOM_EINVAL);
+    cr_expect_neq(access(out, F_OK), 0, "nothing written");
+}
+
+static void write_text(const char *path, const char *text)
+{
+    cr_assert_eq(fileio_write_atomic(path, text, strlen(text)), OOM_OK);
+}
+
+Test(plot, trend_one_figure_per_scenario_backend_and_scale)
+{
+    snprintf(dir, sizeof dir, "/tmp/oomlab_test_trend.XXXXXX");
+    cr_assert_not_null(mkdtemp(dir));
+    char csv[128], written[1024], err[512], out[256];
+    snprintf(csv, sizeof csv, "%s/history.csv", dir);
+    write_text(csv, "utc_date,commit,backend,device,scale,scenario,variant,metric,value\n"
+                    "2026-11-01,aaaaaaa1,sim,sim,ci,fragmentation,bug,peak_reserved,1048576000\n"
+                    "2026-11-01,aaaaaaa1,sim,sim,ci,fragmentation,fix-expandable-segments,peak_reserved,1048576000\n"
+                    "2026-11-02,bbbbbbb2,sim,sim,ci,fragmentation,bug,peak_reserved,1048576000\n"
+                    "2026-11-02,bbbbbbb2,sim,sim,ci,fragmentation,bug,seconds,0.5\n"
+                    "2026-11-02,bbbbbbb2,sim,\"NVIDIA H100, 80GB\",full,oversize_batch,bug,peak_allocated,1.2e9\n");
+    cr_assert_eq(plot_trend(csv, dir, "svg", written, sizeof written, err, sizeof err), OOM_OK, "%s", err);
+    snprintf(out, sizeof out, "%s/fragmentation-sim-ci.svg\n%s/oversize_batch-sim-full.svg\n", dir, dir);
+    cr_expect_str_eq(written, out);
+    snprintf(out, sizeof out, "%s/fragmentation-sim-ci.svg", dir);
+    char *t = slurp(out);
+    cr_expect(strstr(t, "peak_reserved") && strstr(t, "seconds"), "a panel per metric");
+    cr_expect(strstr(t, "2026-11-02 bbbbbbb"), "runs labelled by date and commit");
+    free(t);
+    write_text(csv, "date,commit\n");
+    cr_expect_eq(plot_trend(csv, dir, "png", written, sizeof written, err, sizeof err), OOM_EINVAL);
+    cr_expect(strstr(err, "the first line must be the header"), "%s", err);
+    write_text(csv, "utc_date,commit,backend,device,scale,scenario,variant,metric,value\n"
+                    "2026-11-01,a,sim,sim,ci,fragmentation,bug,peak_reserved,lots\n");
+    cr_expect_eq(plot_trend(csv, dir, "png", written, sizeof written, err, sizeof err), OOM_EINVAL);
+    cr_expect(strstr(err, ":2: value 'lots' is not a number"), "%s", err);
+}
+
+Test(plot, report_has_every_section_image_story_and_twin, .init = run_fragmentation)
+{
+    char out[256], err[1024], page[300];
+    snprintf(out, sizeof out, "%s/report", dir);
+    const char *inputs[] = {dir};
+    cr_assert_eq(report_html(inputs, 1, "tests/data/twins", out, err, sizeof err), OOM_OK, "%s", err);
+    snprintf(page, sizeof page, "%s/index.html", out);
+    char *t = slurp(page);
+    cr_expect(strstr(t, "<section id=\"fragmentation\">"));
+    cr_expect(strstr(t, "Cause. The caching allocator serves requests"), "the story, from the opening comment");
+    cr_expect(strstr(t, "<b class=\"kind-myth\">myth-empty-cache</b> torch.cuda.empty_cache() releases"));
+    cr_expect(strstr(t, "measured: OOM in the large request (100.00 MiB asked, 700.00 MiB reserved but "
+                        "unallocated, largest free block 6.00 MiB)"),
+              "each myth against its measurement");
+    cr_expect(strstr(t, "PyTorch: peak reserved"), "the twin's numbers beside ours");
+    cr_expect_null(strstr(t, "class=\"diff\""), "oomlab equals PyTorch on fragmentation");
+    cr_expect_null(strstr(t, "<script"), "no JavaScript");
+    /* every image the page names exists */
+    int imgs = 0;
+    for (const char *p = t; (p = strstr(p, "<img src=\"")); imgs++) {
+        p += 10;
+        char path[600];
+        snprintf(path, sizeof path, "%s/%.*s", out, (int)strcspn(p, "\""), p);
+        cr_expect_eq(access(path, R_OK), 0, "%s is missing", path);
+    }
+    cr_expect_eq(imgs, 3, "timeline, peaks, segments");
+    free(t);
+    const char *none[] = {"tests/data/twins/fragmentation.torch.json"};
+    cr_expect_eq(report_html(none, 1, NULL, out, err, sizeof err), OOM_EINVAL);
+    cr_expect_eq(access(page, R_OK), 0, "a refused report leaves the last one in place");
+}
