@@ -138,6 +138,7 @@ bench:
 	build/bench/oomlab bench alloc --backend $(if $(filter cuda,$(BACKEND)),cuda,auto) $(ARGS)
 	build/bench/oomlab bench gemm --backend $(if $(filter cuda,$(BACKEND)),cuda,auto)
 	build/bench/oomlab bench step --backend sim
+	build/bench/oomlab bench replay
 	$(if $(filter cuda,$(BACKEND)),build/bench/oomlab bench step --backend cuda)
 
 debug:

@@ -77,6 +77,16 @@ typedef struct bench_step_options {
  * 21 after 3 warm-ups (bench_step.c). OOM_ENODEV when cuda is asked for and absent. */
 oom_status bench_step(const bench_step_options *opt, FILE *out);
 
+typedef struct bench_replay_options {
+    size_t events; /* trace entries to generate (at least) */
+    uint64_t seed; /* the workload's seed */
+    bool json;
+} bench_replay_options;
+
+/* `oomlab bench replay` (bench_replay.c): a seeded trace in a temporary file; trace_load's time, rate and peak
+ * RSS growth, replay_loaded's rate fast and as a check, advise_run's time on it. */
+oom_status bench_replay(const bench_replay_options *opt, FILE *out);
+
 OOM_END_DECLS
 
 #endif

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "alloc/allocconf.h"
+#include "cli/advise.h"
 #include "cli/bench.h"
 #include "device/device.h"
 #include "cli/parity.h"
@@ -199,6 +200,30 @@ static const cli_command commands[] = {
           false},
          {"--json", NULL, "print memory_stats() and the replay's figures as one JSON object", false},
      }},
+    {"advise",
+     "FILE",
+     "is an OOM fragmentation? From a snapshot (JSON of scripts/snapshot2json.py, or the pickle of\n"
+     "torch.cuda.memory._dump_snapshot), parsed once and replayed many times: the minimum budget per allocator\n"
+     "setting by bisection, the workload's need, a verdict, and growth across repeated steps",
+     {
+         {"--device", "N", "advise on device N (N or cuda:N); default: the one device with events", false},
+         {"--budget", "SIZE",
+          "the budget of the recorded run (set_per_process_memory_fraction x total; wins over the file's\n"
+          "\"budget\"): whether each setting would have fitted there;\n" BUDGET_HELP,
+          false},
+         {"--try", "S", "one more allocator setting to try (PYTORCH_CUDA_ALLOC_CONF syntax)", true},
+         {"--only", NULL, "try only PyTorch's defaults, the recording's own settings and the --try ones", false},
+         {"--step-marker", "TEXT",
+          "steps start where user_metadata (torch.cuda.memory._set_memory_metadata) changes to a text\n"
+          "starting with TEXT; default: steps found from the repeated pattern of allocation sizes",
+          false},
+         {"--kernels", "first|none|EVENT", "when the program first launched a kernel (as for replay)", false},
+         {"--json", NULL, "print the advice as one JSON object (schema oomlab.advise/1)", false},
+         {"--plot", "OUT.png|OUT.svg",
+          "draw the minimum budget per setting, and allocated and reserved over the trace for the\n"
+          "defaults and the best setting (gnuplot)",
+          false},
+     }},
     {"bench alloc",
      "",
      "ns per malloc+free pair on a cache hit (cuda: also cudaMalloc and cudaMallocAsync)",
@@ -259,6 +284,14 @@ static const cli_command commands[] = {
          {"--gbench", "FILE", "Google Benchmark JSON: each variant's time, its peak bytes as counters", false},
          {"--smaller-is-better", "FILE",
           "github-action-benchmark's customSmallerIsBetter array: each variant's byte metrics", false},
+     }},
+    {"bench replay",
+     "",
+     "a seeded 1,000,000-event trace: parse (trace_load) and replay rates, separately, and advise's time",
+     {
+         {"--events", "N", "events in the trace (1000 to 20000000; default 1000000)", false},
+         {"--seed", "N", "the workload's seed (default 1)", false},
+         {"--json", NULL, "print the figures as JSON", false},
      }},
     {"version", "", "oomlab's version and whether the cuda backend is built in (also: oomlab --version)", {{0}}},
     {"help", "[COMMAND]", "the commands; with COMMAND, its usage and options (also: oomlab COMMAND --help)", {{0}}},
@@ -732,14 +765,39 @@ static int cmd_bench_step(int argc, char **argv)
     return bench_exit(bench_step(&opt, stdout));
 }
 
+static int cmd_bench_replay(int argc, char **argv)
+{
+    bench_replay_options opt = {.events = 1000000, .seed = 1};
+    for (int i = 0; i < argc; i++) {
+        int rc = 0;
+        long v = 0;
+        if (strcmp(argv[i], "--json") == 0) {
+            opt.json = true;
+        } else if (strcmp(argv[i], "--events") == 0) {
+            rc = take_count(argc, argv, &i, 1000, 20000000, "a count", &v);
+            opt.events = (size_t)v;
+        } else if (strcmp(argv[i], "--seed") == 0) {
+            rc = take_count(argc, argv, &i, 1, 2147483647, "a seed", &v);
+            opt.seed = (uint64_t)v;
+        } else {
+            return bad_input("bench replay: unknown option '%s'", argv[i]);
+        }
+        if (rc)
+            return rc;
+    }
+    return bench_exit(bench_replay(&opt, stdout));
+}
+
 static int cmd_bench(int argc, char **argv)
 {
     if (argc >= 1 && strcmp(argv[0], "gemm") == 0)
         return cmd_bench_gemm(argc - 1, argv + 1);
     if (argc >= 1 && strcmp(argv[0], "step") == 0)
         return cmd_bench_step(argc - 1, argv + 1);
+    if (argc >= 1 && strcmp(argv[0], "replay") == 0)
+        return cmd_bench_replay(argc - 1, argv + 1);
     if (argc < 1 || strcmp(argv[0], "alloc") != 0)
-        return bad_input("%s", "bench: the benchmark to run is 'alloc', 'gemm' or 'step'");
+        return bad_input("%s", "bench: the benchmark to run is 'alloc', 'gemm', 'step' or 'replay'");
     bench_options opt = {.kind = DEVICE_AUTO, .iters = 0};
     for (int i = 1; i < argc; i++) {
         int rc = 0;
@@ -1367,6 +1425,8 @@ static int run_command(const char *cmd, int argc, char **argv)
         return cmd_faultsweep(argc, argv);
     if (strcmp(cmd, "replay") == 0)
         return cmd_replay(argc, argv);
+    if (strcmp(cmd, "advise") == 0)
+        return cli_advise(argc, argv);
     if (strcmp(cmd, "bench") == 0)
         return cmd_bench(argc, argv);
     if (strcmp(cmd, "compare") == 0)

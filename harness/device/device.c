@@ -34,6 +34,13 @@ oom_status device_cuda_props(device_cuda_info *out)
     (void)out;
     return OOM_ENODEV;
 }
+int device_cuda_count(void) { return 0; }
+void device_cuda_make_current(device *dev) { (void)dev; }
+oom_status device_cuda_copy_peer(device *dst, devptr d, device *src, devptr s, size_t bytes)
+{
+    (void)dst, (void)d, (void)src, (void)s, (void)bytes;
+    return OOM_EUNSUPPORTED;
+}
 #endif
 
 const device_cuda_info *device_cuda_probe(void)
@@ -86,6 +93,21 @@ const device_cuda_info *device_cuda_probe(void)
         info.name[sizeof info.name - 1] = '\0';
     }
     return &info;
+}
+
+void device_make_current(device *dev)
+{
+    if (dev && dev->kind == DEVICE_CUDA)
+        device_cuda_make_current(dev);
+}
+
+oom_status device_copy_peer(device *dst, devptr d, device *src, devptr s, size_t bytes)
+{
+    if (!dst || !src)
+        return OOM_EINVAL;
+    if (dst->kind != DEVICE_CUDA || src->kind != DEVICE_CUDA)
+        return OOM_EUNSUPPORTED;
+    return device_cuda_copy_peer(dst, d, src, s, bytes);
 }
 
 oom_status device_kind_parse(const char *s, device_kind *out)

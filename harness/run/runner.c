@@ -319,9 +319,12 @@ rt *scn_rt_device(scn *s, int k)
         res->devices = xrealloc(NULL, (SCN_MAX_DEVICES - 1) * sizeof *res->devices);
     while ((int)res->ndevices < k) {
         int j = (int)res->ndevices + 1;
-        /* the same backend as device 0 (cuda: the same GPU, ordinal 0), budget, settings and seed */
+        /* the same backend as device 0, budget, settings and seed; cuda: GPU j where the machine has one, else
+         * a logical device of GPU 0 */
+        bool own_gpu = s->r->dev->kind == DEVICE_CUDA && j < device_cuda_count();
         rt_options ro = {.backend = s->r->dev->kind, .dry_run = s->o->dry_run, .budget_bytes = s->run->budget,
-                         .conf = &s->conf, .seed = s->o->seed, .real_addresses = s->o->real_addresses};
+                         .conf = &s->conf, .seed = s->o->seed, .real_addresses = s->o->real_addresses,
+                         .cuda_ordinal = own_gpu ? j : 0};
         rt *r = NULL;
         if (rt_open(&ro, &r) != OOM_OK) {
             rt_fail(s->r, OOM_ENODEV, "cannot open device %d: %s", j, oom_error_msg());
@@ -331,8 +334,10 @@ rt *scn_rt_device(scn *s, int k)
         scn_device_result *d = &res->devices[j - 1];
         memset(d, 0, sizeof *d);
         d->index = j;
-        d->logical = r->dev->kind == DEVICE_CUDA;
-        if (d->logical)
+        d->logical = r->dev->kind == DEVICE_CUDA && !own_gpu;
+        if (own_gpu)
+            snprintf(d->name, sizeof d->name, "cuda:%d (%.64s, its own allocator and budget)", j, r->dev->name);
+        else if (d->logical)
             snprintf(d->name, sizeof d->name, "cuda:0 as logical device %d (its own allocator and budget, one GPU)", j);
         else
             snprintf(d->name, sizeof d->name, "%s:%d (another simulated device)", r->dev->ops->name, j);

@@ -158,7 +158,7 @@ typedef struct variant_result {
 typedef struct scn_device_result {
     int index;
     char name[128];  /* "sim:1 (another simulated device)", "cuda:0 as logical device 1 (...)" */
-    bool logical;    /* cuda: an allocator and budget of its own on the same GPU, not a GPU of its own */
+    bool logical;    /* cuda: an allocator and budget of its own on GPU 0, the machine having no GPU j of its own */
     size_t cap;      /* its allocator's cap */
     memstats stats;  /* at the end of the variant */
     scn_sample *samples;
