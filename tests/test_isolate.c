@@ -229,7 +229,7 @@ static sh_result sh(bool fixtures, const char *args)
 
 Test(isolate, the_command_line_reports_them_and_exits_1)
 {
-    sh_result r = sh(true, "run isolation_fixture --no-write");
+    sh_result r = sh(true, "run isolation_fixture --backend sim --no-write");
     cr_assert_eq(r.rc, 1, "%s", r.out);
     cr_assert_not_null(strstr(r.out, "\nok-before                  ok "), "%s", r.out);
     cr_assert_not_null(strstr(r.out, "\ncrash                      crashed "), "%s", r.out);
@@ -241,7 +241,7 @@ Test(isolate, the_command_line_reports_them_and_exits_1)
                        "%s", r.out);
     free(r.out);
 
-    r = sh(true, "run isolation_fixture --no-write --json --timeout 0.5");
+    r = sh(true, "run isolation_fixture --backend sim --no-write --json --timeout 0.5");
     cr_assert_eq(r.rc, 1);
     cJSON *j = cJSON_Parse(r.out);
     cr_assert_not_null(j, "%s", r.out);
@@ -265,13 +265,13 @@ Test(isolate, the_command_line_reports_them_and_exits_1)
     cJSON_Delete(j);
     free(r.out);
 
-    r = sh(true, "run isolation_fixture --variant ok-before,ok-after --no-write");
+    r = sh(true, "run isolation_fixture --backend sim --variant ok-before,ok-after --no-write");
     cr_assert_eq(r.rc, 0, "%s", r.out);
     cr_assert_null(strstr(r.out, "crashed,"), "no closing line when every variant finished: %s", r.out);
     cr_assert_null(strstr(r.out, "isolation:"), "%s", r.out);
     free(r.out);
 
-    r = sh(true, "run isolation_fixture --variant ok-before --no-fork --no-write");
+    r = sh(true, "run isolation_fixture --backend sim --variant ok-before --no-fork --no-write");
     cr_assert_eq(r.rc, 0, "%s", r.out);
     cr_assert_not_null(strstr(r.out, "\nisolation: --no-fork: the variants ran in this process (no crash or hang "
                                      "isolation, no timeout)\n"),
