@@ -82,6 +82,13 @@ $(BUILD)/oomlab: $(BUILD)/harness/cli/main.o $(BUILD)/liboomlab.a
 $(BUILD)/oomlab_tests: $(patsubst %.c,$(BUILD)/%.o,$(TEST_C)) $(BUILD)/liboomlab.a
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -lcriterion -o $@
 
+# Test-only scenarios (tests/fixtures: a crash, a hang, leaks on an OOM path), never in build/oomlab: linked into
+# the suite, and into build/oomlab_fixtures, the command line with them, which the suite runs as a user would.
+FIXTURE_OBJ := $(BUILD)/tests/fixtures/scenarios.o
+$(BUILD)/oomlab_fixtures: $(BUILD)/harness/cli/main.o $(FIXTURE_OBJ) $(BUILD)/liboomlab.a
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+$(BUILD)/oomlab_tests: $(FIXTURE_OBJ) | $(BUILD)/oomlab_fixtures
+
 # Install the Debian packages that are missing (apt-get; needs root or sudo).
 deps:
 	@missing=""; for p in $(PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -154,9 +161,9 @@ gpu-bundle: deps
 	$(MAKE) --no-print-directory $(BUILD)/oomlab $(BUILD)/oomlab_tests
 	$(MAKE) --no-print-directory BUILD=build/bench DEBUG=0 OPT="-O3 -march=x86-64-v3" build/bench/oomlab
 	rm -rf .gpubundle && mkdir -p .gpubundle/lib
-	cp $(BUILD)/oomlab $(BUILD)/oomlab_tests .gpubundle/
+	cp $(BUILD)/oomlab $(BUILD)/oomlab_tests $(BUILD)/oomlab_fixtures .gpubundle/
 	cp build/bench/oomlab .gpubundle/oomlab-bench
-	strip --strip-debug .gpubundle/oomlab .gpubundle/oomlab_tests .gpubundle/oomlab-bench  # the 64 MiB the device tool carries
+	strip --strip-debug .gpubundle/oomlab .gpubundle/oomlab_tests .gpubundle/oomlab_fixtures .gpubundle/oomlab-bench  # the 64 MiB the device tool carries
 	ldd $(BUILD)/oomlab_tests $(BUILD)/oomlab | awk '/=> \// {print $$3}' | sort -u | \
 	  grep -v -E '/(libc|libm|libcuda|libresolv|libpthread|libdl|librt|ld-linux[^/]*)\.so' | \
 	  xargs -r cp -L -t .gpubundle/lib

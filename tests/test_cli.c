@@ -1133,11 +1133,11 @@ Test(cli, make_test_on_cuda_without_a_gpu)
 
 /* Every command with its own help, as `oomlab help` names them. */
 static const char *const commands[] = {"list",        "describe",   "run",        "plot",    "parity", "replay",
-                                       "bench alloc", "bench gemm", "bench step", "version", "help"};
+                                       "bench alloc", "bench gemm", "bench step", "version", "help", "faultsweep"};
 
 /* One option a command's help must document (it is parsed by the command). */
 static const char *const documented[] = {"", "", "--alloc-conf", "-o", "--backend", "--snapshot",
-                                         "--iters", "--backend", "--width", "", ""};
+                                         "--iters", "--backend", "--width", "", "", "--stride"};
 
 Test(cli, help_for_every_command)
 {

@@ -271,7 +271,7 @@ oom_status runner_sweep(const scenario *sc, const run_options *o, const char *pa
     oom_status st = sweep_validate(sc, o, param, lo, hi, err, errcap);
     if (st != OOM_OK)
         return st;
-    if (o->backend == DEVICE_CUDA && (!device_cuda_built() || !device_cuda_visible())) {
+    if (o->backend == DEVICE_CUDA && !device_cuda_probe()->visible) { /* the runner forks: no CUDA here */
         snprintf(err, errcap, "--backend cuda: %s",
                  device_cuda_built() ? "no GPU is visible" : "the cuda backend is not built into this binary");
         return OOM_ENODEV;
