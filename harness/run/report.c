@@ -103,6 +103,12 @@ void report_header(const run_result *r, FILE *out)
                      "PYTORCH_HIP_ALLOC_CONF or PYTORCH_ALLOC_CONF)\n");
     else
         fprintf(out, "settings: '%s' from %s, under each variant's own\n", r->conf_user, r->conf_source);
+    if (r->uncached) /* forceUncachedAllocator(): said, as it changes every number below */
+        fprintf(out, "caching: off (%s=1): every malloc a device allocation of its own, every free returned at once; "
+                     "memory_stats stay 0 and no cap is enforced, as in PyTorch\n",
+                r->uncached_source);
+    else if (r->uncached_source[0])
+        fprintf(out, "caching: on (%s=0)\n", r->uncached_source);
 }
 
 /* A variant on several devices (scn_rt_device): one row per device after its own, which is device 0's. */

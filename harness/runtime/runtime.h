@@ -39,6 +39,7 @@ typedef struct rt_options {
     const alloc_conf *conf; /* NULL: PyTorch's defaults */
     uint64_t seed;        /* torch.manual_seed */
     bool real_addresses;  /* cuda: order blocks by the driver's addresses, not sim's model (device_order_key) */
+    bool uncached;        /* caching off (cachealloc_options.uncached) */
 } rt_options;
 
 #define RT_MESSAGE_MAX 1280
