@@ -1572,7 +1572,6 @@ static void rc_add(int64_t *a, int pool, int64_t x)
 static oom_status check_uncached(const cachealloc *ca)
 {
     oom_status rc = OOM_OK;
-    block_list l = {0};
     size_t n = 0;
     CHECK(!ca->small_blocks.blocks && !ca->large_blocks.blocks && !ca->small_blocks.unmapped &&
               !ca->large_blocks.unmapped && ca->nsegs == 0 && !ca->expsegs,
@@ -1590,7 +1589,6 @@ static oom_status check_uncached(const cachealloc *ca)
     zero.accumulated_reset = ca->stats.accumulated_reset;
     CHECK(memcmp(&zero, &ca->stats, sizeof zero) == 0, "caching off, yet a memory_stats counter moved");
 out:
-    free(l.v);
     return rc;
 }
 
