@@ -637,6 +637,26 @@ Test(cli, run_says_caching_is_off_and_where_from)
     r = run(NULL, "run fragmentation --variant bug --dry-run --no-write");
     cr_assert_null(strstr(r.out, "caching:"), "nothing to say when no variable is set: %s", r.out);
     run_free(&r);
+    /* the results JSON records it */
+    const char *const envs[] = {"PYTORCH_NO_HIP_MEMORY_CACHING=1", NULL};
+    for (int k = 0; k < 2; k++) {
+        r = run(envs[k], "run fragmentation --variant bug --dry-run --json --no-write");
+        cJSON *o = cJSON_Parse(r.out);
+        cr_assert_not_null(o, "%s", r.out);
+        cr_assert_eq(cJSON_IsTrue(get(o, "memory_caching")), k == 1);
+        if (k == 0)
+            cr_assert_str_eq(get(o, "memory_caching_source")->valuestring, "PYTORCH_NO_HIP_MEMORY_CACHING");
+        else
+            cr_assert(cJSON_IsNull(get(o, "memory_caching_source")));
+        cJSON_Delete(o);
+        run_free(&r);
+    }
+    r = run("PYTORCH_NO_CUDA_MEMORY_CACHING=1", "run oversize_batch --variant bug --sweep batch=64..64 --dry-run --no-write");
+    cr_assert_eq(r.rc, 0, "exit %d: %s%s", r.rc, r.out, r.err);
+    cr_assert_not_null(strstr(r.out, "\ncaching: off (PYTORCH_NO_CUDA_MEMORY_CACHING=1): no cap is enforced, as in "
+                                     "PyTorch\n"),
+                       "%s", r.out);
+    run_free(&r);
     expect_bad_input("PYTORCH_NO_CUDA_MEMORY_CACHING=yes", "run fragmentation --dry-run --no-write",
                      "PYTORCH_NO_CUDA_MEMORY_CACHING must be 0 or 1 (got 'yes')");
 }

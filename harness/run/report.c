@@ -422,6 +422,9 @@ cJSON *report_json(const run_result *r)
     add_int(o, "device_total", (int64_t)r->device_total, &ok);
     add_str(o, "alloc_conf_source", r->conf_source, &ok);
     add_str(o, "alloc_conf_user", r->conf_user, &ok);
+    add_bool(o, "memory_caching", !r->uncached, &ok);
+    add(o, "memory_caching_source",
+        r->uncached_source[0] ? cJSON_CreateString(r->uncached_source) : cJSON_CreateNull(), &ok);
     add_str(o, "started", r->started, &ok);
     add_bool(o, "passed", r->passed, &ok);
     cJSON *p = add(o, "params", cJSON_CreateObject(), &ok);
