@@ -17,6 +17,9 @@ cd "$(dirname "$0")/.."
 out=${OUT:-gpu-out}
 B=.gpubundle
 export LD_LIBRARY_PATH="$PWD/$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+for mode in "$@"; do
+  case $mode in uncached|cached) ;; *) echo "gpu_sanitize: unknown pass '$mode' (uncached, cached)" >&2; exit 2;; esac
+done
 limit=${SANITIZE_TIMEOUT:-270} # seconds a pass may take: two passes and the start fit in 10 minutes
 logs=$(mktemp -d)
 mkdir -p "$out"
@@ -25,7 +28,6 @@ summary="$out/sanitize.txt"
 rc=0
 
 for mode in ${*:-uncached cached}; do
-  case $mode in uncached|cached) ;; *) echo "gpu_sanitize: unknown pass '$mode' (uncached, cached)" >&2; exit 2;; esac
   flag=1
   [ "$mode" = cached ] && flag=0
   echo "== compute-sanitizer memcheck --leak-check full: oomlab run --backend cuda --scale ci, caching $([ $flag = 1 ] && echo off || echo on)" |
