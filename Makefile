@@ -8,6 +8,8 @@
 #   make test            install missing Debian packages, build and run the Criterion suite (sim)
 #   make test BACKEND=cuda   the same suite on a real GPU (one job at a time)
 #   make bench           build with OOM_DEBUG=0 and run the benchmarks
+#   make baseline [BACKEND=cuda]   regenerate results/baselines/BACKEND/ (sim: the committed ones), showing what changes
+#   make nightly [BACKEND=...]     run the catalog, compare with the baseline, append to results/history.csv
 #   make debug / asan    checked build (validator after every op) / address+undefined sanitizers
 #   make report          the catalog and oversize_batch's sweep at full scale (REPORT_ARGS, default --dry-run),
 #                        then results/report/index.html (oomlab report); make report-check renders it in
@@ -15,7 +17,7 @@
 #   make deps            apt-get the packages that are missing
 #   make clean
 
-PACKAGES := libcjson-dev libcriterion-dev gnuplot-nox
+PACKAGES := libcjson-dev libcriterion-dev gnuplot-nox libxml2-utils
 
 CC      ?= cc
 NVCC    ?= $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
@@ -50,7 +52,7 @@ ifneq ($(NVCC),)
               -Xcompiler -Wall,-Wextra,-Werror
 endif
 
-.PHONY: all run test bench debug asan deps clean gpu-bundle report report-check
+.PHONY: all run test bench debug asan deps clean gpu-bundle report report-check baseline nightly
 
 all: $(BUILD)/oomlab
 
@@ -129,6 +131,7 @@ bench:
 	build/bench/oomlab bench alloc --backend $(if $(filter cuda,$(BACKEND)),cuda,auto) $(ARGS)
 	build/bench/oomlab bench gemm --backend $(if $(filter cuda,$(BACKEND)),cuda,auto)
 	build/bench/oomlab bench step --backend sim
+	build/bench/oomlab bench replay
 	$(if $(filter cuda,$(BACKEND)),build/bench/oomlab bench step --backend cuda)
 
 debug:
@@ -176,3 +179,13 @@ report: deps
 report-check: report
 	@command -v chromium >/dev/null 2>&1 || $(MAKE) --no-print-directory deps PACKAGES=chromium
 	bash scripts/report_check.sh results/report docs/img/report.png
+
+# Nightly regression tracking (README.md, "Nightly tracking"). make baseline regenerates the baselines of BACKEND
+# (default sim: the committed ones, at ci scale) and shows what changes before it writes; make nightly runs the
+# catalog (cuda when a GPU is visible, unless BACKEND says otherwise), compares it with the baseline, appends it to
+# results/history.csv, prints the steps in the history and exports it for CI dashboards (scripts/nightly.sh).
+baseline: deps $(BUILD)/oomlab
+	@bash scripts/baseline.sh $(BUILD)/oomlab $(BACKEND)
+
+nightly: deps $(BUILD)/oomlab
+	@bash scripts/nightly.sh $(BUILD)/oomlab $(RUN_BACKEND)

@@ -44,9 +44,10 @@
  *       order), the activation copied to the next device where the split falls (`x = x.to("cuda:1")`). Each
  *       device has its own caching allocator and budget (its own row in the table and entry in the JSON's
  *       "devices"), and holds only its share of the weights. On sim these are separate simulated devices; on
- *       cuda, oomlab runs them as logical devices of one GPU (own allocator, own cap; the table says so), since its
- *       cuda backend selects a GPU once, when a device is opened; the copy goes through the host either way (see
- *       tensor_copy_to). The twin runs each device's share in its own process, with its own memory fraction.
+ *       cuda, device k is GPU k where the machine has it, else a logical device of GPU 0 (own allocator, own cap;
+ *       the table says which). The activation goes GPU to GPU with cudaMemcpyPeer (peer access enabled where the
+ *       pair allows it), through the host on sim (see tensor_copy_to). The twin runs each device's share in its
+ *       own process, with its own memory fraction.
  *   fix-offload  the weights stay in pinned host memory (pin_memory(), oomlab's pinned host caching allocator),
  *       and two layer slots on the device take them in turn: layer i+1 is copied on a side stream while layer i
  *       computes. The device holds two layers and the activations, whatever the depth; the pinned host

@@ -1014,7 +1014,14 @@ Test(cli, bench_step_prints_its_debug_level)
     r = run(NULL, "bench step --backend sim --width 8 --batch 2 --json");
     cJSON *o = cJSON_Parse(r.out);
     cr_assert_not_null(o, "%s", r.out);
-    cr_assert(cJSON_IsNumber(get(o, "debug_level")) && get(o, "debug_level")->valueint == OOM_DEBUG, "%s", r.out);
+    /* Google Benchmark's shape: the debug level in the context, one benchmark per figure */
+    const cJSON *ctx = get(o, "context"), *b = cJSON_GetArrayItem(get(o, "benchmarks"), 0);
+    cr_assert(cJSON_IsNumber(get(ctx, "oomlab_debug_level")) && get(ctx, "oomlab_debug_level")->valueint == OOM_DEBUG,
+              "%s", r.out);
+    cr_assert(cJSON_IsString(get(b, "name")) && strcmp(get(b, "name")->valuestring, "step/train/w8_b2") == 0, "%s",
+              r.out);
+    cr_assert(cJSON_IsNumber(get(b, "real_time")) && cJSON_IsNumber(get(b, "cpu_time")), "%s", r.out);
+    cr_assert(cJSON_IsString(get(b, "time_unit")) && strcmp(get(b, "time_unit")->valuestring, "ms") == 0, "%s", r.out);
     cJSON_Delete(o);
     run_free(&r);
 }

@@ -2,9 +2,6 @@
 #include "alloc/replay.h"
 
 #include <cJSON.h>
-#include <ctype.h>
-#include <dirent.h>
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,8 +9,8 @@
 
 #include "alloc/cachealloc.h"
 #include "device/device.h"
-#include "core/fileio.h"
 #include "alloc/snapshot.h"
+#include "alloc/trace.h"
 
 /* ---- trace addr -> model ptr, open addressing (keys are nonzero addresses) ---- */
 
@@ -43,14 +40,36 @@ static size_t am_slot(const addr_map *m, uint64_t k)
     return i;
 }
 
-/* capacity is fixed at the number of events, so the table never fills */
-static void am_put(addr_map *m, uint64_t k, uint64_t v)
+/* Double the table (at most half full, so probe chains stay short). false when out of host memory. */
+static bool am_grow(addr_map *m)
 {
+    addr_map g;
+    if (!am_init(&g, m->mask + 1))
+        return false;
+    for (size_t i = 0; i <= m->mask; i++) {
+        if (m->keys[i]) {
+            size_t j = am_slot(&g, m->keys[i]);
+            g.keys[j] = m->keys[i];
+            g.vals[j] = m->vals[i];
+            g.n++;
+        }
+    }
+    free(m->keys);
+    free(m->vals);
+    *m = g;
+    return true;
+}
+
+static bool am_put(addr_map *m, uint64_t k, uint64_t v)
+{
+    if (2 * (m->n + 1) > m->mask + 1 && !am_grow(m))
+        return false;
     size_t i = am_slot(m, k);
     if (!m->keys[i])
         m->n++;
     m->keys[i] = k;
     m->vals[i] = v;
+    return true;
 }
 
 static bool am_take(addr_map *m, uint64_t k, uint64_t *v)
@@ -72,103 +91,12 @@ static bool am_take(addr_map *m, uint64_t k, uint64_t *v)
     return true;
 }
 
-/* ---- parsed events ---- */
-
-typedef struct event {
-    ca_action action;
-    uint64_t addr;
-    uint64_t size;
-} event;
-
 static void set_err(char *err, size_t cap, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(err, cap, fmt, ap);
     va_end(ap);
-}
-
-static bool get_u64(const cJSON *o, const char *key, uint64_t *out)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble != floor(v->valuedouble) ||
-        v->valuedouble > 9007199254740992.0)
-        return false;
-    *out = (uint64_t)v->valuedouble;
-    return true;
-}
-
-/* The config recorded in allocator_settings: its settings string, else the individual fields. */
-static oom_status conf_from_settings(const cJSON *settings, alloc_conf *conf, char *err, size_t errcap)
-{
-    char perr[200];
-    alloc_conf_default(conf);
-    if (!cJSON_IsObject(settings))
-        return OOM_OK;
-    const cJSON *s = cJSON_GetObjectItemCaseSensitive(settings, "PYTORCH_CUDA_ALLOC_CONF");
-    if (cJSON_IsString(s) && s->valuestring[0]) {
-        if (alloc_conf_parse(conf, s->valuestring, perr, sizeof perr) != OOM_OK) {
-            set_err(err, errcap, "allocator_settings: %s", perr);
-            return OOM_EINVAL;
-        }
-        return OOM_OK;
-    }
-    /* no string: rebuild it from the fields PyTorch reports */
-    char text[512] = "";
-    size_t n = 0;
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(settings, "max_split_size");
-    if (cJSON_IsNumber(v) && v->valuedouble > 0)
-        n += (size_t)snprintf(text + n, sizeof text - n, "max_split_size_mb:%.0f,", v->valuedouble / 1048576.0);
-    v = cJSON_GetObjectItemCaseSensitive(settings, "garbage_collection_threshold");
-    if (cJSON_IsNumber(v) && v->valuedouble > 0)
-        n += (size_t)snprintf(text + n, sizeof text - n, "garbage_collection_threshold:%.17g,", v->valuedouble);
-    v = cJSON_GetObjectItemCaseSensitive(settings, "expandable_segments");
-    if (cJSON_IsTrue(v))
-        n += (size_t)snprintf(text + n, sizeof text - n, "expandable_segments:True,");
-    if (n > 0)
-        text[n - 1] = '\0';
-    if (alloc_conf_parse(conf, text, perr, sizeof perr) != OOM_OK) {
-        set_err(err, errcap, "allocator_settings: %s", perr);
-        return OOM_EINVAL;
-    }
-    /* roundup_power2_divisions as a dict of bucket boundary (MiB) -> divisions */
-    const cJSON *rd = cJSON_GetObjectItemCaseSensitive(settings, "roundup_power2_divisions");
-    if (cJSON_IsObject(rd)) {
-        int b = 0;
-        for (const cJSON *e = rd->child; e && b < ALLOC_CONF_ROUNDUP_BUCKETS; e = e->next, b++)
-            if (cJSON_IsNumber(e) && e->valuedouble >= 0)
-                conf->roundup_divisions[b] = (size_t)e->valuedouble;
-    }
-    return OOM_OK;
-}
-
-/* Parse the trace list of device devidx into events. */
-static event *parse_events(const cJSON *list, int devidx, size_t *count, char *err, size_t errcap)
-{
-    size_t n = (size_t)cJSON_GetArraySize(list), i = 0;
-    event *ev = calloc(n ? n : 1, sizeof *ev);
-    if (!ev) {
-        set_err(err, errcap, "out of host memory");
-        return NULL;
-    }
-    for (const cJSON *e = list->child; e; e = e->next, i++) {
-        const cJSON *a = cJSON_GetObjectItemCaseSensitive(e, "action");
-        if (!cJSON_IsString(a) || !ca_action_parse(a->valuestring, &ev[i].action)) {
-            set_err(err, errcap, "cuda:%d event %zu: unknown or missing 'action'", devidx, i);
-            goto fail;
-        }
-        const char *akey = ev[i].action == CA_OOM ? "device_free" : "addr";
-        if (!get_u64(e, akey, &ev[i].addr) || !get_u64(e, "size", &ev[i].size)) {
-            set_err(err, errcap, "cuda:%d event %zu (%s): missing or invalid '%s' or 'size'", devidx, i,
-                    a->valuestring, akey);
-            goto fail;
-        }
-    }
-    *count = n;
-    return ev;
-fail:
-    free(ev);
-    return NULL;
 }
 
 static bool is_release(ca_action a) { return a == CA_SEGMENT_FREE || a == CA_SEGMENT_UNMAP; }
@@ -181,7 +109,7 @@ static bool is_segment(ca_action a)
 typedef struct replay_state {
     cachealloc *ca;
     device *dev;
-    const event *ev;
+    const trace_event *ev;
     size_t pending_lo, pending_hi; /* recorded segment events since the last op: ev[lo..hi) */
     size_t model_lo;               /* model trace entries before the current op */
     bool keep_trace;               /* keep the model's whole trace (for the snapshot) instead of clearing it */
@@ -204,7 +132,7 @@ static void compare_actions(replay_state *st, size_t at)
         if (mend && rend)
             break;
         if (st->res->first_divergence < 0) {
-            const event *r = rend ? NULL : &st->ev[ri];
+            const trace_event *r = rend ? NULL : &st->ev[ri];
             const ca_trace_entry *m = mend ? NULL : &mt[mi];
             if (!r || !m || r->action != m->action || r->size != m->size) {
                 long idx = r ? (long)ri : (long)at;
@@ -259,10 +187,18 @@ static void maybe_empty_cache(replay_state *st, bool op_is_alloc, size_t nbytes)
     cachealloc_empty_cache(st->ca);
 }
 
+/* The state after an event of bucket b: its highest allocated and reserved bytes. */
+static void series_note(replay_series *ser, size_t b, const memstats *ms)
+{
+    int64_t a = ms->allocated_bytes[STAT_ALL].current, r = ms->reserved_bytes[STAT_ALL].current;
+    ser->alloc_max[b] = a > ser->alloc_max[b] ? a : ser->alloc_max[b];
+    ser->reserved_max[b] = r > ser->reserved_max[b] ? r : ser->reserved_max[b];
+}
+
 /* Replay one device's events from an empty allocator (opt->kernels: when the sim sees the first kernel launch); res
  * gets the result. With snap, *snap gets the model's
  * _snapshot() at the end, its segments marked with the device index. */
-static oom_status replay_events(const event *ev, size_t nev, const replay_options *opt, const replay_report *rep,
+static oom_status replay_events(const trace_event *ev, size_t nev, const replay_options *opt, const replay_report *rep,
                                 replay_result *res, cJSON **snap, char *err, size_t errcap)
 {
     oom_status rc = OOM_OK;
@@ -284,9 +220,10 @@ static oom_status replay_events(const event *ev, size_t nev, const replay_option
         return OOM_ENOMEM_HOST;
     }
     res->budget_bytes = cachealloc_budget(ca);
-    cachealloc_record_history(ca, true);
+    const bool compare = !opt->fast; /* fast: no model trace, no comparison with the recorded segment actions */
+    cachealloc_record_history(ca, compare);
     addr_map live;
-    if (!am_init(&live, nev + 1)) {
+    if (!am_init(&live, 512)) {
         set_err(err, errcap, "out of host memory");
         rc = OOM_ENOMEM_HOST;
         goto out;
@@ -294,8 +231,23 @@ static oom_status replay_events(const event *ev, size_t nev, const replay_option
 
     replay_state st = {.ca = ca, .dev = dev, .ev = ev, .res = res, .keep_trace = snap != NULL};
     bool allocated = false;
-    for (size_t i = 0; i < nev; i++) {
-        const event *e = &ev[i];
+    replay_series *ser = opt->series;
+    const memstats *ms = cachealloc_stats(ca);
+    size_t probe = 0;
+    if (ser)
+        for (size_t b = 0; b < ser->nbuckets; b++)
+            ser->alloc_max[b] = ser->reserved_max[b] = 0;
+    size_t i = 0;
+    for (; i < nev; i++) {
+        const trace_event *e = &ev[i];
+        if (ser) {
+            for (; probe < ser->nprobes && ser->probe_at[probe] <= i; probe++)
+                ser->probe_alloc[probe] = ms->allocated_bytes[STAT_ALL].current;
+            if (ser->nbuckets && i > 0)
+                series_note(ser, (i - 1) * ser->nbuckets / nev, ms);
+        }
+        if (opt->stop_at_oom && res->model_ooms)
+            break;
         if (res->kernel_event < 0 && ((opt->kernels == REPLAY_KERNELS_FIRST_ALLOC && allocated) ||
                                       (opt->kernels == REPLAY_KERNELS_AT && i >= opt->kernel_at))) {
             device_note_kernel_launch(dev);
@@ -336,11 +288,17 @@ static oom_status replay_events(const event *ev, size_t nev, const replay_option
                 /* PyTorch failed here; the program never held the tensor */
                 note_divergence(&st, i, "PyTorch ran out of memory where the model allocated");
                 cachealloc_free(ca, p);
+            } else if (!am_put(&live, e->addr, p)) {
+                set_err(err, errcap, "out of host memory");
+                rc = OOM_ENOMEM_HOST;
+                goto out;
             } else {
-                am_put(&live, e->addr, p);
                 allocated = true;
             }
-            compare_actions(&st, i);
+            if (compare)
+                compare_actions(&st, i);
+            else
+                st.pending_lo = st.pending_hi;
             break;
         }
         case CA_FREE_REQUESTED: {
@@ -352,7 +310,10 @@ static oom_status replay_events(const event *ev, size_t nev, const replay_option
                 cachealloc_free(ca, p);
             else if (res->model_ooms == 0)
                 note_divergence(&st, i, "free of an address the trace never allocated");
-            compare_actions(&st, i);
+            if (compare)
+                compare_actions(&st, i);
+            else
+                st.pending_lo = st.pending_hi;
             break;
         }
         case CA_FREE_COMPLETED:
@@ -362,12 +323,19 @@ static oom_status replay_events(const event *ev, size_t nev, const replay_option
         }
     }
     /* trailing releases: an empty_cache() after the last op */
-    if (st.pending_lo < st.pending_hi) {
+    if (i == nev && st.pending_lo < st.pending_hi) {
         if (is_release(ev[st.pending_lo].action))
             cachealloc_empty_cache(ca);
-        compare_actions(&st, nev);
+        if (compare)
+            compare_actions(&st, nev);
     }
-    res->events = nev;
+    if (ser) {
+        for (; probe < ser->nprobes; probe++)
+            ser->probe_alloc[probe] = ms->allocated_bytes[STAT_ALL].current;
+        if (ser->nbuckets && i > 0)
+            series_note(ser, (i - 1) * ser->nbuckets / nev, ms);
+    }
+    res->events = i;
     res->stats = *cachealloc_stats(ca);
     if (snap) {
         *snap = snapshot_json(ca);
@@ -388,150 +356,6 @@ out:
     cachealloc_delete(ca);
     device_close(dev);
     return rc;
-}
-
-/* One line for a file that does not parse: where it ends early (truncated), or where the bad text is. */
-static void json_error(const char *path, const char *text, size_t len, const char *at, char *err, size_t errcap)
-{
-    size_t end = len; /* the text without trailing whitespace */
-    while (end > 0 && strchr(" \t\r\n", text[end - 1]))
-        end--;
-    /* open brackets and an open string at the end: is the document unfinished? */
-    size_t depth = 0, last_quote = 0, token = 0;
-    bool in_string = false, escaped = false;
-    for (size_t i = 0; i < end; i++) {
-        char c = text[i];
-        if (in_string) {
-            if (escaped)
-                escaped = false;
-            else if (c == '\\')
-                escaped = true;
-            else if (c == '"')
-                in_string = false;
-            continue;
-        }
-        if (c == '"') {
-            in_string = true;
-            last_quote = i;
-        } else if (c == '{' || c == '[') {
-            depth++;
-        } else if ((c == '}' || c == ']') && depth > 0) {
-            depth--;
-        }
-    }
-    /* the start of the last token: cJSON reports an unfinished string at its opening quote, a cut number or
-     * literal at its first character, and a missing value after its last ',', ':' or bracket */
-    token = end > 0 ? end - 1 : 0;
-    while (token > 0 && (isalnum((unsigned char)text[token - 1]) || text[token - 1] == '.' ||
-                         text[token - 1] == '-' || text[token - 1] == '+'))
-        token--;
-    size_t pos = at && at >= text && at <= text + len ? (size_t)(at - text) : end;
-    bool truncated = (in_string && pos >= last_quote) || (!in_string && depth > 0 && pos >= token);
-    /* a truncated file ends on the line of its last byte (a final newline ends that line, it starts none) */
-    size_t line = 1, col = 1, upto = truncated ? len - (text[len - 1] == '\n') : pos;
-    for (size_t i = 0; i < upto; i++) {
-        if (text[i] == '\n') {
-            line++;
-            col = 1;
-        } else {
-            col++;
-        }
-    }
-    if (truncated)
-        set_err(err, errcap, "%s is truncated: the JSON ends at byte %zu (line %zu) before it is complete", path,
-                len, line);
-    else
-        set_err(err, errcap, "%s: not valid JSON at byte %zu (line %zu, column %zu)", path, pos, line, col);
-}
-
-static bool ends_with(const char *s, const char *suffix)
-{
-    size_t n = strlen(s), m = strlen(suffix);
-    return n >= m && strcmp(s + n - m, suffix) == 0;
-}
-
-#define PICKLE_ERR                                                                                             \
-    "%s is a pickle: convert it with scripts/snapshot2json.py first (scripts/snapshot2json.py %s -o OUT.json)"
-
-/* The file's JSON, or NULL with one line in err: a directory, an unreadable or empty file, a pickle, a
- * truncated or invalid JSON, a JSON that is not an object. */
-static cJSON *load_snapshot(const char *path, oom_status *st, char *err, size_t errcap)
-{
-    *st = OOM_EINVAL;
-    DIR *d = opendir(path);
-    if (d) {
-        closedir(d);
-        set_err(err, errcap, "%s is a directory, not a snapshot JSON file", path);
-        return NULL;
-    }
-    size_t len = 0;
-    char *text = fileio_read_all(path, &len);
-    if (!text) {
-        set_err(err, errcap, "%s", oom_error_detail());
-        *st = OOM_EIO;
-        return NULL;
-    }
-    cJSON *root = NULL;
-    if (len == 0) {
-        set_err(err, errcap, "%s is empty (expected the JSON of torch.cuda.memory._snapshot())", path);
-    } else if ((unsigned char)text[0] == 0x80) { /* pickle protocol 2 and later start with PROTO */
-        set_err(err, errcap, PICKLE_ERR, path, path);
-    } else {
-        const char *at = NULL;
-        /* len + 1 takes in fileio_read_all's NUL, so that text after the value is an error */
-        root = cJSON_ParseWithLengthOpts(text, len + 1, &at, true);
-        if (!root && (ends_with(path, ".pickle") || ends_with(path, ".pkl")))
-            set_err(err, errcap, PICKLE_ERR, path, path);
-        else if (!root)
-            json_error(path, text, len, at, err, errcap);
-        else if (!cJSON_IsObject(root))
-            set_err(err, errcap, "%s: not a JSON object (expected the dict of torch.cuda.memory._snapshot())", path);
-    }
-    free(text);
-    if (root && !cJSON_IsObject(root)) {
-        cJSON_Delete(root);
-        root = NULL;
-    }
-    if (root)
-        *st = OOM_OK;
-    return root;
-}
-
-/* "cuda:0, cuda:2" for the devices of traces that have events, into buf. */
-static void devices_with_events(const cJSON *traces, char *buf, size_t cap)
-{
-    size_t n = 0;
-    int i = 0;
-    buf[0] = '\0';
-    for (const cJSON *t = traces->child; t; t = t->next, i++)
-        if (cJSON_IsArray(t) && cJSON_GetArraySize(t) > 0 && n < cap)
-            n += (size_t)snprintf(buf + n, cap - n, "%scuda:%d", n ? ", " : "", i);
-}
-
-/* The budget: opt's, else the file's "budget", else none. */
-static oom_status pick_budget(const cJSON *root, const char *path, const replay_options *opt, replay_report *rep,
-                              char *err, size_t errcap)
-{
-    if (opt->budget_bytes) {
-        rep->budget_bytes = opt->budget_bytes;
-        rep->budget_source = REPLAY_BUDGET_OPTION;
-        return OOM_OK;
-    }
-    const cJSON *b = cJSON_GetObjectItemCaseSensitive(root, "budget");
-    if (!b || cJSON_IsNull(b)) {
-        rep->budget_source = REPLAY_BUDGET_NONE;
-        return OOM_OK;
-    }
-    uint64_t v = 0;
-    if (!get_u64(root, "budget", &v) || v == 0 || v > SIZE_MAX) {
-        set_err(err, errcap, "%s: 'budget' must be a whole number of bytes > 0 (scripts/snapshot2json.py --budget "
-                             "writes it)",
-                path);
-        return OOM_EINVAL;
-    }
-    rep->budget_bytes = (size_t)v;
-    rep->budget_source = REPLAY_BUDGET_FILE;
-    return OOM_OK;
 }
 
 /* The replayed devices' snapshots as one _snapshot(): segments in device order, device_traces at their index,
@@ -575,51 +399,48 @@ static cJSON *merge_snapshots(cJSON **snaps, const replay_report *rep)
 
 oom_status replay_trace(const char *path, const replay_options *opt, replay_report *rep, char *err, size_t errcap)
 {
+    trace_file t;
+    oom_status rc = trace_load(path, &t, err, errcap);
+    if (rc == OOM_OK)
+        rc = replay_loaded(&t, path, opt, rep, err, errcap);
+    else
+        memset(rep, 0, sizeof *rep);
+    trace_free(&t);
+    return rc;
+}
+
+oom_status replay_loaded(const trace_file *t, const char *path, const replay_options *opt, replay_report *rep,
+                         char *err, size_t errcap)
+{
     memset(rep, 0, sizeof *rep);
-    oom_status rc;
-    cJSON *root = load_snapshot(path, &rc, err, errcap);
-    if (!root)
-        return rc;
-    rc = OOM_EINVAL;
+    oom_status rc = OOM_EINVAL;
     cJSON **snaps = NULL;
     size_t nsnaps = 0;
-    const cJSON *traces = cJSON_GetObjectItemCaseSensitive(root, "device_traces");
-    if (!cJSON_IsArray(traces)) {
-        set_err(err, errcap, "%s: not a memory snapshot: no 'device_traces' list", path);
-        goto out;
-    }
-    rep->ntraces = (size_t)cJSON_GetArraySize(traces);
+    rep->ntraces = t->ndevices;
     size_t nwith = 0;
-    int i = 0;
-    for (const cJSON *t = traces->child; t; t = t->next, i++) {
-        if (!cJSON_IsArray(t)) {
-            set_err(err, errcap, "%s: device_traces[%d] is not a list", path, i);
-            goto out;
-        }
-        nwith += cJSON_GetArraySize(t) > 0;
-    }
+    for (size_t i = 0; i < t->ndevices; i++)
+        nwith += t->dev[i].n > 0;
     char with[200];
-    devices_with_events(traces, with, sizeof with);
+    trace_devices_with_events(t, with, sizeof with);
     if (nwith == 0) {
         set_err(err, errcap, "%s: no trace events on any device (call torch.cuda.memory._record_memory_history() "
                              "before the program allocates, then _dump_snapshot())",
                 path);
         goto out;
     }
-    if (opt->one_device && (opt->device < 0 || (size_t)opt->device >= rep->ntraces ||
-                            cJSON_GetArraySize(cJSON_GetArrayItem(traces, opt->device)) == 0)) {
+    if (opt->one_device &&
+        (opt->device < 0 || (size_t)opt->device >= t->ndevices || t->dev[opt->device].n == 0)) {
         set_err(err, errcap, "--device: %s has no events on cuda:%d (it has events on %s)", path, opt->device, with);
         goto out;
     }
-
-    if (conf_from_settings(cJSON_GetObjectItemCaseSensitive(root, "allocator_settings"), &rep->recorded, err,
-                           errcap) != OOM_OK) {
-        if (!opt->alloc_conf)
+    rep->recorded = t->recorded;
+    if (t->recorded_error[0]) {
+        if (!opt->alloc_conf) {
+            set_err(err, errcap, "%s", t->recorded_error);
             goto out;
+        }
         /* --alloc-conf replaces settings the model cannot read: a what-if, as nothing says they are the same */
-        snprintf(rep->recorded_error, sizeof rep->recorded_error, "%s", err);
-        err[0] = '\0';
-        alloc_conf_default(&rep->recorded);
+        snprintf(rep->recorded_error, sizeof rep->recorded_error, "%s", t->recorded_error);
     }
     rep->conf = rep->recorded;
     if (opt->alloc_conf) {
@@ -633,8 +454,19 @@ oom_status replay_trace(const char *path, const replay_options *opt, replay_repo
         rep->whatif = rep->recorded_error[0] || strcmp(alloc_conf_format(&rep->conf, a, sizeof a),
                                                        alloc_conf_format(&rep->recorded, b, sizeof b)) != 0;
     }
-    if (pick_budget(root, path, opt, rep, err, errcap) != OOM_OK)
+    /* the budget: opt's, else the file's "budget", else none */
+    if (opt->budget_bytes) {
+        rep->budget_bytes = opt->budget_bytes;
+        rep->budget_source = REPLAY_BUDGET_OPTION;
+    } else if (t->budget == TRACE_BUDGET_BYTES) {
+        rep->budget_bytes = t->budget_bytes;
+        rep->budget_source = REPLAY_BUDGET_FILE;
+    } else if (t->budget == TRACE_BUDGET_BAD) {
+        set_err(err, errcap, "%s: 'budget' must be a whole number of bytes > 0 (scripts/snapshot2json.py --budget "
+                             "writes it)",
+                path);
         goto out;
+    }
 
     size_t nrep = opt->one_device ? 1 : nwith;
     rep->devices = calloc(nrep, sizeof *rep->devices);
@@ -645,25 +477,18 @@ oom_status replay_trace(const char *path, const replay_options *opt, replay_repo
         rc = OOM_ENOMEM_HOST;
         goto out;
     }
-    i = 0;
-    for (const cJSON *t = traces->child; t; t = t->next, i++) {
-        if (cJSON_GetArraySize(t) == 0 || (opt->one_device && i != opt->device))
+    for (size_t i = 0; i < t->ndevices; i++) {
+        if (t->dev[i].n == 0 || (opt->one_device && (int)i != opt->device))
             continue;
         replay_result *res = &rep->devices[rep->ndevices];
-        res->device = i;
-        size_t nev = 0;
-        event *ev = parse_events(t, i, &nev, err, errcap);
-        if (!ev)
-            goto out;
-        rc = replay_events(ev, nev, opt, rep, res, snaps ? &snaps[rep->ndevices] : NULL, err, errcap);
-        free(ev);
+        res->device = (int)i;
+        rc = replay_events(t->dev[i].ev, t->dev[i].n, opt, rep, res, snaps ? &snaps[rep->ndevices] : NULL, err,
+                           errcap);
         if (rc != OOM_OK)
             goto out;
         rep->ndevices++;
         rc = OOM_EINVAL;
     }
-    cJSON_Delete(root);
-    root = NULL;
     rc = OOM_OK;
     if (opt->snapshot_path) {
         cJSON *all = merge_snapshots(snaps, rep);
@@ -677,7 +502,6 @@ out:
     for (size_t k = 0; k < nsnaps; k++)
         cJSON_Delete(snaps[k]);
     free(snaps);
-    cJSON_Delete(root);
     return rc;
 }
 

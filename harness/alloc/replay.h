@@ -25,10 +25,12 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "alloc/allocconf.h"
 #include "core/compat.h"
 #include "alloc/memstats.h"
+#include "alloc/trace.h"
 #include "core/status.h"
 
 OOM_BEGIN_DECLS
@@ -43,6 +45,16 @@ typedef enum replay_kernels {
     REPLAY_KERNELS_AT,          /* before event kernel_at */
 } replay_kernels;
 
+/* What a replay samples for a plot or a growth analysis (replay_options.series). The caller owns the arrays. */
+typedef struct replay_series {
+    size_t nbuckets;       /* the events cut into nbuckets runs (event i in run i * nbuckets / events); 0: none */
+    int64_t *alloc_max;    /* [nbuckets]: the highest allocated_bytes.all.current after an event of the run */
+    int64_t *reserved_max; /* [nbuckets]: the same for reserved_bytes.all.current */
+    size_t nprobes;        /* events at which to read allocated bytes; 0: none */
+    const size_t *probe_at;   /* [nprobes], ascending event indices */
+    int64_t *probe_alloc;     /* [nprobes]: allocated_bytes.all.current before that event (at the end if past it) */
+} replay_series;
+
 typedef struct replay_options {
     const char *alloc_conf;    /* NULL: the trace's allocator_settings */
     size_t budget_bytes;       /* 0: the file's "budget" if it has one, else none */
@@ -54,6 +66,11 @@ typedef struct replay_options {
                                 * config's history only) */
     size_t kernel_at;          /* REPLAY_KERNELS_AT: the event index */
     const char *snapshot_path; /* NULL: none; else the model's snapshot after the replay (snapshot_write) */
+    bool fast;                 /* keep no model trace and compare no segment actions with the recording (advise's
+                                * replays: only op-level disagreements, an OOM where PyTorch allocated or the
+                                * reverse, set first_divergence) */
+    bool stop_at_oom;          /* end each device's replay at the model's first OOM (events: those replayed) */
+    replay_series *series;     /* NULL: none; else sampled during the (one-device) replay */
 } replay_options;
 
 /* Where the budget came from. */
@@ -99,6 +116,11 @@ typedef struct replay_report {
  * failed write is OOM_EIO (or OOM_ENOMEM_HOST) and leaves no file. rep is zeroed first; free it with
  * replay_report_free whatever the status. */
 oom_status replay_trace(const char *path, const replay_options *opt, replay_report *rep, char *err, size_t errcap);
+
+/* replay_trace of a trace already loaded (alloc/trace.h): any number of replays parse the file once. path names
+ * it in messages. */
+oom_status replay_loaded(const trace_file *t, const char *path, const replay_options *opt, replay_report *rep,
+                         char *err, size_t errcap);
 
 void replay_report_free(replay_report *rep);
 

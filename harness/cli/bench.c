@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "alloc/cachealloc.h"
+#include "run/export.h"
 
 #ifndef OOM_DEBUG
 #define OOM_DEBUG 0
@@ -36,6 +37,13 @@ double bench_now_ns(void)
     return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
 }
 
+double bench_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -48,19 +56,20 @@ double bench_median(double *v, int n)
     return v[n / 2];
 }
 
-/* Median ns per cachealloc malloc+free pair; NAN-free: returns a negative value on an allocation failure. */
-static double time_cachealloc(cachealloc *ca, size_t bytes, int k, long iters)
+/* Median ns per cachealloc malloc+free pair (and the median CPU ns into *cpu); NAN-free: returns a negative value
+ * on an allocation failure. */
+static double time_cachealloc(cachealloc *ca, size_t bytes, int k, long iters, double *cpu)
 {
     devptr p[BENCH_MAX_K];
     long reps = iters / k > 0 ? iters / k : 1;
-    double runs[BENCH_RUNS];
+    double runs[BENCH_RUNS], cpus[BENCH_RUNS];
     for (int i = 0; i < k; i++) /* warm-up: create the segments */
         if (cachealloc_malloc(ca, bytes, &p[i]) != OOM_OK)
             return -1;
     for (int i = 0; i < k; i++)
         cachealloc_free(ca, p[i]);
     for (int r = 0; r < BENCH_RUNS; r++) {
-        double t0 = bench_now_ns();
+        double t0 = bench_now_ns(), c0 = bench_cpu_ns();
         for (long rep = 0; rep < reps; rep++) {
             for (int i = 0; i < k; i++)
                 if (cachealloc_malloc(ca, bytes, &p[i]) != OOM_OK)
@@ -69,7 +78,9 @@ static double time_cachealloc(cachealloc *ca, size_t bytes, int k, long iters)
                 cachealloc_free(ca, p[i]);
         }
         runs[r] = (bench_now_ns() - t0) / ((double)reps * k);
+        cpus[r] = (bench_cpu_ns() - c0) / ((double)reps * k);
     }
+    *cpu = bench_median(cpus, BENCH_RUNS);
     return bench_median(runs, BENCH_RUNS);
 }
 
@@ -87,13 +98,13 @@ oom_status bench_alloc(const bench_options *opt, FILE *out)
         return st;
     bool cuda = dev->kind == DEVICE_CUDA;
     cJSON *json = opt->json ? cJSON_CreateObject() : NULL;
-    cJSON *rows = json ? cJSON_AddArrayToObject(json, "results") : NULL;
+    cJSON *rows = NULL;
     if (json) {
-        cJSON_AddStringToObject(json, "benchmark", "alloc");
-        cJSON_AddStringToObject(json, "backend", dev->ops->name);
-        cJSON_AddStringToObject(json, "device", dev->name);
-        cJSON_AddNumberToObject(json, "debug_level", OOM_DEBUG);
-        cJSON_AddNumberToObject(json, "pairs_per_run", (double)iters);
+        cJSON *ctx = gbench_context("oomlab bench alloc", dev->ops->name, dev->name, OOM_DEBUG);
+        cJSON_AddStringToObject(ctx, "oomlab_benchmark", "alloc");
+        cJSON_AddNumberToObject(ctx, "oomlab_pairs_per_run", (double)iters);
+        cJSON_AddItemToObject(json, "context", ctx);
+        rows = cJSON_AddArrayToObject(json, "benchmarks");
     } else {
         fprintf(out, "oomlab bench alloc: backend %s (%s), OOM_DEBUG=%d%s\n", dev->ops->name, dev->name, OOM_DEBUG,
                 OOM_DEBUG ? " (checked build: do not publish these figures; use make bench)" : "");
@@ -114,7 +125,7 @@ oom_status bench_alloc(const bench_options *opt, FILE *out)
                 break;
             }
             /* big blocks: fewer pairs, the cost per pair does not depend on size on a hit */
-            double ns = time_cachealloc(ca, sizes[si], k, iters);
+            double cpu = -1, ns = time_cachealloc(ca, sizes[si], k, iters, &cpu);
             cachealloc_delete(ca);
             double ns_raw = -1, ns_async = -1;
             if (cuda) {
@@ -127,16 +138,19 @@ oom_status bench_alloc(const bench_options *opt, FILE *out)
                     OOM_OK)
                     ns_async = -1;
             }
-            if (json) {
-                cJSON *row = cJSON_CreateObject();
-                cJSON_AddNumberToObject(row, "bytes", (double)sizes[si]);
-                cJSON_AddNumberToObject(row, "outstanding", k);
-                cJSON_AddNumberToObject(row, "cachealloc_ns", ns);
-                if (cuda) {
-                    cJSON_AddNumberToObject(row, "cudaMalloc_ns", ns_raw);
-                    cJSON_AddNumberToObject(row, "cudaMallocAsync_ns", ns_async);
+            if (json) { /* cachealloc/1KiB/live:1, cudaMalloc/..., cudaMallocAsync/...: ns per pair */
+                static const char *const tags[] = {"1KiB", "1MiB", "20MiB", "256MiB"};
+                const char *what[3] = {"cachealloc", "cudaMalloc", "cudaMallocAsync"};
+                double wall[3] = {ns, ns_raw, ns_async};
+                for (int w = 0; w < (cuda ? 3 : 1); w++) {
+                    char name[96];
+                    snprintf(name, sizeof name, "%s/%s/live:%d", what[w], tags[si], k);
+                    cJSON *b = gbench_add(rows, name, wall[w], w == 0 ? cpu : -1, "ns");
+                    if (b) {
+                        cJSON_AddNumberToObject(b, "bytes", (double)sizes[si]);
+                        cJSON_AddNumberToObject(b, "outstanding", k);
+                    }
                 }
-                cJSON_AddItemToArray(rows, row);
             } else {
                 fprintf(out, "%-8s %5d %12.1f", size_names[si], k, ns);
                 if (cuda)

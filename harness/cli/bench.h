@@ -12,8 +12,10 @@
 
 OOM_BEGIN_DECLS
 
-/* The benchmarks' clock (CLOCK_MONOTONIC, ns) and the median of n figures (v is sorted in place). */
+/* The benchmarks' clocks: wall (CLOCK_MONOTONIC, ns) and the process's CPU time (CLOCK_PROCESS_CPUTIME_ID, ns,
+ * Google Benchmark's cpu_time); the median of n figures (v is sorted in place). */
 double bench_now_ns(void);
+double bench_cpu_ns(void);
 double bench_median(double *v, int n);
 
 typedef struct bench_options {
@@ -21,6 +23,10 @@ typedef struct bench_options {
     long iters;       /* malloc+free pairs per cell; 0 = a default that takes well under a second */
     bool json;
 } bench_options;
+
+/* --json (every benchmark): Google Benchmark's JSON (run/export.h's gbench_context and gbench_add): "context" with
+ * oomlab_backend, oomlab_device, oomlab_debug_level and oomlab_benchmark, and one entry of "benchmarks" per figure
+ * (real_time and, where the host's CPU does the work, cpu_time; the rest as user counters). */
 
 /* Time cachealloc_malloc+cachealloc_free pairs for 1 KiB, 1 MiB, 20 MiB and 256 MiB with 1 and 64 allocations
  * outstanding (median of 7 runs), and on cuda also cudaMalloc/cudaFree and cudaMallocAsync/cudaFreeAsync.
@@ -70,6 +76,16 @@ typedef struct bench_step_options {
 /* `oomlab bench step`: ms per training step and per no_grad forward of MLP(width, depth 4) at batch; median of
  * 21 after 3 warm-ups (bench_step.c). OOM_ENODEV when cuda is asked for and absent. */
 oom_status bench_step(const bench_step_options *opt, FILE *out);
+
+typedef struct bench_replay_options {
+    size_t events; /* trace entries to generate (at least) */
+    uint64_t seed; /* the workload's seed */
+    bool json;
+} bench_replay_options;
+
+/* `oomlab bench replay` (bench_replay.c): a seeded trace in a temporary file; trace_load's time, rate and peak
+ * RSS growth, replay_loaded's rate fast and as a check, advise_run's time on it. */
+oom_status bench_replay(const bench_replay_options *opt, FILE *out);
 
 OOM_END_DECLS
 

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "kernels.h"
+#include "run/export.h"
 
 #ifndef OOM_DEBUG
 #define OOM_DEBUG 0
@@ -52,8 +53,9 @@ static const char *layout_name(bool ta, bool tb)
     return names[(ta ? 2 : 0) + (tb ? 1 : 0)];
 }
 
-/* Median ms per f32 k_gemm_ref call for one shape (random operands in [-1, 1)); negative on failure. */
-static double time_ref(const cpu_shape *s)
+/* Median ms per f32 k_gemm_ref call for one shape (random operands in [-1, 1)), and the median CPU ms into *cpu;
+ * negative on failure. */
+static double time_ref(const cpu_shape *s, double *cpu)
 {
     size_t na = (size_t)(s->m * s->k), nb = (size_t)(s->k * s->n), nc = (size_t)(s->m * s->n);
     float *a = malloc(na * sizeof *a), *b = malloc(nb * sizeof *b), *c = malloc(nc * sizeof *c);
@@ -71,15 +73,18 @@ static double time_ref(const cpu_shape *s)
         goto out;
     double once = (bench_now_ns() * 1e-9) - t0;
     long reps = once > 0.02 ? 1 : (long)(0.02 / (once > 1e-7 ? once : 1e-7)) + 1;
-    double runs[CPU_RUNS];
+    double runs[CPU_RUNS], cpus[CPU_RUNS];
     for (int r = 0; r < CPU_RUNS; r++) {
         t0 = (bench_now_ns() * 1e-9);
+        double c0 = bench_cpu_ns();
         for (long i = 0; i < reps; i++)
             CALL();
         runs[r] = ((bench_now_ns() * 1e-9) - t0) * 1e3 / (double)reps;
+        cpus[r] = (bench_cpu_ns() - c0) * 1e-6 / (double)reps;
     }
 #undef CALL
     ms = bench_median(runs, CPU_RUNS);
+    *cpu = bench_median(cpus, CPU_RUNS);
 out:
     free(a);
     free(b);
@@ -98,9 +103,9 @@ oom_status bench_gemm(const bench_gemm_options *opt, FILE *out)
         return st;
     bool cuda = dev->kind == DEVICE_CUDA;
 
-    double cpu_ms[N_CPU_SHAPES];
+    double cpu_ms[N_CPU_SHAPES], cpu_cpu_ms[N_CPU_SHAPES];
     for (size_t i = 0; i < N_CPU_SHAPES; i++)
-        cpu_ms[i] = time_ref(&cpu_shapes[i]);
+        cpu_ms[i] = time_ref(&cpu_shapes[i], &cpu_cpu_ms[i]);
 
     bench_gemm_row rows[GPU_MAX_ROWS];
     int n_rows = 0;
@@ -109,43 +114,43 @@ oom_status bench_gemm(const bench_gemm_options *opt, FILE *out)
     if (cuda)
         gst = bench_gemm_gpu(rows, GPU_MAX_ROWS, &n_rows, cublas, sizeof cublas);
 
-    if (opt->json) {
+    if (opt->json) { /* gemm_ref/f32/NT/64x256x256; gemm_cuda/... and gemm_cublas/... from TFLOP/s: ms per call */
         cJSON *json = cJSON_CreateObject();
-        cJSON_AddStringToObject(json, "benchmark", "gemm");
-        cJSON_AddStringToObject(json, "backend", dev->ops->name);
-        cJSON_AddStringToObject(json, "device", dev->name);
-        cJSON_AddNumberToObject(json, "debug_level", OOM_DEBUG);
-        cJSON *cpu = cJSON_AddArrayToObject(json, "cpu_ref");
+        cJSON *ctx = gbench_context("oomlab bench gemm", dev->ops->name, dev->name, OOM_DEBUG);
+        cJSON_AddStringToObject(ctx, "oomlab_benchmark", "gemm");
+        if (cuda)
+            cJSON_AddStringToObject(ctx, "oomlab_cublas", cublas);
+        cJSON_AddItemToObject(json, "context", ctx);
+        cJSON *arr = cJSON_AddArrayToObject(json, "benchmarks");
+        char name[128];
         for (size_t i = 0; i < N_CPU_SHAPES; i++) {
             const cpu_shape *s = &cpu_shapes[i];
-            cJSON *row = cJSON_CreateObject();
-            cJSON_AddStringToObject(row, "dtype", dtype_str(DT_F32));
-            cJSON_AddStringToObject(row, "layout", layout_name(s->ta, s->tb));
-            cJSON_AddNumberToObject(row, "m", (double)s->m);
-            cJSON_AddNumberToObject(row, "n", (double)s->n);
-            cJSON_AddNumberToObject(row, "k", (double)s->k);
-            cJSON_AddNumberToObject(row, "ms_per_call", cpu_ms[i]);
-            cJSON_AddNumberToObject(row, "gflops", cpu_ms[i] > 0 ? flops(s->m, s->n, s->k) / cpu_ms[i] * 1e-6 : -1);
-            cJSON_AddItemToArray(cpu, row);
+            snprintf(name, sizeof name, "gemm_ref/%s/%s/%ldx%ldx%ld", dtype_str(DT_F32), layout_name(s->ta, s->tb),
+                     s->m, s->n, s->k);
+            cJSON *b = gbench_add(arr, name, cpu_ms[i], cpu_ms[i] < 0 ? -1 : cpu_cpu_ms[i], "ms");
+            if (b)
+                cJSON_AddNumberToObject(b, "gflops",
+                                        cpu_ms[i] > 0 ? flops(s->m, s->n, s->k) / cpu_ms[i] * 1e-6 : -1);
         }
-        if (cuda) {
-            cJSON_AddStringToObject(json, "cublas", cublas);
-            cJSON *gpu = cJSON_AddArrayToObject(json, "gpu");
-            for (int i = 0; i < n_rows; i++) {
-                const bench_gemm_row *r = &rows[i];
-                cJSON *row = cJSON_CreateObject();
-                cJSON_AddStringToObject(row, "dtype", dtype_str(r->dt));
-                cJSON_AddStringToObject(row, "layout", layout_name(r->ta, r->tb));
-                cJSON_AddNumberToObject(row, "m", (double)r->m);
-                cJSON_AddNumberToObject(row, "n", (double)r->n);
-                cJSON_AddNumberToObject(row, "k", (double)r->k);
-                cJSON_AddNumberToObject(row, "ours_tflops", r->ours_tflops);
-                cJSON_AddNumberToObject(row, "cublas_tflops", r->cublas_tflops);
-                cJSON_AddNumberToObject(row, "pct_of_cublas", r->ours_tflops > 0 && r->cublas_tflops > 0
-                                                                  ? 100.0 * r->ours_tflops / r->cublas_tflops
-                                                                  : -1);
-                cJSON_AddNumberToObject(row, "rel_err", r->rel_err);
-                cJSON_AddItemToArray(gpu, row);
+        for (int i = 0; cuda && i < n_rows; i++) {
+            const bench_gemm_row *r = &rows[i];
+            double f = flops(r->m, r->n, r->k);
+            const char *who[2] = {"gemm_cuda", "gemm_cublas"};
+            double tf[2] = {r->ours_tflops, r->cublas_tflops};
+            for (int w = 0; w < 2; w++) {
+                snprintf(name, sizeof name, "%s/%s/%s/%ldx%ldx%ld", who[w], dtype_str(r->dt), layout_name(r->ta, r->tb),
+                         r->m, r->n, r->k);
+                cJSON *b = gbench_add(arr, name, tf[w] > 0 ? f / (tf[w] * 1e12) * 1e3 : -1, -1, "ms");
+                if (!b)
+                    continue;
+                cJSON_AddNumberToObject(b, "tflops", tf[w]);
+                if (w == 0) {
+                    cJSON_AddNumberToObject(b, "pct_of_cublas",
+                                            r->ours_tflops > 0 && r->cublas_tflops > 0
+                                                ? 100.0 * r->ours_tflops / r->cublas_tflops
+                                                : -1);
+                    cJSON_AddNumberToObject(b, "rel_err", r->rel_err);
+                }
             }
         }
         char *s = cJSON_Print(json);

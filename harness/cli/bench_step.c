@@ -11,6 +11,7 @@
 #include "runtime/nn.h"
 #include "runtime/ops.h"
 #include "runtime/optim.h"
+#include "run/export.h"
 
 #ifndef OOM_DEBUG
 #define OOM_DEBUG 0
@@ -33,16 +34,16 @@ oom_status bench_step(const bench_step_options *opt, FILE *out)
     optimizer *o = optim_sgd(r, params, np, 0.01, 0.9, 0.0, 0.0, false);
     tensor *x = tensor_randn(r, DT_F32, SHAPE(B, W), 0.0, 1.0);
     tensor *y = tensor_randint(r, SHAPE(B), 0, 10);
-    double train[STEP_RUNS], eval[STEP_RUNS];
+    double train[STEP_RUNS], eval[STEP_RUNS], train_cpu[STEP_RUNS], eval_cpu[STEP_RUNS];
     for (int i = -3; i < STEP_RUNS && rt_ok(r); i++) { /* three warm-up steps */
-        double t0 = (bench_now_ns() * 1e-6);
+        double t0 = (bench_now_ns() * 1e-6), c0 = bench_cpu_ns() * 1e-6;
         optim_zero_grad(o, true);
         tensor *logits = nn_mlp_forward(m, x);
         tensor *loss = op_cross_entropy(logits, y);
         autograd_backward(loss, NULL, false);
         optim_step(o);
         rt_sync(r);
-        double t1 = (bench_now_ns() * 1e-6);
+        double t1 = (bench_now_ns() * 1e-6), c1 = bench_cpu_ns() * 1e-6;
         tensor_release(loss);
         tensor_release(logits);
         RT_NO_GRAD(r)
@@ -51,26 +52,39 @@ oom_status bench_step(const bench_step_options *opt, FILE *out)
             rt_sync(r);
             tensor_release(out2);
         }
-        double t2 = (bench_now_ns() * 1e-6);
+        double t2 = (bench_now_ns() * 1e-6), c2 = bench_cpu_ns() * 1e-6;
         if (i >= 0) {
             train[i] = t1 - t0;
             eval[i] = t2 - t1;
+            train_cpu[i] = c1 - c0;
+            eval_cpu[i] = c2 - c1;
         }
     }
     st = rt_status(r);
     if (st == OOM_OK) {
         double tr = bench_median(train, STEP_RUNS), ev = bench_median(eval, STEP_RUNS);
         if (opt->json) {
+            /* step/train/w256_b64 and step/forward/w256_b64: ms per call */
             cJSON *j = cJSON_CreateObject();
-            cJSON_AddStringToObject(j, "benchmark", "step");
-            cJSON_AddStringToObject(j, "backend", r->dev->ops->name);
-            cJSON_AddStringToObject(j, "kernels", r->k->name);
-            cJSON_AddNumberToObject(j, "debug_level", OOM_DEBUG);
-            cJSON_AddNumberToObject(j, "width", (double)W);
-            cJSON_AddNumberToObject(j, "depth", D);
-            cJSON_AddNumberToObject(j, "batch", (double)B);
-            cJSON_AddNumberToObject(j, "train_step_ms", tr);
-            cJSON_AddNumberToObject(j, "forward_ms", ev);
+            cJSON *ctx = gbench_context("oomlab bench step", r->dev->ops->name, r->dev->name, OOM_DEBUG);
+            cJSON_AddStringToObject(ctx, "oomlab_benchmark", "step");
+            cJSON_AddStringToObject(ctx, "oomlab_kernels", r->k->name);
+            cJSON_AddItemToObject(j, "context", ctx);
+            cJSON *arr = cJSON_AddArrayToObject(j, "benchmarks");
+            double trc = bench_median(train_cpu, STEP_RUNS), evc = bench_median(eval_cpu, STEP_RUNS);
+            const char *what[2] = {"train", "forward"};
+            double wall[2] = {tr, ev}, cpu[2] = {trc, evc};
+            for (int w = 0; w < 2; w++) {
+                char name[96];
+                snprintf(name, sizeof name, "step/%s/w%lld_b%lld", what[w], (long long)W, (long long)B);
+                /* on cuda the kernels run on the GPU: the host's CPU time is not the step's */
+                cJSON *b = gbench_add(arr, name, wall[w], r->dev->kind == DEVICE_CUDA ? -1 : cpu[w], "ms");
+                if (b) {
+                    cJSON_AddNumberToObject(b, "width", (double)W);
+                    cJSON_AddNumberToObject(b, "depth", D);
+                    cJSON_AddNumberToObject(b, "batch", (double)B);
+                }
+            }
             char *s = cJSON_Print(j);
             if (s)
                 fprintf(out, "%s\n", s);

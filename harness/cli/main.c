@@ -1,12 +1,13 @@
-/* main.c - the oomlab command line: list, describe, run, plot, parity, replay, bench alloc|gemm|step, version,
+/* main.c - the oomlab command line: list, describe, run, plot, parity, replay, bench alloc|gemm|step, compare,
+ * baseline, history, export (cli/tracking.h), version,
  * help. The commands, their options and their help are the table `commands` below: `oomlab help`, `oomlab help
  * COMMAND` and `oomlab COMMAND --help` print from it, and main() reads it to accept --flag=value wherever a
  * --flag takes a value. A new option goes into that table and into its command's parser.
  *
  * Exit status: 0 success (run: every variant shows what it must; replay: the model agrees with PyTorch's
  * segment actions on every device, or a what-if replay), 1 a result that fails (run: an expectation does not
- * hold; replay under the recording's settings: some device diverges), 2 bad input (one error line on stderr,
- * nothing written).
+ * hold; replay under the recording's settings: some device diverges; compare: a regression), 2 bad input (one
+ * error line on stderr, nothing written).
  */
 #include <cJSON.h>
 #include <ctype.h>
@@ -17,9 +18,12 @@
 #include <string.h>
 
 #include "alloc/allocconf.h"
+#include "cli/advise.h"
 #include "cli/bench.h"
 #include "device/device.h"
 #include "cli/parity.h"
+#include "cli/tracking.h"
+#include "run/history.h"
 #include "run/plot.h"
 #include "alloc/replay.h"
 #include "run/report.h"
@@ -167,6 +171,30 @@ static const cli_command commands[] = {
           false},
          {"--json", NULL, "print memory_stats() and the replay's figures as one JSON object", false},
      }},
+    {"advise",
+     "FILE",
+     "is an OOM fragmentation? From a snapshot (JSON of scripts/snapshot2json.py, or the pickle of\n"
+     "torch.cuda.memory._dump_snapshot), parsed once and replayed many times: the minimum budget per allocator\n"
+     "setting by bisection, the workload's need, a verdict, and growth across repeated steps",
+     {
+         {"--device", "N", "advise on device N (N or cuda:N); default: the one device with events", false},
+         {"--budget", "SIZE",
+          "the budget of the recorded run (set_per_process_memory_fraction x total; wins over the file's\n"
+          "\"budget\"): whether each setting would have fitted there;\n" BUDGET_HELP,
+          false},
+         {"--try", "S", "one more allocator setting to try (PYTORCH_CUDA_ALLOC_CONF syntax)", true},
+         {"--only", NULL, "try only PyTorch's defaults, the recording's own settings and the --try ones", false},
+         {"--step-marker", "TEXT",
+          "steps start where user_metadata (torch.cuda.memory._set_memory_metadata) changes to a text\n"
+          "starting with TEXT; default: steps found from the repeated pattern of allocation sizes",
+          false},
+         {"--kernels", "first|none|EVENT", "when the program first launched a kernel (as for replay)", false},
+         {"--json", NULL, "print the advice as one JSON object (schema oomlab.advise/1)", false},
+         {"--plot", "OUT.png|OUT.svg",
+          "draw the minimum budget per setting, and allocated and reserved over the trace for the\n"
+          "defaults and the best setting (gnuplot)",
+          false},
+     }},
     {"bench alloc",
      "",
      "ns per malloc+free pair on a cache hit (cuda: also cudaMalloc and cudaMallocAsync)",
@@ -189,6 +217,51 @@ static const cli_command commands[] = {
          OPT_BACKEND,
          {"--width", "N", "the MLP's width (1 to 65536; default 256)", false},
          {"--batch", "N", "the batch size (1 to 65536; default 64)", false},
+         {"--json", NULL, "print the figures as JSON", false},
+     }},
+    {"compare",
+     "BASELINE CURRENT",
+     "what moved between two runs (results files or run folders: oomlab run's, results/baselines/BACKEND):\n"
+     "a table of scenario, variant, metric, baseline, current, change; exit 1 on a regression. Byte counters\n"
+     "and counts must match exactly, outcomes, OOM steps and expectations must be unchanged",
+     {
+         {"--tolerance", "P%", "let byte counters and counts move by P% of the baseline (default: exact)", false},
+         {"--time-tolerance", "P%",
+          "compare times: slower by more than P% is a regression (default: times not compared;\n"
+          "on sim they never fail)",
+          false},
+     }},
+    {"baseline",
+     "CURRENT DIR",
+     "make CURRENT (a passing run: a results file or run folder) the baseline in DIR (results/baselines/BACKEND):\n"
+     "prints what changes (the compare table), then writes DIR/SCENARIO.json atomically, less what changes from\n"
+     "run to run (start time, notes, and on sim the times); make baseline runs it",
+     {{0}}},
+    {"history",
+     "FILE.csv",
+     "the nightly history (header " HISTORY_HEADER "):\n"
+     "print every step in it, a change that held for --min-runs runs, once, at the run where it started",
+     {
+         {"--append", "RUN", "first append the rows of RUN (a results file or run folder) to FILE.csv", false},
+         {"--commit", "C", "the commit RUN was built from (with --append)", false},
+         {"--min-runs", "N", "the shortest change reported as a step (default 2: a one-run blip is none)", false},
+         {"--threshold", "P%", "report only steps larger than P% of the level before (default: any)", false},
+     }},
+    {"export",
+     "RUN",
+     "write a run (a results file or run folder) in the formats CI dashboards read, no glue needed",
+     {
+         {"--junit", "FILE", "JUnit XML: one testcase per expectation of each variant (Jenkins/Ant schema)", false},
+         {"--gbench", "FILE", "Google Benchmark JSON: each variant's time, its peak bytes as counters", false},
+         {"--smaller-is-better", "FILE",
+          "github-action-benchmark's customSmallerIsBetter array: each variant's byte metrics", false},
+     }},
+    {"bench replay",
+     "",
+     "a seeded 1,000,000-event trace: parse (trace_load) and replay rates, separately, and advise's time",
+     {
+         {"--events", "N", "events in the trace (1000 to 20000000; default 1000000)", false},
+         {"--seed", "N", "the workload's seed (default 1)", false},
          {"--json", NULL, "print the figures as JSON", false},
      }},
     {"version", "", "oomlab's version and whether the cuda backend is built in (also: oomlab --version)", {{0}}},
@@ -319,7 +392,7 @@ static void print_overview(FILE *f)
         print_lines(f, c->summary, 6);
     }
     fprintf(f, "exit status: 0 success, 1 a result that fails (run: an expectation does not hold; replay: the model\n"
-               "diverges from PyTorch), 2 bad input (one error line on stderr, nothing written)\n");
+               "diverges from PyTorch; compare: a regression), 2 bad input (one error line on stderr, nothing written)\n");
 }
 
 static int bad_input(const char *fmt, const char *arg)
@@ -662,14 +735,39 @@ static int cmd_bench_step(int argc, char **argv)
     return bench_exit(bench_step(&opt, stdout));
 }
 
+static int cmd_bench_replay(int argc, char **argv)
+{
+    bench_replay_options opt = {.events = 1000000, .seed = 1};
+    for (int i = 0; i < argc; i++) {
+        int rc = 0;
+        long v = 0;
+        if (strcmp(argv[i], "--json") == 0) {
+            opt.json = true;
+        } else if (strcmp(argv[i], "--events") == 0) {
+            rc = take_count(argc, argv, &i, 1000, 20000000, "a count", &v);
+            opt.events = (size_t)v;
+        } else if (strcmp(argv[i], "--seed") == 0) {
+            rc = take_count(argc, argv, &i, 1, 2147483647, "a seed", &v);
+            opt.seed = (uint64_t)v;
+        } else {
+            return bad_input("bench replay: unknown option '%s'", argv[i]);
+        }
+        if (rc)
+            return rc;
+    }
+    return bench_exit(bench_replay(&opt, stdout));
+}
+
 static int cmd_bench(int argc, char **argv)
 {
     if (argc >= 1 && strcmp(argv[0], "gemm") == 0)
         return cmd_bench_gemm(argc - 1, argv + 1);
     if (argc >= 1 && strcmp(argv[0], "step") == 0)
         return cmd_bench_step(argc - 1, argv + 1);
+    if (argc >= 1 && strcmp(argv[0], "replay") == 0)
+        return cmd_bench_replay(argc - 1, argv + 1);
     if (argc < 1 || strcmp(argv[0], "alloc") != 0)
-        return bad_input("%s", "bench: the benchmark to run is 'alloc', 'gemm' or 'step'");
+        return bad_input("%s", "bench: the benchmark to run is 'alloc', 'gemm', 'step' or 'replay'");
     bench_options opt = {.kind = DEVICE_AUTO, .iters = 0};
     for (int i = 1; i < argc; i++) {
         int rc = 0;
@@ -1202,8 +1300,18 @@ static int run_command(const char *cmd, int argc, char **argv)
         return cmd_report(argc, argv);
     if (strcmp(cmd, "replay") == 0)
         return cmd_replay(argc, argv);
+    if (strcmp(cmd, "advise") == 0)
+        return cli_advise(argc, argv);
     if (strcmp(cmd, "bench") == 0)
         return cmd_bench(argc, argv);
+    if (strcmp(cmd, "compare") == 0)
+        return cli_compare(argc, argv);
+    if (strcmp(cmd, "baseline") == 0)
+        return cli_baseline(argc, argv);
+    if (strcmp(cmd, "history") == 0)
+        return cli_history(argc, argv);
+    if (strcmp(cmd, "export") == 0)
+        return cli_export(argc, argv);
     if (strcmp(cmd, "version") == 0) {
         if (argc != 0)
             return bad_input("%s", "version takes no arguments");

@@ -1,3 +1,4 @@
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS, MAP_POPULATE */
 /* fileio.c - atomic file replacement and directory creation. See fileio.h. This file must not include
  * memstats.h: <sys/stat.h> declares struct stat, which memstats.h also defines. */
 #include "core/fileio.h"
@@ -7,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -143,3 +146,35 @@ oom_status fileio_mkdirs(const char *path)
     free(buf);
     return OOM_OK;
 }
+
+char *fileio_map_text(const char *path, size_t *len, size_t *maplen)
+{
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return NULL;
+    struct stat sb;
+    long page = sysconf(_SC_PAGESIZE);
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size <= 0 || page <= 0) {
+        close(fd);
+        return NULL;
+    }
+    /* an anonymous zeroed region one page longer than the file, the file mapped over its start: the byte after
+     * the text is 0 whether or not the file ends on a page boundary */
+    size_t n = (size_t)sb.st_size, total = n + (size_t)page;
+    char *base = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED) {
+        close(fd);
+        return NULL;
+    }
+    void *m = mmap(base, n, PROT_READ, MAP_PRIVATE | MAP_FIXED | MAP_POPULATE, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED) {
+        munmap(base, total);
+        return NULL;
+    }
+    *len = n;
+    *maplen = total;
+    return base;
+}
+
+void fileio_unmap_text(char *text, size_t maplen) { munmap(text, maplen); }

@@ -29,6 +29,12 @@ oom_status fileio_write_new(const char *path, const void *data, size_t len, bool
  * last-error record. */
 char *fileio_read_all(const char *path, size_t *len);
 
+/* The whole regular file mapped read-only, followed by a NUL (fileio_read_all without the copy, for files of
+ * hundreds of MB read once); *len gets its length, *maplen what fileio_unmap_text takes. NULL when it cannot be
+ * mapped (missing, empty, not a regular file): fileio_read_all then names the problem. */
+char *fileio_map_text(const char *path, size_t *len, size_t *maplen);
+void fileio_unmap_text(char *text, size_t maplen);
+
 /* mkdir -p path (mode 0777 less the umask). OOM_EIO, with the reason in the last-error record, when a component
  * cannot be made or exists and is not a directory. */
 oom_status fileio_mkdirs(const char *path);

@@ -310,9 +310,20 @@ static void flush_deferred(cuda_dev *c)
 
 static void *hptr(devptr p) { return (void *)(uintptr_t)p; }
 
+/* Make c's GPU current on this thread before a CUDA call: with several GPUs in one process (model_too_large's
+ * devices on a multi-GPU machine) each op may be another GPU's. The ordinal last set on this thread is
+ * remembered, so on one GPU it is set once. */
+static thread_local int cu_current = -1;
+static void cu_use(const cuda_dev *c)
+{
+    if (cu_current != c->ordinal && cudaSetDevice(c->ordinal) == cudaSuccess)
+        cu_current = c->ordinal;
+}
+
 static oom_status cu_mem_alloc(void *impl, size_t bytes, devptr *out)
 {
     cuda_dev *c = (cuda_dev *)impl;
+    cu_use(c);
     if (bytes == 0)
         return OOM_EINVAL;
     if (!tab_reserve(&c->segs, 1))
@@ -329,6 +340,7 @@ static oom_status cu_mem_alloc(void *impl, size_t bytes, devptr *out)
 static oom_status cu_mem_free(void *impl, devptr p, size_t bytes)
 {
     cuda_dev *c = (cuda_dev *)impl;
+    cu_use(c);
     cu_entry *e = tab_exact(&c->segs, p);
     if (!e || e->size != bytes)
         return OOM_EINVAL;
@@ -338,7 +350,7 @@ static oom_status cu_mem_free(void *impl, devptr p, size_t bytes)
 
 static oom_status cu_mem_info(void *impl, size_t *free_bytes, size_t *total_bytes)
 {
-    (void)impl;
+    cu_use((cuda_dev *)impl);
     size_t f = 0, t = 0;
     oom_status st = OOM_CUDA(cudaMemGetInfo(&f, &t));
     if (st != OOM_OK)
@@ -351,6 +363,7 @@ static oom_status cu_mem_info(void *impl, size_t *free_bytes, size_t *total_byte
 static oom_status cu_va_reserve(void *impl, size_t bytes, devptr *out)
 {
     cuda_dev *c = (cuda_dev *)impl;
+    cu_use(c);
     if (!c->vmm)
         return OOM_EUNSUPPORTED;
     if (bytes == 0 || bytes % c->gran != 0)
@@ -369,6 +382,7 @@ static oom_status cu_va_reserve(void *impl, size_t bytes, devptr *out)
 static oom_status cu_va_release(void *impl, devptr p, size_t bytes)
 {
     cuda_dev *c = (cuda_dev *)impl;
+    cu_use(c);
     if (!c->vmm)
         return OOM_EUNSUPPORTED;
     cu_entry *e = tab_exact(&c->resv, p);
@@ -404,6 +418,7 @@ static oom_status unmap_page(cuda_dev *c, cu_entry *e)
 static oom_status cu_va_map(void *impl, devptr p, size_t bytes, size_t page_bytes)
 {
     cuda_dev *c = (cuda_dev *)impl;
+    cu_use(c);
     if (!c->vmm)
         return OOM_EUNSUPPORTED;
     if (!page_request_ok(c, p, bytes, page_bytes) || tab_overlaps(&c->pages, p, bytes))
@@ -456,6 +471,7 @@ static oom_status cu_va_map(void *impl, devptr p, size_t bytes, size_t page_byte
 static oom_status cu_va_unmap(void *impl, devptr p, size_t bytes, size_t page_bytes)
 {
     cuda_dev *c = (cuda_dev *)impl;
+    cu_use(c);
     if (!c->vmm)
         return OOM_EUNSUPPORTED;
     if (!page_request_ok(c, p, bytes, page_bytes))
@@ -477,6 +493,7 @@ static oom_status cu_va_unmap(void *impl, devptr p, size_t bytes, size_t page_by
 static oom_status cu_host_alloc(void *impl, size_t bytes, void **out)
 {
     cuda_dev *c = (cuda_dev *)impl;
+    cu_use(c);
     if (bytes == 0)
         return OOM_EINVAL;
     pthread_mutex_lock(&c->host_mu);
@@ -518,6 +535,7 @@ static bool host_take(cuda_dev *c, void *p, CUmemGenericAllocationHandle kind)
 static oom_status cu_host_free(void *impl, void *p)
 {
     cuda_dev *c = (cuda_dev *)impl;
+    cu_use(c);
     if (!p)
         return OOM_OK;
     if (!host_take(c, p, 0))
@@ -528,6 +546,7 @@ static oom_status cu_host_free(void *impl, void *p)
 static oom_status cu_host_register(void *impl, void *p, size_t bytes)
 {
     cuda_dev *c = (cuda_dev *)impl;
+    cu_use(c);
     devptr a = (devptr)(uintptr_t)p;
     if (a > UINT64_MAX - bytes)
         return OOM_EINVAL;
@@ -551,6 +570,7 @@ static oom_status cu_host_register(void *impl, void *p, size_t bytes)
 static oom_status cu_host_unregister(void *impl, void *p)
 {
     cuda_dev *c = (cuda_dev *)impl;
+    cu_use(c);
     if (!host_take(c, p, 1))
         return OOM_EINVAL;
     return free_or_defer(c, p, DEFER_UNREGISTER);
@@ -632,6 +652,7 @@ static void stream_release(cuda_dev *c, cu_stream *x)
 static oom_status cu_stream_create(void *impl, devstream *out)
 {
     cuda_dev *c = (cuda_dev *)impl;
+    cu_use(c);
     cudaStream_t s = NULL;
     oom_status st = OOM_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     if (st != OOM_OK)
@@ -663,6 +684,7 @@ static oom_status cu_stream_create(void *impl, devstream *out)
 static oom_status cu_stream_destroy(void *impl, devstream id)
 {
     cuda_dev *c = (cuda_dev *)impl;
+    cu_use(c);
     pthread_mutex_lock(&c->host_mu);
     cu_stream *x = stream_find(c, id);
     if (!x || !x->created) {
@@ -684,6 +706,7 @@ static oom_status cu_stream_destroy(void *impl, devstream id)
 static oom_status cu_stream_hold(void *impl, devstream id)
 {
     cuda_dev *c = (cuda_dev *)impl;
+    cu_use(c);
     pthread_mutex_lock(&c->host_mu);
     oom_status st;
     cu_stream *x = stream_get(c, id, &st);
@@ -718,6 +741,7 @@ static oom_status cu_stream_synchronize(void *impl, devstream id);
 static oom_status cu_stream_complete(void *impl, devstream id, uint64_t n)
 {
     cuda_dev *c = (cuda_dev *)impl;
+    cu_use(c);
     pthread_mutex_lock(&c->host_mu);
     oom_status st;
     cu_stream *x = stream_get(c, id, &st);
@@ -753,6 +777,7 @@ static oom_status cu_stream_complete(void *impl, devstream id, uint64_t n)
 static oom_status cu_stream_synchronize(void *impl, devstream id)
 {
     cuda_dev *c = (cuda_dev *)impl;
+    cu_use(c);
     pthread_mutex_lock(&c->host_mu);
     oom_status st;
     cu_stream *x = stream_get(c, id, &st);
@@ -768,6 +793,7 @@ static oom_status cu_stream_synchronize(void *impl, devstream id)
 static oom_status cu_event_record(void *impl, devstream id, devevent *out)
 {
     cuda_dev *c = (cuda_dev *)impl;
+    cu_use(c);
     pthread_mutex_lock(&c->host_mu);
     oom_status st;
     cu_stream *x = stream_get(c, id, &st);
@@ -792,6 +818,7 @@ static oom_status cu_event_record(void *impl, devstream id, devevent *out)
 static oom_status cu_event_query(void *impl, devevent ev, bool *done)
 {
     cuda_dev *c = (cuda_dev *)impl;
+    cu_use(c);
     pthread_mutex_lock(&c->host_mu);
     bool known = tab_exact(&c->events, (devptr)ev) != NULL;
     pthread_mutex_unlock(&c->host_mu);
@@ -812,6 +839,7 @@ static oom_status cu_event_query(void *impl, devevent ev, bool *done)
 static oom_status cu_event_destroy(void *impl, devevent ev)
 {
     cuda_dev *c = (cuda_dev *)impl;
+    cu_use(c);
     pthread_mutex_lock(&c->host_mu);
     cu_entry *x = tab_exact(&c->events, (devptr)ev);
     if (x)
@@ -824,7 +852,7 @@ static oom_status cu_event_destroy(void *impl, devevent ev)
 
 static oom_status cu_copy_htod(void *impl, devptr dst, const void *src, size_t bytes)
 {
-    (void)impl;
+    cu_use((cuda_dev *)impl);
     if (bytes == 0)
         return OOM_OK;
     return OOM_CUDA(cudaMemcpy(hptr(dst), src, bytes, cudaMemcpyHostToDevice));
@@ -833,6 +861,7 @@ static oom_status cu_copy_htod(void *impl, devptr dst, const void *src, size_t b
 static oom_status cu_stream_wait_event(void *impl, devstream id, devevent ev)
 {
     cuda_dev *c = (cuda_dev *)impl;
+    cu_use(c);
     pthread_mutex_lock(&c->host_mu);
     oom_status st;
     cu_stream *x = stream_get(c, id, &st);
@@ -846,6 +875,7 @@ static oom_status cu_stream_wait_event(void *impl, devstream id, devevent ev)
 static oom_status cu_copy_htod_async(void *impl, devptr dst, const void *src, size_t bytes, devstream id)
 {
     cuda_dev *c = (cuda_dev *)impl;
+    cu_use(c);
     pthread_mutex_lock(&c->host_mu);
     oom_status st;
     cu_stream *x = stream_get(c, id, &st);
@@ -859,7 +889,7 @@ static oom_status cu_copy_htod_async(void *impl, devptr dst, const void *src, si
 
 static oom_status cu_copy_dtoh(void *impl, void *dst, devptr src, size_t bytes)
 {
-    (void)impl;
+    cu_use((cuda_dev *)impl);
     if (bytes == 0)
         return OOM_OK;
     return OOM_CUDA(cudaMemcpy(dst, hptr(src), bytes, cudaMemcpyDeviceToHost));
@@ -867,7 +897,7 @@ static oom_status cu_copy_dtoh(void *impl, void *dst, devptr src, size_t bytes)
 
 static oom_status cu_copy_dtod(void *impl, devptr dst, devptr src, size_t bytes)
 {
-    (void)impl;
+    cu_use((cuda_dev *)impl);
     if (bytes == 0)
         return OOM_OK;
     oom_status st = OOM_CUDA(cudaMemcpy(hptr(dst), hptr(src), bytes, cudaMemcpyDeviceToDevice));
@@ -878,7 +908,7 @@ static oom_status cu_copy_dtod(void *impl, devptr dst, devptr src, size_t bytes)
 
 static oom_status cu_fill(void *impl, devptr dst, int byte, size_t bytes)
 {
-    (void)impl;
+    cu_use((cuda_dev *)impl);
     if (bytes == 0)
         return OOM_OK;
     oom_status st = OOM_CUDA(cudaMemset(hptr(dst), byte, bytes));
@@ -909,6 +939,7 @@ static void cu_close(void *impl)
     cuda_dev *c = (cuda_dev *)impl;
     if (!c)
         return;
+    cu_use(c);
     for (size_t i = 0; i < c->nstreams; i++) /* held work completes, so that the device can drain */
         gate_open_all(&c->streams[i]);
     flush_deferred(c);
@@ -1054,6 +1085,37 @@ static const device_ops cuda_ops = {
     cu_processes,
 };
 
+int device_cuda_count(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return n;
+}
+
+void device_cuda_make_current(device *dev) { cu_use((const cuda_dev *)dev->impl); }
+
+/* cudaMemcpyPeer between two GPUs, with peer access enabled first where the pair allows it (a direct NVLink or
+ * PCIe copy; otherwise the driver stages it through the host). Synchronous, as cudaMemcpyPeer is. */
+oom_status device_cuda_copy_peer(device *dst, devptr d, device *src, devptr s, size_t bytes)
+{
+    const cuda_dev *cd = (const cuda_dev *)dst->impl, *cs = (const cuda_dev *)src->impl;
+    if (bytes == 0)
+        return OOM_OK;
+    if (cd->ordinal != cs->ordinal) {
+        int can = 0;
+        cu_use(cd);
+        if (cudaDeviceCanAccessPeer(&can, cd->ordinal, cs->ordinal) == cudaSuccess && can) {
+            cudaError_t e = cudaDeviceEnablePeerAccess(cs->ordinal, 0);
+            if (e != cudaSuccess)
+                (void)cudaGetLastError(); /* already enabled, or not possible: the copy still works */
+        }
+    }
+    return OOM_CUDA(cudaMemcpyPeer(hptr(d), cd->ordinal, hptr(s), cs->ordinal, bytes));
+}
+
 bool device_cuda_visible(void)
 {
     int n = 0;
@@ -1079,6 +1141,8 @@ oom_status device_cuda_open(const device_options *opt, device *dev)
 
     /* Select the device and create its primary context, which the driver VMM calls below run in. */
     oom_status st = OOM_CUDA(cudaSetDevice(ordinal));
+    if (st == OOM_OK)
+        cu_current = ordinal;
     if (st == OOM_OK)
         st = OOM_CUDA(cudaFree(0));
     cudaDeviceProp prop;

@@ -25,7 +25,29 @@ oom_status device_cuda_open(const device_options *opt, device *dev)
 }
 
 bool device_cuda_visible(void) { return false; }
+int device_cuda_count(void) { return 0; }
+void device_cuda_make_current(device *dev) { (void)dev; }
+oom_status device_cuda_copy_peer(device *dst, devptr d, device *src, devptr s, size_t bytes)
+{
+    (void)dst, (void)d, (void)src, (void)s, (void)bytes;
+    return OOM_EUNSUPPORTED;
+}
 #endif
+
+void device_make_current(device *dev)
+{
+    if (dev && dev->kind == DEVICE_CUDA)
+        device_cuda_make_current(dev);
+}
+
+oom_status device_copy_peer(device *dst, devptr d, device *src, devptr s, size_t bytes)
+{
+    if (!dst || !src)
+        return OOM_EINVAL;
+    if (dst->kind != DEVICE_CUDA || src->kind != DEVICE_CUDA)
+        return OOM_EUNSUPPORTED;
+    return device_cuda_copy_peer(dst, d, src, s, bytes);
+}
 
 oom_status device_kind_parse(const char *s, device_kind *out)
 {

@@ -186,6 +186,15 @@ void device_close(device *dev);
 
 /* True when the cuda backend is compiled into this binary. */
 bool device_cuda_built(void);
+/* The GPUs the cuda backend sees (cudaGetDeviceCount; 0 without the backend or a GPU). Initialises CUDA: never
+ * in a process that forks afterwards. */
+int device_cuda_count(void);
+/* Make dev's GPU current on this thread before launching a kernel on its memory (cudaSetDevice; remembered, so a
+ * no-op on one GPU). Nothing on sim. */
+void device_make_current(device *dev);
+/* Copy bytes from src's memory at s to dst's at d: cudaMemcpyPeer when both are cuda devices (peer access
+ * enabled where the GPUs allow it), OOM_EUNSUPPORTED otherwise (the caller stages the copy through the host). */
+oom_status device_copy_peer(device *dst, devptr d, device *src, devptr s, size_t bytes);
 /* Parse "auto", "cuda" or "sim"; OOM_EINVAL otherwise. */
 oom_status device_kind_parse(const char *s, device_kind *out);
 const char *device_kind_str(device_kind k);
@@ -250,6 +259,8 @@ size_t device_host_ram_bytes(void);
 /* Backend constructors (device.c picks one). */
 oom_status device_sim_open(const device_options *opt, device *dev);
 oom_status device_cuda_open(const device_options *opt, device *dev); /* OOM_ENODEV when not built in */
+void device_cuda_make_current(device *dev);
+oom_status device_cuda_copy_peer(device *dst, devptr d, device *src, devptr s, size_t bytes);
 bool device_cuda_visible(void);                                       /* a GPU is there (cuda built in) */
 
 OOM_END_DECLS

@@ -31,6 +31,7 @@
 #ifndef OOMLAB_PLOT_H
 #define OOMLAB_PLOT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "core/compat.h"
@@ -54,6 +55,8 @@ oom_status plot_all(const char *json_path, char *written, size_t cap, char *err,
  * paths written go to written (one per line, up to cap bytes). */
 oom_status plot_trend(const char *csv_path, const char *out_dir, const char *ext, char *written, size_t cap,
                       char *err, size_t errcap);
+
+
 
 OOM_END_DECLS
 

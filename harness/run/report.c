@@ -286,6 +286,7 @@ static cJSON *variant_json(const variant_result *v, bool *ok)
     add_int(o, "peak_allocated", stat_of(&v->stats, "allocated_bytes.all.peak"), ok);
     add_int(o, "peak_reserved", stat_of(&v->stats, "reserved_bytes.all.peak"), ok);
     add(o, "seconds", cJSON_CreateNumber(v->seconds), ok);
+    add(o, "cpu_seconds", cJSON_CreateNumber(v->cpu_seconds), ok);
     add_bool(o, "reproduced", v->reproduced, ok);
     cJSON *notes = add(o, "notes", cJSON_CreateArray(), ok);
     for (size_t i = 0; i < v->nnotes; i++)

@@ -15,7 +15,7 @@
  *    ALLOC_NO_CACHING_ENV_VARS that decided it, or null), "started", "passed",
  *    "params": {name: value},
  *    "variants": [{"name", "kind", "summary", "alloc_conf", "outcome": "ok"|"oom"|"error", "passed", "error",
- *                  "peak_allocated", "peak_reserved", "seconds",
+ *                  "peak_allocated", "peak_reserved", "seconds", "cpu_seconds" (the process's CPU time),
  *                  "reproduced": false when the failure does not happen at these parameters, "notes": [text],
  *                  "metrics": [{"name", "unit", "value", "sample": index into samples or -1}],
  *                  "oom": null | {"step", "what", "requested", "alloc_size", "allocated", "reserved",

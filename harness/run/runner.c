@@ -86,6 +86,14 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* The process's CPU time (every thread), s: a variant's cpu_seconds. */
+static double cpu_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 double scn_clock(scn *s)
 {
     rt_sync(s->r); /* a kernel failure surfaces here and stays recorded in the rt */
@@ -285,10 +293,12 @@ rt *scn_rt_device(scn *s, int k)
         res->devices = xrealloc(NULL, (SCN_MAX_DEVICES - 1) * sizeof *res->devices);
     while ((int)res->ndevices < k) {
         int j = (int)res->ndevices + 1;
-        /* the same backend as device 0 (cuda: the same GPU, ordinal 0), budget, settings and seed */
+        /* the same backend as device 0, budget, settings and seed; cuda: GPU j where the machine has one, else
+         * a logical device of GPU 0 */
+        bool own_gpu = s->r->dev->kind == DEVICE_CUDA && j < device_cuda_count();
         rt_options ro = {.backend = s->r->dev->kind, .dry_run = s->o->dry_run, .budget_bytes = s->run->budget,
                          .conf = &s->conf, .seed = s->o->seed, .real_addresses = s->o->real_addresses,
-                         .uncached = s->o->uncached};
+                         .cuda_ordinal = own_gpu ? j : 0, .uncached = s->o->uncached};
         rt *r = NULL;
         if (rt_open(&ro, &r) != OOM_OK) {
             rt_fail(s->r, OOM_ENODEV, "cannot open device %d: %s", j, oom_error_msg());
@@ -298,8 +308,10 @@ rt *scn_rt_device(scn *s, int k)
         scn_device_result *d = &res->devices[j - 1];
         memset(d, 0, sizeof *d);
         d->index = j;
-        d->logical = r->dev->kind == DEVICE_CUDA;
-        if (d->logical)
+        d->logical = r->dev->kind == DEVICE_CUDA && !own_gpu;
+        if (own_gpu)
+            snprintf(d->name, sizeof d->name, "cuda:%d (%.64s, its own allocator and budget)", j, r->dev->name);
+        else if (d->logical)
             snprintf(d->name, sizeof d->name, "cuda:0 as logical device %d (its own allocator and budget, one GPU)", j);
         else
             snprintf(d->name, sizeof d->name, "%s:%d (another simulated device)", r->dev->ops->name, j);
@@ -456,9 +468,10 @@ static void run_variant(const scenario *sc, const run_options *o, run_result *ru
         run->model_order = r->dev->kind == DEVICE_CUDA && device_orders_by_model(r->dev);
     }
     scn s = {.r = r, .sc = sc, .run = run, .params = run->params, .res = res, .o = o, .conf = c};
-    double t0 = now_s();
+    double t0 = now_s(), c0 = cpu_now_s();
     st = sc->run(&s, v);
     res->seconds = now_s() - t0;
+    res->cpu_seconds = cpu_now_s() - c0;
     for (size_t k = 1; k <= res->ndevices && rt_ok(r); k++) /* a failure left on another device */
         if (!rt_ok(s.extra[k]))
             rt_fail(r, rt_status(s.extra[k]), "device %zu: %s", k, rt_message(s.extra[k]));

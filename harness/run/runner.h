@@ -110,7 +110,8 @@ typedef struct variant_result {
     size_t nnotes;
     bool reproduced; /* false: scn_not_reproduced said why the failure does not happen at these parameters */
     bool passed;     /* no error and every expectation holds */
-    double seconds;
+    double seconds;     /* wall time of the variant's run */
+    double cpu_seconds; /* the process's CPU time meanwhile (all its threads: a DataLoader's workers too) */
     struct scn_device_result *devices; /* the variant's devices 1.. (scn_rt_device); device 0 is the above */
     size_t ndevices;
 } variant_result;
@@ -121,7 +122,7 @@ typedef struct variant_result {
 typedef struct scn_device_result {
     int index;
     char name[128];  /* "sim:1 (another simulated device)", "cuda:0 as logical device 1 (...)" */
-    bool logical;    /* cuda: an allocator and budget of its own on the same GPU, not a GPU of its own */
+    bool logical;    /* cuda: an allocator and budget of its own on GPU 0, the machine having no GPU j of its own */
     size_t cap;      /* its allocator's cap */
     memstats stats;  /* at the end of the variant */
     scn_sample *samples;

@@ -18,7 +18,8 @@ oom_status rt_open(const rt_options *opt, rt **out)
     device_options dopt = {.kind = o.dry_run ? DEVICE_SIM : o.backend,
                            .sim_capacity_bytes = o.sim_capacity,
                            .sim_dry_run = o.dry_run,
-                           .cuda_real_order = o.real_addresses};
+                           .cuda_real_order = o.real_addresses,
+                           .cuda_ordinal = o.cuda_ordinal};
     device *dev = NULL;
     oom_status st = device_open(&dopt, &dev);
     if (st != OOM_OK)
@@ -123,7 +124,7 @@ void rt_empty_cache(rt *r) { cachealloc_empty_cache(r->ca); }
 
 oom_status rt_sync(rt *r)
 {
-    oom_status st = r->k->sync();
+    oom_status st = rt_kernels(r)->sync();
     if (st != OOM_OK)
         rt_fail(r, st, "%s", oom_error_msg());
     return st;

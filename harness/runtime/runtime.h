@@ -39,6 +39,7 @@ typedef struct rt_options {
     const alloc_conf *conf; /* NULL: PyTorch's defaults */
     uint64_t seed;        /* torch.manual_seed */
     bool real_addresses;  /* cuda: order blocks by the driver's addresses, not sim's model (device_order_key) */
+    int cuda_ordinal;     /* cuda: which GPU (0 unless a variant's extra device has a GPU of its own) */
     bool uncached;        /* caching off (cachealloc_options.uncached) */
 } rt_options;
 
@@ -77,6 +78,13 @@ typedef struct rt {
 /* Open a device and a caching allocator on it. OOM_ENODEV when cuda is asked for and absent, OOM_EINVAL for
  * dry-run on cuda, OOM_ENOMEM_HOST otherwise; the reason is in the last-error record. */
 oom_status rt_open(const rt_options *opt, rt **out);
+/* The kernels, with r's GPU made current first (device_make_current: a runtime of another GPU may have launched
+ * last). Every kernel launch goes through it. */
+static inline const kernel_ops *rt_kernels(rt *r)
+{
+    device_make_current(r->dev);
+    return r->k;
+}
 /* Free the allocator and the device. Tensors still alive are the caller's bug: debug builds report them. */
 void rt_close(rt *r);
 

@@ -119,7 +119,7 @@ tensor *tensor_full(rt *r, dtype dt, int ndim, const int64_t *shape, double valu
         free(h);
         return filled(t, st);
     }
-    return filled(t, r->k->fill(dt, tensor_data(t), tensor_numel(t), (float)value));
+    return filled(t, rt_kernels(r)->fill(dt, tensor_data(t), tensor_numel(t), (float)value));
 }
 
 tensor *tensor_zeros(rt *r, dtype dt, int ndim, const int64_t *shape) { return tensor_full(r, dt, ndim, shape, 0.0); }
@@ -135,7 +135,7 @@ tensor *tensor_rand(rt *r, dtype dt, int ndim, const int64_t *shape, double lo, 
     rt_note_kernel(r);
     if (!r->computes)
         return t;
-    return filled(t, r->k->rand_uniform(dt, tensor_data(t), tensor_numel(t), seed, (float)lo, (float)hi));
+    return filled(t, rt_kernels(r)->rand_uniform(dt, tensor_data(t), tensor_numel(t), seed, (float)lo, (float)hi));
 }
 
 oom_status tensor_uniform_(tensor *t, double lo, double hi)
@@ -145,7 +145,7 @@ oom_status tensor_uniform_(tensor *t, double lo, double hi)
     rt *r = t->rt;
     uint64_t seed = rt_next_seed(r);
     if (r->computes && tensor_numel(t) > 0) {
-        oom_status st = r->k->rand_uniform(t->dt, tensor_data(t), tensor_numel(t), seed, (float)lo, (float)hi);
+        oom_status st = rt_kernels(r)->rand_uniform(t->dt, tensor_data(t), tensor_numel(t), seed, (float)lo, (float)hi);
         if (st != OOM_OK)
             return rt_fail(r, st, "%s", oom_error_msg());
     }
@@ -164,7 +164,7 @@ tensor *tensor_randn(rt *r, dtype dt, int ndim, const int64_t *shape, double mea
     rt_note_kernel(r);
     if (!r->computes)
         return t;
-    return filled(t, r->k->rand_normal(dt, tensor_data(t), tensor_numel(t), seed, (float)mean, (float)std));
+    return filled(t, rt_kernels(r)->rand_normal(dt, tensor_data(t), tensor_numel(t), seed, (float)mean, (float)std));
 }
 
 tensor *tensor_randint(rt *r, int ndim, const int64_t *shape, int64_t lo, int64_t hi)
@@ -183,7 +183,7 @@ tensor *tensor_randint(rt *r, int ndim, const int64_t *shape, int64_t lo, int64_
     rt_note_kernel(r);
     if (!r->computes)
         return t;
-    return filled(t, r->k->rand_int(tensor_data(t), tensor_numel(t), seed, lo, hi));
+    return filled(t, rt_kernels(r)->rand_int(tensor_data(t), tensor_numel(t), seed, lo, hi));
 }
 
 tensor *tensor_from_host(rt *r, dtype dt, int ndim, const int64_t *shape, const void *host)
@@ -419,6 +419,18 @@ tensor *tensor_copy_to(rt *dst, const tensor *src)
     }
     if (!dst->computes || tensor_nbytes(src) == 0)
         return tensor_empty(dst, src->dt, src->ndim, src->shape);
+    if (dst->dev->kind == DEVICE_CUDA && r->dev->kind == DEVICE_CUDA) { /* x.to("cuda:k"): GPU to GPU */
+        tensor *out = tensor_empty(dst, src->dt, src->ndim, src->shape);
+        if (!out)
+            return NULL;
+        oom_status st = device_copy_peer(dst->dev, out->st->ptr + out->offset, r->dev, src->st->ptr + src->offset,
+                                         tensor_nbytes(src));
+        if (st == OOM_OK)
+            return out;
+        rt_fail(dst, st, "copy between devices failed: %s", oom_error_msg());
+        tensor_release(out);
+        return NULL;
+    }
     void *buf = malloc(tensor_nbytes(src));
     if (!buf) {
         fprintf(stderr, "oomlab: out of host memory\n");

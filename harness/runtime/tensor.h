@@ -127,8 +127,9 @@ static inline void tensor_bump_version(tensor *t) { t->st->version++; }
 
 /* ---- the model_too_large scenario: copies between runtimes, and into a tensor ---- */
 /* x.to(other device): a new contiguous tensor in dst's runtime (another device, its own caching allocator) with
- * src's dtype, shape and values. The copy goes device -> host -> device on every backend (sim's devices are
- * separate simulations; cuda's extra runtimes are logical devices of one GPU, see runner.h). The result has no
+ * src's dtype, shape and values. Between two cuda runtimes it is cudaMemcpyPeer (GPU to GPU, or within one GPU
+ * for logical devices, see runner.h); on sim it goes device -> host -> device (sim's devices are separate
+ * simulations). The result has no
  * history: src must not need grad while src's runtime records (the scenario runs under no_grad), else
  * OOM_EINVAL. NULL on failure, recorded in dst's runtime (a device OOM there) or src's (bad input). */
 tensor *tensor_copy_to(rt *dst, const tensor *src);

@@ -1,0 +1,281 @@
+/* runset.c - results JSON read back. See runset.h. */
+#include "run/runset.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/fileio.h"
+#include "run/report.h"
+
+const cJSON *runset_get(const cJSON *o, const char *key) { return cJSON_GetObjectItemCaseSensitive(o, key); }
+
+const char *runset_str(const cJSON *o, const char *key, const char *fallback)
+{
+    const cJSON *v = runset_get(o, key);
+    return cJSON_IsString(v) ? v->valuestring : fallback;
+}
+
+double runset_num(const cJSON *o, const char *key, double fallback)
+{
+    const cJSON *v = runset_get(o, key);
+    return cJSON_IsNumber(v) ? v->valuedouble : fallback;
+}
+
+static bool fail(char *err, size_t cap, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, cap, fmt, ap);
+    va_end(ap);
+    return false;
+}
+
+typedef enum { T_STR, T_NUM, T_BOOL, T_ARR, T_OBJ, T_OBJ_OR_NULL, T_NUM_OR_NULL } field_type;
+
+static const char *const type_names[] = {"a string", "a number", "true or false", "an array", "an object",
+                                         "an object or null", "a number or null"};
+
+static bool has_type(const cJSON *v, field_type t)
+{
+    switch (t) {
+    case T_STR: return cJSON_IsString(v);
+    case T_NUM: return cJSON_IsNumber(v);
+    case T_BOOL: return cJSON_IsBool(v);
+    case T_ARR: return cJSON_IsArray(v);
+    case T_OBJ: return cJSON_IsObject(v);
+    case T_OBJ_OR_NULL: return cJSON_IsObject(v) || cJSON_IsNull(v);
+    case T_NUM_OR_NULL: return cJSON_IsNumber(v) || cJSON_IsNull(v);
+    }
+    return false;
+}
+
+typedef struct field {
+    const char *key;
+    field_type type;
+} field;
+
+/* Every field of fields present in o with its type; else one line naming the first that is not. */
+static bool check_fields(const cJSON *o, const field *fields, size_t n, const char *what, char *err, size_t cap)
+{
+    for (size_t i = 0; i < n; i++) {
+        const cJSON *v = runset_get(o, fields[i].key);
+        if (!v)
+            return fail(err, cap, "%s has no \"%s\"", what, fields[i].key);
+        if (!has_type(v, fields[i].type))
+            return fail(err, cap, "%s: \"%s\" is not %s", what, fields[i].key, type_names[fields[i].type]);
+    }
+    return true;
+}
+
+static const field top_fields[] = {
+    {"scenario", T_STR}, {"backend", T_STR},      {"device", T_STR},         {"scale", T_STR},
+    {"dry_run", T_BOOL}, {"budget", T_NUM},       {"cap", T_NUM_OR_NULL},    {"device_total", T_NUM},
+    {"alloc_conf_user", T_STR}, {"passed", T_BOOL}, {"params", T_OBJ},       {"variants", T_ARR},
+};
+static const field variant_fields[] = {
+    {"name", T_STR},           {"outcome", T_STR},     {"passed", T_BOOL},        {"reproduced", T_BOOL},
+    {"peak_allocated", T_NUM}, {"peak_reserved", T_NUM}, {"metrics", T_ARR},      {"oom", T_OBJ_OR_NULL},
+    {"expectations", T_ARR},   {"samples", T_ARR},     {"memory_stats", T_OBJ},   {"devices", T_ARR},
+};
+static const field sample_fields[] = {
+    {"label", T_STR},     {"allocated", T_NUM},        {"reserved", T_NUM},        {"active", T_NUM},
+    {"inactive_split", T_NUM}, {"allocated_peak", T_NUM}, {"reserved_peak", T_NUM}, {"segments", T_NUM},
+    {"num_device_alloc", T_NUM}, {"num_device_free", T_NUM}, {"num_alloc_retries", T_NUM}, {"num_ooms", T_NUM},
+};
+static const field metric_fields[] = {{"name", T_STR}, {"unit", T_STR}, {"value", T_NUM}};
+static const field expect_fields[] = {{"holds", T_BOOL}, {"text", T_STR}};
+static const field oom_fields[] = {{"step", T_NUM}, {"what", T_STR}, {"requested", T_NUM}};
+static const field device_fields[] = {{"index", T_NUM}, {"peak_allocated", T_NUM}, {"peak_reserved", T_NUM},
+                                      {"samples", T_ARR}};
+
+#define NF(a) (sizeof a / sizeof a[0])
+
+static bool check_array(const cJSON *arr, const field *fields, size_t n, const char *what, const char *name,
+                        char *err, size_t cap)
+{
+    int i = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, arr)
+    {
+        char w[256];
+        snprintf(w, sizeof w, "%s: %s %d", what, name, i++);
+        if (!cJSON_IsObject(e))
+            return fail(err, cap, "%s is not an object", w);
+        if (!check_fields(e, fields, n, w, err, cap))
+            return false;
+    }
+    return true;
+}
+
+bool runset_validate(const cJSON *j, const char *what, char *err, size_t cap)
+{
+    if (!cJSON_IsObject(j))
+        return fail(err, cap, "%s: not a results document (a JSON object of schema %s)", what, REPORT_SCHEMA);
+    const char *schema = runset_str(j, "schema", NULL);
+    if (!schema)
+        return fail(err, cap, "%s: no \"schema\": not a results document of schema %s", what, REPORT_SCHEMA);
+    if (strcmp(schema, REPORT_SCHEMA) != 0)
+        return fail(err, cap, "%s: schema '%.64s', not %s (oomlab run writes those)", what, schema, REPORT_SCHEMA);
+    if (!check_fields(j, top_fields, NF(top_fields), what, err, cap))
+        return false;
+    const cJSON *v;
+    int i = 0;
+    cJSON_ArrayForEach(v, runset_get(j, "variants"))
+    {
+        char w[192];
+        snprintf(w, sizeof w, "%s: variant %d", what, i++);
+        if (!cJSON_IsObject(v))
+            return fail(err, cap, "%s is not an object", w);
+        if (!check_fields(v, variant_fields, NF(variant_fields), w, err, cap))
+            return false;
+        snprintf(w, sizeof w, "%s: variant '%.64s'", what, runset_str(v, "name", "?"));
+        if (!check_array(runset_get(v, "samples"), sample_fields, NF(sample_fields), w, "sample", err, cap) ||
+            !check_array(runset_get(v, "metrics"), metric_fields, NF(metric_fields), w, "metric", err, cap) ||
+            !check_array(runset_get(v, "expectations"), expect_fields, NF(expect_fields), w, "expectation", err,
+                         cap) ||
+            !check_array(runset_get(v, "devices"), device_fields, NF(device_fields), w, "device", err, cap))
+            return false;
+        const cJSON *oom = runset_get(v, "oom");
+        if (cJSON_IsObject(oom) && !check_fields(oom, oom_fields, NF(oom_fields), w, err, cap))
+            return false;
+        const cJSON *d;
+        cJSON_ArrayForEach(d, runset_get(v, "devices"))
+        {
+            if (!check_array(runset_get(d, "samples"), sample_fields, NF(sample_fields), w, "device sample", err,
+                             cap))
+                return false;
+        }
+    }
+    if (i == 0)
+        return fail(err, cap, "%s: no variants", what);
+    return true;
+}
+
+/* Parse and validate one file into d. */
+static bool load_doc(const char *path, runset_doc *d, char *err, size_t cap)
+{
+    size_t len = 0;
+    char *text = fileio_read_all(path, &len);
+    if (!text)
+        return fail(err, cap, "%s", oom_error_detail());
+    const char *end = NULL;
+    cJSON *j = cJSON_ParseWithLengthOpts(text, len, &end, false);
+    if (!j) {
+        size_t at = end && end >= text && end <= text + len ? (size_t)(end - text) : len;
+        free(text);
+        return fail(err, cap, "%s: not valid JSON: it stops making sense at byte %zu of %zu (%s)", path, at, len,
+                    at + 16 >= len ? "truncated?" : "damaged?");
+    }
+    free(text);
+    if (!runset_validate(j, path, err, cap)) {
+        cJSON_Delete(j);
+        return false;
+    }
+    snprintf(d->path, sizeof d->path, "%s", path);
+    d->json = j;
+    d->scenario = runset_str(j, "scenario", "");
+    d->backend = runset_str(j, "backend", "");
+    return true;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static bool ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+oom_status runset_load(const char *path, runset *out, char *err, size_t cap)
+{
+    memset(out, 0, sizeof *out);
+    snprintf(out->path, sizeof out->path, "%s", path);
+    char **names = NULL;
+    size_t nnames = 0;
+    DIR *dir = opendir(path); /* a folder, or ENOTDIR: a file (sys/stat.h's struct stat is memstats.h's name) */
+    if (!dir && errno != ENOTDIR) {
+        fail(err, cap, "%s: %s", path, errno == ENOENT ? "no such file or folder" : strerror(errno));
+        return OOM_EINVAL;
+    }
+    if (dir) {
+        out->folder = true;
+        struct dirent *e;
+        while ((e = readdir(dir))) {
+            if (!ends_with(e->d_name, ".json") || e->d_name[0] == '.')
+                continue;
+            if (ends_with(e->d_name, ".sweep.json")) {
+                out->skipped_sweeps++;
+                continue;
+            }
+            char **grown = realloc(names, (nnames + 1) * sizeof *names);
+            char *copy = grown ? strdup(e->d_name) : NULL;
+            if (!copy) {
+                names = grown ? grown : names;
+                for (size_t i = 0; i < nnames; i++)
+                    free(names[i]);
+                free(names);
+                closedir(dir);
+                fail(err, cap, "out of host memory");
+                return OOM_ENOMEM_HOST;
+            }
+            names = grown;
+            names[nnames++] = copy;
+        }
+        closedir(dir);
+        if (nnames == 0) {
+            free(names);
+            fail(err, cap, "%s: no results files (SCENARIO.json) in the folder", path);
+            return OOM_EINVAL;
+        }
+        qsort(names, nnames, sizeof *names, cmp_str);
+    }
+    size_t n = out->folder ? nnames : 1;
+    out->docs = calloc(n, sizeof *out->docs);
+    oom_status rc = out->docs ? OOM_OK : OOM_ENOMEM_HOST;
+    if (!out->docs)
+        fail(err, cap, "out of host memory");
+    for (size_t i = 0; rc == OOM_OK && i < n; i++) {
+        char file[RUNSET_PATH_MAX];
+        if (out->folder)
+            snprintf(file, sizeof file, "%s%s%s", path, ends_with(path, "/") ? "" : "/", names[i]);
+        else
+            snprintf(file, sizeof file, "%s", path);
+        if (!load_doc(file, &out->docs[i], err, cap)) {
+            rc = OOM_EINVAL;
+            break;
+        }
+        out->n = i + 1;
+        if (runset_find(out, out->docs[i].scenario) != &out->docs[i]) {
+            fail(err, cap, "%s: two results of scenario '%s' in one folder (%s and this one)", file,
+                 out->docs[i].scenario, runset_find(out, out->docs[i].scenario)->path);
+            rc = OOM_EINVAL;
+        }
+    }
+    for (size_t i = 0; i < nnames; i++)
+        free(names[i]);
+    free(names);
+    if (rc != OOM_OK)
+        runset_free(out);
+    return rc;
+}
+
+void runset_free(runset *s)
+{
+    for (size_t i = 0; s->docs && i < s->n; i++)
+        cJSON_Delete(s->docs[i].json);
+    free(s->docs);
+    s->docs = NULL;
+    s->n = 0;
+}
+
+const runset_doc *runset_find(const runset *s, const char *name)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (strcmp(s->docs[i].scenario, name) == 0)
+            return &s->docs[i];
+    return NULL;
+}

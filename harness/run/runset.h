@@ -1,0 +1,62 @@
+/* runset.h - results JSON read back: one file, or a run folder of them (a catalog run writes one per scenario).
+ *
+ * `oomlab compare`, `baseline`, `history` and `export` read runs through here, so every one of them refuses the
+ * same bad input with the same line: a file that is not JSON (a truncated file: the byte where it stops), a
+ * document of another schema (oomlab.sweep/1, a replay's output), a results document missing a field the
+ * readers need, two documents of one scenario in a folder, a folder with no results in it.
+ *
+ * A folder's documents are its files NAME.json, in name order; NAME.sweep.json (a sweep's series, schema
+ * oomlab.sweep/1) is not a run and is skipped, and the table that reads the set says how many were.
+ */
+#ifndef OOMLAB_RUNSET_H
+#define OOMLAB_RUNSET_H
+
+#include <cJSON.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "core/compat.h"
+#include "core/status.h"
+
+OOM_BEGIN_DECLS
+
+#define RUNSET_PATH_MAX 1024
+
+/* One results document. Invariant: json is a valid oomlab.run/1 document (runset_validate), scenario and
+ * backend point into it. */
+typedef struct runset_doc {
+    char path[RUNSET_PATH_MAX];
+    cJSON *json;
+    const char *scenario;
+    const char *backend;
+} runset_doc;
+
+/* Invariant: docs[0..n) have distinct scenarios, n >= 1 once loaded. */
+typedef struct runset {
+    char path[RUNSET_PATH_MAX]; /* as given */
+    bool folder;
+    size_t skipped_sweeps; /* NAME.sweep.json files in the folder, not runs */
+    runset_doc *docs;
+    size_t n;
+} runset;
+
+/* Read path (a results file, or a folder of them). OOM_EINVAL with one line in err naming the file and the
+ * problem; OOM_ENOMEM_HOST. *out is empty (runset_free-able) on failure. */
+oom_status runset_load(const char *path, runset *out, char *err, size_t errcap);
+void runset_free(runset *s);
+
+/* The document of scenario name, or NULL. */
+const runset_doc *runset_find(const runset *s, const char *name);
+
+/* Check that j is a results document the readers can use: schema oomlab.run/1 and the fields compare, history
+ * and export read. false with one line in err (prefixed by what) when not. */
+bool runset_validate(const cJSON *j, const char *what, char *err, size_t errcap);
+
+/* Field readers of a validated document: NULL / the fallback when absent or of another type. */
+const cJSON *runset_get(const cJSON *o, const char *key);
+const char *runset_str(const cJSON *o, const char *key, const char *fallback);
+double runset_num(const cJSON *o, const char *key, double fallback);
+
+OOM_END_DECLS
+
+#endif

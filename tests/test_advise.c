@@ -1,0 +1,553 @@
+/* test_advise.c - the snapshot reader (alloc/trace.h) and `oomlab advise` (run/advise.h): the reader gives the
+ * events a JSON tree gives, advise's minimum budgets hold their definition and PyTorch's runs at them
+ * (tests/data/advise/NAME.verdict.json), steps and leaks are found exactly, and the command behaves. */
+#include <cJSON.h>
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "alloc/cachealloc.h"
+#include "alloc/replay.h"
+#include "alloc/trace.h"
+#include "core/fileio.h"
+#include "device/device.h"
+#include "run/advise.h"
+
+#define DATA "tests/data/"
+#define MIB_ ((size_t)1 << 20)
+
+static char tmpdir[64];
+
+static void make_tmpdir(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/oomlab_advise_test.XXXXXX");
+    cr_assert_not_null(mkdtemp(tmpdir));
+}
+
+static void remove_tmpdir(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "cannot remove %s\n", tmpdir);
+}
+
+static const char *tpath(const char *name)
+{
+    static char buf[4][256];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", tmpdir, name);
+    return buf[k];
+}
+
+static const char *write_file(const char *name, const char *text)
+{
+    const char *p = tpath(name);
+    FILE *f = fopen(p, "w");
+    cr_assert_not_null(f);
+    fputs(text, f);
+    fclose(f);
+    return p;
+}
+
+static trace_file load_ok(const char *path)
+{
+    trace_file t;
+    char err[600] = "";
+    oom_status st = trace_load(path, &t, err, sizeof err);
+    cr_assert_eq(st, OOM_OK, "trace_load %s: %s", path, err);
+    return t;
+}
+
+static void load_fails(const char *path, const char *want)
+{
+    trace_file t;
+    char err[600] = "";
+    oom_status st = trace_load(path, &t, err, sizeof err);
+    trace_free(&t);
+    cr_assert_neq(st, OOM_OK, "%s loaded", path);
+    cr_assert_not_null(strstr(err, want), "error '%s' lacks '%s'", err, want);
+}
+
+/* ---- the reader ---- */
+
+TestSuite(trace, .init = make_tmpdir, .fini = remove_tmpdir);
+
+/* Every event of a recording as cJSON reads it. */
+Test(trace, same_events_as_a_json_tree)
+{
+    static const char *const names[] = {"addr_transformer", "pressure", "addr_gpt", "expandable_oom"};
+    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
+        char path[128];
+        snprintf(path, sizeof path, DATA "%s.trace.json", names[k]);
+        trace_file t = load_ok(path);
+        char *text = fileio_read_all(path, NULL);
+        cJSON *root = cJSON_Parse(text);
+        free(text);
+        cr_assert_not_null(root);
+        const cJSON *traces = cJSON_GetObjectItemCaseSensitive(root, "device_traces");
+        cr_assert_eq(t.ndevices, (size_t)cJSON_GetArraySize(traces), "%s", names[k]);
+        size_t d = 0;
+        for (const cJSON *list = traces->child; list; list = list->next, d++) {
+            cr_assert_eq(t.dev[d].n, (size_t)cJSON_GetArraySize(list), "%s cuda:%zu", names[k], d);
+            size_t i = 0;
+            for (const cJSON *e = list->child; e; e = e->next, i++) {
+                const trace_event *ev = &t.dev[d].ev[i];
+                ca_action a;
+                cr_assert(ca_action_parse(cJSON_GetObjectItemCaseSensitive(e, "action")->valuestring, &a));
+                cr_assert_eq(ev->action, a, "%s event %zu", names[k], i);
+                const char *akey = a == CA_OOM ? "device_free" : "addr";
+                cr_assert_eq(ev->addr, (uint64_t)cJSON_GetObjectItemCaseSensitive(e, akey)->valuedouble,
+                             "%s event %zu", names[k], i);
+                cr_assert_eq(ev->size, (uint64_t)cJSON_GetObjectItemCaseSensitive(e, "size")->valuedouble,
+                             "%s event %zu", names[k], i);
+            }
+        }
+        cJSON_Delete(root);
+        trace_free(&t);
+    }
+    trace_file t = load_ok(DATA "addr_transformer_expandable.trace.json");
+    cr_assert_str_eq(t.recorded.text, "expandable_segments:True");
+    cr_assert(t.recorded.expandable_segments);
+    cr_assert_eq(t.budget, TRACE_BUDGET_ABSENT);
+    trace_free(&t);
+}
+
+Test(trace, user_metadata_marks)
+{
+    const char *p = write_file(
+        "meta.json",
+        "{\"device_traces\": [[\n"
+        "{\"action\": \"alloc\", \"addr\": 1024, \"size\": 512, \"user_metadata\": \"\"},\n"
+        "{\"action\": \"alloc\", \"addr\": 2048, \"size\": 512, \"user_metadata\": \"\"},\n"
+        "{\"action\": \"alloc\", \"addr\": 4096, \"size\": 512, \"user_metadata\": \"step 0\"},\n"
+        "{\"action\": \"free_requested\", \"addr\": 4096, \"size\": 512, \"user_metadata\": \"step 0\"},\n"
+        "{\"action\": \"alloc\", \"addr\": 8192, \"size\": 512, \"user_metadata\": \"step 1\", \"frames\": "
+        "[{\"name\": \"f\\\"\\u00e9\", \"line\": 3.5e1, \"ok\": true, \"x\": null}]},\n"
+        "{\"action\": \"free_requested\", \"addr\": 8192, \"size\": 512.0, \"user_metadata\": \"\"}\n"
+        "]], \"budget\": 1073741824, \"segments\": [{\"blocks\": [], \"frames\": []}]}\n");
+    trace_file t = load_ok(p);
+    cr_assert_eq(t.dev[0].n, 6);
+    cr_assert_eq(t.dev[0].nmarks, 3);
+    cr_assert_eq(t.dev[0].marks[0].event, 2);
+    cr_assert_eq(t.dev[0].marks[1].event, 4);
+    cr_assert_eq(t.dev[0].marks[2].event, 5);
+    cr_assert_str_eq(trace_metadata_at(&t, 0, 1), "");
+    cr_assert_str_eq(trace_metadata_at(&t, 0, 3), "step 0");
+    cr_assert_str_eq(trace_metadata_at(&t, 0, 4), "step 1");
+    cr_assert_str_eq(trace_metadata_at(&t, 0, 5), "");
+    cr_assert_eq(t.dev[0].ev[5].size, 512);
+    cr_assert_eq(t.budget, TRACE_BUDGET_BYTES);
+    cr_assert_eq(t.budget_bytes, (size_t)1 << 30);
+    trace_free(&t);
+}
+
+Test(trace, bad_input)
+{
+    load_fails(write_file("neg.json", "{\"device_traces\": [[{\"action\": \"alloc\", \"addr\": 1, \"size\": -1}]]}"),
+               "cuda:0 event 0 (alloc): missing or invalid 'addr' or 'size'");
+    load_fails(write_file("frac.json",
+                          "{\"device_traces\": [[{\"action\": \"oom\", \"device_free\": 1.5, \"size\": 512}]]}"),
+               "cuda:0 event 0 (oom): missing or invalid 'device_free' or 'size'");
+    load_fails(write_file("act.json", "{\"device_traces\": [[], [{\"action\": 3, \"addr\": 1, \"size\": 1}]]}"),
+               "cuda:1 event 0: unknown or missing 'action'");
+    load_fails(write_file("notlist.json", "{\"device_traces\": [[], 7]}"), "device_traces[1] is not a list");
+    load_fails(write_file("nodt.json", "{\"device_traces\": {}}"), "no 'device_traces' list");
+    load_fails(write_file("after.json", "{\"device_traces\": []} x"), "not valid JSON at byte 22 (line 1, column 23)");
+    load_fails(write_file("esc.json", "{\"device_traces\": [], \"a\": \"\\q\"}"), "not valid JSON");
+    load_fails(write_file("cut.json", "{\"device_traces\": [[{\"action\": \"alloc\", \"ad"), "is truncated");
+    /* a shape error before a syntax error: the syntax error is reported, as a tree parse finds it first */
+    load_fails(write_file("both.json", "{\"device_traces\": 7, \"x\": nul}"), "not valid JSON");
+    trace_file t = load_ok(write_file("budget.json", "{\"device_traces\": [], \"budget\": \"lots\"}"));
+    cr_assert_eq(t.budget, TRACE_BUDGET_BAD);
+    trace_free(&t);
+}
+
+/* ---- advise ---- */
+
+TestSuite(advise, .init = make_tmpdir, .fini = remove_tmpdir);
+
+static void advise_ok(const trace_file *t, const char *path, const advise_options *opt, advise_result *res)
+{
+    char err[600] = "";
+    oom_status st = advise_run(t, path, opt, res, err, sizeof err);
+    cr_assert_eq(st, OOM_OK, "advise %s: %s", path, err);
+}
+
+/* Whether a replay of t under conf at budget bytes runs out of memory, as advise replays. */
+static bool ooms_at(const trace_file *t, const char *conf, size_t budget)
+{
+    replay_options ro = {.alloc_conf = conf, .budget_bytes = budget, .model_addresses = true, .fast = true};
+    replay_report rep;
+    char err[600] = "";
+    cr_assert_eq(replay_loaded(t, "t", &ro, &rep, err, sizeof err), OOM_OK, "%s", err);
+    bool oom = rep.devices[0].model_ooms > 0;
+    replay_report_free(&rep);
+    return oom;
+}
+
+/* The definition: each fitting setting runs at its minimum budget B and runs out of memory at B - 1 MiB; no
+ * minimum is below the need. */
+Test(advise, minimum_budget_definition)
+{
+    static const char *const names[] = {DATA "train_mlp.trace.json", DATA "pressure.trace.json"};
+    for (size_t k = 0; k < 2; k++) {
+        trace_file t = load_ok(names[k]);
+        advise_options opt = {0};
+        advise_result res;
+        advise_ok(&t, names[k], &opt, &res);
+        cr_assert_str_eq(res.rows[0].conf, "");
+        cr_assert(res.nrows >= 9);
+        size_t fitting = 0;
+        for (size_t i = 0; i < res.nrows; i++) {
+            const advise_row *r = &res.rows[i];
+            if (!r->fits)
+                continue;
+            fitting++;
+            cr_assert_eq(r->min_budget % MIB_, 0);
+            cr_assert_geq(r->min_budget, res.need, "%s: %s below the need", names[k], r->conf);
+            cr_assert(!ooms_at(&t, r->conf, r->min_budget), "%s: %s OOMs at its minimum", names[k], r->conf);
+            cr_assert(ooms_at(&t, r->conf, r->min_budget - MIB_), "%s: %s runs 1 MiB below", names[k], r->conf);
+        }
+        cr_assert_eq(fitting, res.nrows, "%s: every setting fits somewhere on an H100", names[k]);
+        advise_result_free(&res);
+        trace_free(&t);
+    }
+}
+
+/* PyTorch at advise's minimum budgets: tests/data/advise/NAME.verdict.json (scripts/twins/advise_verify.py on the
+ * GPU, or a bisection's runs) lists, per setting, the minimum budget advise predicted and PyTorch's outcome there
+ * and 1 MiB below. advise must still predict it, the cap must be PyTorch's "allowed", and PyTorch must have run
+ * at B and run out of memory at B - 1 MiB, except where a check names its known difference (then PyTorch must
+ * still disagree, so that the note goes when it stops being true). */
+Test(advise, against_pytorch)
+{
+    DIR *dir = opendir(DATA "advise");
+    cr_assert_not_null(dir);
+    size_t files = 0, checks = 0;
+    for (struct dirent *de; (de = readdir(dir));) {
+        size_t n = strlen(de->d_name);
+        if (n < 13 || strcmp(de->d_name + n - 13, ".verdict.json") != 0)
+            continue;
+        char vpath[512], tpath_[700];
+        snprintf(vpath, sizeof vpath, DATA "advise/%s", de->d_name);
+        char *text = fileio_read_all(vpath, NULL);
+        cJSON *v = cJSON_Parse(text);
+        free(text);
+        cr_assert_not_null(v, "%s", vpath);
+        cr_assert_str_eq(cJSON_GetObjectItemCaseSensitive(v, "schema")->valuestring, "oomlab.advise_verdict/1");
+        snprintf(tpath_, sizeof tpath_, DATA "advise/%s", cJSON_GetObjectItemCaseSensitive(v, "trace")->valuestring);
+        size_t total = (size_t)cJSON_GetObjectItemCaseSensitive(v, "device_total")->valuedouble;
+        trace_file t = load_ok(tpath_);
+        advise_options opt = {.only = true}; /* the settings checked, not all of advise's: the suite stays fast */
+        const cJSON *marker = cJSON_GetObjectItemCaseSensitive(v, "step_marker");
+        if (cJSON_IsString(marker))
+            opt.step_marker = marker->valuestring;
+        const cJSON *c;
+        cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(v, "checks"))
+        {
+            if (opt.nextra < ADVISE_MAX_EXTRA)
+                opt.extra[opt.nextra++] = cJSON_GetObjectItemCaseSensitive(c, "alloc_conf")->valuestring;
+        }
+        const cJSON *atrec = cJSON_GetObjectItemCaseSensitive(v, "at_recorded_budget");
+        if (cJSON_GetArraySize(atrec) > 0) /* the budget the recorded run had, as advise was given it */
+            opt.budget_bytes = (size_t)cJSON_GetObjectItemCaseSensitive(atrec->child, "budget")->valuedouble;
+        advise_result res;
+        advise_ok(&t, tpath_, &opt, &res);
+        cr_assert_eq(res.device_total, total, "%s: the budgets are fractions of another device's memory", vpath);
+        cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(v, "checks"))
+        {
+            const char *conf = cJSON_GetObjectItemCaseSensitive(c, "alloc_conf")->valuestring;
+            size_t mib = (size_t)cJSON_GetObjectItemCaseSensitive(c, "min_budget_mib")->valuedouble;
+            const cJSON *at = cJSON_GetObjectItemCaseSensitive(c, "at_min");
+            const cJSON *below = cJSON_GetObjectItemCaseSensitive(c, "below");
+            const advise_row *row = NULL;
+            for (size_t i = 0; i < res.nrows; i++)
+                if (strcmp(res.rows[i].conf, conf) == 0)
+                    row = &res.rows[i];
+            cr_assert_not_null(row, "%s: advise has no row '%s'", vpath, conf);
+            cr_assert(row->fits, "%s '%s': advise finds no budget", vpath, conf);
+            cr_assert_eq(row->min_budget, mib * MIB_, "%s '%s': advise now predicts %zu MiB, verified %zu", vpath,
+                         conf, row->min_budget / MIB_, mib);
+            cr_assert_eq(cachealloc_budget_cap(mib * MIB_, total),
+                         (size_t)cJSON_GetObjectItemCaseSensitive(at, "allowed")->valuedouble, "%s", vpath);
+            cr_assert_eq(cachealloc_budget_cap((mib - 1) * MIB_, total),
+                         (size_t)cJSON_GetObjectItemCaseSensitive(below, "allowed")->valuedouble, "%s", vpath);
+            bool agree = cJSON_GetObjectItemCaseSensitive(at, "ooms")->valuedouble == 0 &&
+                         cJSON_GetObjectItemCaseSensitive(below, "ooms")->valuedouble > 0;
+            const cJSON *known = cJSON_GetObjectItemCaseSensitive(c, "known_difference");
+            if (cJSON_IsString(known))
+                cr_assert(!agree, "%s '%s': PyTorch now agrees; drop the known difference (%s)", vpath, conf,
+                          known->valuestring);
+            else
+                cr_assert(agree, "%s '%s' at %zu MiB: PyTorch %s at B and %s at B - 1 MiB", vpath, conf, mib,
+                          cJSON_GetObjectItemCaseSensitive(at, "ooms")->valuedouble ? "ran out of memory" : "ran",
+                          cJSON_GetObjectItemCaseSensitive(below, "ooms")->valuedouble ? "ran out of memory"
+                                                                                      : "ran");
+            checks++;
+        }
+        /* at the recorded budget: advise's fits/OOM per setting, and PyTorch's outcome there */
+        cJSON_ArrayForEach(c, atrec)
+        {
+            const char *conf = cJSON_GetObjectItemCaseSensitive(c, "alloc_conf")->valuestring;
+            const advise_row *row = NULL;
+            for (size_t i = 0; i < res.nrows; i++)
+                if (strcmp(res.rows[i].conf, conf) == 0)
+                    row = &res.rows[i];
+            cr_assert_not_null(row, "%s: advise has no row '%s'", vpath, conf);
+            bool fits = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "oomlab_fits"));
+            cr_assert_eq(row->at_recorded, fits ? 1 : 0, "%s '%s': advise's verdict at the recorded budget changed",
+                         vpath, conf);
+            bool agree = fits == (cJSON_GetObjectItemCaseSensitive(c, "pytorch_ooms")->valuedouble == 0);
+            const cJSON *known = cJSON_GetObjectItemCaseSensitive(c, "known_difference");
+            if (cJSON_IsString(known))
+                cr_assert(!agree, "%s '%s': PyTorch now agrees at the recorded budget; drop the known difference",
+                          vpath, conf);
+            else
+                cr_assert(agree, "%s '%s' at the recorded budget: oomlab %s, PyTorch %s", vpath, conf,
+                          fits ? "fits" : "runs out of memory", fits ? "ran out of memory" : "ran");
+            checks++;
+        }
+        advise_result_free(&res);
+        trace_free(&t);
+        cJSON_Delete(v);
+        files++;
+    }
+    closedir(dir);
+    cr_assert_geq(files, 3, "tests/data/advise holds %zu verdicts", files);
+    cr_assert_geq(checks, 3);
+}
+
+/* A training-like trace: steps of 8 allocations (a 4 MiB activation, six temporaries, and with keep a 1 MiB
+ * tensor never freed), each step's user_metadata "step K"; written as JSON. */
+static const char *steps_trace(const char *name, int steps, bool keep)
+{
+    const char *p = tpath(name);
+    FILE *f = fopen(p, "w");
+    cr_assert_not_null(f);
+    fputs("{\"segments\": [], \"device_traces\": [[", f);
+    uint64_t addr = 1 << 20;
+    bool first = true;
+    for (int s = 0; s < steps; s++) {
+        static const size_t sizes[8] = {4 << 20, 1000, 2000, 3000, 4000, 5000, 6000, 1 << 20};
+        uint64_t a[8];
+        for (int k = 0; k < 8; k++) {
+            a[k] = addr;
+            addr += 8 << 20;
+            fprintf(f, "%s{\"action\": \"alloc\", \"addr\": %llu, \"size\": %zu, \"user_metadata\": \"step %d\"}",
+                    first ? "" : ", ", (unsigned long long)a[k], sizes[k], s);
+            first = false;
+        }
+        for (int k = 6; k >= 0; k--) /* the temporaries and the activation go; the last one stays with keep */
+            fprintf(f, ", {\"action\": \"free_requested\", \"addr\": %llu, \"size\": %zu, \"user_metadata\": "
+                       "\"step %d\"}",
+                    (unsigned long long)a[k], sizes[k], s);
+        if (!keep)
+            fprintf(f, ", {\"action\": \"free_requested\", \"addr\": %llu, \"size\": %d, \"user_metadata\": "
+                       "\"step %d\"}",
+                    (unsigned long long)a[7], 1 << 20, s);
+    }
+    fputs("]]}\n", f);
+    fclose(f);
+    return p;
+}
+
+Test(advise, leak_from_the_pattern)
+{
+    const char *p = steps_trace("leak.json", 20, true);
+    trace_file t = load_ok(p);
+    advise_options opt = {0};
+    advise_result res;
+    advise_ok(&t, p, &opt, &res);
+    cr_assert(!res.steps_from_marker);
+    /* windows of 12 allocations starting at a step's first recur 19 times (the last step is too short) */
+    cr_assert_eq(res.nsteps, 19);
+    for (size_t k = 0; k < res.nsteps; k++) {
+        cr_assert_eq(res.step_event[k], k * 15, "step %zu", k); /* 8 allocs + 7 frees a step */
+        cr_assert_eq(res.step_alloc[k], (int64_t)(k * MIB_), "step %zu", k);
+    }
+    cr_assert(res.leak);
+    cr_assert_float_eq(res.leak_per_step, (double)MIB_, 0.0);
+    cr_assert_eq(res.naccum, 1);
+    cr_assert_eq(res.accum[0].size, MIB_);
+    cr_assert_eq(res.accum[0].count, 17); /* steps 2..18 */
+    /* the need: 19 kept MiB before the last step's allocations, then 4 MiB + 21000 rounded + 1 MiB */
+    cr_assert_eq(res.need, 19 * MIB_ + 4 * MIB_ + (1024 + 2048 + 3072 + 4096 + 5120 + 6144) + MIB_);
+    advise_result_free(&res);
+    trace_free(&t);
+}
+
+Test(advise, steps_from_the_marker_and_no_leak)
+{
+    const char *p = steps_trace("flat.json", 20, false);
+    trace_file t = load_ok(p);
+    advise_options opt = {.step_marker = "step "};
+    advise_result res;
+    advise_ok(&t, p, &opt, &res);
+    cr_assert(res.steps_from_marker);
+    cr_assert_eq(res.nsteps, 20);
+    for (size_t k = 0; k < res.nsteps; k++) {
+        cr_assert_eq(res.step_event[k], k * 16, "step %zu", k);
+        cr_assert_eq(res.step_alloc[k], 0, "step %zu", k);
+    }
+    cr_assert(!res.leak);
+    cr_assert_eq(res.naccum, 0);
+    advise_result_free(&res);
+    opt.step_marker = "epoch";
+    advise_ok(&t, p, &opt, &res);
+    cr_assert_eq(res.nsteps, 0);
+    advise_result_free(&res);
+    trace_free(&t);
+}
+
+/* A recorded OOM under a recorded budget: pressure ran out of memory at event 715 under 1416958225 bytes, and
+ * what it asked for exceeds that budget, so no setting fits there. */
+Test(advise, recorded_budget)
+{
+    trace_file t = load_ok(DATA "pressure.trace.json");
+    advise_options opt = {.budget_bytes = 1416958225};
+    advise_result res;
+    advise_ok(&t, "pressure", &opt, &res);
+    cr_assert_eq(res.recorded_oom_event, 715);
+    cr_assert_eq(res.recorded_budget, 1416958225);
+    cr_assert_gt(res.need, res.recorded_budget);
+    for (size_t i = 0; i < res.nrows; i++)
+        cr_assert_eq(res.rows[i].at_recorded, 0, "%s", res.rows[i].conf);
+    char v[2048];
+    advise_verdict(&res, v, sizeof v);
+    cr_assert_not_null(strstr(v, "no setting can fit"), "%s", v);
+    advise_result_free(&res);
+    trace_free(&t);
+    /* a recording under expandable segments: its row is the recorded one; at its budget every setting runs */
+    t = load_ok(DATA "expandable_oom.trace.json");
+    opt.budget_bytes = 1062718668;
+    advise_ok(&t, "expandable_oom", &opt, &res);
+    cr_assert(res.rows[1].recorded);
+    cr_assert_str_eq(res.rows[1].conf, "expandable_segments:True");
+    cr_assert_eq(res.recorded_oom_event, -1);
+    cr_assert_eq(res.rows[1].at_recorded, 1);
+    advise_result_free(&res);
+    trace_free(&t);
+}
+
+Test(advise, bad_input)
+{
+    trace_file t = load_ok(write_file("empty.json", "{\"device_traces\": [[], []]}"));
+    advise_options opt = {0};
+    advise_result res;
+    char err[600] = "";
+    cr_assert_eq(advise_run(&t, "empty.json", &opt, &res, err, sizeof err), OOM_EINVAL);
+    cr_assert_not_null(strstr(err, "no trace events"), "%s", err);
+    advise_result_free(&res);
+    trace_free(&t);
+    t = load_ok(DATA "train_mlp.trace.json");
+    opt.extra[0] = "bogus:1";
+    opt.nextra = 1;
+    cr_assert_eq(advise_run(&t, "train_mlp", &opt, &res, err, sizeof err), OOM_EINVAL);
+    cr_assert_not_null(strstr(err, "--try 'bogus:1'"), "%s", err);
+    advise_result_free(&res);
+    opt.nextra = 0;
+    opt.one_device = true;
+    opt.device = 3;
+    cr_assert_eq(advise_run(&t, "train_mlp", &opt, &res, err, sizeof err), OOM_EINVAL);
+    cr_assert_not_null(strstr(err, "no events on cuda:3"), "%s", err);
+    advise_result_free(&res);
+    trace_free(&t);
+}
+
+/* ---- the command ---- */
+
+static int sh(const char *cmd) { return WEXITSTATUS(system(cmd)); }
+
+static char *slurp(const char *path)
+{
+    char *s = fileio_read_all(path, NULL);
+    cr_assert_not_null(s, "%s", path);
+    return s;
+}
+
+static const char *bin(void)
+{
+    const char *b = getenv("OOMLAB_BIN");
+    return b ? b : "build/oomlab";
+}
+
+Test(advise, command)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s advise " DATA "train_mlp.trace.json > '%s' 2> '%s'", bin(), tpath("out"),
+             tpath("err"));
+    cr_assert_eq(sh(cmd), 0);
+    char *out = slurp(tpath("out"));
+    cr_assert_not_null(strstr(out, "minimum budget: the whole-MiB budget B"), "%s", out);
+    cr_assert_not_null(strstr(out, "(PyTorch's defaults)"), "%s", out);
+    cr_assert_not_null(strstr(out, "addresses: the sim's model of the driver; the first kernel launched after the "
+                                   "first allocation (--kernels first, the default)"),
+                       "%s", out);
+    cr_assert_not_null(strstr(out, "verdict: fragmentation is"), "%s", out);
+    free(out);
+    /* --json, and the same from the pickle (converted with scripts/snapshot2json.py) */
+    snprintf(cmd, sizeof cmd,
+             "python3 -c 'import json, pickle, sys; pickle.dump(json.load(open(sys.argv[1])), open(sys.argv[2], "
+             "\"wb\"))' " DATA "train_mlp.trace.json '%s'",
+             tpath("s.pickle"));
+    cr_assert_eq(sh(cmd), 0);
+    const char *inputs[2] = {DATA "train_mlp.trace.json", tpath("s.pickle")};
+    double first = -1;
+    for (int k = 0; k < 2; k++) {
+        snprintf(cmd, sizeof cmd, "%s advise '%s' --json > '%s'", bin(), inputs[k], tpath("j"));
+        cr_assert_eq(sh(cmd), 0, "%s", inputs[k]);
+        out = slurp(tpath("j"));
+        cJSON *o = cJSON_Parse(out);
+        free(out);
+        cr_assert_not_null(o);
+        cr_assert_str_eq(cJSON_GetObjectItemCaseSensitive(o, "schema")->valuestring, "oomlab.advise/1");
+        const cJSON *row0 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(o, "settings"), 0);
+        double b = cJSON_GetObjectItemCaseSensitive(row0, "min_budget")->valuedouble;
+        if (k == 0)
+            first = b;
+        cr_assert_eq(b, first, "the pickle's minimum budget differs");
+        cJSON_Delete(o);
+    }
+    /* --plot */
+    snprintf(cmd, sizeof cmd, "%s advise " DATA "train_mlp.trace.json --plot '%s' > /dev/null", bin(),
+             tpath("a.png"));
+    cr_assert_eq(sh(cmd), 0);
+    FILE *f = fopen(tpath("a.png"), "rb");
+    cr_assert_not_null(f);
+    unsigned char sig[4] = {0};
+    cr_assert_eq(fread(sig, 1, 4, f), 4);
+    fclose(f);
+    cr_assert(sig[0] == 0x89 && sig[1] == 'P' && sig[2] == 'N' && sig[3] == 'G');
+}
+
+/* Bad input: exit 2, one line on stderr, nothing written. */
+static void expect_bad(const char *args, const char *want)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s advise %s > '%s' 2> '%s'", bin(), args, tpath("out"), tpath("err"));
+    cr_assert_eq(sh(cmd), 2, "advise %s", args);
+    char *err = slurp(tpath("err")), *out = slurp(tpath("out"));
+    cr_assert_not_null(strstr(err, want), "advise %s: '%s' lacks '%s'", args, err, want);
+    cr_assert_eq(strchr(err, '\n'), err + strlen(err) - 1, "one line: %s", err);
+    cr_assert_str_eq(out, "");
+    free(err);
+    free(out);
+}
+
+Test(advise, command_bad_input)
+{
+    expect_bad(DATA "no_such.json", "no_such.json");
+    expect_bad("", "missing FILE");
+    expect_bad(DATA "train_mlp.trace.json --try max_split_size_mb:10", "max_split_size_mb");
+    expect_bad(DATA "train_mlp.trace.json --budget 12XB", "12XB");
+    expect_bad(DATA "train_mlp.trace.json --frobnicate", "--frobnicate");
+    char args[512];
+    snprintf(args, sizeof args, DATA "train_mlp.trace.json --plot '%s/no/such/dir/a.png'", tmpdir);
+    expect_bad(args, "does not exist");
+    cr_assert_neq(access(tpath("no"), F_OK), 0);
+}
