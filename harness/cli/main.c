@@ -1064,6 +1064,8 @@ static int cmd_run(int argc, char **argv)
         fprintf(stderr, "oomlab: %s: %s\n", o.alloc_conf_source, err);
         return EXIT_BAD_INPUT;
     }
+    if (alloc_no_caching_pick(&o.uncached, &o.uncached_source, err, sizeof err) != OOM_OK)
+        return bad_input("%s", err);
     if (sweep)
         return run_sweep(one, &o, sweep, out_dir, write, json, plot);
     const scenario *const *list = one ? &one : scenario_catalog;

@@ -106,6 +106,12 @@ void report_header(const run_result *r, FILE *out)
         fprintf(out, "settings: '%s' from %s, under each variant's own\n", r->conf_user, r->conf_source);
     if (r->isolation)
         fprintf(out, "isolation: %s\n", r->isolation);
+    if (r->uncached) /* forceUncachedAllocator(): said, as it changes every number below */
+        fprintf(out, "caching: off (%s=1): every malloc a device allocation of its own, every free returned at once; "
+                     "memory_stats stay 0 and no cap is enforced, as in PyTorch\n",
+                r->uncached_source);
+    else if (r->uncached_source[0])
+        fprintf(out, "caching: on (%s=0)\n", r->uncached_source);
 }
 
 /* An error, a crash or a timeout: its line under the variant. */
@@ -443,6 +449,9 @@ cJSON *report_json(const run_result *r)
     add_int(o, "device_total", (int64_t)r->device_total, &ok);
     add_str(o, "alloc_conf_source", r->conf_source, &ok);
     add_str(o, "alloc_conf_user", r->conf_user, &ok);
+    add_bool(o, "memory_caching", !r->uncached, &ok);
+    add(o, "memory_caching_source",
+        r->uncached_source[0] ? cJSON_CreateString(r->uncached_source) : cJSON_CreateNull(), &ok);
     add_str(o, "started", r->started, &ok);
     add_bool(o, "passed", r->passed, &ok);
     if (r->isolation)

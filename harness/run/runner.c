@@ -324,7 +324,7 @@ rt *scn_rt_device(scn *s, int k)
         bool own_gpu = s->r->dev->kind == DEVICE_CUDA && j < device_cuda_count();
         rt_options ro = {.backend = s->r->dev->kind, .dry_run = s->o->dry_run, .budget_bytes = s->run->budget,
                          .conf = &s->conf, .seed = s->o->seed, .real_addresses = s->o->real_addresses,
-                         .cuda_ordinal = own_gpu ? j : 0};
+                         .cuda_ordinal = own_gpu ? j : 0, .uncached = s->o->uncached};
         rt *r = NULL;
         if (rt_open(&ro, &r) != OOM_OK) {
             rt_fail(s->r, OOM_ENODEV, "cannot open device %d: %s", j, oom_error_msg());
@@ -535,7 +535,7 @@ static void run_variant(const scenario *sc, const run_options *o, run_result *ru
     char cerr[512];
     variant_conf(o, v, &c, cerr, sizeof cerr); /* validated already */
     rt_options ro = {.backend = o->backend, .dry_run = o->dry_run, .budget_bytes = run->budget, .conf = &c,
-                     .seed = o->seed, .real_addresses = o->real_addresses};
+                     .seed = o->seed, .real_addresses = o->real_addresses, .uncached = o->uncached};
     rt *r = NULL;
     oom_status st = rt_open(&ro, &r);
     if (st != OOM_OK) {
@@ -670,6 +670,8 @@ oom_status runner_run(const scenario *sc, const run_options *o, run_result *out,
     out->cap = cachealloc_budget_cap(out->budget, total);
     snprintf(out->conf_source, sizeof out->conf_source, "%s", o->alloc_conf_source ? o->alloc_conf_source : "default");
     snprintf(out->conf_user, sizeof out->conf_user, "%s", o->alloc_conf ? o->alloc_conf : "");
+    out->uncached = o->uncached;
+    snprintf(out->uncached_source, sizeof out->uncached_source, "%s", o->uncached_source ? o->uncached_source : "");
     for (size_t i = 0; i < sc->nparams; i++)
         out->params[i] = scenario_param_default(&sc->params[i], out->scale);
     for (int i = 0; i < o->nsets; i++) {

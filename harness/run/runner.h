@@ -84,6 +84,8 @@ typedef struct run_options {
     bool no_fork;           /* run the variants in this process (a debugger's view): no isolation, no timeout */
     double timeout_s;       /* seconds per variant; 0: the scenario's timeout_s; < 0: none */
     const run_fault *fault; /* faultsweep: inject and check (NULL: a normal run) */
+    bool uncached;          /* caching off (cachealloc_options.uncached), picked by alloc_no_caching_pick */
+    const char *uncached_source; /* the variable that decided it; NULL: none did */
 } run_options;
 
 /* The allocator's counters at a step (memory_stats() names in the results JSON). */
@@ -177,6 +179,8 @@ typedef struct run_result {
     run_scale scale;     /* resolved: SCALE_CI or SCALE_FULL */
     bool dry_run;
     bool model_order;    /* cuda: blocks ordered by sim's model of the driver's addresses (device_order_key) */
+    bool uncached;       /* caching off (run_options.uncached) */
+    char uncached_source[40]; /* the variable that decided it, or "" */
     int64_t params[RUN_MAX_PARAMS]; /* the scenario's parameters, in its order */
     char started[32];   /* UTC, ISO 8601 */
     variant_result *variants;
