@@ -4,6 +4,7 @@
 #include <cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <spawn.h>
 #include <stdarg.h>
@@ -43,14 +44,26 @@ static const char *str(const cJSON *o, const char *key)
     return cJSON_IsString(v) ? v->valuestring : "";
 }
 
-/* A label as a gnuplot string: double quotes become single ones. */
-static void put_label(FILE *f, const char *s)
+/* Text as a gnuplot double-quoted string that reads back as the same one line: a backslash doubled, control
+ * characters as spaces, a double quote escaped in the script and a single one in the data file (whose strings end
+ * at any double quote). gnuplot ends an unclosed string at the end of its line and runs the next line as a
+ * command, so a raw newline in a label from a results file would run its text, system() included. */
+static void put_text(FILE *f, const char *s, bool script)
 {
     fputc('"', f);
-    for (; *s; s++)
-        fputc(*s == '"' ? '\'' : *s, f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '\\')
+            fputs("\\\\", f);
+        else if (c == '"')
+            fputs(script ? "\\\"" : "'", f);
+        else
+            fputc(c < 0x20 || c == 0x7f ? ' ' : c, f);
+    }
     fputc('"', f);
 }
+
+static void put_label(FILE *f, const char *s) { put_text(f, s, true); }
 
 /* The formats a plot is written in, by the output's extension: gnuplot's terminal for each. */
 static const struct {
@@ -90,6 +103,23 @@ static const char *last_line(char *text)
     return nl ? nl + 1 : text;
 }
 
+/* The first variant whose OOM has no sample index (oom.step: a whole number in 0..INT_MAX, report.h), or -1. The
+ * marker is drawn at that sample, so anything else is not a results file. */
+static int bad_oom_step(const cJSON *run)
+{
+    int i = 0;
+    const cJSON *v;
+    cJSON_ArrayForEach(v, cJSON_GetObjectItemCaseSensitive(run, "variants"))
+    {
+        const cJSON *oom = cJSON_GetObjectItemCaseSensitive(v, "oom");
+        double step = num(oom, "step");
+        if (cJSON_IsObject(oom) && !(step >= 0 && step <= INT_MAX && step == floor(step)))
+            return i;
+        i++;
+    }
+    return -1;
+}
+
 /* Write the data (one gnuplot index per variant: step, label, allocated MiB, reserved MiB) and the script. */
 static bool write_inputs(const cJSON *run, const char *dat, const char *gp, const char *terminal,
                          const char *out_tmp)
@@ -111,7 +141,7 @@ static bool write_inputs(const cJSON *run, const char *dat, const char *gp, cons
         for (int k = 0; k < cJSON_GetArraySize(ss); k++) {
             const cJSON *s = cJSON_GetArrayItem(ss, k);
             fprintf(d, "%d ", k);
-            put_label(d, str(s, "label"));
+            put_text(d, str(s, "label"), false);
             fprintf(d, " %.3f %.3f\n", num(s, "allocated") / MIB, num(s, "reserved") / MIB);
         }
         fprintf(d, "\n\n");
@@ -180,6 +210,12 @@ oom_status plot_run(const char *json_path, const char *png_path, char *err, size
         !cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(run, "variants")) || isnan(num(run, "budget"))) {
         cJSON_Delete(run);
         return fail(err, errcap, OOM_EINVAL, "%s is not an oomlab results file (schema oomlab.run/1)", json_path);
+    }
+    int bad = bad_oom_step(run);
+    if (bad >= 0) {
+        cJSON_Delete(run);
+        return fail(err, errcap, OOM_EINVAL, "%s: variants[%d].oom.step is not a sample index (a whole number >= 0)",
+                    json_path, bad);
     }
     char dir[] = "/tmp/oomlab_plot.XXXXXX";
     if (!mkdtemp(dir)) {
