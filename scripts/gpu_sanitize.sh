@@ -2,7 +2,8 @@
 # compute-sanitizer memcheck and leak-check over the catalog on the cuda backend (issue 11, item 8). Run on the GPU
 # machine from the repository root, with .gpubundle/ from `make gpu-bundle` carried (as scripts/gpu_check.sh,
 # whose `sanitize-catalog` part runs this). Two passes of
-#   compute-sanitizer --tool memcheck --leak-check full oomlab run --backend cuda --scale ci
+#   compute-sanitizer --tool memcheck --leak-check full oomlab run --backend cuda --scale ci --no-fork
+# (--no-fork: the variants run in the one process the sanitizer watches, not in children it would not follow)
 #   1. caching off (OOMLAB_NO_CUDA_MEMORY_CACHING=1, as PYTORCH_NO_CUDA_MEMORY_CACHING=1 does for PyTorch): every
 #      tensor is a cudaMalloc of its own, so memcheck sees each tensor's bounds and the leak check each tensor;
 #   2. caching on (OOMLAB_NO_CUDA_MEMORY_CACHING=0): the allocator as oomlab runs it, segments and all.
@@ -37,7 +38,7 @@ for mode in ${*:-uncached cached}; do
   start=$(date +%s)
   env -u PYTORCH_NO_CUDA_MEMORY_CACHING -u PYTORCH_NO_HIP_MEMORY_CACHING OOMLAB_NO_CUDA_MEMORY_CACHING=$flag \
     timeout "$limit" compute-sanitizer --tool memcheck --leak-check full --print-limit 50 \
-    $B/oomlab run --backend cuda --scale ci --out "$logs/runs-$mode" >"$logs/$mode.log" 2>&1
+    $B/oomlab run --backend cuda --scale ci --no-fork --out "$logs/runs-$mode" >"$logs/$mode.log" 2>&1
   st=$?
   echo "exit $st after $(( $(date +%s) - start )) s$([ $st = 124 ] && echo " (timed out at $limit s: no ERROR SUMMARY)")" |
     tee -a "$summary"
