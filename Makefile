@@ -12,10 +12,12 @@
 #   make bench           build with OOM_DEBUG=0 and run the benchmarks
 #   make baseline [BACKEND=cuda]   regenerate results/baselines/BACKEND/ (sim: the committed ones), showing what changes
 #   make nightly [BACKEND=...]     run the catalog, compare with the baseline, append to results/history.csv
-#   make debug / asan    OOM_DEBUG=3 at -O0 (build/debug) / address+undefined sanitizers (build/asan)
 #   make report          the catalog and oversize_batch's sweep at full scale (REPORT_ARGS, default --dry-run),
 #                        then results/report/index.html (oomlab report); make report-check renders it in
 #                        headless chromium (installed on demand) and checks every section and image
+#   make debug / asan    OOM_DEBUG=3 at -O0 (build/debug) / the catalog and the suite under clang's
+#                        address, leak and undefined-behaviour sanitizers (build/asan, no cuda)
+#   make fuzz [FUZZ_SECONDS=60] [FUZZ=replay]   build and run the libFuzzer harnesses of tests/fuzz
 #   make deps            apt-get the packages that are missing
 #   make clean
 
@@ -56,7 +58,7 @@ ifneq ($(NVCC),)
               -Xcompiler -Wall,-Wextra,-Werror
 endif
 
-.PHONY: all run test bench debug asan deps clean gpu-bundle report report-check baseline nightly FORCE
+.PHONY: all run test bench debug asan fuzz deps clean gpu-bundle report report-check baseline nightly FORCE
 
 all: $(BUILD)/oomlab
 
@@ -92,6 +94,13 @@ $(BUILD)/oomlab: $(BUILD)/harness/cli/main.o $(BUILD)/liboomlab.a
 
 $(BUILD)/oomlab_tests: $(patsubst %.c,$(BUILD)/%.o,$(TEST_C)) $(BUILD)/liboomlab.a
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -lcriterion -o $@
+
+# Test-only scenarios (tests/fixtures: a crash, a hang, leaks on an OOM path), never in build/oomlab: linked into
+# the suite, and into build/oomlab_fixtures, the command line with them, which the suite runs as a user would.
+FIXTURE_OBJ := $(BUILD)/tests/fixtures/scenarios.o
+$(BUILD)/oomlab_fixtures: $(BUILD)/harness/cli/main.o $(FIXTURE_OBJ) $(BUILD)/liboomlab.a
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+$(BUILD)/oomlab_tests: $(FIXTURE_OBJ) | $(BUILD)/oomlab_fixtures
 
 # Install the Debian packages that are missing (apt-get; needs root or sudo).
 deps:
@@ -150,10 +159,40 @@ bench:
 debug:
 	$(MAKE) --no-print-directory BUILD=build/debug DEBUG=3 OPT=-O0 build/debug/oomlab build/debug/oomlab_tests
 
+# The sanitized build: clang's AddressSanitizer, LeakSanitizer and UBSan (float-cast-overflow included), every
+# finding fatal, in build/asan, checked (OOM_DEBUG=3), without the cuda backend (NVCC=: nvcc's objects carry no
+# instrumentation). `make asan` runs the CI-scale catalog and the suite under it; .ci/run runs it.
+SAN_CC    ?= clang
+SAN_FLAGS := -fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=all -fno-omit-frame-pointer
+SAN_ENV   := ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+asan fuzz: PACKAGES += clang libclang-rt-14-dev
 asan: deps
-	$(MAKE) --no-print-directory BUILD=build/asan DEBUG=3 OPT=-O1 \
-	  SANITIZE="-fsanitize=address,undefined -fno-omit-frame-pointer" build/asan/oomlab build/asan/oomlab_tests
-	ASAN_OPTIONS=detect_leaks=1 OOMLAB_BIN=build/asan/oomlab build/asan/oomlab_tests --color=never $(TESTFLAGS)
+	$(MAKE) --no-print-directory BUILD=build/asan CC=$(SAN_CC) NVCC= DEBUG=3 OPT=-O1 SANITIZE="$(SAN_FLAGS)" \
+	  build/asan/oomlab build/asan/oomlab_tests
+	$(SAN_ENV) build/asan/oomlab run --backend sim --scale ci --no-write
+	$(SAN_ENV) OOMLAB_BIN=build/asan/oomlab build/asan/oomlab_tests --color=never $(TESTFLAGS)
+
+# libFuzzer harnesses (tests/fuzz/fuzz_NAME.c, tests/fuzz/README.md): built in build/fuzz with the sanitizers of
+# make asan plus coverage, then each run for FUZZ_SECONDS from its committed seeds (tests/fuzz/corpus/NAME, read
+# only) into build/fuzz/corpus/NAME. A finding stops make; its input is in build/fuzz/artifacts.
+# FUZZ=NAME runs one harness.
+FUZZ_SECONDS ?= 60
+FUZZ         ?= $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_ARGS    := -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
+FUZZ_ARGS_replay    := -max_len=65536 -dict=tests/fuzz/replay.dict
+FUZZ_ARGS_allocconf := -max_len=512 -dict=tests/fuzz/allocconf.dict
+FUZZ_ARGS_results   := -max_len=65536 -dict=tests/fuzz/results.dict
+fuzz: deps
+	$(MAKE) --no-print-directory BUILD=build/fuzz CC=$(SAN_CC) NVCC= DEBUG=3 OPT=-O1 \
+	  SANITIZE="$(SAN_FLAGS) -fsanitize=fuzzer-no-link -fsanitize-coverage-ignorelist=tests/fuzz/coverage_ignore.txt" \
+	  $(patsubst %,build/fuzz/fuzz_%,$(FUZZ))
+	@mkdir -p build/fuzz/artifacts
+	$(foreach h,$(FUZZ),mkdir -p build/fuzz/corpus/$(h) && \
+	  $(SAN_ENV) build/fuzz/fuzz_$(h) -max_total_time=$(FUZZ_SECONDS) $(FUZZ_ARGS) $(FUZZ_ARGS_$(h)) \
+	    -artifact_prefix=build/fuzz/artifacts/$(h)- build/fuzz/corpus/$(h) tests/fuzz/corpus/$(h) &&) true
+
+$(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzzutil.h $(BUILD)/liboomlab.a
+	$(CC) $(CPPFLAGS) $(CFLAGS) -fsanitize=fuzzer $< $(BUILD)/liboomlab.a $(LDLIBS) -o $@
 
 clean:
 	rm -rf build
@@ -168,9 +207,9 @@ gpu-bundle: deps
 	$(MAKE) --no-print-directory BUILD=$(CHECKED) DEBUG=2 $(CHECKED)/oomlab $(CHECKED)/oomlab_tests
 	$(MAKE) --no-print-directory BUILD=build/bench DEBUG=0 OPT="-O3 -march=x86-64-v3" build/bench/oomlab
 	rm -rf .gpubundle && mkdir -p .gpubundle/lib
-	cp $(CHECKED)/oomlab $(CHECKED)/oomlab_tests .gpubundle/
+	cp $(CHECKED)/oomlab $(CHECKED)/oomlab_tests $(CHECKED)/oomlab_fixtures .gpubundle/
 	cp build/bench/oomlab .gpubundle/oomlab-bench
-	strip --strip-debug .gpubundle/oomlab .gpubundle/oomlab_tests .gpubundle/oomlab-bench  # the 64 MiB the device tool carries
+	strip --strip-debug .gpubundle/oomlab .gpubundle/oomlab_tests .gpubundle/oomlab_fixtures .gpubundle/oomlab-bench  # the 64 MiB the device tool carries
 	ldd $(CHECKED)/oomlab_tests $(CHECKED)/oomlab | awk '/=> \// {print $$3}' | sort -u | \
 	  grep -v -E '/(libc|libm|libcuda|libresolv|libpthread|libdl|librt|ld-linux[^/]*)\.so' | \
 	  xargs -r cp -L -t .gpubundle/lib

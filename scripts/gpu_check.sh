@@ -7,6 +7,8 @@
 #   3. the PyTorch twins (every scenario's scripts/twins/NAME.py into twins/NAME.torch.json, MLP parity, and
 #      MLP parity with cuBLAS's workspaces off, and the allocator's fidelity measurements);
 #   4. oomlab bench alloc (cuda and sim), oomlab bench gemm and oomlab bench step.
+#   sanitize-catalog (only when named): scripts/gpu_sanitize.sh, compute-sanitizer memcheck --leak-check full over
+#      the ci-scale catalog on cuda with caching off, then on (its logs under sanitize/ in the tarball).
 # Everything lands in $OUT/gpu_check.tar.gz (one file: the device tool returns few), with a summary on stdout.
 #
 # Arguments pick the parts (default: all, in this order): suite sanitizer catalog twins bench. A command on the
@@ -49,6 +51,12 @@ grep -v '^$' "$logs/run_cuda.txt" | head -60
 step "oomlab parity --backend cuda"
 $B/oomlab parity --backend cuda >"$logs/parity_cuda.jsonl" 2>"$logs/parity_cuda.err" || rc=1
 cut -c1-220 "$logs/parity_cuda.jsonl"
+
+fi
+if want sanitize-catalog; then
+step "compute-sanitizer memcheck --leak-check full: the ci-scale catalog on cuda, caching off then on"
+OUT="$logs/sanitize" bash scripts/gpu_sanitize.sh >/dev/null 2>&1 || rc=1
+cat "$logs/sanitize/sanitize.txt"
 
 fi
 if want twins; then

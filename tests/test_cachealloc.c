@@ -1247,3 +1247,128 @@ Test(cachealloc, ties_break_by_the_models_address)
         device_close(dev);
     }
 }
+
+/* ---- caching off (PYTORCH_NO_CUDA_MEMORY_CACHING=1: forceUncachedAllocator) --------------------------------- */
+
+static env mk_uncached(size_t budget)
+{
+    env e = {0};
+    e.dev = test_device_open(0);
+    cr_assert_not_null(e.dev, "cannot open the %s backend", device_kind_str(test_backend()));
+    cachealloc_options o = {.budget_bytes = budget, .uncached = true};
+    alloc_conf_default(&o.conf);
+    cr_assert_eq(cachealloc_new(e.dev, &o, &e.ca), OOM_OK);
+    return e;
+}
+
+/* Every counter memory_stats() reports is 0 but num_sync_all_streams (== sync) and max_split_size (-1). */
+static void expect_stats_untouched(const cachealloc *ca, int64_t sync)
+{
+    memstats want;
+    memset(&want, 0, sizeof want);
+    want.max_split_size = -1;
+    want.num_sync_all_streams = sync;
+    cr_assert_eq(memcmp(&want, ST(ca), sizeof want), 0, "a memory_stats counter moved with caching off");
+}
+
+Test(cachealloc, uncached_every_malloc_is_a_device_allocation_freed_at_once)
+{
+    env e = mk_uncached(0);
+    cachealloc_record_history(e.ca, true);
+    uint64_t calls = e.dev->alloc_calls;
+    devptr p = A(e.ca, 1000), q = A(e.ca, 1000);
+    /* uncached_allocate: cudaMalloc(size) of exactly the request, one per malloc, nothing rounded or split */
+    cr_assert_eq(e.dev->alloc_calls, calls + 2);
+    cr_assert_eq(cachealloc_block_size(e.ca, p), 1000);
+    cr_assert_neq(p, q);
+    devptr big = A(e.ca, 25 * MiB + 1);
+    cr_assert_eq(cachealloc_block_size(e.ca, big), 25 * MiB + 1);
+    F(e.ca, p);
+    cr_assert_eq(cachealloc_block_size(e.ca, p), 0);
+    /* nothing was cached: the same request goes to the device again */
+    devptr p2 = A(e.ca, 1000);
+    cr_assert_eq(e.dev->alloc_calls, calls + 4);
+    F(e.ca, p2);
+    F(e.ca, q);
+    F(e.ca, big);
+    cr_assert_eq(cachealloc_free(e.ca, q), OOM_EINVAL, "a pointer freed already is unknown");
+    devptr z = 1;
+    cr_assert_eq(cachealloc_malloc(e.ca, 0, &z), OOM_OK);
+    cr_assert_eq(z, 0);
+    cr_assert_eq(e.dev->alloc_calls, calls + 4, "malloc(0) asks the device for nothing");
+    /* DeviceCachingAllocator never ran: no stat, no trace entry, an empty snapshot, no free block */
+    expect_stats_untouched(e.ca, 0);
+    size_t ntrace = 9, nseg = 9;
+    cachealloc_trace(e.ca, &ntrace);
+    cr_assert_eq(ntrace, 0);
+    ca_snap_segment *segs = cachealloc_snapshot(e.ca, &nseg);
+    cr_assert_eq(nseg, 0);
+    cachealloc_snapshot_free(segs, nseg);
+    cr_assert_eq(cachealloc_largest_free_block(e.ca), 0);
+    cr_assert_not(cachealloc_would_release(e.ca, 100 * MiB));
+    CHECK_OK(e.ca);
+    rm(&e);
+}
+
+Test(cachealloc, uncached_enforces_no_cap_and_empty_cache_only_counts_its_sync)
+{
+    /* set_per_process_memory_fraction caps the device allocator, which the uncached path never asks */
+    env e = mk_uncached(4 * MiB);
+    cr_assert_eq(cachealloc_budget(e.ca), 0);
+    devptr p = A(e.ca, 8 * MiB); /* twice the budget */
+    /* empty_cache still runs release_cached_blocks (synchronize_and_free_events) over the empty pools */
+    cachealloc_empty_cache(e.ca);
+    expect_stats_untouched(e.ca, 1);
+    cr_assert_eq(cachealloc_block_size(e.ca, p), 8 * MiB, "a live allocation is not the cache's to release");
+    F(e.ca, p);
+    rm(&e);
+}
+
+Test(cachealloc, uncached_device_failure_is_the_drivers_error_not_an_allocator_oom)
+{
+    env e = mk_uncached(0);
+    devptr live = A(e.ca, 4096);
+    device_fault_arm(e.dev, 1, false); /* the next device allocation fails */
+    devptr p = 7;
+    cr_assert_eq(cachealloc_malloc(e.ca, 2 * MiB, &p), OOM_ENOMEM_DEVICE);
+    cr_assert_eq(p, 7, "*out is written on success only");
+    const ca_oom_info *o = cachealloc_last_oom(e.ca);
+    cr_assert_not_null(o);
+    cr_assert_eq(strncmp(o->message, "CUDA error: out of memory", 25), 0, "%s", o->message);
+    cr_assert_eq(o->requested, 2 * MiB);
+    /* C10_CUDA_CHECK raised it: num_ooms, the trace and every other stat stay as they were */
+    expect_stats_untouched(e.ca, 0);
+    CHECK_OK(e.ca);
+    F(e.ca, live);
+    rm(&e);
+}
+
+Test(cachealloc, uncached_setting_from_the_environment)
+{
+    static const char *const vars[] = {ALLOC_NO_CACHING_ENV_VARS};
+    for (size_t i = 0; i < 3; i++)
+        unsetenv(vars[i]);
+    bool on = true;
+    const char *src = "x";
+    char err[128] = "";
+    cr_assert_eq(alloc_no_caching_pick(&on, &src, err, sizeof err), OOM_OK);
+    cr_assert(!on && src == NULL);
+    /* PyTorch: has_cuda_env || has_rocm_env, each c10::utils::check_env: exactly "1" */
+    setenv("PYTORCH_NO_CUDA_MEMORY_CACHING", "0", 1);
+    setenv("PYTORCH_NO_HIP_MEMORY_CACHING", "1", 1);
+    cr_assert_eq(alloc_no_caching_pick(&on, &src, err, sizeof err), OOM_OK);
+    cr_assert(on);
+    cr_assert_str_eq(src, "PYTORCH_NO_HIP_MEMORY_CACHING");
+    setenv("PYTORCH_NO_CUDA_MEMORY_CACHING", "1", 1);
+    cr_assert_eq(alloc_no_caching_pick(&on, &src, err, sizeof err), OOM_OK);
+    cr_assert_str_eq(src, "PYTORCH_NO_CUDA_MEMORY_CACHING");
+    /* oomlab's own decides either way */
+    setenv("OOMLAB_NO_CUDA_MEMORY_CACHING", "0", 1);
+    cr_assert_eq(alloc_no_caching_pick(&on, &src, err, sizeof err), OOM_OK);
+    cr_assert(!on);
+    cr_assert_str_eq(src, "OOMLAB_NO_CUDA_MEMORY_CACHING");
+    /* anything but 0 or 1 is bad input, named (PyTorch warns and ignores it) */
+    setenv("OOMLAB_NO_CUDA_MEMORY_CACHING", "true", 1);
+    cr_assert_eq(alloc_no_caching_pick(&on, &src, err, sizeof err), OOM_EINVAL);
+    cr_assert_str_eq(err, "OOMLAB_NO_CUDA_MEMORY_CACHING must be 0 or 1 (got 'true')");
+}

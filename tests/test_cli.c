@@ -71,7 +71,9 @@ typedef struct run_result {
 
 /* Clears the allocator-config variables (ALLOC_CONF_ENV_VARS): the caller's shell must not leak a config into a
  * test. */
-#define CLEAN_ENV "env -u OOMLAB_ALLOC_CONF -u PYTORCH_CUDA_ALLOC_CONF -u PYTORCH_HIP_ALLOC_CONF -u PYTORCH_ALLOC_CONF "
+#define CLEAN_ENV                                                                                              \
+    "env -u OOMLAB_ALLOC_CONF -u PYTORCH_CUDA_ALLOC_CONF -u PYTORCH_HIP_ALLOC_CONF -u PYTORCH_ALLOC_CONF "       \
+    "-u OOMLAB_NO_CUDA_MEMORY_CACHING -u PYTORCH_NO_CUDA_MEMORY_CACHING -u PYTORCH_NO_HIP_MEMORY_CACHING "
 
 /* Run `CLEAN_ENV [env] $OOMLAB_BIN args`, stdout and stderr captured. */
 static run_result run(const char *env, const char *args)
@@ -618,6 +620,48 @@ Test(cli, run_json_one_variant_no_write)
     run_free(&r);
 }
 
+Test(cli, run_says_caching_is_off_and_where_from)
+{
+    run_result r = run("PYTORCH_NO_CUDA_MEMORY_CACHING=1", "run fragmentation --variant bug --dry-run --no-write");
+    cr_assert_eq(r.rc, 0, "exit %d: %s%s", r.rc, r.out, r.err);
+    cr_assert_not_null(strstr(r.out, "\ncap: none (the budget is the device's "), "%s", r.out);
+    cr_assert_not_null(strstr(r.out, "\ncaching: off (PYTORCH_NO_CUDA_MEMORY_CACHING=1): every malloc a device "
+                                     "allocation of its own, every free returned at once; memory_stats stay 0 and "
+                                     "no cap is enforced, as in PyTorch\n"),
+                       "%s", r.out);
+    run_free(&r);
+    r = run("PYTORCH_NO_CUDA_MEMORY_CACHING=1 OOMLAB_NO_CUDA_MEMORY_CACHING=0",
+            "run fragmentation --variant bug --dry-run --no-write");
+    cr_assert_eq(r.rc, 0, "exit %d: %s%s", r.rc, r.out, r.err);
+    cr_assert_not_null(strstr(r.out, "\ncaching: on (OOMLAB_NO_CUDA_MEMORY_CACHING=0)\n"), "%s", r.out);
+    run_free(&r);
+    r = run(NULL, "run fragmentation --variant bug --dry-run --no-write");
+    cr_assert_null(strstr(r.out, "caching:"), "nothing to say when no variable is set: %s", r.out);
+    run_free(&r);
+    /* the results JSON records it */
+    const char *const envs[] = {"PYTORCH_NO_HIP_MEMORY_CACHING=1", NULL};
+    for (int k = 0; k < 2; k++) {
+        r = run(envs[k], "run fragmentation --variant bug --dry-run --json --no-write");
+        cJSON *o = cJSON_Parse(r.out);
+        cr_assert_not_null(o, "%s", r.out);
+        cr_assert_eq(cJSON_IsTrue(get(o, "memory_caching")), k == 1);
+        if (k == 0)
+            cr_assert_str_eq(get(o, "memory_caching_source")->valuestring, "PYTORCH_NO_HIP_MEMORY_CACHING");
+        else
+            cr_assert(cJSON_IsNull(get(o, "memory_caching_source")));
+        cJSON_Delete(o);
+        run_free(&r);
+    }
+    r = run("PYTORCH_NO_CUDA_MEMORY_CACHING=1", "run oversize_batch --variant bug --sweep batch=64..64 --dry-run --no-write");
+    cr_assert_eq(r.rc, 0, "exit %d: %s%s", r.rc, r.out, r.err);
+    cr_assert_not_null(strstr(r.out, "\ncaching: off (PYTORCH_NO_CUDA_MEMORY_CACHING=1): no cap is enforced, as in "
+                                     "PyTorch\n"),
+                       "%s", r.out);
+    run_free(&r);
+    expect_bad_input("PYTORCH_NO_CUDA_MEMORY_CACHING=yes", "run fragmentation --dry-run --no-write",
+                     "PYTORCH_NO_CUDA_MEMORY_CACHING must be 0 or 1 (got 'yes')");
+}
+
 Test(cli, run_json_names_the_file_it_wrote)
 {
     char args[256];
@@ -1134,11 +1178,11 @@ Test(cli, make_test_on_cuda_without_a_gpu)
 
 /* Every command with its own help, as `oomlab help` names them. */
 static const char *const commands[] = {"list",        "describe",   "run",        "plot",    "parity", "replay",
-                                       "bench alloc", "bench gemm", "bench step", "version", "help"};
+                                       "bench alloc", "bench gemm", "bench step", "version", "help", "faultsweep"};
 
 /* One option a command's help must document (it is parsed by the command). */
 static const char *const documented[] = {"", "", "--alloc-conf", "-o", "--backend", "--snapshot",
-                                         "--iters", "--backend", "--width", "", ""};
+                                         "--iters", "--backend", "--width", "", "", "--stride"};
 
 Test(cli, help_for_every_command)
 {

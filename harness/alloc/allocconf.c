@@ -531,6 +531,33 @@ const char *alloc_conf_pick(const char *cli, const char **source)
     return text;
 }
 
+oom_status alloc_no_caching_pick(bool *on, const char **source, char *err, size_t errcap)
+{
+    static const char *const envs[] = {ALLOC_NO_CACHING_ENV_VARS};
+    *on = false;
+    *source = NULL;
+    for (size_t i = 0; i < sizeof envs / sizeof envs[0]; i++) {
+        const char *v = getenv(envs[i]);
+        if (!v)
+            continue;
+        if (strcmp(v, "0") != 0 && strcmp(v, "1") != 0) {
+            snprintf(err, errcap, "%s must be 0 or 1 (got '%s')", envs[i], v);
+            OOM_ERROR(OOM_EINVAL, "%s", err);
+            return OOM_EINVAL;
+        }
+        if (i == 0) { /* oomlab's own decides either way */
+            *on = v[0] == '1';
+            *source = envs[i];
+            break;
+        }
+        if (v[0] == '1' && !*on) {
+            *on = true;
+            *source = envs[i];
+        }
+    }
+    return OOM_OK;
+}
+
 size_t alloc_conf_divisions(const alloc_conf *c, size_t size)
 {
     /* PyTorch: index = log2(size) - log2(1 MiB), floored at 0, capped at 15. (Its 63 - clz(0) wraps for

@@ -88,6 +88,17 @@ oom_status alloc_conf_set_roundup_bucket(alloc_conf *c, const char *mb, const ch
  * parse is reported with that name in front ("PYTORCH_CUDA_ALLOC_CONF: Unrecognized key ..."). */
 const char *alloc_conf_pick(const char *cli, const char **source);
 
+/* The variables that turn caching off (cachealloc_options.uncached), oomlab's own first, then PyTorch 2.11's
+ * (forceUncachedAllocator reads both, c10::utils::check_env: "1" true, "0" false). */
+#define ALLOC_NO_CACHING_ENV_VARS                                                                              \
+    "OOMLAB_NO_CUDA_MEMORY_CACHING", "PYTORCH_NO_CUDA_MEMORY_CACHING", "PYTORCH_NO_HIP_MEMORY_CACHING"
+
+/* Whether caching is off: OOMLAB_NO_CUDA_MEMORY_CACHING decides when set; else off when either PyTorch variable is
+ * "1", as PyTorch's has_cuda_env || has_rocm_env. *on gets the answer, *source the variable that decided it (NULL
+ * when none did: none is set, or only PyTorch's, at "0"). A value other than "0" or "1" is OOM_EINVAL with one line in err naming the
+ * variable (stricter than PyTorch, which warns and ignores it). */
+oom_status alloc_no_caching_pick(bool *on, const char **source, char *err, size_t errcap);
+
 /* roundup_power2_divisions for a request of size bytes (PyTorch's bucket lookup: floor(log2 size) - 20,
  * clamped to 0..15). */
 size_t alloc_conf_divisions(const alloc_conf *c, size_t size);

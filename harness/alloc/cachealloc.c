@@ -102,6 +102,10 @@ struct cachealloc {
     size_t allowed;                /* allowed_memory_maximum */
     int device_id;
     bool initialized;              /* CUDA is initialised: a budget was set, or malloc was called */
+    /* Caching off (cachealloc.h): each live allocation is one block in the active table with no neighbours, no
+     * pool membership and no segment record; the pools, segments, stats (but num_sync_all_streams) and trace
+     * stay empty, total_allocated_memory 0, and capped false. */
+    bool uncached;
 
     ca_block **table; /* active blocks by address */
     size_t table_mask, nactive;
@@ -1224,6 +1228,51 @@ static void record_oom(cachealloc *ca, const alloc_params *p, size_t orig_size)
 }
 
 /* --------------------------------------------------------------------------------------------------------
+ * Caching off: forceUncachedAllocator()'s uncached_allocate / uncached_delete
+ * ------------------------------------------------------------------------------------------------------ */
+
+/* cudaMalloc(nbytes) of its own; no stat, no trace, no budget (cachealloc.h). */
+static oom_status uncached_allocate(cachealloc *ca, size_t nbytes, devptr *out)
+{
+    devptr p = 0;
+    oom_status st = device_mem_alloc(ca->dev, nbytes, &p);
+    if (st == OOM_ENOMEM_DEVICE || st == OOM_ELIMIT) {
+        /* C10_CUDA_CHECK raises the driver's error: no allocator OOM, so num_ooms and the trace stay as they are */
+        size_t dfree = 0, dtotal = 0;
+        device_mem_info(ca->dev, &dfree, &dtotal);
+        ca_oom_info *o = &ca->oom;
+        memset(o, 0, sizeof *o);
+        o->requested = o->rounded = o->alloc_size = nbytes;
+        o->device_total = dtotal;
+        o->device_free = dfree;
+        snprintf(o->message, sizeof o->message,
+                 "CUDA error: out of memory [oomlab] caching off (PYTORCH_NO_CUDA_MEMORY_CACHING): a cudaMalloc of "
+                 "%zu bytes failed with %zu bytes free",
+                 nbytes, dfree);
+        ca->have_oom = true;
+        return OOM_ENOMEM_DEVICE;
+    }
+    if (st != OOM_OK)
+        return st;
+    ca_block *b = block_new(ca, p, nbytes, get_pool(ca, nbytes));
+    b->allocated = true;
+    b->requested_size = nbytes;
+    table_insert(ca, b);
+    *out = p;
+    debug_check(ca);
+    return OOM_OK;
+}
+
+/* cudaFree at once; block was taken out of the active table. */
+static oom_status uncached_delete(cachealloc *ca, ca_block *block)
+{
+    oom_status st = device_mem_free(ca->dev, block->ptr, block->size);
+    block_delete(ca, block);
+    debug_check(ca);
+    return st;
+}
+
+/* --------------------------------------------------------------------------------------------------------
  * Public API
  * ------------------------------------------------------------------------------------------------------ */
 
@@ -1239,13 +1288,14 @@ oom_status cachealloc_new(device *dev, const cachealloc_options *opt, cachealloc
     ca->small_blocks.stat = STAT_SMALL;
     ca->large_blocks.stat = STAT_LARGE;
     ca->rng = 0x6F6F6D6C6162ULL; /* deterministic treap shapes */
+    ca->uncached = opt->uncached;
     /* setMemoryFraction: a fraction below 1 caps held memory at fraction x totalGlobalMem. A budget is
      * set_per_process_memory_fraction(budget / total), which also initialises CUDA. */
     if (opt->budget_bytes) {
         ca->allowed = cachealloc_budget_cap(opt->budget_bytes, dev->total_bytes);
-        ca->capped = ca->allowed > 0;
+        ca->capped = ca->allowed > 0 && !ca->uncached; /* uncached: the cap is set but never asked */
         ca->initialized = true;
-    } else if (ca->conf.per_process_memory_fraction < 1.0) {
+    } else if (ca->conf.per_process_memory_fraction < 1.0 && !ca->uncached) {
         ca->capped = true;
         ca->allowed = (size_t)(ca->conf.per_process_memory_fraction * (double)dev->total_bytes);
     }
@@ -1268,6 +1318,10 @@ void cachealloc_delete(cachealloc *ca)
 {
     if (!ca)
         return;
+    if (ca->uncached) /* live allocations go back too, as live blocks do with caching on */
+        for (size_t i = 0; i <= ca->table_mask; i++)
+            for (ca_block *b = ca->table[i]; b; b = b->hnext)
+                device_mem_free(ca->dev, b->ptr, b->size);
     for (size_t i = 0; i < ca->nsegs; i++)
         device_mem_free(ca->dev, ca->segs[i].ptr, ca->segs[i].size);
     for (expseg *es = ca->expsegs, *nx; es; es = nx) {
@@ -1313,6 +1367,8 @@ oom_status cachealloc_malloc(cachealloc *ca, size_t nbytes, devptr *out)
         ca->have_oom = true;
         return OOM_ENOMEM_DEVICE;
     }
+    if (ca->uncached)
+        return uncached_allocate(ca, nbytes, out);
     size_t size = round_size(ca, nbytes);
     alloc_params p = {.size = size, .alloc_size = get_allocation_size(ca, size), .pool = get_pool(ca, size)};
 
@@ -1350,6 +1406,8 @@ oom_status cachealloc_free(cachealloc *ca, devptr ptr)
         OOM_ERROR(OOM_EINVAL, "free of unknown pointer 0x%llx", (unsigned long long)ptr);
         return OOM_EINVAL;
     }
+    if (ca->uncached)
+        return uncached_delete(ca, block);
     block->allocated = false;
     int pst = block->pool->stat;
     stat_array_decrease(ca->stats.allocation, pst, 1);
@@ -1378,8 +1436,8 @@ void cachealloc_empty_cache(cachealloc *ca)
 
 bool cachealloc_would_release(const cachealloc *ca, size_t nbytes)
 {
-    if (nbytes == 0 || nbytes >= CA_MAX_REQUEST)
-        return false;
+    if (nbytes == 0 || nbytes >= CA_MAX_REQUEST || ca->uncached)
+        return false; /* caching off: nothing is cached, nothing released */
     size_t size = round_size(ca, nbytes);
     size_t alloc_size = get_allocation_size(ca, size);
     const ca_pool *pool = size <= CA_SMALL_SIZE ? &ca->small_blocks : &ca->large_blocks;
@@ -1463,6 +1521,8 @@ static int cmp_ptr(const void *a, const void *b)
 static block_list all_blocks(const cachealloc *ca)
 {
     block_list l = {0};
+    if (ca->uncached)
+        return l; /* nothing is cached: _snapshot() of the device allocator is empty */
     bl_tree(&l, ca->small_blocks.blocks);
     bl_tree(&l, ca->large_blocks.blocks);
     bl_tree(&l, ca->small_blocks.unmapped);
@@ -1508,8 +1568,34 @@ static void rc_add(int64_t *a, int pool, int64_t x)
     a[pool] += x;
 }
 
+/* Caching off: the invariant stated at cachealloc.uncached. */
+static oom_status check_uncached(const cachealloc *ca)
+{
+    oom_status rc = OOM_OK;
+    size_t n = 0;
+    CHECK(!ca->small_blocks.blocks && !ca->large_blocks.blocks && !ca->small_blocks.unmapped &&
+              !ca->large_blocks.unmapped && ca->nsegs == 0 && !ca->expsegs,
+          "caching off, yet blocks are cached");
+    CHECK(ca->total_allocated_memory == 0 && !ca->capped && ca->ntrace == 0, "caching off, yet memory is counted");
+    for (size_t i = 0; i <= ca->table_mask; i++)
+        for (const ca_block *b = ca->table[i]; b; b = b->hnext, n++)
+            CHECK(b->allocated && b->mapped && !b->prev && !b->next && !b->es && b->size > 0,
+                  "caching off: block 0x%llx is not one whole allocation", (unsigned long long)b->ptr);
+    CHECK(n == ca->nactive, "active table holds %zu blocks, counted %zu", ca->nactive, n);
+    memstats zero;
+    memset(&zero, 0, sizeof zero);
+    zero.num_sync_all_streams = ca->stats.num_sync_all_streams;
+    zero.max_split_size = ca->stats.max_split_size;
+    zero.accumulated_reset = ca->stats.accumulated_reset;
+    CHECK(memcmp(&zero, &ca->stats, sizeof zero) == 0, "caching off, yet a memory_stats counter moved");
+out:
+    return rc;
+}
+
 oom_status cachealloc_check(const cachealloc *ca)
 {
+    if (ca->uncached)
+        return check_uncached(ca);
     oom_status rc = OOM_OK;
     block_list l = all_blocks(ca);
     recount r = {0};

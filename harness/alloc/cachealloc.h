@@ -84,7 +84,18 @@ typedef struct cachealloc_options {
                           * Applied as set_per_process_memory_fraction(budget_bytes / total) is: the cap is
                           * cachealloc_budget_cap(), and CUDA counts as initialised from the start. */
     int device_id;       /* for messages */
+    bool uncached;       /* caching off, as PYTORCH_NO_CUDA_MEMORY_CACHING=1 turns it off (see below) */
 } cachealloc_options;
+
+/* Caching off (cachealloc_options.uncached), as PyTorch 2.11's forceUncachedAllocator() does it in
+ * NativeCachingAllocator::allocate: every malloc is a device allocation of exactly nbytes of its own
+ * (uncached_allocate: cudaMalloc), every free returns it to the device at once (uncached_delete: cudaFree).
+ * DeviceCachingAllocator is never reached, so: no memory_stats counter moves on malloc or free (all stay 0; only
+ * empty_cache, which still runs release_cached_blocks over the empty pools, counts num_sync_all_streams), no trace
+ * entry is recorded, snapshots and layouts are empty, and no budget is enforced (set_per_process_memory_fraction
+ * sets the device allocator's cap, which this path never asks: cachealloc_budget is 0). A device that cannot
+ * supply nbytes gives OOM_ENOMEM_DEVICE with cachealloc_last_oom's message "CUDA error: out of memory" (PyTorch's
+ * C10_CUDA_CHECK text; num_ooms stays 0, as it is no allocator OOM). */
 
 /* Create an allocator over dev (borrowed; it must outlive the allocator). OOM_ENOMEM_HOST on failure. */
 oom_status cachealloc_new(device *dev, const cachealloc_options *opt, cachealloc **out);

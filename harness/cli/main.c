@@ -6,8 +6,9 @@
  *
  * Exit status: 0 success (run: every variant shows what it must; replay: the model agrees with PyTorch's
  * segment actions on every device, or a what-if replay), 1 a result that fails (run: an expectation does not
- * hold; replay under the recording's settings: some device diverges; compare: a regression), 2 bad input (one
- * error line on stderr, nothing written).
+ * hold, or a variant crashed or timed out, which a closing line counts; replay under the recording's settings:
+ * some device diverges; compare: a regression; faultsweep: a fault point was not clean), 2 bad input (one error
+ * line on stderr, nothing written).
  */
 #include <cJSON.h>
 #include <ctype.h>
@@ -27,6 +28,7 @@
 #include "run/history.h"
 #include "run/plot.h"
 #include "alloc/replay.h"
+#include "run/faultsweep.h"
 #include "run/report.h"
 #include "run/report_html.h"
 #include "run/runner.h"
@@ -46,7 +48,7 @@ typedef struct cli_option {
     bool repeats;      /* may be given more than once */
 } cli_option;
 
-#define CLI_MAX_OPTIONS 14
+#define CLI_MAX_OPTIONS 16
 
 /* A command: `oomlab NAME ARGS [OPTIONS]`, what it does, and its options (up to the first with no name). */
 typedef struct cli_command {
@@ -68,7 +70,9 @@ static const cli_command commands[] = {
     {"run",
      "[SCENARIO]",
      "run a scenario's variants (no SCENARIO: the whole catalog, one table), print the table and write\n"
-     "results/runs/STAMP-BACKEND/SCENARIO.json (--plot: and SCENARIO.png beside it)",
+     "results/runs/STAMP-BACKEND/SCENARIO.json (--plot: and SCENARIO.png beside it); each variant in its own\n"
+     "process (a crash or a hang is reported and the others run); exit 0: every variant shows what it must,\n"
+     "1: one does not, or crashed or timed out (a closing line counts those), 2: bad input",
      {
          {"--variant", "V[,V]",
           "run only these variants (default: every variant; oomlab describe SCENARIO lists them)", true},
@@ -107,6 +111,31 @@ static const cli_command commands[] = {
           "reserved bytes per value, and the largest value that fits the budget, found as accelerate's\n"
           "find_executable_batch_size finds it (from HI, x0.9 on each OOM) and exactly (bisection); writes\n"
           "SCENARIO.sweep.json (schema oomlab.sweep/1); needs a SCENARIO",
+          false},
+         {"--timeout", "SECONDS",
+          "kill a variant still running after SECONDS and report it timed out (0: no limit); default: the\n"
+          "scenario's own limit, else 600 s. Each variant runs in its own process: a crash (a signal, a\n"
+          "CUDA error) or a hang is reported as crashed or timeout, the other variants still run, exit 1",
+          false},
+         {"--no-fork", NULL, "run the variants in this process (to debug one with gdb): no isolation, no timeout",
+          false},
+     }},
+    {"faultsweep",
+     "[SCENARIO]",
+     "SQLite's OOM loop (no SCENARIO: the whole catalog): fail the n-th device allocation and every later one,\n"
+     "for n = 1, 2, ... until a run no longer reaches its fault, then the same for pinned host allocations; each\n"
+     "point in its own process must end clean: no crash or hang, an OOM as the allocator's normal result, every\n"
+     "tensor released, 0 bytes allocated, the allocator validators passing (and, built with make asan, no leak\n"
+     "LeakSanitizer finds); prints points and failures per variant, exit 1 if a point was not clean",
+     {
+         {"--variant", "V[,V]", "sweep only these variants (needs a SCENARIO)", true},
+         OPT_BACKEND,
+         {"--scale", "ci|full", "as for run (default: ci on sim, full on cuda)", false},
+         {"--set", "NAME=VALUE", "change a scenario parameter (needs a SCENARIO)", true},
+         {"--only", "device|host", "fail only device allocations, or only pinned host allocations (default: both)",
+          false},
+         {"--stride", "N", "test every N-th fault point (1, 1+N, 1+2N, ...; default 1: every point)", false},
+         {"--timeout", "SECONDS", "a point still running after SECONDS is killed and not clean (default: run's)",
           false},
      }},
     {"plot",
@@ -398,8 +427,9 @@ static void print_overview(FILE *f)
         fprintf(f, "      ");
         print_lines(f, c->summary, 6);
     }
-    fprintf(f, "exit status: 0 success, 1 a result that fails (run: an expectation does not hold; replay: the model\n"
-               "diverges from PyTorch; compare: a regression), 2 bad input (one error line on stderr, nothing written)\n");
+    fprintf(f, "exit status: 0 success, 1 a result that fails (run: an expectation does not hold, or a variant crashed\n"
+               "or timed out, said in a closing line; replay: the model diverges from PyTorch; compare: a regression;\n"
+               "faultsweep: a fault point was not clean), 2 bad input (one error line on stderr, nothing written)\n");
 }
 
 /* One error line, exit 2. An argument the format quotes ('%s') is the user's: it is cut to a readable length
@@ -880,6 +910,18 @@ static int take_variants(char *arg, run_options *o)
     return 0;
 }
 
+/* --timeout SECONDS: a positive number of seconds, or 0 for no limit (stored as -1). 0, or the exit status. */
+static int take_timeout(const char *arg, double *out)
+{
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(arg, &end);
+    if (!arg[0] || !end || *end || errno || !(v >= 0) || v > 1e6)
+        return bad_input("--timeout: '%.64s' is not a number of seconds from 0 (no limit) to 1000000", arg);
+    *out = v == 0 ? -1 : v;
+    return 0;
+}
+
 /* Run one scenario; writes its results file (into *rundir once one is claimed, else claims one in out_dir).
  * Returns 0 or EXIT_BAD_INPUT (the line printed); *res is filled on 0. */
 static int run_one(const scenario *sc, const run_options *o, const char *out_dir, bool write, char *rundir,
@@ -957,7 +999,7 @@ static int cmd_run(int argc, char **argv)
         const char *a = argv[i];
         bool has_value = strcmp(a, "--variant") == 0 || strcmp(a, "--backend") == 0 || strcmp(a, "--budget") == 0 ||
                          strcmp(a, "--set") == 0 || strcmp(a, "--alloc-conf") == 0 || strcmp(a, "--out") == 0 ||
-                         strcmp(a, "--scale") == 0 || strcmp(a, "--sweep") == 0;
+                         strcmp(a, "--scale") == 0 || strcmp(a, "--sweep") == 0 || strcmp(a, "--timeout") == 0;
         if (has_value && i + 1 >= argc)
             return bad_input("%s needs a value", a);
         if (strcmp(a, "--variant") == 0) {
@@ -1000,6 +1042,12 @@ static int cmd_run(int argc, char **argv)
                 return bad_input("%s needs a directory", "--out");
         } else if (strcmp(a, "--no-write") == 0) {
             write = false;
+        } else if (strcmp(a, "--timeout") == 0) {
+            int rc = take_timeout(argv[++i], &o.timeout_s);
+            if (rc)
+                return rc;
+        } else if (strcmp(a, "--no-fork") == 0) {
+            o.no_fork = true;
         } else if (strcmp(a, "--dry-run") == 0) {
             o.dry_run = true;
         } else if (strcmp(a, "--real-addresses") == 0) {
@@ -1035,6 +1083,8 @@ static int cmd_run(int argc, char **argv)
         fprintf(stderr, "oomlab: %s: %s\n", o.alloc_conf_source, err);
         return EXIT_BAD_INPUT;
     }
+    if (alloc_no_caching_pick(&o.uncached, &o.uncached_source, err, sizeof err) != OOM_OK)
+        return bad_input("%s", err);
     if (sweep)
         return run_sweep(one, &o, sweep, out_dir, write, json, plot);
     const scenario *const *list = one ? &one : scenario_catalog;
@@ -1102,6 +1152,83 @@ static int cmd_run(int argc, char **argv)
         run_result_free(&res[k]);
     free(res);
     free(paths);
+    return rc;
+}
+
+/* `oomlab faultsweep [SCENARIO]`: the table, exit 1 when a point was not clean. */
+static int cmd_faultsweep(int argc, char **argv)
+{
+    faultsweep_options fo = {.run = {.backend = DEVICE_AUTO}, .stride = 1, .device = true, .host = true};
+    run_options *o = &fo.run;
+    const char *name = NULL;
+    static char set_names[RUN_MAX_SETS][64];
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        bool has_value = strcmp(a, "--variant") == 0 || strcmp(a, "--backend") == 0 || strcmp(a, "--set") == 0 ||
+                         strcmp(a, "--scale") == 0 || strcmp(a, "--only") == 0 || strcmp(a, "--stride") == 0 ||
+                         strcmp(a, "--timeout") == 0;
+        if (has_value && i + 1 >= argc)
+            return bad_input("%s needs a value", a);
+        int rc = 0;
+        if (strcmp(a, "--variant") == 0) {
+            rc = take_variants(argv[++i], o);
+        } else if (strcmp(a, "--backend") == 0) {
+            rc = take_backend(argc, argv, &i, &o->backend);
+        } else if (strcmp(a, "--scale") == 0) {
+            const char *v = argv[++i];
+            if (strcmp(v, "ci") == 0 || strcmp(v, "full") == 0)
+                o->scale = v[0] == 'c' ? SCALE_CI : SCALE_FULL;
+            else
+                return bad_input("--scale: '%.64s' is not ci or full", v);
+        } else if (strcmp(a, "--set") == 0) {
+            if (o->nsets == RUN_MAX_SETS)
+                return bad_input("--set: at most %s settings", "16");
+            if (!parse_set(argv[++i], &o->sets[o->nsets], set_names[o->nsets], sizeof set_names[0]))
+                return bad_input("--set: '%s' is not NAME=INTEGER", argv[i]);
+            o->nsets++;
+        } else if (strcmp(a, "--only") == 0) {
+            const char *v = argv[++i];
+            if (strcmp(v, "device") != 0 && strcmp(v, "host") != 0)
+                return bad_input("--only: '%.64s' is not device or host", v);
+            fo.device = v[0] == 'd';
+            fo.host = v[0] == 'h';
+        } else if (strcmp(a, "--stride") == 0) {
+            long v = 0;
+            rc = take_count(argc, argv, &i, 1, FAULTSWEEP_MAX_POINT, "a stride", &v);
+            fo.stride = (uint64_t)v;
+        } else if (strcmp(a, "--timeout") == 0) {
+            rc = take_timeout(argv[++i], &o->timeout_s);
+        } else if (a[0] == '-' && a[1]) {
+            return bad_input("faultsweep: unknown option '%s'", a);
+        } else if (!name) {
+            name = a;
+        } else {
+            return bad_input("faultsweep: unexpected argument '%s'", a);
+        }
+        if (rc)
+            return rc;
+    }
+    if (!name && (o->nvariants || o->nsets))
+        return bad_input("%s", "faultsweep: --variant and --set need a SCENARIO");
+    const scenario *one = NULL;
+    if (name && !(one = find_scenario(name)))
+        return EXIT_BAD_INPUT;
+    char err[512];
+    o->alloc_conf = alloc_conf_pick(NULL, &o->alloc_conf_source);
+    alloc_conf user_conf;
+    if (alloc_conf_parse(&user_conf, o->alloc_conf, err, sizeof err) != OOM_OK) {
+        fprintf(stderr, "oomlab: %s: %s\n", o->alloc_conf_source, err);
+        return EXIT_BAD_INPUT;
+    }
+    if (o->alloc_conf && o->alloc_conf[0]) /* the environment's settings change every point: say so */
+        printf("settings: '%s' from %s, under each variant's own\n", o->alloc_conf, o->alloc_conf_source);
+    faultsweep_result res;
+    if (faultsweep_run(one ? &one : scenario_catalog, one ? 1 : scenario_catalog_size, &fo, &res, err, sizeof err) !=
+        OOM_OK)
+        return bad_input("%s", err);
+    faultsweep_table(&res, stdout);
+    int rc = res.passed ? 0 : 1;
+    faultsweep_result_free(&res);
     return rc;
 }
 
@@ -1315,6 +1442,8 @@ static int run_command(const char *cmd, int argc, char **argv)
         return cmd_plot(argc, argv);
     if (strcmp(cmd, "report") == 0)
         return cmd_report(argc, argv);
+    if (strcmp(cmd, "faultsweep") == 0)
+        return cmd_faultsweep(argc, argv);
     if (strcmp(cmd, "replay") == 0)
         return cmd_replay(argc, argv);
     if (strcmp(cmd, "advise") == 0)

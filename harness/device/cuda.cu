@@ -1085,8 +1085,30 @@ static const device_ops cuda_ops = {
     cu_processes,
 };
 
+static bool cuda_touched; /* a CUDA call has run in this process */
+
+bool device_cuda_initialised(void) { return cuda_touched; }
+
+oom_status device_cuda_props(device_cuda_info *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!device_cuda_visible())
+        return OOM_ENODEV;
+    cudaDeviceProp prop;
+    memset(&prop, 0, sizeof prop);
+    oom_status st = OOM_CUDA(cudaGetDeviceProperties(&prop, 0));
+    if (st != OOM_OK)
+        return st;
+    out->visible = true;
+    prop.name[sizeof out->name - 1] = '\0';
+    memcpy(out->name, prop.name, sizeof out->name);
+    out->total_bytes = prop.totalGlobalMem;
+    return OOM_OK;
+}
+
 int device_cuda_count(void)
 {
+    cuda_touched = true;
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess) {
         (void)cudaGetLastError();
@@ -1118,6 +1140,7 @@ oom_status device_cuda_copy_peer(device *dst, devptr d, device *src, devptr s, s
 
 bool device_cuda_visible(void)
 {
+    cuda_touched = true;
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess) {
         (void)cudaGetLastError();
@@ -1132,6 +1155,7 @@ oom_status device_cuda_open(const device_options *opt, device *dev)
         return OOM_EINVAL;
     int ordinal = opt ? opt->cuda_ordinal : 0;
     int n = 0;
+    cuda_touched = true;
     if (cudaGetDeviceCount(&n) != cudaSuccess) {
         (void)cudaGetLastError();
         return OOM_ENODEV;

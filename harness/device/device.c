@@ -1,9 +1,12 @@
 /* device.c - backend selection, the op wrappers and fault injection (see device.h). */
 #include "device/device.h"
 
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 bool device_cuda_built(void)
@@ -25,6 +28,12 @@ oom_status device_cuda_open(const device_options *opt, device *dev)
 }
 
 bool device_cuda_visible(void) { return false; }
+bool device_cuda_initialised(void) { return false; }
+oom_status device_cuda_props(device_cuda_info *out)
+{
+    (void)out;
+    return OOM_ENODEV;
+}
 int device_cuda_count(void) { return 0; }
 void device_cuda_make_current(device *dev) { (void)dev; }
 oom_status device_cuda_copy_peer(device *dst, devptr d, device *src, devptr s, size_t bytes)
@@ -33,6 +42,58 @@ oom_status device_cuda_copy_peer(device *dst, devptr d, device *src, devptr s, s
     return OOM_EUNSUPPORTED;
 }
 #endif
+
+const device_cuda_info *device_cuda_probe(void)
+{
+    static device_cuda_info info;
+    static bool probed;
+    if (probed)
+        return &info;
+    probed = true;
+    if (!device_cuda_built())
+        return &info;
+    if (device_cuda_initialised()) { /* asking here costs nothing more */
+        device_cuda_props(&info);
+        return &info;
+    }
+    int fd[2];
+    if (pipe(fd) != 0)
+        return &info;
+    fflush(NULL); /* the child must not write this process's buffered output again */
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fd[0]);
+        close(fd[1]);
+        return &info;
+    }
+    if (pid == 0) { /* the child: initialise CUDA, answer, exit without running this process's atexit handlers */
+        close(fd[0]);
+        device_cuda_info got = {0};
+        device_cuda_props(&got);
+        ssize_t w = write(fd[1], &got, sizeof got);
+        _exit(w == (ssize_t)sizeof got ? 0 : 1);
+    }
+    close(fd[1]);
+    device_cuda_info got;
+    size_t have = 0;
+    while (have < sizeof got) {
+        ssize_t r = read(fd[0], (char *)&got + have, sizeof got - have);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        have += (size_t)r;
+    }
+    close(fd[0]);
+    int wst = 0;
+    while (waitpid(pid, &wst, 0) < 0 && errno == EINTR)
+        ;
+    if (have == sizeof got && WIFEXITED(wst) && WEXITSTATUS(wst) == 0) {
+        info = got;
+        info.name[sizeof info.name - 1] = '\0';
+    }
+    return &info;
+}
 
 void device_make_current(device *dev)
 {
@@ -238,9 +299,24 @@ void device_fault_arm(device *dev, uint64_t nth, bool persistent)
     dev->fault_persistent = nth ? persistent : false;
 }
 
+void device_fault_plan_attach(device *dev, device_fault_plan *plan)
+{
+    if (dev)
+        dev->plan = plan;
+}
+
 /* Count one device allocation and decide whether the injector fails it. */
 static bool fault_fires(device *dev)
 {
+    if (dev->plan) {
+        device_fault_plan *p = dev->plan;
+        p->device_calls++;
+        if (p->device_at && p->device_calls >= p->device_at) {
+            p->device_fired++;
+            return true;
+        }
+        return false;
+    }
     dev->alloc_calls++;
     if (dev->fault_at == 0)
         return false;
@@ -357,10 +433,26 @@ static bool pinned_cap_refuses(device *dev, size_t bytes)
     return used > dev->pinned_cap || charged > dev->pinned_cap - used;
 }
 
+/* Count one pinned host allocation in the device's plan and decide whether it fails. */
+static bool host_fault_fires(device *dev)
+{
+    device_fault_plan *p = dev->plan;
+    if (!p)
+        return false;
+    uint64_t n = __atomic_add_fetch(&p->host_calls, 1, __ATOMIC_SEQ_CST);
+    if (p->host_at && n >= p->host_at) {
+        __atomic_add_fetch(&p->host_fired, 1, __ATOMIC_SEQ_CST);
+        return true;
+    }
+    return false;
+}
+
 oom_status device_host_alloc(device *dev, size_t bytes, void **out)
 {
     if (!dev || !out)
         return OOM_EINVAL;
+    if (bytes && host_fault_fires(dev))
+        return OOM_ENOMEM_PINNED;
     if (bytes && pinned_cap_refuses(dev, bytes))
         return OOM_ENOMEM_PINNED;
     return dev->ops->host_alloc(dev->impl, bytes, out);
@@ -433,6 +525,8 @@ oom_status device_host_register(device *dev, void *p, size_t bytes)
 {
     if (!dev || !p || bytes == 0)
         return OOM_EINVAL;
+    if (host_fault_fires(dev))
+        return OOM_ENOMEM_PINNED;
     if (pinned_cap_refuses(dev, bytes))
         return OOM_ENOMEM_PINNED;
     return dev->ops->host_register(dev->impl, p, bytes);

@@ -11,7 +11,8 @@
  *
  * Fault injection lives here, in front of every backend: device_fault_arm(dev, n, persistent) makes the n-th
  * following device allocation (mem_alloc or va_map, counted from 1) fail with OOM_ENOMEM_DEVICE, and with
- * persistent=true every one after it too.
+ * persistent=true every one after it too. A fault plan (device_fault_plan, below) does the same over several devices
+ * at once and also for pinned host allocations: faultsweep's injected faults.
  *
  * Pinned host memory, streams and events (for the pinned host allocator, alloc/hostalloc.h):
  *   host_alloc/host_free     cudaHostAlloc / cudaFreeHost;
@@ -177,6 +178,7 @@ typedef struct device {
     struct device_range *ranges;
     size_t nranges, capranges;
     bool shadow_lost; /* the model refused a range the driver gave: keys from then on are real addresses */
+    struct device_fault_plan *plan; /* shared fault plan (device_fault_plan_attach); NULL: none */
 } device;
 
 /* Open a backend. DEVICE_AUTO never fails for lack of a GPU: it falls back to sim. Returns OOM_ENODEV when
@@ -213,6 +215,37 @@ bool device_orders_by_model(const device *dev);
 
 /* Fault injection (see the file comment). nth = 0 disarms. */
 void device_fault_arm(device *dev, uint64_t nth, bool persistent);
+
+/* A fault plan shared by the devices attached to it (a variant's devices: `oomlab faultsweep`). Allocation
+ * attempts are counted over all of them, in call order: device allocations (mem_alloc: cudaMalloc; va_map: an
+ * expandable segment's cuMemCreate + cuMemMap) in device_calls, pinned host allocations (host_alloc:
+ * cudaHostAlloc; host_register: cudaHostRegister) in host_calls. The device_at-th device allocation and every
+ * later one fail with OOM_ENOMEM_DEVICE before reaching the backend, as cudaMalloc does on a full device; the
+ * host_at-th pinned allocation and every later one fail with OOM_ENOMEM_PINNED, as cudaHostAlloc does when
+ * nothing more can be pinned. 0 = never. Frees, reserves and everything else go through. The fired counters
+ * say whether the fault was reached. Host calls may come from a pin-memory thread: host counters are atomic.
+ * Invariant: *_fired > 0 exactly when *_at != 0 and *_calls >= *_at. */
+typedef struct device_fault_plan {
+    uint64_t device_at, host_at;
+    uint64_t device_calls, device_fired;
+    uint64_t host_calls, host_fired; /* atomic (__atomic builtins): nvcc compiles this header as C++ */
+} device_fault_plan;
+
+/* Count dev's allocations in plan (borrowed; it must outlive the device's use) and fail them as it says. The
+ * plan replaces the device's own device_fault_arm counters for device allocations. */
+void device_fault_plan_attach(device *dev, device_fault_plan *plan);
+
+/* A GPU as seen without initialising CUDA in this process: device_cuda_visible() and cudaGetDeviceProperties
+ * run in a child process (a process that has initialised CUDA cannot fork a child that uses CUDA, and the runner
+ * runs each variant in a fork). Learned once per process. */
+typedef struct device_cuda_info {
+    bool visible;
+    char name[96];
+    size_t total_bytes;
+} device_cuda_info;
+const device_cuda_info *device_cuda_probe(void);
+/* Whether this process has initialised CUDA (device_cuda_visible or a cuda device_open ran here). */
+bool device_cuda_initialised(void);
 
 /* A cap on pinned host memory, in front of every backend, as a container's memlock limit or its RAM would be:
  * host_alloc and host_register fail with OOM_ENOMEM_PINNED when the pinned bytes held through this device (whole
@@ -262,6 +295,8 @@ oom_status device_cuda_open(const device_options *opt, device *dev); /* OOM_ENOD
 void device_cuda_make_current(device *dev);
 oom_status device_cuda_copy_peer(device *dst, devptr d, device *src, devptr s, size_t bytes);
 bool device_cuda_visible(void);                                       /* a GPU is there (cuda built in) */
+/* Ordinal 0's name and total, and whether a GPU is visible, asked in this process (device_cuda_probe's child). */
+oom_status device_cuda_props(device_cuda_info *out);
 
 OOM_END_DECLS
 

@@ -30,14 +30,15 @@ void gp_string(FILE *f, const char *s)
 {
     fputc('"', f);
     for (; *s; s++) {
-        if (*s == '"')
-            fputc('\'', f);
-        else if (*s == '\\')
+        unsigned char c = (unsigned char)*s;
+        if (c == '"')
+            fputs("\\\"", f);
+        else if (c == '\\')
             fputs("\\\\", f);
-        else if (*s == '\n')
+        else if (c == '\n')
             fputs("\\n", f);
         else
-            fputc(*s, f);
+            fputc(c < 0x20 || c == 0x7f ? ' ' : c, f); /* a raw control character could end the line */
     }
     fputc('"', f);
 }

@@ -46,8 +46,10 @@ oom_status gp_end(gp_figure *f, char *err, size_t errcap);
 /* Give the figure up: remove its folder and any partial output. */
 void gp_abort(gp_figure *f);
 
-/* A text as a gnuplot string literal, in double quotes: a double quote becomes a single one, a backslash is
- * doubled. */
+/* A text as a gnuplot script's string literal that reads back as itself: in double quotes, a double quote and a
+ * backslash escaped, a newline as \n, other control characters as spaces. gnuplot ends an unclosed string at the
+ * end of its line and runs the next line as a command, so text from a results file must never break the line
+ * (tests/test_fuzz_regressions.c). */
 void gp_string(FILE *f, const char *s);
 /* Bytes in the unit a figure uses (MiB below 10 GiB, GiB from there): the factor and its name. */
 double gp_unit(double max_bytes, const char **name);

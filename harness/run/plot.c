@@ -72,6 +72,19 @@ static oom_status load(const char *path, const char *schema, cJSON **out, char *
         return fail(err, errcap, OOM_EINVAL, "%s is not an oomlab results file (schema %s)", path,
                     schema ? schema : "oomlab.run/1 or oomlab.sweep/1");
     }
+    int k = 0;
+    const cJSON *v;
+    cJSON_ArrayForEach(v, arr(j, "variants")) /* an OOM's step is a sample index (report.h), drawn at x = step */
+    {
+        const cJSON *oom = cJSON_GetObjectItemCaseSensitive(v, "oom");
+        double step = cJSON_IsObject(oom) ? num(oom, "step") : 0.0;
+        if (!(step >= 0.0 && step <= 2147483647.0 && step == floor(step))) {
+            cJSON_Delete(j);
+            return fail(err, errcap, OOM_EINVAL, "%s: variants[%d].oom.step is not a sample index (a whole number >= 0)",
+                        path, k);
+        }
+        k++;
+    }
     *out = j;
     return OOM_OK;
 }
@@ -802,8 +815,12 @@ oom_status plot_segments(const char *json_path, const char *out, char *err, size
             return fail(err, errcap, OOM_EIO, "cannot write the plot's data in %s", f.dir);
         }
         const cJSON *oom = cJSON_GetObjectItemCaseSensitive(v, "oom");
+        char vname[128];
+        snprintf(vname, sizeof vname, "%s", str(v, "name"));
+        for (char *c = vname; *c; c++) /* the title is written raw: no quote, backslash or line break from the file */
+            *c = (*c == '"' || *c == '\\' || (unsigned char)*c < 0x20) ? ' ' : *c;
         snprintf(title, sizeof title, "%s: %d segment%s\\nasked %s\\nlargest free block %s",
-                 str(v, "name"), cJSON_GetArraySize(segs), cJSON_GetArraySize(segs) == 1 ? "" : "s",
+                 vname, cJSON_GetArraySize(segs), cJSON_GetArraySize(segs) == 1 ? "" : "s",
                  gp_size(num(oom, "requested"), b1, sizeof b1), gp_size(num(oom, "largest_free_block"), b3, sizeof b3));
         (void)b2;
         layout_panel(g, &L, p);

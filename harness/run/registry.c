@@ -21,11 +21,26 @@ const scenario *const scenario_catalog[] = {
 };
 const size_t scenario_catalog_size = sizeof scenario_catalog / sizeof scenario_catalog[0];
 
+/* Scenarios registered outside the catalog (scenario_register): test fixtures. */
+static const scenario *registered[SCENARIO_MAX_REGISTERED];
+static size_t nregistered;
+
+bool scenario_register(const scenario *sc)
+{
+    if (nregistered == SCENARIO_MAX_REGISTERED)
+        return false;
+    registered[nregistered++] = sc;
+    return true;
+}
+
 const scenario *scenario_find(const char *name)
 {
     for (size_t i = 0; i < scenario_catalog_size; i++)
         if (strcmp(scenario_catalog[i]->name, name) == 0)
             return scenario_catalog[i];
+    for (size_t i = 0; i < nregistered; i++)
+        if (strcmp(registered[i]->name, name) == 0)
+            return registered[i];
     return NULL;
 }
 

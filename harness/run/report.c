@@ -7,6 +7,7 @@
 
 #include "core/fileio.h"
 #include "alloc/memstats.h"
+#include "run/isolate.h"
 
 static int64_t stat_of(const memstats *m, const char *key)
 {
@@ -103,6 +104,34 @@ void report_header(const run_result *r, FILE *out)
                      "PYTORCH_HIP_ALLOC_CONF or PYTORCH_ALLOC_CONF)\n");
     else
         fprintf(out, "settings: '%s' from %s, under each variant's own\n", r->conf_user, r->conf_source);
+    if (r->isolation)
+        fprintf(out, "isolation: %s\n", r->isolation);
+    if (r->uncached) /* forceUncachedAllocator(): said, as it changes every number below */
+        fprintf(out, "caching: off (%s=1): every malloc a device allocation of its own, every free returned at once; "
+                     "memory_stats stay 0 and no cap is enforced, as in PyTorch\n",
+                r->uncached_source);
+    else if (r->uncached_source[0])
+        fprintf(out, "caching: on (%s=0)\n", r->uncached_source);
+}
+
+/* An error, a crash or a timeout: its line under the variant. */
+static void error_line(const variant_result *v, FILE *out)
+{
+    if (v->outcome == OUTCOME_ERROR)
+        fprintf(out, "  error: %s\n", v->error);
+    else if (v->outcome == OUTCOME_CRASHED || v->outcome == OUTCOME_TIMEOUT)
+        fprintf(out, "  %s\n", v->error);
+}
+
+/* The variants that did not finish, when there are any: a crash or a hang is not an expectation that failed. */
+static void unfinished_line(const run_result *runs, size_t n, FILE *out)
+{
+    size_t crashed = 0, timed_out = 0;
+    for (size_t k = 0; k < n; k++)
+        crashed += runs[k].crashed, timed_out += runs[k].timed_out;
+    if (crashed + timed_out)
+        fprintf(out, "%zu crashed, %zu timed out (each variant runs in its own process: the others ran)\n", crashed,
+                timed_out);
 }
 
 /* A variant on several devices (scn_rt_device): one row per device after its own, which is device 0's. */
@@ -153,8 +182,7 @@ void report_table(const run_result *r, FILE *out)
         for (size_t j = 0; j < v->nexpect; j++)
             fprintf(out, "  %s %s\n", v->expect[j].holds ? "✓" : "✗", v->expect[j].text);
         metrics_table(v, out);
-        if (v->outcome == OUTCOME_ERROR)
-            fprintf(out, "  error: %s\n", v->error);
+        error_line(v, out);
         if (v->ooms && v->oom.pinned)
             fprintf(out, "  OOM of pinned host memory at %s: %s\n", v->oom.what, v->oom.message);
         else if (v->ooms && v->oom.device)
@@ -167,6 +195,7 @@ void report_table(const run_result *r, FILE *out)
         passed += r->variants[i].passed;
     fprintf(out, "\n%zu of %zu variants show what they must%s\n", passed, r->nvariants,
             r->passed ? "" : " (✗ above)");
+    unfinished_line(r, 1, out);
 }
 
 void report_catalog_table(const run_result *runs, size_t n, FILE *out)
@@ -201,12 +230,12 @@ void report_catalog_table(const run_result *runs, size_t n, FILE *out)
             for (size_t j = 0; j < v->nexpect; j++)
                 if (!v->expect[j].holds)
                     fprintf(out, "  ✗ %s\n", v->expect[j].text);
-            if (v->outcome == OUTCOME_ERROR)
-                fprintf(out, "  error: %s\n", v->error);
+            error_line(v, out);
         }
     }
     fprintf(out, "\n%zu of %zu variants in %zu scenarios show what they must%s\n", passed, total, n,
             passed == total ? "" : " (✗ above)");
+    unfinished_line(runs, n, out);
 }
 
 /* ---- JSON ------------------------------------------------------------------------------------------------ */
@@ -276,7 +305,10 @@ static cJSON *variant_json(const variant_result *v, bool *ok)
     add_str(o, "alloc_conf", v->alloc_conf, ok);
     add_str(o, "outcome", variant_outcome_str(v->outcome), ok);
     add_bool(o, "passed", v->passed, ok);
-    add(o, "error", v->outcome == OUTCOME_ERROR ? cJSON_CreateString(v->error) : cJSON_CreateNull(), ok);
+    bool failed = v->outcome == OUTCOME_ERROR || v->outcome == OUTCOME_CRASHED || v->outcome == OUTCOME_TIMEOUT;
+    add(o, "error", failed ? cJSON_CreateString(v->error) : cJSON_CreateNull(), ok);
+    if (v->outcome == OUTCOME_CRASHED && v->signal) /* only where there is one: a healthy variant's JSON is as before */
+        add_str(o, "signal", isolate_signal_name(v->signal), ok);
     add_int(o, "peak_allocated", stat_of(&v->stats, "allocated_bytes.all.peak"), ok);
     add_int(o, "peak_reserved", stat_of(&v->stats, "reserved_bytes.all.peak"), ok);
     add(o, "seconds", cJSON_CreateNumber(v->seconds), ok);
@@ -417,8 +449,13 @@ cJSON *report_json(const run_result *r)
     add_int(o, "device_total", (int64_t)r->device_total, &ok);
     add_str(o, "alloc_conf_source", r->conf_source, &ok);
     add_str(o, "alloc_conf_user", r->conf_user, &ok);
+    add_bool(o, "memory_caching", !r->uncached, &ok);
+    add(o, "memory_caching_source",
+        r->uncached_source[0] ? cJSON_CreateString(r->uncached_source) : cJSON_CreateNull(), &ok);
     add_str(o, "started", r->started, &ok);
     add_bool(o, "passed", r->passed, &ok);
+    if (r->isolation)
+        add_str(o, "isolation", r->isolation, &ok);
     cJSON *p = add(o, "params", cJSON_CreateObject(), &ok);
     for (size_t i = 0; p && i < r->sc->nparams; i++)
         add_int(p, r->sc->params[i].name, r->params[i], &ok);

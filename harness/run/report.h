@@ -1,6 +1,7 @@
 /* report.h - a scenario run as people read it (the table) and as programs read it (the results JSON).
  *
- * The table: a header (backend, budget, the cap in force, and where the user's allocator settings came from),
+ * The table: a header (backend, budget, the cap in force, where the user's allocator settings came from, and
+ * whether caching is off and what turned it off),
  * one row per variant (variant, outcome, peak allocated, peak reserved, reserved but unallocated at the OOM, the
  * largest free block at the OOM, and ✓ when every expectation holds), then each variant's expectations, ✓ or ✗,
  * and its OOM message.
@@ -9,7 +10,9 @@
  *   {"schema", "scenario", "title", "backend", "device", "dry_run", "scale": "ci"|"full",
  *    "budget" (B), "cap" (the cap in force: set_per_process_memory_fraction(B / device_total); null when none),
  *    "device_total", "alloc_conf_source" ("--alloc-conf", the variable's name from ALLOC_CONF_ENV_VARS, or
- *    "default"), "alloc_conf_user" (the settings text it supplied), "started", "passed",
+ *    "default"), "alloc_conf_user" (the settings text it supplied), "memory_caching" (false: caching off, as
+ *    PYTORCH_NO_CUDA_MEMORY_CACHING=1 sets it; memory_stats then stay 0), "memory_caching_source" (the variable of
+ *    ALLOC_NO_CACHING_ENV_VARS that decided it, or null), "started", "passed",
  *    "params": {name: value},
  *    "variants": [{"name", "kind", "summary", "alloc_conf", "outcome": "ok"|"oom"|"error", "passed", "error",
  *                  "peak_allocated", "peak_reserved", "seconds", "cpu_seconds" (the process's CPU time),

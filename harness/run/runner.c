@@ -9,6 +9,19 @@
 
 #include "alloc/cachealloc.h"
 #include "core/echo.h"
+#include "run/isolate.h"
+
+/* LeakSanitizer's own check, for faultsweep's children (asan builds: `make asan`). */
+#if defined(__SANITIZE_ADDRESS__)
+#define RUNNER_LSAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define RUNNER_LSAN 1
+#endif
+#endif
+#ifdef RUNNER_LSAN
+#include <sanitizer/lsan_interface.h>
+#endif
 
 /* The run of one variant: what scenario code sees as scn. */
 struct scn {
@@ -23,6 +36,7 @@ struct scn {
     alloc_conf conf;
     rt *extra[SCN_MAX_DEVICES];
     size_t capdevsamples[SCN_MAX_DEVICES];
+    device_fault_plan plan; /* under o->fault: shared by every device of the variant */
 };
 
 static void *xrealloc(void *p, size_t n)
@@ -42,7 +56,19 @@ const char *variant_kind_str(variant_kind k)
 
 const char *variant_outcome_str(variant_outcome o)
 {
-    return o == OUTCOME_OK ? "ok" : o == OUTCOME_OOM ? "oom" : "error";
+    switch (o) {
+    case OUTCOME_OK:
+        return "ok";
+    case OUTCOME_OOM:
+        return "oom";
+    case OUTCOME_ERROR:
+        return "error";
+    case OUTCOME_CRASHED:
+        return "crashed";
+    case OUTCOME_TIMEOUT:
+        return "timeout";
+    }
+    return "error";
 }
 
 const char *run_scale_str(run_scale s) { return s == SCALE_CI ? "ci" : s == SCALE_FULL ? "full" : "auto"; }
@@ -58,7 +84,7 @@ run_scale runner_resolve_scale(const run_options *o)
         return o->scale;
     if (o->dry_run)
         return SCALE_FULL;
-    if (o->backend == DEVICE_CUDA || (o->backend == DEVICE_AUTO && device_cuda_built() && device_cuda_visible()))
+    if (o->backend == DEVICE_CUDA || (o->backend == DEVICE_AUTO && device_cuda_probe()->visible))
         return SCALE_FULL;
     return SCALE_CI;
 }
@@ -299,7 +325,7 @@ rt *scn_rt_device(scn *s, int k)
         bool own_gpu = s->r->dev->kind == DEVICE_CUDA && j < device_cuda_count();
         rt_options ro = {.backend = s->r->dev->kind, .dry_run = s->o->dry_run, .budget_bytes = s->run->budget,
                          .conf = &s->conf, .seed = s->o->seed, .real_addresses = s->o->real_addresses,
-                         .cuda_ordinal = own_gpu ? j : 0};
+                         .cuda_ordinal = own_gpu ? j : 0, .uncached = s->o->uncached};
         rt *r = NULL;
         if (rt_open(&ro, &r) != OOM_OK) {
             rt_fail(s->r, OOM_ENODEV, "cannot open device %d: %s", j, oom_error_msg());
@@ -319,6 +345,8 @@ rt *scn_rt_device(scn *s, int k)
         d->cap = cachealloc_budget(r->ca);
         s->extra[j] = r;
         s->capdevsamples[j] = 0;
+        if (s->o->fault)
+            device_fault_plan_attach(r->dev, &s->plan);
         res->ndevices = (size_t)j;
         for (size_t i = 0; i < res->nsamples; i++) /* the steps before it existed */
             device_sample(s, j, res->samples[i].label, NULL);
@@ -441,8 +469,8 @@ oom_status runner_validate(const scenario *sc, const run_options *o, char *err, 
 
 /* ---- running ----------------------------------------------------------------------------------------------- */
 
-static void run_variant(const scenario *sc, const run_options *o, run_result *run, const scenario_variant *v,
-                        variant_result *res)
+/* What a variant is before it runs: its name and settings (what a crashed variant is reported with). */
+static void variant_prepare(const run_options *o, const scenario_variant *v, variant_result *res)
 {
     memset(res, 0, sizeof *res);
     res->v = v;
@@ -451,12 +479,70 @@ static void run_variant(const scenario *sc, const run_options *o, run_result *ru
     char cerr[512];
     variant_conf(o, v, &c, cerr, sizeof cerr); /* validated already */
     alloc_conf_format(&c, res->alloc_conf, sizeof res->alloc_conf);
+}
+
+/* faultsweep's checks on one device of the variant, before it is closed: the first thing unclean goes to detail. */
+static void fault_check_device(rt *x, int k, run_fault_findings *f)
+{
+    int64_t left = 0, ooms = 0;
+    memstats_get(cachealloc_stats(x->ca), "allocated_bytes.all.current", &left);
+    memstats_get(cachealloc_stats(x->ca), "num_ooms", &ooms);
+    f->surfaced = f->surfaced || ooms > 0;
+    hostalloc_usage hu;
+    hostalloc_usage_get(x->ha, &hu);
+    if (x->live_tensors || x->live_nodes || left || hu.live_blocks) {
+        if (!f->detail[0])
+            snprintf(f->detail, sizeof f->detail,
+                     "device %d: not released: %zu tensors, %zu autograd nodes, %lld bytes allocated, %zu pinned "
+                     "blocks handed out",
+                     k, x->live_tensors, x->live_nodes, (long long)left, hu.live_blocks);
+        f->released = false;
+    }
+    oom_status cs = cachealloc_check(x->ca);
+    oom_status hs = cs == OOM_OK ? hostalloc_check(x->ha) : OOM_OK;
+    if (cs != OOM_OK || hs != OOM_OK) {
+        if (!f->detail[0])
+            snprintf(f->detail, sizeof f->detail, "device %d: %s validator: %s", k,
+                     cs != OOM_OK ? "cachealloc" : "hostalloc", oom_error_msg());
+        f->valid = false;
+    }
+}
+
+/* faultsweep's checks of the variant as a whole (res->outcome and res->status are final). */
+static void fault_check(const scn *s, variant_result *res)
+{
+    run_fault_findings *f = &res->fault;
+    f->device_calls = s->plan.device_calls;
+    f->host_calls = __atomic_load_n(&s->plan.host_calls, __ATOMIC_SEQ_CST);
+    f->device_fired = s->plan.device_fired > 0;
+    f->host_fired = __atomic_load_n(&s->plan.host_fired, __ATOMIC_SEQ_CST) > 0;
+    f->status_ok = res->outcome != OUTCOME_ERROR || res->status == OOM_ENOMEM_DEVICE ||
+                   res->status == OOM_ENOMEM_PINNED;
+    if (!f->status_ok)
+        snprintf(f->detail, sizeof f->detail, "ended on %s, not an OOM: %.200s", oom_status_str(res->status),
+                 res->error);
+    f->released = f->valid = true;
+    fault_check_device(s->r, 0, f);
+    for (size_t k = 1; k <= res->ndevices; k++)
+        fault_check_device(s->extra[k], (int)k, f);
+    if (f->device_fired && !f->surfaced && !f->detail[0])
+        snprintf(f->detail, sizeof f->detail, "the injected device failure did not surface as an OOM (num_ooms 0)");
+}
+
+/* Run a prepared variant in this process. */
+static void run_variant(const scenario *sc, const run_options *o, run_result *run, const scenario_variant *v,
+                        variant_result *res)
+{
+    alloc_conf c;
+    char cerr[512];
+    variant_conf(o, v, &c, cerr, sizeof cerr); /* validated already */
     rt_options ro = {.backend = o->backend, .dry_run = o->dry_run, .budget_bytes = run->budget, .conf = &c,
-                     .seed = o->seed, .real_addresses = o->real_addresses};
+                     .seed = o->seed, .real_addresses = o->real_addresses, .uncached = o->uncached};
     rt *r = NULL;
     oom_status st = rt_open(&ro, &r);
     if (st != OOM_OK) {
         res->outcome = OUTCOME_ERROR;
+        res->status = st;
         snprintf(res->error, sizeof res->error, "cannot open the %s backend: %s", device_kind_str(o->backend),
                  oom_error_msg());
         return;
@@ -470,6 +556,11 @@ static void run_variant(const scenario *sc, const run_options *o, run_result *ru
         run->model_order = r->dev->kind == DEVICE_CUDA && device_orders_by_model(r->dev);
     }
     scn s = {.r = r, .sc = sc, .run = run, .params = run->params, .res = res, .o = o, .conf = c};
+    if (o->fault) { /* counted from the first allocation of the variant */
+        s.plan.device_at = o->fault->device_at;
+        s.plan.host_at = o->fault->host_at;
+        device_fault_plan_attach(r->dev, &s.plan);
+    }
     double t0 = now_s(), c0 = cpu_now_s();
     st = sc->run(&s, v);
     res->seconds = now_s() - t0;
@@ -479,7 +570,13 @@ static void run_variant(const scenario *sc, const run_options *o, run_result *ru
             rt_fail(r, rt_status(s.extra[k]), "device %zu: %s", k, rt_message(s.extra[k]));
     if (st != OOM_OK || !rt_ok(r)) {
         res->outcome = OUTCOME_ERROR;
+        res->status = rt_ok(r) ? st : rt_status(r);
         snprintf(res->error, sizeof res->error, "%s", rt_ok(r) ? oom_status_str(st) : rt_message(r));
+        if (res->status == OOM_ECUDA) { /* the CUDA context may be lost (a sticky error): the process is done */
+            res->outcome = OUTCOME_CRASHED;
+            snprintf(res->error, sizeof res->error, "crashed: CUDA error: %.1200s",
+                     rt_ok(r) ? oom_status_str(st) : rt_message(r));
+        }
     } else {
         res->outcome = res->ooms ? OUTCOME_OOM : OUTCOME_OK;
     }
@@ -488,6 +585,8 @@ static void run_variant(const scenario *sc, const run_options *o, run_result *ru
     scn_expect(&s, r->live_tensors == 0 && r->live_nodes == 0 && left == 0,
                "ends with every tensor released (%zu tensors, %zu autograd nodes, %lld bytes left)", r->live_tensors,
                r->live_nodes, (long long)left);
+    if (o->fault)
+        fault_check(&s, res);
     for (size_t k = 1; k <= res->ndevices; k++) {
         rt *x = s.extra[k];
         int64_t xleft = scn_stat_device(&s, (int)k, "allocated_bytes.all.current");
@@ -498,10 +597,34 @@ static void run_variant(const scenario *sc, const run_options *o, run_result *ru
         rt_close(x);
     }
     res->stats = *cachealloc_stats(r->ca);
-    res->passed = res->outcome != OUTCOME_ERROR;
+    res->passed = res->outcome == OUTCOME_OK || res->outcome == OUTCOME_OOM;
     for (size_t i = 0; i < res->nexpect; i++)
         res->passed = res->passed && res->expect[i].holds;
     rt_close(r);
+}
+
+/* One variant to run, as isolate_variant's child (or this process) runs it. */
+typedef struct variant_job {
+    const scenario *sc;
+    const run_options *o;
+    const scenario_variant *v;
+} variant_job;
+
+static void variant_job_run(void *arg, variant_result *res, run_result *run)
+{
+    const variant_job *j = arg;
+    run_variant(j->sc, j->o, run, j->v, res);
+#ifdef RUNNER_LSAN
+    if (j->o->fault) { /* every runtime is closed: what is still allocated and unreachable is a leak */
+        res->fault.leak_checked = true;
+        res->fault.no_leak = __lsan_do_recoverable_leak_check() == 0;
+        if (!res->fault.no_leak && !res->fault.detail[0])
+            snprintf(res->fault.detail, sizeof res->fault.detail,
+                     "LeakSanitizer found a host leak (its report is on stderr)");
+    }
+#else
+    res->fault.no_leak = true;
+#endif
 }
 
 oom_status runner_run(const scenario *sc, const run_options *o, run_result *out, char *err, size_t errcap)
@@ -510,7 +633,9 @@ oom_status runner_run(const scenario *sc, const run_options *o, run_result *out,
     oom_status st = runner_validate(sc, o, err, errcap);
     if (st != OOM_OK)
         return st;
-    if (o->backend == DEVICE_CUDA && (!device_cuda_built() || !device_cuda_visible())) {
+    /* the GPU as a child process sees it: this process stays free of CUDA, so each variant's child can use it */
+    const device_cuda_info *gpu = device_cuda_probe();
+    if (o->backend == DEVICE_CUDA && !gpu->visible) {
         snprintf(err, errcap, "--backend cuda: %s",
                  device_cuda_built() ? "no GPU is visible" : "the cuda backend is not built into this binary");
         return OOM_ENODEV;
@@ -522,14 +647,18 @@ oom_status runner_run(const scenario *sc, const run_options *o, run_result *out,
                                                                   : sc->default_budget;
     out->dry_run = o->dry_run;
     /* set_per_process_memory_fraction(budget / total) refuses a fraction above 1 */
-    device_options dopt = {.kind = o->dry_run ? DEVICE_SIM : o->backend, .sim_dry_run = true};
-    device *dev = NULL;
-    if (device_open(&dopt, &dev) != OOM_OK) {
-        snprintf(err, errcap, "cannot open the %s backend: %s", device_kind_str(dopt.kind), oom_error_msg());
-        return OOM_ENODEV;
+    bool on_cuda = !o->dry_run && (o->backend == DEVICE_CUDA || (o->backend == DEVICE_AUTO && gpu->visible));
+    size_t total = gpu->total_bytes;
+    if (!on_cuda) {
+        device_options dopt = {.kind = DEVICE_SIM, .sim_dry_run = true};
+        device *dev = NULL;
+        if (device_open(&dopt, &dev) != OOM_OK) {
+            snprintf(err, errcap, "cannot open the sim backend: %s", oom_error_msg());
+            return OOM_ENODEV;
+        }
+        total = dev->total_bytes;
+        device_close(dev);
     }
-    size_t total = dev->total_bytes;
-    device_close(dev);
     if (out->budget > total) {
         char b[32], t[32];
         snprintf(err, errcap,
@@ -543,6 +672,8 @@ oom_status runner_run(const scenario *sc, const run_options *o, run_result *out,
     out->cap = cachealloc_budget_cap(out->budget, total);
     snprintf(out->conf_source, sizeof out->conf_source, "%s", o->alloc_conf_source ? o->alloc_conf_source : "default");
     snprintf(out->conf_user, sizeof out->conf_user, "%s", o->alloc_conf ? o->alloc_conf : "");
+    out->uncached = o->uncached;
+    snprintf(out->uncached_source, sizeof out->uncached_source, "%s", o->uncached_source ? o->uncached_source : "");
     for (size_t i = 0; i < sc->nparams; i++)
         out->params[i] = scenario_param_default(&sc->params[i], out->scale);
     for (int i = 0; i < o->nsets; i++) {
@@ -560,13 +691,34 @@ oom_status runner_run(const scenario *sc, const run_options *o, run_result *out,
         return OOM_ENOMEM_HOST;
     }
     out->passed = true;
+    if (o->no_fork)
+        out->isolation = "--no-fork: the variants ran in this process (no crash or hang isolation, no timeout)";
+    else if (on_cuda && device_cuda_initialised())
+        out->isolation = "CUDA was initialised in this process before the run, so a child could not use it: the "
+                         "variants ran in this process (no crash or hang isolation, no timeout)";
+    double timeout = o->timeout_s > 0 ? o->timeout_s : o->timeout_s < 0 ? 0 : sc->timeout_s ? (double)sc->timeout_s
+                                                                                            : RUN_DEFAULT_TIMEOUT_S;
+    const char *limit = o->timeout_s > 0 ? "--timeout"
+                        : sc->timeout_s  ? "the scenario's limit; --timeout SECONDS changes it"
+                                         : "the default limit; --timeout SECONDS changes it";
     for (size_t i = 0; i < sc->nvariants; i++) {
         const scenario_variant *v = &sc->variants[i];
         if (!variant_selected(o, v))
             continue;
         variant_result *res = &out->variants[out->nvariants++];
-        run_variant(sc, o, out, v, res);
+        variant_prepare(o, v, res);
+        variant_job job = {sc, o, v};
+        if (out->isolation)
+            variant_job_run(&job, res, out);
+        else
+            isolate_variant(variant_job_run, &job, timeout, limit, res, out);
+        out->crashed += res->outcome == OUTCOME_CRASHED;
+        out->timed_out += res->outcome == OUTCOME_TIMEOUT;
         out->passed = out->passed && res->passed;
+    }
+    if (!out->backend[0]) { /* no variant reported where it ran (each crashed): where they were to run */
+        snprintf(out->backend, sizeof out->backend, "%s", on_cuda ? "cuda" : "sim");
+        snprintf(out->device, sizeof out->device, "%s", on_cuda ? gpu->name : "sim");
     }
     return OOM_OK;
 }

@@ -6,8 +6,18 @@
  * OOM happens at the same step on every GPU and on sim. A budget above the device's total is bad input, as
  * PyTorch refuses a fraction above 1. The allocator settings are the user's (alloc_conf, picked by the caller
  * with alloc_conf_pick: --alloc-conf, then the variables of ALLOC_CONF_ENV_VARS) with the variant's own keys on
- * top; the runner never reads the environment itself. Variants run one after another in this process; CUDA is
- * initialised by runner_run, which opens the device once to read its total before the first variant.
+ * top; the runner never reads the environment itself.
+ *
+ * Isolation: each variant runs in a child process (fork), which sends its variant_result back through a pipe
+ * (isolate.h); the parent writes nothing of a variant's own and keeps no allocator of its own, so counters are
+ * the child's alone. A variant that dies of a signal (or exits without reporting, or ends on a CUDA error, which
+ * leaves a CUDA context unusable) is OUTCOME_CRASHED; one that runs past its timeout (run_options.timeout_s, else
+ * the scenario's timeout_s, else RUN_DEFAULT_TIMEOUT_S) is killed (SIGKILL) and is OUTCOME_TIMEOUT; the next
+ * variant runs either way. The parent never initialises CUDA: it learns the GPU from device_cuda_probe() (a
+ * child of its own), so every variant's child can. run_options.no_fork runs the variants in this process (for a
+ * debugger): no isolation, no timeout. Where CUDA was already initialised in this process before runner_run (a
+ * caller's own device_open on cuda), a child could not use it: variants on cuda then run in this process, and
+ * run_result.isolation says so.
  *
  * Besides the scenario's own expectations, every variant is checked to end clean: every tensor and autograd node
  * released and nothing left allocated, so a scenario cannot hide a leak of its own.
@@ -36,6 +46,28 @@ typedef struct run_set {
     int64_t value;
 } run_set;
 
+/* A variant's time limit when neither the scenario nor --timeout gives one. */
+#define RUN_DEFAULT_TIMEOUT_S 600.0
+
+/* `oomlab faultsweep` (faultsweep.h): faults to inject into a variant and the findings to collect. */
+typedef struct run_fault {
+    uint64_t device_at; /* the device_at-th device allocation of the variant and every later one fail (device.h's
+                           device_fault_plan, over all of the variant's devices); 0: none, only counted */
+    uint64_t host_at;   /* the same for pinned host allocations */
+} run_fault;
+
+/* What a variant run under a run_fault found (every check is made in the process that ran the variant). */
+typedef struct run_fault_findings {
+    uint64_t device_calls, host_calls; /* allocation attempts counted */
+    bool device_fired, host_fired;     /* the injected fault was reached */
+    bool surfaced;   /* device fault: the allocator reported an OOM (num_ooms > 0 on some device) */
+    bool status_ok;  /* ended ok, with caught OOMs, or on an uncaught device or pinned OOM: no other failure */
+    bool released;   /* every tensor and autograd node freed, 0 bytes allocated, no pinned block handed out */
+    bool valid;      /* cachealloc_check and hostalloc_check pass on every device */
+    bool leak_checked, no_leak; /* LeakSanitizer ran in the child (asan builds) and found nothing */
+    char detail[320]; /* the first thing that was not clean; "" when clean */
+} run_fault_findings;
+
 typedef struct run_options {
     device_kind backend;
     bool dry_run;           /* sim without backing memory or compute */
@@ -49,6 +81,11 @@ typedef struct run_options {
     int nsets;
     uint64_t seed;
     bool real_addresses;    /* cuda: order blocks by the driver's addresses (rt_options.real_addresses) */
+    bool no_fork;           /* run the variants in this process (a debugger's view): no isolation, no timeout */
+    double timeout_s;       /* seconds per variant; 0: the scenario's timeout_s; < 0: none */
+    const run_fault *fault; /* faultsweep: inject and check (NULL: a normal run) */
+    bool uncached;          /* caching off (cachealloc_options.uncached), picked by alloc_no_caching_pick */
+    const char *uncached_source; /* the variable that decided it; NULL: none did */
 } run_options;
 
 /* The allocator's counters at a step (memory_stats() names in the results JSON). */
@@ -81,14 +118,17 @@ typedef struct scn_oom_mark {
     int device;
 } scn_oom_mark;
 
-typedef enum variant_outcome { OUTCOME_OK, OUTCOME_OOM, OUTCOME_ERROR } variant_outcome;
-const char *variant_outcome_str(variant_outcome o); /* "ok", "oom", "error" */
+typedef enum variant_outcome { OUTCOME_OK, OUTCOME_OOM, OUTCOME_ERROR, OUTCOME_CRASHED, OUTCOME_TIMEOUT } variant_outcome;
+const char *variant_outcome_str(variant_outcome o); /* "ok", "oom", "error", "crashed", "timeout" */
 
 typedef struct variant_result {
     const scenario_variant *v;
     char alloc_conf[ALLOC_CONF_TEXT_MAX]; /* the effective settings, canonical form */
     variant_outcome outcome;
-    char error[RT_MESSAGE_MAX]; /* OUTCOME_ERROR: what went wrong */
+    char error[RT_MESSAGE_MAX]; /* OUTCOME_ERROR, _CRASHED, _TIMEOUT: what went wrong */
+    oom_status status;          /* OUTCOME_ERROR: the failure's status */
+    int signal;                 /* OUTCOME_CRASHED: the signal that ended the child (0: none) */
+    run_fault_findings fault;   /* under run_options.fault */
     scn_oom oom;                /* OUTCOME_OOM: the first OOM */
     int ooms;                   /* OOMs caught */
     scn_oom_mark *oom_marks;    /* each OOM caught, in order (noom_marks == ooms; the first is also `oom`) */
@@ -139,11 +179,15 @@ typedef struct run_result {
     run_scale scale;     /* resolved: SCALE_CI or SCALE_FULL */
     bool dry_run;
     bool model_order;    /* cuda: blocks ordered by sim's model of the driver's addresses (device_order_key) */
+    bool uncached;       /* caching off (run_options.uncached) */
+    char uncached_source[40]; /* the variable that decided it, or "" */
     int64_t params[RUN_MAX_PARAMS]; /* the scenario's parameters, in its order */
     char started[32];   /* UTC, ISO 8601 */
     variant_result *variants;
     size_t nvariants;
     bool passed;
+    const char *isolation; /* NULL: each variant in a child process; else why they ran in this one */
+    size_t crashed, timed_out; /* variants that crashed or ran past their timeout */
 } run_result;
 
 /* The scale a run gets: o->scale unless SCALE_AUTO, then full on cuda (explicit or auto with a GPU) and in a dry

@@ -70,6 +70,9 @@ typedef struct scenario {
     /* Run variant v in s's runtime. Returns OOM_OK, or a failure that is not a measured result (an autograd
      * error it did not expect, a host OOM): the runner reports the variant as an error. */
     oom_status (*run)(scn *s, const scenario_variant *v);
+    /* Seconds a variant may run before the runner kills it and reports it timed out (each variant runs in a child
+     * process: runner.h); 0: RUN_DEFAULT_TIMEOUT_S. `oomlab run --timeout` overrides it. */
+    unsigned timeout_s;
 } scenario;
 
 /* ---- for scenario code -------------------------------------------------------------------------------- */
@@ -165,6 +168,10 @@ int64_t scn_stat_device(const scn *s, int k, const char *key);
 extern const scenario *const scenario_catalog[];
 extern const size_t scenario_catalog_size;
 const scenario *scenario_find(const char *name);
+/* Make a scenario that is not in the catalog findable by name (scenario_find), never listed: the test-only
+ * scenarios (tests/fixtures) register themselves this way. At most SCENARIO_MAX_REGISTERED; false when full. */
+#define SCENARIO_MAX_REGISTERED 8
+bool scenario_register(const scenario *sc);
 const scenario_variant *scenario_variant_find(const scenario *sc, const char *name);
 
 OOM_END_DECLS

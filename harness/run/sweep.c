@@ -139,6 +139,8 @@ static const sweep_point *probe(sweep_result *res, sweep_variant *sv, const run_
         res->budget = rr.budget;
         res->scale = rr.scale;
         res->dry_run = rr.dry_run;
+        res->uncached = rr.uncached;
+        memcpy(res->uncached_source, rr.uncached_source, sizeof res->uncached_source);
         memcpy(res->started, rr.started, sizeof res->started);
         memcpy(res->params, rr.params, sizeof res->params);
         res->params[res->param] = scenario_param_default(&res->sc->params[res->param], rr.scale);
@@ -271,7 +273,7 @@ oom_status runner_sweep(const scenario *sc, const run_options *o, const char *pa
     oom_status st = sweep_validate(sc, o, param, lo, hi, err, errcap);
     if (st != OOM_OK)
         return st;
-    if (o->backend == DEVICE_CUDA && (!device_cuda_built() || !device_cuda_visible())) {
+    if (o->backend == DEVICE_CUDA && !device_cuda_probe()->visible) { /* the runner forks: no CUDA here */
         snprintf(err, errcap, "--backend cuda: %s",
                  device_cuda_built() ? "no GPU is visible" : "the cuda backend is not built into this binary");
         return OOM_ENODEV;
@@ -367,6 +369,8 @@ void sweep_table(const sweep_result *r, FILE *out)
             run_scale_str(r->scale),
             r->scale == SCALE_CI ? " (the default on sim: --scale full runs the workload PyTorch's twin runs)" : "",
             size_str((int64_t)r->budget, b1, sizeof b1));
+    if (r->uncached) /* no cap is enforced: what fits is the device's, not the budget's */
+        fprintf(out, "caching: off (%s=1): no cap is enforced, as in PyTorch\n", r->uncached_source);
     for (size_t k = 0; k < r->nvariants; k++) {
         const sweep_variant *sv = &r->variants[k];
         fprintf(out, "\n%s (%s): %s\n", sv->v->name, variant_kind_str(sv->v->kind), sv->v->summary);
@@ -470,6 +474,7 @@ cJSON *sweep_json(const sweep_result *r)
     put(o, "backend", cJSON_CreateString(r->backend), &ok);
     put(o, "device", cJSON_CreateString(r->device), &ok);
     put(o, "dry_run", cJSON_CreateBool(r->dry_run), &ok);
+    put(o, "memory_caching", cJSON_CreateBool(!r->uncached), &ok); /* false: caching off, no cap enforced */
     put(o, "scale", cJSON_CreateString(run_scale_str(r->scale)), &ok);
     put(o, "budget", num((int64_t)r->budget), &ok);
     put(o, "started", cJSON_CreateString(r->started), &ok);

@@ -15,7 +15,8 @@
  * A run whose result is known already (the same value) is not repeated: runs are deterministic.
  *
  * The results JSON, schema "oomlab.sweep/1":
- *   {"schema", "scenario", "title", "backend", "device", "dry_run", "scale", "budget", "started", "passed",
+ *   {"schema", "scenario", "title", "backend", "device", "dry_run", "memory_caching" (false: caching off, as
+ *    PYTORCH_NO_CUDA_MEMORY_CACHING=1 sets it), "scale", "budget", "started", "passed",
  *    "param", "lo", "hi", "params": {the other parameters},
  *    "variants": [{"name", "kind", "monotonic": false when a value fits above one that does not,
  *                  "series": [{"value", "outcome": "ok"|"oom"|"error", "peak_allocated", "peak_reserved",
@@ -79,6 +80,8 @@ typedef struct sweep_result {
     size_t budget;
     run_scale scale;
     bool dry_run;
+    bool uncached;             /* caching off (run_result.uncached) */
+    char uncached_source[40];  /* the variable that turned it off */
     int64_t params[RUN_MAX_PARAMS]; /* every parameter as run (the swept one: its default) */
     char started[32];
     sweep_variant *variants;

@@ -29,7 +29,7 @@ oom_status rt_open(const rt_options *opt, rt **out)
         device_close(dev);
         return OOM_ENOMEM_HOST;
     }
-    cachealloc_options copt = {.budget_bytes = o.budget_bytes};
+    cachealloc_options copt = {.budget_bytes = o.budget_bytes, .uncached = o.uncached};
     if (o.conf)
         copt.conf = *o.conf;
     else

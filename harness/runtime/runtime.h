@@ -40,6 +40,7 @@ typedef struct rt_options {
     uint64_t seed;        /* torch.manual_seed */
     bool real_addresses;  /* cuda: order blocks by the driver's addresses, not sim's model (device_order_key) */
     int cuda_ordinal;     /* cuda: which GPU (0 unless a variant's extra device has a GPU of its own) */
+    bool uncached;        /* caching off (cachealloc_options.uncached) */
 } rt_options;
 
 #define RT_MESSAGE_MAX 1280

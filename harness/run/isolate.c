@@ -1,0 +1,303 @@
+/* isolate.c - a variant in a child process, its result back through a pipe (see isolate.h). */
+#include "run/isolate.h"
+
+#include "alloc/cachealloc.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define ISOLATE_MAGIC 0x564d4f4fu /* "OOMV" */
+
+const char *isolate_signal_name(int sig)
+{
+    static const struct {
+        int sig;
+        const char *name;
+    } names[] = {
+        {SIGSEGV, "SIGSEGV"}, {SIGABRT, "SIGABRT"}, {SIGBUS, "SIGBUS"},   {SIGFPE, "SIGFPE"},
+        {SIGILL, "SIGILL"},   {SIGKILL, "SIGKILL"}, {SIGTERM, "SIGTERM"}, {SIGTRAP, "SIGTRAP"},
+        {SIGPIPE, "SIGPIPE"}, {SIGINT, "SIGINT"},   {SIGSYS, "SIGSYS"},   {SIGXCPU, "SIGXCPU"},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (names[i].sig == sig)
+            return names[i].name;
+    static char other[32];
+    snprintf(other, sizeof other, "signal %d", sig);
+    return other;
+}
+
+/* ---- the bytes: written by the child, read by the parent ---------------------------------------------------- */
+
+typedef struct buf {
+    char *p;
+    size_t n, cap;
+} buf;
+
+static bool put(buf *b, const void *src, size_t n)
+{
+    if (n > b->cap - b->n) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap - b->n < n)
+            cap *= 2;
+        char *q = realloc(b->p, cap);
+        if (!q)
+            return false;
+        b->p = q;
+        b->cap = cap;
+    }
+    if (n)
+        memcpy(b->p + b->n, src, n);
+    b->n += n;
+    return true;
+}
+
+/* The result, each array after it, then the run's backend fields. */
+static bool encode(buf *b, const variant_result *res, const run_result *run)
+{
+    uint32_t magic = ISOLATE_MAGIC;
+    bool ok = put(b, &magic, sizeof magic) && put(b, res, sizeof *res) &&
+              put(b, res->samples, res->nsamples * sizeof *res->samples) &&
+              put(b, res->expect, res->nexpect * sizeof *res->expect) &&
+              put(b, res->metrics, res->nmetrics * sizeof *res->metrics) &&
+              put(b, res->notes, res->nnotes * sizeof *res->notes) &&
+              put(b, res->devices, res->ndevices * sizeof *res->devices) &&
+              put(b, res->oom_marks, res->noom_marks * sizeof *res->oom_marks) &&
+              put(b, res->oom_layout, res->oom_nlayout * sizeof *res->oom_layout);
+    for (size_t k = 0; ok && k < res->ndevices; k++)
+        ok = put(b, res->devices[k].samples, res->devices[k].nsamples * sizeof *res->devices[k].samples);
+    for (size_t k = 0; ok && k < res->oom_nlayout; k++)
+        ok = put(b, res->oom_layout[k].blocks, res->oom_layout[k].nblocks * sizeof *res->oom_layout[k].blocks);
+    return ok && put(b, run->backend, sizeof run->backend) && put(b, run->device, sizeof run->device) &&
+           put(b, &run->device_total, sizeof run->device_total) && put(b, &run->cap, sizeof run->cap) &&
+           put(b, &run->model_order, sizeof run->model_order) && put(b, &magic, sizeof magic);
+}
+
+typedef struct reader {
+    const char *p;
+    size_t n, at;
+} reader;
+
+/* The next count elements of size bytes each, copied into fresh memory (NULL for none); false past the end. */
+static bool take(reader *r, size_t count, size_t size, void **out)
+{
+    *out = NULL;
+    if (count == 0)
+        return true;
+    if (size && count > (r->n - r->at) / size)
+        return false;
+    *out = malloc(count * size);
+    if (!*out)
+        return false;
+    memcpy(*out, r->p + r->at, count * size);
+    r->at += count * size;
+    return true;
+}
+
+static bool take_into(reader *r, void *dst, size_t n)
+{
+    if (n > r->n - r->at)
+        return false;
+    memcpy(dst, r->p + r->at, n);
+    r->at += n;
+    return true;
+}
+
+static void free_arrays(variant_result *v)
+{
+    free(v->samples);
+    free(v->expect);
+    free(v->metrics);
+    free(v->notes);
+    for (size_t k = 0; v->devices && k < v->ndevices; k++)
+        free(v->devices[k].samples);
+    free(v->devices);
+    free(v->oom_marks);
+    cachealloc_snapshot_free(v->oom_layout, v->oom_nlayout);
+}
+
+/* Decode into res and run; false (res untouched) when the bytes are not one whole result. */
+static bool decode(const buf *b, variant_result *res, run_result *run)
+{
+    reader r = {b->p, b->n, 0};
+    uint32_t magic = 0;
+    variant_result v;
+    if (!take_into(&r, &magic, sizeof magic) || magic != ISOLATE_MAGIC || !take_into(&r, &v, sizeof v))
+        return false;
+    /* the pointers are the child's: replace each with a copy of what follows, NULL until read */
+    void *samples = NULL, *expect = NULL, *metrics = NULL, *notes = NULL, *devices = NULL, *marks = NULL,
+         *layout = NULL;
+    bool ok = take(&r, v.nsamples, sizeof *v.samples, &samples) && take(&r, v.nexpect, sizeof *v.expect, &expect) &&
+              take(&r, v.nmetrics, sizeof *v.metrics, &metrics) && take(&r, v.nnotes, sizeof *v.notes, &notes) &&
+              take(&r, v.ndevices, sizeof *v.devices, &devices) &&
+              take(&r, v.noom_marks, sizeof *v.oom_marks, &marks) &&
+              take(&r, v.oom_nlayout, sizeof *v.oom_layout, &layout);
+    v.samples = samples;
+    v.expect = expect;
+    v.metrics = metrics;
+    v.notes = notes;
+    v.devices = devices;
+    v.oom_marks = marks;
+    v.oom_layout = layout;
+    if (!v.devices)
+        v.ndevices = 0;
+    if (!v.oom_layout)
+        v.oom_nlayout = 0;
+    for (size_t k = 0; k < v.ndevices; k++) /* each device's samples follow, in order, then each segment's blocks */
+        v.devices[k].samples = NULL;
+    for (size_t k = 0; k < v.oom_nlayout; k++)
+        v.oom_layout[k].blocks = NULL;
+    for (size_t k = 0; ok && k < v.ndevices; k++) {
+        void *ds = NULL;
+        ok = take(&r, v.devices[k].nsamples, sizeof *v.devices[k].samples, &ds);
+        v.devices[k].samples = ds;
+    }
+    /* the layout's blocks are one array, segment after segment (cachealloc_snapshot_free frees the first's) */
+    size_t nblocks = 0;
+    for (size_t k = 0; ok && k < v.oom_nlayout; k++) {
+        ok = v.oom_layout[k].nblocks <= SIZE_MAX / sizeof(ca_snap_block) - nblocks;
+        nblocks += ok ? v.oom_layout[k].nblocks : 0;
+    }
+    void *blocks = NULL;
+    ok = ok && take(&r, nblocks, sizeof(ca_snap_block), &blocks);
+    for (size_t k = 0, at = 0; ok && k < v.oom_nlayout; at += v.oom_layout[k].nblocks, k++)
+        v.oom_layout[k].blocks = (ca_snap_block *)blocks + at;
+    if (!ok)
+        free(blocks);
+    char backend[sizeof run->backend], devname[sizeof run->device];
+    size_t total = 0, cap = 0;
+    bool model_order = false;
+    ok = ok && take_into(&r, backend, sizeof backend) && take_into(&r, devname, sizeof devname) &&
+         take_into(&r, &total, sizeof total) && take_into(&r, &cap, sizeof cap) &&
+         take_into(&r, &model_order, sizeof model_order) &&
+         take_into(&r, &magic, sizeof magic) && magic == ISOLATE_MAGIC && r.at == r.n;
+    if (!ok) {
+        free_arrays(&v);
+        return false;
+    }
+    *res = v;
+    if (!run->backend[0] && backend[0]) { /* where the variants ran, as the first child found it */
+        memcpy(run->backend, backend, sizeof backend);
+        memcpy(run->device, devname, sizeof devname);
+        run->backend[sizeof run->backend - 1] = run->device[sizeof run->device - 1] = '\0';
+        run->device_total = total;
+        run->cap = cap;
+        run->model_order = model_order;
+    }
+    return true;
+}
+
+/* ---- the child and the parent ------------------------------------------------------------------------------- */
+
+static bool write_all(int fd, const char *p, size_t n)
+{
+    while (n) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return false;
+        p += w;
+        n -= (size_t)w;
+    }
+    return true;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void isolate_variant(isolate_fn fn, void *arg, double timeout_s, const char *limit_source, variant_result *res,
+                     run_result *run)
+{
+    int fd[2];
+    if (pipe(fd) != 0) {
+        res->outcome = OUTCOME_CRASHED;
+        snprintf(res->error, sizeof res->error, "could not start the variant's process: pipe: %s", strerror(errno));
+        return;
+    }
+    fflush(NULL); /* what this process has buffered is written once, by this process */
+    double t0 = now_s();
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fd[0]);
+        close(fd[1]);
+        res->outcome = OUTCOME_CRASHED;
+        snprintf(res->error, sizeof res->error, "could not start the variant's process: fork: %s", strerror(errno));
+        return;
+    }
+    if (pid == 0) { /* the child: run, send, _exit (no atexit handlers: they are the parent's) */
+        close(fd[0]);
+        signal(SIGPIPE, SIG_DFL);
+        fn(arg, res, run);
+        buf b = {0};
+        bool sent = encode(&b, res, run) && write_all(fd[1], b.p, b.n);
+        fflush(NULL);
+        _exit(sent ? 0 : 3);
+    }
+    close(fd[1]);
+    buf b = {0};
+    bool timed_out = false, readable = true;
+    while (readable) {
+        int wait_ms = -1;
+        if (timeout_s > 0) {
+            double left = timeout_s - (now_s() - t0);
+            if (left <= 0) {
+                timed_out = true;
+                break;
+            }
+            wait_ms = left > 86400 ? 86400000 : (int)(left * 1000) + 1;
+        }
+        struct pollfd pfd = {.fd = fd[0], .events = POLLIN};
+        int pr = poll(&pfd, 1, wait_ms);
+        if (pr < 0 && errno == EINTR)
+            continue;
+        if (pr < 0)
+            break;
+        if (pr == 0)
+            continue; /* the deadline is checked above */
+        char chunk[65536];
+        ssize_t r = read(fd[0], chunk, sizeof chunk);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            readable = false; /* the child closed its end: exited, or crashed */
+        else if (!put(&b, chunk, (size_t)r))
+            break;
+    }
+    close(fd[0]);
+    if (timed_out)
+        kill(pid, SIGKILL);
+    int wst = 0;
+    while (waitpid(pid, &wst, 0) < 0 && errno == EINTR)
+        ;
+    double seconds = now_s() - t0;
+    if (timed_out) {
+        res->outcome = OUTCOME_TIMEOUT;
+        res->seconds = seconds;
+        snprintf(res->error, sizeof res->error, "timed out: still running after %g s (%s), killed", timeout_s,
+                 limit_source);
+    } else if (WIFSIGNALED(wst)) {
+        res->outcome = OUTCOME_CRASHED;
+        res->signal = WTERMSIG(wst);
+        res->seconds = seconds;
+        snprintf(res->error, sizeof res->error, "crashed: %s (%s)", isolate_signal_name(res->signal),
+                 strsignal(res->signal));
+    } else if (!WIFEXITED(wst) || WEXITSTATUS(wst) != 0 || !decode(&b, res, run)) {
+        res->outcome = OUTCOME_CRASHED;
+        res->seconds = seconds;
+        snprintf(res->error, sizeof res->error, "crashed: the variant's process exited with status %d before it "
+                 "reported its result", WIFEXITED(wst) ? WEXITSTATUS(wst) : -1);
+    }
+    free(b.p);
+}

@@ -1,0 +1,104 @@
+/* test_fuzz_regressions.c - what the fuzz harnesses of tests/fuzz found, fed through the same entry point as the
+ * harness that found it, so that it stays fixed. Each reproducer is a file under tests/data/fuzz/, named
+ * HARNESS-what.EXT (tests/fuzz/README.md).
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "run/plot.h"
+
+static char tmpdir[64];
+
+static void setup(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/oomlab_test_fuzz.XXXXXX");
+    cr_assert_not_null(mkdtemp(tmpdir), "mkdtemp");
+}
+
+static void teardown(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    if (system(cmd) != 0)
+        cr_log_warn("could not remove %s", tmpdir);
+}
+
+TestSuite(fuzz, .init = setup, .fini = teardown);
+
+/* tmpdir/name in one of four rotating buffers. */
+static const char *tpath(const char *name)
+{
+    static char paths[4][192];
+    static int k;
+    char *p = paths[k++ % 4];
+    snprintf(p, sizeof paths[0], "%s/%s", tmpdir, name);
+    return p;
+}
+
+static bool exists(const char *path) { return access(path, F_OK) == 0; }
+
+static bool have_gnuplot(void) { return system("command -v gnuplot >/dev/null 2>&1") == 0; }
+
+/* fuzz_results: a variant's "oom" without a "step" made plot_run cast NaN to int (undefined behaviour; UBSan's
+ * float-cast-overflow). Now it is not a results file, said in one line, and nothing is drawn. */
+Test(fuzz, results_oom_without_step)
+{
+    const char *in = "tests/data/fuzz/results-oom-without-step.json";
+    char err[512];
+    cr_assert_eq(plot_run(in, tpath("p.png"), err, sizeof err), OOM_EINVAL, "%s", err);
+    cr_assert_str_eq(err, "tests/data/fuzz/results-oom-without-step.json: variants[0].oom.step is not a sample "
+                          "index (a whole number >= 0)");
+    cr_assert(!exists(tpath("p.png")));
+}
+
+/* A results file with this variant name, sample label and scenario (JSON string contents) into tmpdir/name. */
+static const char *write_results(const char *name, const char *scenario, const char *variant, const char *label)
+{
+    const char *path = tpath(name);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fprintf(f,
+            "{\"schema\":\"oomlab.run/1\",\"scenario\":\"%s\",\"backend\":\"sim\",\"device\":\"sim\","
+            "\"budget\":1048576,\"variants\":[{\"name\":\"%s\",\"outcome\":\"oom\",\"passed\":true,"
+            "\"oom\":{\"step\":1},\"samples\":[{\"label\":\"%s\",\"allocated\":0,\"reserved\":0},"
+            "{\"label\":\"after\",\"allocated\":512,\"reserved\":2097152}]}]}\n",
+            scenario, variant, label);
+    cr_assert_eq(fclose(f), 0);
+    return path;
+}
+
+/* Found while writing fuzz_results (the harness does not run gnuplot): gnuplot ends an unclosed string at the
+ * end of its line and runs the next line, so a newline in a label of a results file ran that file's text as
+ * gnuplot commands, system() included, on `oomlab plot`. Labels are now one line each. */
+Test(fuzz, results_labels_cannot_run_commands)
+{
+    if (!have_gnuplot())
+        cr_skip_test("gnuplot is not installed (make deps installs gnuplot-nox)");
+    char scenario[256], variant[256], label[256];
+    snprintf(scenario, sizeof scenario, "s\\nsystem 'touch %s'", tpath("from_scenario"));
+    snprintf(variant, sizeof variant, "v\\nsystem 'touch %s'", tpath("from_variant"));
+    snprintf(label, sizeof label, "l\\nsystem 'touch %s'", tpath("from_label"));
+    const char *in = write_results("r.json", scenario, variant, label);
+    char err[512] = "";
+    cr_assert_eq(plot_run(in, tpath("r.png"), err, sizeof err), OOM_OK, "%s", err);
+    cr_assert(exists(tpath("r.png")));
+    cr_assert(!exists(tpath("from_scenario")), "the scenario name ran as a command");
+    cr_assert(!exists(tpath("from_variant")), "the variant name ran as a command");
+    cr_assert(!exists(tpath("from_label")), "a sample label ran as a command");
+}
+
+/* Backslashes and double quotes reach gnuplot as themselves: in labels, and in the output's name (gnuplot reads
+ * "\\b" in a string as a backspace, so a path with a backslash went elsewhere and the rename failed). */
+Test(fuzz, results_backslashes_and_quotes)
+{
+    if (!have_gnuplot())
+        cr_skip_test("gnuplot is not installed (make deps installs gnuplot-nox)");
+    const char *in = write_results("q.json", "a\\\\b\\\"c", "v\\\\\\\"", "l\\\\");
+    const char *out = tpath("back\\slash \"quoted\".svg");
+    char err[512] = "";
+    cr_assert_eq(plot_run(in, out, err, sizeof err), OOM_OK, "%s", err);
+    cr_assert(exists(out), "no plot at %s", out);
+}
