@@ -17,7 +17,7 @@ OOM_BEGIN_DECLS
 
 /* s[0..n) as an error line shows it, in buf (ECHO_BUF bytes): whole when n <= ECHO_MAX, else its first ECHO_MAX
  * bytes (backed off to a UTF-8 character boundary) and "…(N bytes)", N being n. NUL bytes in s end the text
- * shown. Returns buf. */
+ * shown; control characters (a newline) are shown as spaces, so the line stays one. Returns buf. */
 const char *echo_cut(const char *s, size_t n, char buf[ECHO_BUF]);
 
 /* echo_cut of a NUL-terminated string. */

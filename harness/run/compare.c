@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/echo.h"
+
 /* The memory_stats() keys compared beside the samples: segments and retries at the end, device calls, and the
  * bytes ever allocated (a temporary that does not move a peak still moves it). */
 static const char *const compare_stats[] = {
@@ -414,8 +416,9 @@ static bool comparable(const runset_doc *b, const runset_doc *c, char *err, size
     for (size_t i = 0; i < N(strs); i++) {
         const char *x = runset_str(bj, strs[i], ""), *y = runset_str(cj, strs[i], "");
         if (strcmp(x, y) != 0) {
-            snprintf(err, cap, "%s: runs of different parameters: %s '%.64s' in the baseline, '%.64s' in this run",
-                     b->scenario, strs[i], x, y);
+            char e1[ECHO_BUF], e2[ECHO_BUF];
+            snprintf(err, cap, "%s: runs of different parameters: %s '%s' in the baseline, '%s' in this run",
+                     b->scenario, strs[i], echo_str(x, e1), echo_str(y, e2));
             return false;
         }
     }

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/echo.h"
 #include "core/fileio.h"
 #include "run/report.h"
 
@@ -118,8 +119,10 @@ bool runset_validate(const cJSON *j, const char *what, char *err, size_t cap)
     const char *schema = runset_str(j, "schema", NULL);
     if (!schema)
         return fail(err, cap, "%s: no \"schema\": not a results document of schema %s", what, REPORT_SCHEMA);
+    char e1[ECHO_BUF];
     if (strcmp(schema, REPORT_SCHEMA) != 0)
-        return fail(err, cap, "%s: schema '%.64s', not %s (oomlab run writes those)", what, schema, REPORT_SCHEMA);
+        return fail(err, cap, "%s: schema '%s', not %s (oomlab run writes those)", what, echo_str(schema, e1),
+                    REPORT_SCHEMA);
     if (!check_fields(j, top_fields, NF(top_fields), what, err, cap))
         return false;
     const cJSON *v;
@@ -132,7 +135,7 @@ bool runset_validate(const cJSON *j, const char *what, char *err, size_t cap)
             return fail(err, cap, "%s is not an object", w);
         if (!check_fields(v, variant_fields, NF(variant_fields), w, err, cap))
             return false;
-        snprintf(w, sizeof w, "%s: variant '%.64s'", what, runset_str(v, "name", "?"));
+        snprintf(w, sizeof w, "%s: variant '%s'", what, echo_str(runset_str(v, "name", "?"), e1));
         if (!check_array(runset_get(v, "samples"), sample_fields, NF(sample_fields), w, "sample", err, cap) ||
             !check_array(runset_get(v, "metrics"), metric_fields, NF(metric_fields), w, "metric", err, cap) ||
             !check_array(runset_get(v, "expectations"), expect_fields, NF(expect_fields), w, "expectation", err,
@@ -250,8 +253,9 @@ oom_status runset_load(const char *path, runset *out, char *err, size_t cap)
         }
         out->n = i + 1;
         if (runset_find(out, out->docs[i].scenario) != &out->docs[i]) {
+            char e1[ECHO_BUF];
             fail(err, cap, "%s: two results of scenario '%s' in one folder (%s and this one)", file,
-                 out->docs[i].scenario, runset_find(out, out->docs[i].scenario)->path);
+                 echo_str(out->docs[i].scenario, e1), runset_find(out, out->docs[i].scenario)->path);
             rc = OOM_EINVAL;
         }
     }
