@@ -1,60 +1,29 @@
 /* export.c - a run as JUnit XML, Google Benchmark JSON and a customSmallerIsBetter array. See export.h. */
 #include "run/export.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "core/strbuf.h"
+
 /* ---- JUnit ------------------------------------------------------------------------------------------------- */
 
-typedef struct xbuf {
-    char *s;
-    size_t n, cap;
-    bool oom;
-} xbuf;
-
-static void xput(xbuf *b, const char *fmt, ...)
-{
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int k = vsnprintf(b->s ? b->s + b->n : NULL, b->s ? b->cap - b->n : 0, fmt, ap);
-        va_end(ap);
-        if (k < 0) {
-            b->oom = true;
-            return;
-        }
-        if (b->s && b->n + (size_t)k < b->cap) {
-            b->n += (size_t)k;
-            return;
-        }
-        size_t cap = (b->cap + (size_t)k + 1) * 2;
-        char *grown = realloc(b->s, cap);
-        if (!grown) {
-            b->oom = true;
-            return;
-        }
-        b->s = grown;
-        b->cap = cap;
-    }
-}
-
 /* s escaped for XML text and attribute values; control characters (not allowed in XML 1.0) as '?'. */
-static void xesc(xbuf *b, const char *s)
+static void xesc(strbuf *b, const char *s)
 {
     for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
         switch (*c) {
-        case '&': xput(b, "&amp;"); break;
-        case '<': xput(b, "&lt;"); break;
-        case '>': xput(b, "&gt;"); break;
-        case '"': xput(b, "&quot;"); break;
-        case '\'': xput(b, "&apos;"); break;
-        case '\n': xput(b, "&#10;"); break;
-        case '\t': xput(b, " "); break;
-        default: xput(b, "%c", *c < 0x20 ? '?' : (char)*c);
+        case '&': strbuf_printf(b, "&amp;"); break;
+        case '<': strbuf_printf(b, "&lt;"); break;
+        case '>': strbuf_printf(b, "&gt;"); break;
+        case '"': strbuf_printf(b, "&quot;"); break;
+        case '\'': strbuf_printf(b, "&apos;"); break;
+        case '\n': strbuf_printf(b, "&#10;"); break;
+        case '\t': strbuf_printf(b, " "); break;
+        default: strbuf_printf(b, "%c", *c < 0x20 ? '?' : (char)*c);
         }
     }
 }
@@ -66,21 +35,21 @@ static void hostname_of(char *buf, size_t cap)
     buf[cap - 1] = '\0';
 }
 
-static void prop(xbuf *b, const char *name, const char *value)
+static void prop(strbuf *b, const char *name, const char *value)
 {
-    xput(b, "      <property name=\"");
+    strbuf_printf(b, "      <property name=\"");
     xesc(b, name);
-    xput(b, "\" value=\"");
+    strbuf_printf(b, "\" value=\"");
     xesc(b, value);
-    xput(b, "\"/>\n");
+    strbuf_printf(b, "\"/>\n");
 }
 
 char *export_junit(const runset *s)
 {
-    xbuf b = {0};
+    strbuf b = {0};
     char host[256];
     hostname_of(host, sizeof host);
-    xput(&b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n");
+    strbuf_printf(&b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n");
     for (size_t k = 0; k < s->n; k++) {
         const cJSON *j = s->docs[k].json, *v, *e;
         int tests = 0, failures = 0, errors = 0;
@@ -104,13 +73,13 @@ char *export_junit(const runset *s)
             gmtime_r(&now, &tmv);
             strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%S", &tmv);
         }
-        xput(&b, "  <testsuite name=\"");
+        strbuf_printf(&b, "  <testsuite name=\"");
         xesc(&b, s->docs[k].scenario);
-        xput(&b, "\" package=\"oomlab\" id=\"%zu\" tests=\"%d\" failures=\"%d\" errors=\"%d\" skipped=\"0\" "
+        strbuf_printf(&b, "\" package=\"oomlab\" id=\"%zu\" tests=\"%d\" failures=\"%d\" errors=\"%d\" skipped=\"0\" "
                  "time=\"%.6f\" timestamp=\"%s\" hostname=\"",
              k, tests, failures, errors, secs, stamp);
         xesc(&b, host);
-        xput(&b, "\">\n    <properties>\n");
+        strbuf_printf(&b, "\">\n    <properties>\n");
         prop(&b, "backend", runset_str(j, "backend", ""));
         prop(&b, "device", runset_str(j, "device", ""));
         prop(&b, "scale", runset_str(j, "scale", ""));
@@ -126,8 +95,8 @@ char *export_junit(const runset *s)
             snprintf(num, sizeof num, "%.0f", cJSON_IsNumber(p) ? p->valuedouble : 0);
             prop(&b, name, num);
         }
-        xput(&b, "    </properties>\n");
-        xbuf out = {0};
+        strbuf_printf(&b, "    </properties>\n");
+        strbuf out = {0};
         cJSON_ArrayForEach(v, runset_get(j, "variants"))
         {
             const char *vname = runset_str(v, "name", "");
@@ -135,34 +104,34 @@ char *export_junit(const runset *s)
             int n = cJSON_GetArraySize(runset_get(v, "expectations")) + err;
             double each = n ? runset_num(v, "seconds", 0) / n : 0;
             if (err) {
-                xput(&b, "    <testcase classname=\"");
+                strbuf_printf(&b, "    <testcase classname=\"");
                 xesc(&b, s->docs[k].scenario);
-                xput(&b, ".");
+                strbuf_printf(&b, ".");
                 xesc(&b, vname);
-                xput(&b, "\" name=\"0: runs without error\" time=\"%.6f\">\n      <error type=\"error\" message=\"", each);
+                strbuf_printf(&b, "\" name=\"0: runs without error\" time=\"%.6f\">\n      <error type=\"error\" message=\"", each);
                 xesc(&b, runset_str(v, "error", ""));
-                xput(&b, "\">");
+                strbuf_printf(&b, "\">");
                 xesc(&b, runset_str(v, "error", ""));
-                xput(&b, "</error>\n    </testcase>\n");
+                strbuf_printf(&b, "</error>\n    </testcase>\n");
             }
             int i = 0;
             cJSON_ArrayForEach(e, runset_get(v, "expectations"))
             {
                 const char *text = runset_str(e, "text", "");
-                xput(&b, "    <testcase classname=\"");
+                strbuf_printf(&b, "    <testcase classname=\"");
                 xesc(&b, s->docs[k].scenario);
-                xput(&b, ".");
+                strbuf_printf(&b, ".");
                 xesc(&b, vname);
-                xput(&b, "\" name=\"%d: ", ++i);
+                strbuf_printf(&b, "\" name=\"%d: ", ++i);
                 xesc(&b, text);
-                xput(&b, "\" time=\"%.6f\"", each);
+                strbuf_printf(&b, "\" time=\"%.6f\"", each);
                 if (cJSON_IsTrue(runset_get(e, "holds"))) {
-                    xput(&b, "/>\n");
+                    strbuf_printf(&b, "/>\n");
                     continue;
                 }
-                xput(&b, ">\n      <failure type=\"expectation\" message=\"does not hold\">");
+                strbuf_printf(&b, ">\n      <failure type=\"expectation\" message=\"does not hold\">");
                 xesc(&b, text);
-                xput(&b, "</failure>\n    </testcase>\n");
+                strbuf_printf(&b, "</failure>\n    </testcase>\n");
             }
             const cJSON *note;
             cJSON_ArrayForEach(note, runset_get(v, "notes"))
@@ -176,12 +145,12 @@ char *export_junit(const runset *s)
                 xesc(&out, "\n");
             }
         }
-        xput(&b, "    <system-out>%s</system-out>\n    <system-err></system-err>\n  </testsuite>\n",
+        strbuf_printf(&b, "    <system-out>%s</system-out>\n    <system-err></system-err>\n  </testsuite>\n",
              out.s ? out.s : "");
         b.oom = b.oom || out.oom;
         free(out.s);
     }
-    xput(&b, "</testsuites>\n");
+    strbuf_printf(&b, "</testsuites>\n");
     if (b.oom) {
         free(b.s);
         return NULL;

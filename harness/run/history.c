@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/fileio.h"
+#include "core/strbuf.h"
 
 static oom_status fail(oom_status st, char *err, size_t cap, const char *fmt, ...)
 {
@@ -129,60 +130,28 @@ void history_free(history *h)
 
 /* ---- appending --------------------------------------------------------------------------------------------- */
 
-typedef struct buf {
-    char *s;
-    size_t n, cap;
-    bool oom;
-} buf;
-
-static void put(buf *b, const char *fmt, ...)
-{
-    va_list ap;
-    for (;;) {
-        va_start(ap, fmt);
-        int k = vsnprintf(b->s ? b->s + b->n : NULL, b->s ? b->cap - b->n : 0, fmt, ap);
-        va_end(ap);
-        if (k < 0) {
-            b->oom = true;
-            return;
-        }
-        if (b->s && b->n + (size_t)k < b->cap) {
-            b->n += (size_t)k;
-            return;
-        }
-        size_t cap = (b->cap + (size_t)k + 1) * 2;
-        char *grown = realloc(b->s, cap);
-        if (!grown) {
-            b->oom = true;
-            return;
-        }
-        b->s = grown;
-        b->cap = cap;
-    }
-}
-
 /* A CSV field: quoted when it holds a comma, quote or line break. */
-static void put_field(buf *b, const char *s)
+static void put_field(strbuf *b, const char *s)
 {
     if (!strpbrk(s, ",\"\r\n")) {
-        put(b, "%s,", s);
+        strbuf_printf(b, "%s,", s);
         return;
     }
-    put(b, "\"");
+    strbuf_printf(b, "\"");
     for (const char *c = s; *c; c++)
-        put(b, *c == '"' ? "\"\"" : "%c", *c);
-    put(b, "\",");
+        strbuf_printf(b, *c == '"' ? "\"\"" : "%c", *c);
+    strbuf_printf(b, "\",");
 }
 
-static void put_row(buf *b, const char *const *cols, const char *metric, double value, size_t *added)
+static void put_row(strbuf *b, const char *const *cols, const char *metric, double value, size_t *added)
 {
     for (int i = 0; i < HISTORY_NCOLS - 2; i++)
         put_field(b, cols[i]);
     put_field(b, metric);
     if (value == floor(value) && fabs(value) < 9e15)
-        put(b, "%.0f\n", value);
+        strbuf_printf(b, "%.0f\n", value);
     else
-        put(b, "%.9g\n", value);
+        strbuf_printf(b, "%.9g\n", value);
     (*added)++;
 }
 
@@ -194,7 +163,7 @@ oom_status history_append(const char *path, const runset *s, const char *commit,
         if (!runset_str(s->docs[i].json, "started", NULL))
             return fail(OOM_EINVAL, err, cap, "%s: no \"started\": a baseline, not a run (history takes runs)",
                         s->docs[i].path);
-    buf b = {0};
+    strbuf b = {0};
     char *old = NULL;
     FILE *f = fopen(path, "r");
     if (f) {
@@ -208,10 +177,10 @@ oom_status history_append(const char *path, const runset *s, const char *commit,
         old = fileio_read_all(path, &len);
         if (!old)
             return fail(OOM_EINVAL, err, cap, "%s", oom_error_detail());
-        put(&b, "%s%s", old, len && old[len - 1] != '\n' ? "\n" : "");
+        strbuf_printf(&b, "%s%s", old, len && old[len - 1] != '\n' ? "\n" : "");
         free(old);
     } else {
-        put(&b, "%s\n", HISTORY_HEADER);
+        strbuf_printf(&b, "%s\n", HISTORY_HEADER);
     }
     for (size_t i = 0; i < s->n; i++) {
         const cJSON *j = s->docs[i].json, *v;
