@@ -21,19 +21,9 @@
 
 static char tmpdir[64];
 
-static void setup(void)
-{
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/oomlab_test_cli.XXXXXX");
-    cr_assert_not_null(mkdtemp(tmpdir), "mkdtemp");
-}
+static void setup(void) { test_tmpdir_make(tmpdir, "cli"); }
 
-static void teardown(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    if (system(cmd) != 0)
-        cr_log_warn("could not remove %s", tmpdir);
-}
+static void teardown(void) { test_tmpdir_remove(tmpdir); }
 
 TestSuite(cli, .init = setup, .fini = teardown);
 

@@ -17,22 +17,13 @@
 #include "core/fileio.h"
 #include "run/compare.h"
 #include "run/history.h"
+#include "testutil.h"
 
 static char tmpdir[64];
 
-static void setup(void)
-{
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/oomlab_test_compare.XXXXXX");
-    cr_assert_not_null(mkdtemp(tmpdir), "mkdtemp");
-}
+static void setup(void) { test_tmpdir_make(tmpdir, "compare"); }
 
-static void teardown(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    if (system(cmd) != 0)
-        cr_log_warn("could not remove %s", tmpdir);
-}
+static void teardown(void) { test_tmpdir_remove(tmpdir); }
 
 TestSuite(compare, .init = setup, .fini = teardown);
 TestSuite(history, .init = setup, .fini = teardown);

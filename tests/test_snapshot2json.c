@@ -14,24 +14,15 @@
 #include <unistd.h>
 
 #include "core/fileio.h"
+#include "testutil.h"
 
 #define SCRIPT "scripts/snapshot2json.py"
 
 static char tmpdir[64];
 
-static void setup(void)
-{
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/oomlab_test_s2j.XXXXXX");
-    cr_assert_not_null(mkdtemp(tmpdir), "mkdtemp");
-}
+static void setup(void) { test_tmpdir_make(tmpdir, "s2j"); }
 
-static void teardown(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    if (system(cmd) != 0)
-        cr_log_warn("could not remove %s", tmpdir);
-}
+static void teardown(void) { test_tmpdir_remove(tmpdir); }
 
 TestSuite(snapshot2json, .init = setup, .fini = teardown);
 

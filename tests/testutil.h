@@ -2,6 +2,8 @@
 #ifndef OOMLAB_TESTUTIL_H
 #define OOMLAB_TESTUTIL_H
 
+#include <criterion/criterion.h>
+#include <criterion/logging.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,5 +90,22 @@ static inline bool test_limit_address_space(size_t headroom, struct rlimit *old)
 #define MiB ((size_t)1 << 20)
 #define KiB ((size_t)1 << 10)
 #define GiB ((size_t)1 << 30)
+
+/* A scratch folder for a suite's tests, made by its .init and removed by its .fini: test_tmpdir_make(dir, "cli")
+ * makes /tmp/oomlab_test_cli.XXXXXX in dir (64 bytes). Criterion runs each test in its own process, so each test
+ * gets a folder of its own. */
+static inline void test_tmpdir_make(char dir[64], const char *suite)
+{
+    snprintf(dir, 64, "/tmp/oomlab_test_%.20s.XXXXXX", suite);
+    cr_assert_not_null(mkdtemp(dir), "mkdtemp");
+}
+
+static inline void test_tmpdir_remove(const char *dir)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        cr_log_warn("could not remove %s", dir);
+}
 
 #endif
