@@ -7,6 +7,7 @@
 #define OOMLAB_JSONFILE_H
 
 #include <cJSON.h>
+#include <math.h>
 #include <stddef.h>
 
 #include "core/compat.h"
@@ -29,6 +30,26 @@ void jsonfile_error(const char *name, const char *text, size_t len, const char *
 /* Read path within lim (fileio_read_limited) and parse it (jsonfile_parse). NULL with one line in err: the read's
  * error (cannot open, larger than the bound) or the syntax error. */
 cJSON *jsonfile_read(const char *path, const fileio_limit *lim, char *err, size_t errcap);
+
+/* A member of an object by type: its number (NAN when absent or not a number), its string ("" likewise), its
+ * array (NULL likewise). For readers of oomlab's own documents, which check what they need themselves. */
+static inline double json_num(const cJSON *o, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsNumber(v) ? v->valuedouble : NAN;
+}
+
+static inline const char *json_str(const cJSON *o, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+static inline const cJSON *json_arr(const cJSON *o, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsArray(v) ? v : NULL;
+}
 
 OOM_END_DECLS
 

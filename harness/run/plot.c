@@ -39,24 +39,6 @@ static const char *gp_size(double bytes, char *buf, size_t cap)
     return memstats_format_size(bytes > 0 ? (uint64_t)bytes : 0, buf, cap);
 }
 
-static double num(const cJSON *o, const char *key)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    return cJSON_IsNumber(v) ? v->valuedouble : NAN;
-}
-
-static const char *str(const cJSON *o, const char *key)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    return cJSON_IsString(v) ? v->valuestring : "";
-}
-
-static const cJSON *arr(const cJSON *o, const char *key)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    return cJSON_IsArray(v) ? v : NULL;
-}
-
 /* Read a results file of the given schema ("oomlab.run/1" or "oomlab.sweep/1"; NULL: either). */
 static oom_status load(const char *path, const char *schema, cJSON **out, char *err, size_t errcap)
 {
@@ -65,19 +47,19 @@ static oom_status load(const char *path, const char *schema, cJSON **out, char *
     cJSON *j = jsonfile_read(path, &lim, jerr, sizeof jerr);
     if (!j) /* cannot be read, too large, or not JSON: where and why */
         return fail(err, errcap, OOM_EINVAL, "%s", jerr);
-    const char *s = str(j, "schema");
+    const char *s = json_str(j, "schema");
     bool known = schema ? strcmp(s, schema) == 0 : strcmp(s, "oomlab.run/1") == 0 || strcmp(s, "oomlab.sweep/1") == 0;
-    if (!j || !known || !arr(j, "variants") || isnan(num(j, "budget"))) {
+    if (!j || !known || !json_arr(j, "variants") || isnan(json_num(j, "budget"))) {
         cJSON_Delete(j);
         return fail(err, errcap, OOM_EINVAL, "%s is not an oomlab results file (schema %s)", path,
                     schema ? schema : "oomlab.run/1 or oomlab.sweep/1");
     }
     int k = 0;
     const cJSON *v;
-    cJSON_ArrayForEach(v, arr(j, "variants")) /* an OOM's step is a sample index (report.h), drawn at x = step */
+    cJSON_ArrayForEach(v, json_arr(j, "variants")) /* an OOM's step is a sample index (report.h), drawn at x = step */
     {
         const cJSON *oom = cJSON_GetObjectItemCaseSensitive(v, "oom");
-        double step = cJSON_IsObject(oom) ? num(oom, "step") : 0.0;
+        double step = cJSON_IsObject(oom) ? json_num(oom, "step") : 0.0;
         if (!(step >= 0.0 && step <= 2147483647.0 && step == floor(step))) {
             cJSON_Delete(j);
             return fail(err, errcap, OOM_EINVAL, "%s: variants[%d].oom.step is not a sample index (a whole number >= 0)",
@@ -201,18 +183,18 @@ static void layout_panel(FILE *g, const layout *L, int i)
 static void run_context(const cJSON *run, char *buf, size_t cap)
 {
     char b[32];
-    snprintf(buf, cap, "%s%s, %s scale, budget %s", str(run, "backend"),
-             cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(run, "dry_run")) ? " (dry run)" : "", str(run, "scale"),
-             gp_size(num(run, "budget"), b, sizeof b));
+    snprintf(buf, cap, "%s%s, %s scale, budget %s", json_str(run, "backend"),
+             cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(run, "dry_run")) ? " (dry run)" : "", json_str(run, "scale"),
+             gp_size(json_num(run, "budget"), b, sizeof b));
 }
 
 /* A variant's panel title: its name, its outcome, and what is unusual about it. */
 static void variant_title(const cJSON *v, char *buf, size_t cap)
 {
-    const char *oc = str(v, "outcome");
+    const char *oc = json_str(v, "outcome");
     bool passed = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(v, "passed"));
     bool reproduced = !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(v, "reproduced"));
-    snprintf(buf, cap, "%s: %s%s%s", str(v, "name"), strcmp(oc, "oom") == 0 ? "OOM" : oc,
+    snprintf(buf, cap, "%s: %s%s%s", json_str(v, "name"), strcmp(oc, "oom") == 0 ? "OOM" : oc,
              passed ? "" : " (NOT as expected)", reproduced ? "" : " (not reproduced)");
 }
 
@@ -238,29 +220,29 @@ static void tick_label(FILE *g, const char *s)
 
 static oom_status timeline(const cJSON *run, const char *out, char *err, size_t errcap)
 {
-    const cJSON *vs = arr(run, "variants");
+    const cJSON *vs = json_arr(run, "variants");
     int nv = cJSON_GetArraySize(vs);
     if (nv == 0)
         return fail(err, errcap, OOM_EINVAL, "the results have no variants to draw");
-    double budget = num(run, "budget"), top = budget;
+    double budget = json_num(run, "budget"), top = budget;
     int maxn = 0;
     for (int i = 0; i < nv; i++) {
         const cJSON *v = cJSON_GetArrayItem(vs, i), *s;
-        int n = cJSON_GetArraySize(arr(v, "samples"));
+        int n = cJSON_GetArraySize(json_arr(v, "samples"));
         maxn = n > maxn ? n : maxn;
-        cJSON_ArrayForEach(s, arr(v, "samples")) top = fmax(top, fmax(num(s, "reserved"), num(s, "allocated")));
-        cJSON_ArrayForEach(s, arr(v, "ooms_caught")) top = fmax(top, num(s, "reserved") + num(s, "alloc_size"));
+        cJSON_ArrayForEach(s, json_arr(v, "samples")) top = fmax(top, fmax(json_num(s, "reserved"), json_num(s, "allocated")));
+        cJSON_ArrayForEach(s, json_arr(v, "ooms_caught")) top = fmax(top, json_num(s, "reserved") + json_num(s, "alloc_size"));
     }
     /* a shared y axis, so panels compare; a request far above the budget is cut at 1.6 x and still labelled */
     double base = budget, cut = 0;
     int minn = maxn;
     for (int i = 0; i < nv; i++) {
-        int n = cJSON_GetArraySize(arr(cJSON_GetArrayItem(vs, i), "samples"));
+        int n = cJSON_GetArraySize(json_arr(cJSON_GetArrayItem(vs, i), "samples"));
         minn = n < minn ? n : minn;
     }
     for (int i = 0; i < nv; i++) {
         const cJSON *s;
-        cJSON_ArrayForEach(s, arr(cJSON_GetArrayItem(vs, i), "samples")) base = fmax(base, num(s, "reserved"));
+        cJSON_ArrayForEach(s, json_arr(cJSON_GetArrayItem(vs, i), "samples")) base = fmax(base, json_num(s, "reserved"));
     }
     top = fmin(top, base * 1.6);
     cut = top;
@@ -276,7 +258,7 @@ static oom_status timeline(const cJSON *run, const char *out, char *err, size_t 
     FILE *g = f.gp;
     char title[512], ctx[160], path[160], b1[32], b2[32];
     run_context(run, ctx, sizeof ctx);
-    snprintf(title, sizeof title, "%s: allocated and reserved memory at each sample (%s)", str(run, "scenario"), ctx);
+    snprintf(title, sizeof title, "%s: allocated and reserved memory at each sample (%s)", json_str(run, "scenario"), ctx);
     key_entry keys[] = {{KEY_LINE, C_RESERVED, "reserved"},
                         {KEY_LINE, C_ALLOCATED, "allocated"},
                         {KEY_BOX, C_GAP, "reserved but unallocated"},
@@ -287,7 +269,7 @@ static oom_status timeline(const cJSON *run, const char *out, char *err, size_t 
     fprintf(g, "set grid ytics lc rgb '#dddddd'\nset yrange [0:%.6g]\nset ytics font ',11'\n", ymax);
     fprintf(g, "set style fill solid 1.0 noborder\nset border lc rgb '#555555'\n");
     for (int i = 0; i < nv; i++) {
-        const cJSON *v = cJSON_GetArrayItem(vs, i), *ss = arr(v, "samples");
+        const cJSON *v = cJSON_GetArrayItem(vs, i), *ss = json_arr(v, "samples");
         int n = cJSON_GetArraySize(ss);
         char name[32];
         snprintf(name, sizeof name, "v%d.dat", i);
@@ -301,7 +283,7 @@ static oom_status timeline(const cJSON *run, const char *out, char *err, size_t 
         int best_k = -1;
         for (int k = 0; k < n; k++) {
             const cJSON *s = cJSON_GetArrayItem(ss, k);
-            double a = num(s, "allocated") / unit, r = num(s, "reserved") / unit;
+            double a = json_num(s, "allocated") / unit, r = json_num(s, "reserved") / unit;
             fprintf(d, "%d %.6f %.6f\n", k, a, r);
             if (k + 1 < n) {
                 fprintf(d, "%d %.6f %.6f\n", k + 1, a, r);
@@ -323,7 +305,7 @@ static oom_status timeline(const cJSON *run, const char *out, char *err, size_t 
         }
         for (int k = 0; k < n; k++) {
             const cJSON *s = cJSON_GetArrayItem(ss, k);
-            fprintf(p, "%d %.6f %.6f\n", k, num(s, "allocated") / unit, num(s, "reserved") / unit);
+            fprintf(p, "%d %.6f %.6f\n", k, json_num(s, "allocated") / unit, json_num(s, "reserved") / unit);
         }
         if (n == 0)
             fprintf(p, "0 NaN NaN\n");
@@ -339,12 +321,12 @@ static oom_status timeline(const cJSON *run, const char *out, char *err, size_t 
         fprintf(g, i % L.cols == 0 ? "set ylabel '%s' offset 1.2,0\n" : "unset ylabel\n", uname);
         double xmax = n > 0 ? n - 1 : 0;
         const cJSON *m;
-        cJSON_ArrayForEach(m, arr(v, "ooms_caught")) xmax = fmax(xmax, num(m, "step") - 0.5);
+        cJSON_ArrayForEach(m, json_arr(v, "ooms_caught")) xmax = fmax(xmax, json_num(m, "step") - 0.5);
         fprintf(g, "set xrange [-0.6:%.1f]\n", xmax + 0.6);
         if (n <= LABELLED_MAX) {
             fprintf(g, "unset xlabel\nset xtics (");
             for (int k = 0; k < n; k++) {
-                tick_label(g, str(cJSON_GetArrayItem(ss, k), "label"));
+                tick_label(g, json_str(cJSON_GetArrayItem(ss, k), "label"));
                 fprintf(g, " %d%s", k, k + 1 < n ? ", " : "");
             }
             fprintf(g, ") rotate by 30 right font ',10' nomirror\n");
@@ -355,19 +337,19 @@ static oom_status timeline(const cJSON *run, const char *out, char *err, size_t 
         /* the gap named where it is widest, if it is wide enough to hold the words */
         if (best_k >= 0 && best_gap > 0.2 * ymax) { /* ... and over at least a sixth of the panel's width */
             const cJSON *s = cJSON_GetArrayItem(ss, best_k);
-            double a = num(s, "allocated") / unit, r = num(s, "reserved") / unit;
+            double a = json_num(s, "allocated") / unit, r = json_num(s, "reserved") / unit;
             int lo = best_k, hi = best_k; /* the run of intervals around it with nearly the same gap */
             while (lo > 0) {
                 const cJSON *q = cJSON_GetArrayItem(ss, lo - 1);
-                if (num(q, "reserved") / unit - num(q, "allocated") / unit < 0.8 * best_gap ||
-                    fabs(num(q, "allocated") / unit - a) > 0.25 * best_gap)
+                if (json_num(q, "reserved") / unit - json_num(q, "allocated") / unit < 0.8 * best_gap ||
+                    fabs(json_num(q, "allocated") / unit - a) > 0.25 * best_gap)
                     break;
                 lo--;
             }
             while (hi + 2 < n) {
                 const cJSON *q = cJSON_GetArrayItem(ss, hi + 1);
-                if (num(q, "reserved") / unit - num(q, "allocated") / unit < 0.8 * best_gap ||
-                    fabs(num(q, "allocated") / unit - a) > 0.25 * best_gap)
+                if (json_num(q, "reserved") / unit - json_num(q, "allocated") / unit < 0.8 * best_gap ||
+                    fabs(json_num(q, "allocated") / unit - a) > 0.25 * best_gap)
                     break;
                 hi++;
             }
@@ -379,23 +361,23 @@ static oom_status timeline(const cJSON *run, const char *out, char *err, size_t 
         /* each OOM: an arrow on reserved at that moment, as tall as the segment the allocator tried to get */
         /* One OOM: its label beside the arrow's head, toward the middle. Several: one label over all the arrows
          * ("2 OOMs: 20.00 MiB asked each"), centred above their heads, so labels never overlap. */
-        int nm = cJSON_GetArraySize(arr(v, "ooms_caught"));
+        int nm = cJSON_GetArraySize(json_arr(v, "ooms_caught"));
         double xsum = 0, ytop = 0, req0 = -1;
         bool same = true;
-        cJSON_ArrayForEach(m, arr(v, "ooms_caught"))
+        cJSON_ArrayForEach(m, json_arr(v, "ooms_caught"))
         {
-            double x = num(m, "step") - 0.5, y0 = num(m, "reserved"), y1 = fmin(y0 + num(m, "alloc_size"), cut);
+            double x = json_num(m, "step") - 0.5, y0 = json_num(m, "reserved"), y1 = fmin(y0 + json_num(m, "alloc_size"), cut);
             fprintf(g, "set arrow from %.2f, %.6f to %.2f, %.6f lc rgb '" C_OOM "' lw 3 filled size char 0.8,25 "
                        "front\n",
                     x, y0 / unit, x, y1 / unit);
-            same = same && (req0 < 0 || num(m, "requested") == req0);
-            req0 = num(m, "requested");
+            same = same && (req0 < 0 || json_num(m, "requested") == req0);
+            req0 = json_num(m, "requested");
             xsum += x;
             ytop = fmax(ytop, y1);
         }
         if (nm == 1) {
-            m = cJSON_GetArrayItem(arr(v, "ooms_caught"), 0);
-            double x = num(m, "step") - 0.5, req = num(m, "requested"), seg = num(m, "alloc_size");
+            m = cJSON_GetArrayItem(json_arr(v, "ooms_caught"), 0);
+            double x = json_num(m, "step") - 0.5, req = json_num(m, "requested"), seg = json_num(m, "alloc_size");
             char text[96];
             gp_size(req, b1, sizeof b1);
             if (seg > req * 1.01)
@@ -433,14 +415,14 @@ static oom_status timeline(const cJSON *run, const char *out, char *err, size_t 
 
 static oom_status sweep(const cJSON *sw, const char *out, char *err, size_t errcap)
 {
-    const cJSON *vs = arr(sw, "variants");
+    const cJSON *vs = json_arr(sw, "variants");
     int nv = cJSON_GetArraySize(vs);
     if (nv == 0)
         return fail(err, errcap, OOM_EINVAL, "the sweep has no variants to draw");
-    double budget = num(sw, "budget"), top = budget;
+    double budget = json_num(sw, "budget"), top = budget;
     for (int i = 0; i < nv; i++) {
         const cJSON *p;
-        cJSON_ArrayForEach(p, arr(cJSON_GetArrayItem(vs, i), "series")) top = fmax(top, num(p, "peak_reserved"));
+        cJSON_ArrayForEach(p, json_arr(cJSON_GetArrayItem(vs, i), "series")) top = fmax(top, json_num(p, "peak_reserved"));
     }
     const char *uname;
     double unit = gp_unit(top, &uname);
@@ -452,10 +434,10 @@ static oom_status sweep(const cJSON *sw, const char *out, char *err, size_t errc
         return st;
     FILE *g = f.gp;
     char title[512], b1[32], path[160];
-    const char *param = str(sw, "param");
+    const char *param = json_str(sw, "param");
     snprintf(title, sizeof title, "%s: peak memory against %s, %g..%g, each value a fresh run (%s%s, %s scale, budget %s)",
-             str(sw, "scenario"), param, num(sw, "lo"), num(sw, "hi"), str(sw, "backend"),
-             cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(sw, "dry_run")) ? " (dry run)" : "", str(sw, "scale"),
+             json_str(sw, "scenario"), param, json_num(sw, "lo"), json_num(sw, "hi"), json_str(sw, "backend"),
+             cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(sw, "dry_run")) ? " (dry run)" : "", json_str(sw, "scale"),
              gp_size(budget, b1, sizeof b1));
     const key_entry keys[] = {{KEY_LINEPOINT, C_RESERVED, "peak reserved"},
                               {KEY_LINEPOINT, C_ALLOCATED, "peak allocated"},
@@ -466,7 +448,7 @@ static oom_status sweep(const cJSON *sw, const char *out, char *err, size_t errc
     layout_header(g, &L, title, keys, 6);
     fprintf(g, "set grid ytics xtics lc rgb '#dddddd'\nset ylabel '%s' offset 1.2,0\nset yrange [0:%.6g]\nset logscale x 2\n"
                "set xtics font ',11' nomirror\nset ytics font ',11'\nset format x '%%g'\nset xrange [%g:%g]\n",
-            uname, top / unit * 1.12, num(sw, "lo") / 1.3, num(sw, "hi") * 1.3);
+            uname, top / unit * 1.12, json_num(sw, "lo") / 1.3, json_num(sw, "hi") * 1.3);
     fprintf(g, "set xlabel ");
     gp_string(g, param);
     fprintf(g, " font ',12' offset 0,0.4\n");
@@ -480,11 +462,11 @@ static oom_status sweep(const cJSON *sw, const char *out, char *err, size_t errc
             return fail(err, errcap, OOM_EIO, "cannot write the plot's data in %s", f.dir);
         }
         int n = 0;
-        cJSON_ArrayForEach(p, arr(v, "series"))
+        cJSON_ArrayForEach(p, json_arr(v, "series"))
         {
-            bool oom = strcmp(str(p, "outcome"), "oom") == 0;
-            fprintf(d, "%g %.6f %.6f %s\n", num(p, "value"), num(p, "peak_allocated") / unit,
-                    num(p, "peak_reserved") / unit, oom ? "1" : "0");
+            bool oom = strcmp(json_str(p, "outcome"), "oom") == 0;
+            fprintf(d, "%g %.6f %.6f %s\n", json_num(p, "value"), json_num(p, "peak_allocated") / unit,
+                    json_num(p, "peak_reserved") / unit, oom ? "1" : "0");
             n++;
         }
         if (n == 0)
@@ -495,11 +477,11 @@ static oom_status sweep(const cJSON *sw, const char *out, char *err, size_t errc
         }
         layout_panel(g, &L, i);
         fprintf(g, "set title ");
-        gp_string(g, str(v, "name"));
+        gp_string(g, json_str(v, "name"));
         fprintf(g, " font ',13'\nunset label\nunset arrow\n");
         const cJSON *fit = cJSON_GetObjectItemCaseSensitive(v, "largest_fit");
         const cJSON *acc = cJSON_GetObjectItemCaseSensitive(v, "find_executable_batch_size");
-        double found = num(fit, "value"), accv = num(acc, "value");
+        double found = json_num(fit, "value"), accv = json_num(acc, "value");
         if (!isnan(found)) {
             fprintf(g, "set arrow from %g, graph 0 to %g, graph 1 nohead lw 2 lc rgb '#2ca02c' front\n", found, found);
             fprintf(g, "set label 'largest that fits: %g' at %g, graph 0.95 right offset -0.6,0 font ',11' tc rgb "
@@ -533,7 +515,7 @@ oom_status plot_run(const char *json_path, const char *out_path, char *err, size
     oom_status st = load(json_path, NULL, &j, err, errcap);
     if (st != OOM_OK)
         return st;
-    st = strcmp(str(j, "schema"), "oomlab.sweep/1") == 0 ? sweep(j, out_path, err, errcap)
+    st = strcmp(json_str(j, "schema"), "oomlab.sweep/1") == 0 ? sweep(j, out_path, err, errcap)
                                                           : timeline(j, out_path, err, errcap);
     cJSON_Delete(j);
     return st;
@@ -558,10 +540,10 @@ oom_status plot_peaks(const char *json_path, const char *out, char *err, size_t 
     oom_status st = load(json_path, "oomlab.run/1", &run, err, errcap);
     if (st != OOM_OK)
         return st;
-    const cJSON *vs = arr(run, "variants"), *v;
+    const cJSON *vs = json_arr(run, "variants"), *v;
     int nv = cJSON_GetArraySize(vs);
-    double budget = num(run, "budget"), top = budget;
-    cJSON_ArrayForEach(v, vs) top = fmax(top, fmax(num(v, "peak_reserved"), num(v, "peak_allocated")));
+    double budget = json_num(run, "budget"), top = budget;
+    cJSON_ArrayForEach(v, vs) top = fmax(top, fmax(json_num(v, "peak_reserved"), json_num(v, "peak_allocated")));
     const char *uname;
     double unit = gp_unit(top, &uname);
     gp_figure f;
@@ -583,9 +565,9 @@ oom_status plot_peaks(const char *json_path, const char *out, char *err, size_t 
     cJSON_ArrayForEach(v, vs)
     {
         unsigned dark, light;
-        kind_colours(str(v, "kind"), &dark, &light);
-        double r = num(v, "peak_reserved"), a = num(v, "peak_allocated");
-        bool oom = strcmp(str(v, "outcome"), "oom") == 0;
+        kind_colours(json_str(v, "kind"), &dark, &light);
+        double r = json_num(v, "peak_reserved"), a = json_num(v, "peak_allocated");
+        bool oom = strcmp(json_str(v, "outcome"), "oom") == 0;
         fprintf(d, "%d %.6f %.6f %u %u \"%s\" \"%s\"\n", i++, r / unit, a / unit, light, dark,
                 gp_size(r, b1, sizeof b1), oom ? "OOM" : "");
     }
@@ -598,7 +580,7 @@ oom_status plot_peaks(const char *json_path, const char *out, char *err, size_t 
         return fail(err, errcap, OOM_EIO, "cannot write the plot's data in %s", f.dir);
     }
     run_context(run, ctx, sizeof ctx);
-    snprintf(title, sizeof title, "%s: peak memory per variant (%s)", str(run, "scenario"), ctx);
+    snprintf(title, sizeof title, "%s: peak memory per variant (%s)", json_str(run, "scenario"), ctx);
     key_entry keys[] = {{KEY_BOX, "#f4b6b6", "bug"},
                         {KEY_BOX, "#b7e0b0", "fix"},
                         {KEY_BOX, "#d4d4d4", "myth"},
@@ -614,7 +596,7 @@ oom_status plot_peaks(const char *json_path, const char *out, char *err, size_t 
     i = 0;
     cJSON_ArrayForEach(v, vs)
     {
-        gp_string(g, str(v, "name"));
+        gp_string(g, json_str(v, "name"));
         fprintf(g, " %d%s", i, i + 1 < nv ? ", " : "");
         i++;
     }
@@ -636,7 +618,7 @@ oom_status plot_peaks(const char *json_path, const char *out, char *err, size_t 
 static const cJSON *segments_of(const cJSON *v)
 {
     const cJSON *oom = cJSON_GetObjectItemCaseSensitive(v, "oom");
-    return cJSON_IsObject(oom) ? arr(oom, "segments") : NULL;
+    return cJSON_IsObject(oom) ? json_arr(oom, "segments") : NULL;
 }
 
 int plot_has_segments(const char *json_path)
@@ -647,7 +629,7 @@ int plot_has_segments(const char *json_path)
         return 0;
     const cJSON *v;
     int n = 0;
-    cJSON_ArrayForEach(v, arr(run, "variants")) n += segments_of(v) && cJSON_GetArraySize(segments_of(v)) > 0;
+    cJSON_ArrayForEach(v, json_arr(run, "variants")) n += segments_of(v) && cJSON_GetArraySize(segments_of(v)) > 0;
     cJSON_Delete(run);
     return n;
 }
@@ -677,7 +659,7 @@ static int map_rows(map_writer *w, const cJSON *segs, FILE *labels)
         const cJSON *b;
         if (!exp) {
             double x = 0;
-            cJSON_ArrayForEach(b, arr(s, "blocks"))
+            cJSON_ArrayForEach(b, json_arr(s, "blocks"))
             {
                 double sz = cJSON_GetArrayItem(b, 0)->valuedouble;
                 map_block(w, x, x + sz, cJSON_GetArrayItem(b, 1)->valuestring);
@@ -687,10 +669,10 @@ static int map_rows(map_writer *w, const cJSON *segs, FILE *labels)
             w->row++;
             continue;
         }
-        double page = num(s, "page"), mapped_end = 0, x = 0;
+        double page = json_num(s, "page"), mapped_end = 0, x = 0;
         if (!(page > 0))
-            page = strcmp(str(s, "pool"), "small") == 0 ? 2097152.0 : 20971520.0; /* PyTorch's defaults */
-        cJSON_ArrayForEach(b, arr(s, "blocks"))
+            page = strcmp(json_str(s, "pool"), "small") == 0 ? 2097152.0 : 20971520.0; /* PyTorch's defaults */
+        cJSON_ArrayForEach(b, json_arr(s, "blocks"))
         {
             double sz = cJSON_GetArrayItem(b, 0)->valuedouble;
             if (strcmp(cJSON_GetArrayItem(b, 1)->valuestring, "unmapped") != 0)
@@ -699,7 +681,7 @@ static int map_rows(map_writer *w, const cJSON *segs, FILE *labels)
         }
         double total = x, shown = ceil(mapped_end / page) * page;
         x = 0;
-        cJSON_ArrayForEach(b, arr(s, "blocks"))
+        cJSON_ArrayForEach(b, json_arr(s, "blocks"))
         {
             double sz = cJSON_GetArrayItem(b, 0)->valuedouble, lo = x, hi = fmin(x + sz, shown);
             const char *state = cJSON_GetArrayItem(b, 1)->valuestring;
@@ -732,7 +714,7 @@ oom_status plot_segments(const char *json_path, const char *out, char *err, size
     oom_status st = load(json_path, "oomlab.run/1", &run, err, errcap);
     if (st != OOM_OK)
         return st;
-    const cJSON *vs = arr(run, "variants"), *v;
+    const cJSON *vs = json_arr(run, "variants"), *v;
     int np = 0;
     cJSON_ArrayForEach(v, vs) np += segments_of(v) && cJSON_GetArraySize(segments_of(v)) > 0;
     if (np == 0) {
@@ -776,7 +758,7 @@ oom_status plot_segments(const char *json_path, const char *out, char *err, size
     char title[512], ctx[160], path[160], lpath[160], b1[32], b2[32], b3[32];
     run_context(run, ctx, sizeof ctx);
     snprintf(title, sizeof title, "%s: the allocator's segments at each variant's first OOM (%s)",
-             str(run, "scenario"), ctx);
+             json_str(run, "scenario"), ctx);
     const key_entry keys[] = {{KEY_BOX, C_ALLOCATED, "allocated"},
                               {KEY_BOX, C_GAP, "free, cached (reserved but unallocated)"},
                               {KEY_BOX, C_UNMAPPED, "unmapped (expandable segments)"}};
@@ -816,12 +798,12 @@ oom_status plot_segments(const char *json_path, const char *out, char *err, size
         }
         const cJSON *oom = cJSON_GetObjectItemCaseSensitive(v, "oom");
         char vname[128];
-        snprintf(vname, sizeof vname, "%s", str(v, "name"));
+        snprintf(vname, sizeof vname, "%s", json_str(v, "name"));
         for (char *c = vname; *c; c++) /* the title is written raw: no quote, backslash or line break from the file */
             *c = (*c == '"' || *c == '\\' || (unsigned char)*c < 0x20) ? ' ' : *c;
         snprintf(title, sizeof title, "%s: %d segment%s\\nasked %s\\nlargest free block %s",
                  vname, cJSON_GetArraySize(segs), cJSON_GetArraySize(segs) == 1 ? "" : "s",
-                 gp_size(num(oom, "requested"), b1, sizeof b1), gp_size(num(oom, "largest_free_block"), b3, sizeof b3));
+                 gp_size(json_num(oom, "requested"), b1, sizeof b1), gp_size(json_num(oom, "largest_free_block"), b3, sizeof b3));
         (void)b2;
         layout_panel(g, &L, p);
         fprintf(g, "set title \"%s\" font ',11'\n", title);

@@ -13,6 +13,7 @@
 
 #include "alloc/memstats.h"
 #include "core/fileio.h"
+#include "core/jsonfile.h"
 #include "run/plot.h"
 #include "run/scenario.h"
 #include "run/story.h"
@@ -25,24 +26,6 @@ static oom_status fail(char *err, size_t cap, oom_status st, const char *fmt, ..
     vsnprintf(err, cap, fmt, ap);
     va_end(ap);
     return st;
-}
-
-static double num(const cJSON *o, const char *key)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    return cJSON_IsNumber(v) ? v->valuedouble : NAN;
-}
-
-static const char *str(const cJSON *o, const char *key)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    return cJSON_IsString(v) ? v->valuestring : "";
-}
-
-static const cJSON *arr(const cJSON *o, const char *key)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    return cJSON_IsArray(v) ? v : NULL;
 }
 
 static const char *size_str(double b, char *buf, size_t cap)
@@ -82,7 +65,7 @@ static cJSON *load(const char *path, char *err, size_t errcap, oom_status *st)
     }
     cJSON *j = cJSON_Parse(text);
     free(text);
-    const char *s = j ? str(j, "schema") : "";
+    const char *s = j ? json_str(j, "schema") : "";
     if (!j || (strcmp(s, "oomlab.run/1") != 0 && strcmp(s, "oomlab.sweep/1") != 0)) {
         cJSON_Delete(j);
         *st = fail(err, errcap, OOM_EINVAL, "%s is not an oomlab results file (oomlab.run/1 or oomlab.sweep/1)",
@@ -107,14 +90,14 @@ static oom_status take(entry *es, const char *path, char *err, size_t errcap)
     cJSON *j = load(path, err, errcap, &st);
     if (!j)
         return st;
-    int k = catalog_index(str(j, "scenario"));
+    int k = catalog_index(json_str(j, "scenario"));
     if (k < 0) {
         cJSON_Delete(j);
-        return fail(err, errcap, OOM_EINVAL, "%s: scenario '%s' is not in the catalog", path, str(j, "scenario"));
+        return fail(err, errcap, OOM_EINVAL, "%s: scenario '%s' is not in the catalog", path, json_str(j, "scenario"));
     }
     entry *e = &es[k];
     e->sc = scenario_catalog[k];
-    bool sweep = strcmp(str(j, "schema"), "oomlab.sweep/1") == 0;
+    bool sweep = strcmp(json_str(j, "schema"), "oomlab.sweep/1") == 0;
     if (sweep ? e->sweep != NULL : e->run != NULL) {
         cJSON_Delete(j);
         return fail(err, errcap, OOM_EINVAL, "%s: a second %s of %s (%s has one): give one of each", path,
@@ -202,23 +185,23 @@ static void measured_line(FILE *f, const cJSON *v)
     fprintf(f, "<span class=\"measured\">measured: ");
     if (cJSON_IsObject(oom)) {
         fprintf(f, "OOM in ");
-        esc(f, str(oom, "what"));
+        esc(f, json_str(oom, "what"));
         fprintf(f, " (%s asked, %s reserved but unallocated, largest free block %s)",
-                size_str(num(oom, "requested"), q, sizeof q), size_str(num(oom, "reserved_unallocated"), a, sizeof a),
-                size_str(num(oom, "largest_free_block"), r, sizeof r));
+                size_str(json_num(oom, "requested"), q, sizeof q), size_str(json_num(oom, "reserved_unallocated"), a, sizeof a),
+                size_str(json_num(oom, "largest_free_block"), r, sizeof r));
     } else {
-        esc(f, strcmp(str(v, "outcome"), "ok") == 0 ? "no OOM" : str(v, "outcome"));
+        esc(f, strcmp(json_str(v, "outcome"), "ok") == 0 ? "no OOM" : json_str(v, "outcome"));
     }
     fprintf(f, "; peak allocated %s, peak reserved %s; %s</span>\n",
-            size_str(num(v, "peak_allocated"), a, sizeof a), size_str(num(v, "peak_reserved"), r, sizeof r),
+            size_str(json_num(v, "peak_allocated"), a, sizeof a), size_str(json_num(v, "peak_reserved"), r, sizeof r),
             passed ? "every expectation holds &#10003;" : "<span class=\"no\">an expectation fails &#10007;</span>");
 }
 
 static const cJSON *variant_named(const cJSON *run, const char *name, size_t len)
 {
     const cJSON *v;
-    cJSON_ArrayForEach(v, arr(run, "variants")) if (strlen(str(v, "name")) == len &&
-                                                    strncmp(str(v, "name"), name, len) == 0) return v;
+    cJSON_ArrayForEach(v, json_arr(run, "variants")) if (strlen(json_str(v, "name")) == len &&
+                                                    strncmp(json_str(v, "name"), name, len) == 0) return v;
     return NULL;
 }
 
@@ -228,7 +211,7 @@ static void story_html(FILE *f, const scenario_story *s, const cJSON *run)
     enum { NONE, PARA, CODE, ITEM } mode = NONE;
     const cJSON *item = NULL, *bug = NULL, *v0;
     bool sees = false; /* in the paragraph "What the user sees.": the bug's measurement goes after it */
-    cJSON_ArrayForEach(v0, arr(run, "variants")) if (!bug && strcmp(str(v0, "kind"), "bug") == 0) bug = v0;
+    cJSON_ArrayForEach(v0, json_arr(run, "variants")) if (!bug && strcmp(json_str(v0, "kind"), "bug") == 0) bug = v0;
     int i0 = 0;
     while (s->lines[i0] && s->lines[i0][0]) /* the first paragraph, "NAME.c - title", is the section's lead */
         i0++;
@@ -264,8 +247,8 @@ static void story_html(FILE *f, const scenario_story *s, const cJSON *run)
             } else {
                 fprintf(f, "<ul>\n");
             }
-            fprintf(f, "<li><b class=\"kind-%s\">", str(v, "kind"));
-            esc(f, str(v, "name"));
+            fprintf(f, "<li><b class=\"kind-%s\">", json_str(v, "kind"));
+            esc(f, json_str(v, "name"));
             fprintf(f, "</b> ");
             esc(f, word + wl + strspn(word + wl, " "));
             fprintf(f, "\n");
@@ -321,7 +304,7 @@ static cJSON *twin_for(const char *twins_dir, const cJSON *run, char *why, size_
         snprintf(why, cap, "no folder of PyTorch recordings was given (--twins)");
         return NULL;
     }
-    snprintf(path, sizeof path, "%s/%s.torch.json", twins_dir, str(run, "scenario"));
+    snprintf(path, sizeof path, "%s/%s.torch.json", twins_dir, json_str(run, "scenario"));
     char *text = fileio_read_all(path, NULL);
     if (!text) {
         snprintf(why, cap, "no recording of its PyTorch twin (%s)", path);
@@ -329,24 +312,24 @@ static cJSON *twin_for(const char *twins_dir, const cJSON *run, char *why, size_
     }
     cJSON *t = cJSON_Parse(text);
     free(text);
-    if (!t || !arr(t, "variants")) {
+    if (!t || !json_arr(t, "variants")) {
         cJSON_Delete(t);
         snprintf(why, cap, "%s is not a twin recording", path);
         return NULL;
     }
-    if (num(t, "budget") != num(run, "budget")) {
+    if (json_num(t, "budget") != json_num(run, "budget")) {
         snprintf(why, cap, "PyTorch's twin (%s) ran under another budget (%.0f bytes, this run %.0f): run at full "
                            "scale (--scale full or --dry-run) to compare",
-                 path, num(t, "budget"), num(run, "budget"));
+                 path, json_num(t, "budget"), json_num(run, "budget"));
         cJSON_Delete(t);
         return NULL;
     }
     const cJSON *p, *rp = cJSON_GetObjectItemCaseSensitive(run, "params");
     cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(t, "params"))
     {
-        if (num(rp, p->string) != p->valuedouble) {
+        if (json_num(rp, p->string) != p->valuedouble) {
             snprintf(why, cap, "PyTorch's twin (%s) ran at %s=%g, this run at %s=%g", path, p->string, p->valuedouble,
-                     p->string, num(rp, p->string));
+                     p->string, json_num(rp, p->string));
             cJSON_Delete(t);
             return NULL;
         }
@@ -357,7 +340,7 @@ static cJSON *twin_for(const char *twins_dir, const cJSON *run, char *why, size_
 static const cJSON *twin_variant(const cJSON *t, const char *name)
 {
     const cJSON *v;
-    cJSON_ArrayForEach(v, arr(t, "variants")) if (strcmp(str(v, "variant"), name) == 0) return v;
+    cJSON_ArrayForEach(v, json_arr(t, "variants")) if (strcmp(json_str(v, "variant"), name) == 0) return v;
     return NULL;
 }
 
@@ -378,29 +361,29 @@ static void table_html(FILE *f, const cJSON *run, const cJSON *twin, const char 
         fprintf(f, "<th>PyTorch: outcome</th><th>PyTorch: peak allocated</th><th>PyTorch: peak reserved</th>");
     fprintf(f, "</tr>\n");
     const cJSON *v;
-    cJSON_ArrayForEach(v, arr(run, "variants"))
+    cJSON_ArrayForEach(v, json_arr(run, "variants"))
     {
         const cJSON *oom = cJSON_GetObjectItemCaseSensitive(v, "oom");
         bool has = cJSON_IsObject(oom);
-        fprintf(f, "<tr><td class=\"l\"><b class=\"kind-%s\">", str(v, "kind"));
-        esc(f, str(v, "name"));
+        fprintf(f, "<tr><td class=\"l\"><b class=\"kind-%s\">", json_str(v, "kind"));
+        esc(f, json_str(v, "name"));
         fprintf(f, "</b></td><td>%s%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td>",
-                strcmp(str(v, "outcome"), "oom") == 0 ? "OOM" : str(v, "outcome"),
+                strcmp(json_str(v, "outcome"), "oom") == 0 ? "OOM" : json_str(v, "outcome"),
                 cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(v, "reproduced")) ? " (not reproduced)" : "",
-                size_str(num(v, "peak_allocated"), b1, sizeof b1), size_str(num(v, "peak_reserved"), b2, sizeof b2),
-                has ? size_str(num(oom, "reserved_unallocated"), b3, sizeof b3) : "-",
-                has ? size_str(num(oom, "largest_free_block"), b4, sizeof b4) : "-",
+                size_str(json_num(v, "peak_allocated"), b1, sizeof b1), size_str(json_num(v, "peak_reserved"), b2, sizeof b2),
+                has ? size_str(json_num(oom, "reserved_unallocated"), b3, sizeof b3) : "-",
+                has ? size_str(json_num(oom, "largest_free_block"), b4, sizeof b4) : "-",
                 cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(v, "passed")) ? "&#10003;"
                                                                              : "<span class=\"no\">&#10007;</span>");
         if (twin) {
-            const cJSON *tv = twin_variant(twin, str(v, "name"));
-            const cJSON *ss = tv ? arr(tv, "samples") : NULL;
+            const cJSON *tv = twin_variant(twin, json_str(v, "name"));
+            const cJSON *ss = tv ? json_arr(tv, "samples") : NULL;
             const cJSON *last = ss ? cJSON_GetArrayItem(ss, cJSON_GetArraySize(ss) - 1) : NULL;
-            const char *to = tv ? str(tv, "outcome") : "";
-            fprintf(f, "<td class=\"%s\">%s</td>", !tv ? "" : strcmp(to, str(v, "outcome")) == 0 ? "same" : "diff",
+            const char *to = tv ? json_str(tv, "outcome") : "";
+            fprintf(f, "<td class=\"%s\">%s</td>", !tv ? "" : strcmp(to, json_str(v, "outcome")) == 0 ? "same" : "diff",
                     !tv ? "not recorded" : strcmp(to, "oom") == 0 ? "OOM" : to);
-            cell_bytes(f, num(v, "peak_allocated"), last ? num(last, "allocated_bytes.all.peak") : NAN);
-            cell_bytes(f, num(v, "peak_reserved"), last ? num(last, "reserved_bytes.all.peak") : NAN);
+            cell_bytes(f, json_num(v, "peak_allocated"), last ? json_num(last, "allocated_bytes.all.peak") : NAN);
+            cell_bytes(f, json_num(v, "peak_reserved"), last ? json_num(last, "reserved_bytes.all.peak") : NAN);
         }
         fprintf(f, "</tr>\n");
     }
@@ -408,7 +391,7 @@ static void table_html(FILE *f, const cJSON *run, const cJSON *twin, const char 
     if (twin)
         fprintf(f, "<p class=\"ctx\">PyTorch's numbers: its twin, scripts/twins/%s.py, recorded with torch %s on %s "
                    "(the last sample's <code>memory_stats()</code> peaks); green where they equal oomlab's.</p>\n",
-                str(run, "scenario"), str(twin, "torch"), str(twin, "device"));
+                json_str(run, "scenario"), json_str(twin, "torch"), json_str(twin, "device"));
     else
         fprintf(f, "<p class=\"ctx\">No PyTorch numbers beside these: %s.</p>\n", why);
 }
@@ -417,22 +400,22 @@ static void details_html(FILE *f, const cJSON *run)
 {
     const cJSON *v, *e;
     fprintf(f, "<details><summary>Each variant's expectations and OOM message</summary>\n");
-    cJSON_ArrayForEach(v, arr(run, "variants"))
+    cJSON_ArrayForEach(v, json_arr(run, "variants"))
     {
-        fprintf(f, "<h4><b class=\"kind-%s\">", str(v, "kind"));
-        esc(f, str(v, "name"));
+        fprintf(f, "<h4><b class=\"kind-%s\">", json_str(v, "kind"));
+        esc(f, json_str(v, "name"));
         fprintf(f, "</b>: ");
-        esc(f, str(v, "summary"));
+        esc(f, json_str(v, "summary"));
         fprintf(f, "</h4>\n<ul>\n");
-        cJSON_ArrayForEach(e, arr(v, "expectations"))
+        cJSON_ArrayForEach(e, json_arr(v, "expectations"))
         {
             fprintf(f, "<li>%s ", cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "holds"))
                                       ? "&#10003;"
                                       : "<span class=\"no\">&#10007;</span>");
-            esc(f, str(e, "text"));
+            esc(f, json_str(e, "text"));
             fprintf(f, "</li>\n");
         }
-        cJSON_ArrayForEach(e, arr(v, "notes"))
+        cJSON_ArrayForEach(e, json_arr(v, "notes"))
         {
             fprintf(f, "<li>note: ");
             esc(f, cJSON_IsString(e) ? e->valuestring : "");
@@ -442,7 +425,7 @@ static void details_html(FILE *f, const cJSON *run)
         const cJSON *oom = cJSON_GetObjectItemCaseSensitive(v, "oom");
         if (cJSON_IsObject(oom)) {
             fprintf(f, "<pre>");
-            esc(f, str(oom, "message"));
+            esc(f, json_str(oom, "message"));
             fprintf(f, "</pre>\n");
         }
     }
@@ -500,12 +483,12 @@ static void section_html(FILE *f, const entry *e, const char *twins_dir)
         }
         fprintf(f, "</p>\n");
     }
-    fprintf(f, "<p class=\"ctx\">Measured on %s (", str(run, "backend"));
-    esc(f, str(run, "device"));
+    fprintf(f, "<p class=\"ctx\">Measured on %s (", json_str(run, "backend"));
+    esc(f, json_str(run, "device"));
     fprintf(f, ")%s, %s scale, budget %s; parameters:", cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(run, "dry_run"))
                                                             ? ", a dry run (the allocator's accounting, no compute)"
                                                             : "",
-            str(run, "scale"), size_str(num(run, "budget"), b, sizeof b));
+            json_str(run, "scale"), size_str(json_num(run, "budget"), b, sizeof b));
     cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(run, "params")) fprintf(f, " %s=%g", p->string,
                                                                                     p->valuedouble);
     fprintf(f, ".</p>\n");
@@ -531,7 +514,7 @@ static void section_html(FILE *f, const entry *e, const char *twins_dir)
         snprintf(file, sizeof file, "%s.sweep.png", n);
         snprintf(cap, sizeof cap, "%s: peak memory against %s, each value a fresh run, and the largest value that "
                                   "fits.",
-                 n, str(e->sweep, "param"));
+                 n, json_str(e->sweep, "param"));
         figure(f, file, "peak memory against the swept parameter", cap);
     }
     cJSON *twin = twin_for(twins_dir, run, why, sizeof why);
