@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/echo.h"
 #include "core/fileio.h"
 #include "core/strbuf.h"
 
@@ -109,9 +110,12 @@ oom_status history_read(const char *path, history *h, char *err, size_t cap)
         }
         char *end = NULL;
         double v = strtod(f[8], &end);
-        if (!f[8][0] || !end || *end || !isfinite(v)) {
+        if (!f[8][0] || !end || *end || !isfinite(v)) { /* f[8] points into h's text: say it before freeing it */
+            char e1[ECHO_BUF];
+            oom_status st = fail(OOM_EINVAL, err, cap, "%s: line %zu: value '%s' is not a number", path, line,
+                                 echo_str(f[8], e1));
             history_free(h);
-            return fail(OOM_EINVAL, err, cap, "%s: line %zu: value '%.32s' is not a number", path, line, f[8]);
+            return st;
         }
         history_row *r = &h->rows[h->n++];
         for (int i = 0; i < HISTORY_NCOLS - 1; i++)
