@@ -245,3 +245,24 @@ Test(plot, report_has_every_section_image_story_and_twin, .init = run_fragmentat
     cr_expect_eq(report_html(none, 1, NULL, out, err, sizeof err), OOM_EINVAL);
     cr_expect_eq(access(page, R_OK), 0, "a refused report leaves the last one in place");
 }
+
+/* make report names the run folder and, when the sweep landed in that same folder (both runs in one second), its
+ * sweep file too: one file named twice is one input, not "a second run"; a different file of the same scenario is
+ * still refused. */
+Test(plot, report_takes_a_file_named_twice_once, .init = run_fragmentation)
+{
+    char out[256], err[1024], copy[300];
+    snprintf(out, sizeof out, "%s/report", dir);
+    const char *twice[] = {dir, json};
+    cr_assert_eq(report_html(twice, 2, NULL, out, err, sizeof err), OOM_OK, "%s", err);
+    snprintf(copy, sizeof copy, "%s/copy.json", out);
+    char *t = slurp(json);
+    FILE *f = fopen(copy, "w");
+    cr_assert_not_null(f);
+    fputs(t, f);
+    fclose(f);
+    free(t);
+    const char *two[] = {json, copy};
+    cr_expect_eq(report_html(two, 2, NULL, out, err, sizeof err), OOM_EINVAL);
+    cr_expect(strstr(err, "a second run of fragmentation"), "%s", err);
+}

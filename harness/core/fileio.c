@@ -260,3 +260,9 @@ char *fileio_map_text(const char *path, size_t *len, size_t *maplen)
 }
 
 void fileio_unmap_text(char *text, size_t maplen) { munmap(text, maplen); }
+
+bool fileio_same_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}

@@ -64,6 +64,9 @@ char *fileio_read_limited(const char *path, const fileio_limit *lim, size_t *len
  * cannot be made or exists and is not a directory. */
 oom_status fileio_mkdirs(const char *path);
 
+/* Do paths a and b name one existing file (the same device and inode)? */
+bool fileio_same_file(const char *a, const char *b);
+
 OOM_END_DECLS
 
 #endif

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "alloc/memstats.h"
+#include "core/echo.h"
 #include "core/fileio.h"
 #include "core/jsonfile.h"
 #include "run/plot.h"
@@ -92,13 +93,21 @@ static oom_status take(entry *es, const char *path, char *err, size_t errcap)
         return st;
     int k = catalog_index(json_str(j, "scenario"));
     if (k < 0) {
+        char e1[ECHO_BUF];
+        fail(err, errcap, OOM_EINVAL, "%s: scenario '%s' is not in the catalog", path,
+             echo_str(json_str(j, "scenario"), e1));
         cJSON_Delete(j);
-        return fail(err, errcap, OOM_EINVAL, "%s: scenario '%s' is not in the catalog", path, json_str(j, "scenario"));
+        return OOM_EINVAL;
     }
     entry *e = &es[k];
     e->sc = scenario_catalog[k];
     bool sweep = strcmp(json_str(j, "schema"), "oomlab.sweep/1") == 0;
-    if (sweep ? e->sweep != NULL : e->run != NULL) {
+    const char *had = sweep ? (e->sweep ? e->sweep_path : NULL) : (e->run ? e->run_path : NULL);
+    if (had && fileio_same_file(had, path)) { /* the same file named twice (a folder and its sweep file): one input */
+        cJSON_Delete(j);
+        return OOM_OK;
+    }
+    if (had) {
         cJSON_Delete(j);
         return fail(err, errcap, OOM_EINVAL, "%s: a second %s of %s (%s has one): give one of each", path,
                     sweep ? "sweep" : "run", e->sc->name, sweep ? e->sweep_path : e->run_path);
