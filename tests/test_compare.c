@@ -364,6 +364,7 @@ Test(compare, junit_validates_against_the_ant_schema)
     cJSON *v;
     cJSON_ArrayForEach(v, cJSON_GetObjectItem(j, "variants")) nexpect += cJSON_GetArraySize(cJSON_GetObjectItem(v, "expectations"));
     write_json(j, tpath("run.json"));
+    cJSON_Delete(j);
     out r = run("export %s --junit %s --gbench %s --smaller-is-better %s", tpath("run.json"), tpath("junit.xml"),
                 tpath("gbench.json"), tpath("sib.json"));
     cr_assert_eq(r.rc, 0, "%s %s", r.out, r.err);
@@ -396,8 +397,10 @@ Test(compare, junit_validates_against_the_ant_schema)
     cr_assert_str_eq(cJSON_GetObjectItem(b, "run_type")->valuestring, "iteration");
     cr_assert_str_eq(cJSON_GetObjectItem(b, "time_unit")->valuestring, "ms");
     cr_assert(cJSON_IsNumber(cJSON_GetObjectItem(b, "real_time")) && cJSON_IsNumber(cJSON_GetObjectItem(b, "cpu_time")));
+    cJSON *runj = read_json(base);
     cr_assert_eq(cJSON_GetObjectItem(b, "peak_reserved_bytes")->valuedouble,
-                 cJSON_GetObjectItem(variant_of(read_json(base), "bug"), "peak_reserved")->valuedouble);
+                 cJSON_GetObjectItem(variant_of(runj, "bug"), "peak_reserved")->valuedouble);
+    cJSON_Delete(runj);
     cJSON_Delete(g);
     /* customSmallerIsBetter: an array of {name, unit, value, extra} */
     cJSON *s = read_json(tpath("sib.json"));
