@@ -106,6 +106,7 @@ static cJSON *read_json(const char *path)
     return j;
 }
 
+/* Write j to path, then free it. */
 static void write_json(cJSON *j, const char *path)
 {
     char *text = cJSON_Print(j);
@@ -363,8 +364,7 @@ Test(compare, junit_validates_against_the_ant_schema)
     int nexpect = 0;
     cJSON *v;
     cJSON_ArrayForEach(v, cJSON_GetObjectItem(j, "variants")) nexpect += cJSON_GetArraySize(cJSON_GetObjectItem(v, "expectations"));
-    write_json(j, tpath("run.json"));
-    cJSON_Delete(j);
+    write_json(j, tpath("run.json")); /* and frees it */
     out r = run("export %s --junit %s --gbench %s --smaller-is-better %s", tpath("run.json"), tpath("junit.xml"),
                 tpath("gbench.json"), tpath("sib.json"));
     cr_assert_eq(r.rc, 0, "%s %s", r.out, r.err);
