@@ -50,7 +50,9 @@ static bool same_bytes(const char *a, const char *b)
 
 Test(plot, results_json_has_the_layout_at_the_oom, .init = run_fragmentation)
 {
-    cJSON *j = cJSON_Parse(slurp(json));
+    char *text = slurp(json);
+    cJSON *j = cJSON_Parse(text);
+    free(text);
     const cJSON *bug = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "variants"), 0);
     const cJSON *oom = cJSON_GetObjectItem(bug, "oom"), *segs = cJSON_GetObjectItem(oom, "segments"), *s;
     cr_assert_eq(cJSON_GetArraySize(segs), 50, "100 pairs in 20 MiB segments, two pairs each");
