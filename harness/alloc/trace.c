@@ -84,6 +84,27 @@ static void scan_string(scanner *s, const char **a, const char **b)
     s->p = p + 1;
 }
 
+/* An object member's key and its colon: [*a, *b) is the key; s->p is left at the value. false (fail recorded)
+ * on a syntax error. */
+static bool scan_key(scanner *s, const char **a, const char **b)
+{
+    if (*s->p != '"') {
+        fail(s, s->p);
+        return false;
+    }
+    scan_string(s, a, b);
+    if (!s->p)
+        return false;
+    ws(s);
+    if (*s->p != ':') {
+        fail(s, s->p);
+        return false;
+    }
+    s->p++;
+    ws(s);
+    return true;
+}
+
 /* A JSON number: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)? ; *plain: digits only. */
 static void scan_number(scanner *s, bool *plain)
 {
@@ -435,21 +456,9 @@ static scan_rc scan_event(scanner *s, trace_file *t, int devidx, size_t i, char 
     ws(s);
     if (*s->p != '}') {
         for (;;) {
-            if (*s->p != '"') {
-                fail(s, s->p);
-                return SCAN_SYNTAX;
-            }
             const char *ka, *kb;
-            scan_string(s, &ka, &kb);
-            if (!s->p)
+            if (!scan_key(s, &ka, &kb))
                 return SCAN_SYNTAX;
-            ws(s);
-            if (*s->p != ':') {
-                fail(s, s->p);
-                return SCAN_SYNTAX;
-            }
-            s->p++;
-            ws(s);
             if (key_is(ka, kb, "action")) {
                 if (*s->p == '"') {
                     const char *a, *b;
@@ -601,21 +610,9 @@ static scan_rc scan_top(scanner *s, trace_file *t, const char *path, char *err, 
     ws(s);
     if (*s->p != '}') {
         for (;;) {
-            if (*s->p != '"') {
-                fail(s, s->p);
-                return SCAN_SYNTAX;
-            }
             const char *ka, *kb;
-            scan_string(s, &ka, &kb);
-            if (!s->p)
+            if (!scan_key(s, &ka, &kb))
                 return SCAN_SYNTAX;
-            ws(s);
-            if (*s->p != ':') {
-                fail(s, s->p);
-                return SCAN_SYNTAX;
-            }
-            s->p++;
-            ws(s);
             const char *va = s->p;
             if (key_is(ka, kb, "device_traces") && !has_traces) {
                 has_traces = true;
