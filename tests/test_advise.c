@@ -15,34 +15,18 @@
 #include "core/fileio.h"
 #include "device/device.h"
 #include "run/advise.h"
+#include "testutil.h"
 
 #define DATA "tests/data/"
 #define MIB_ ((size_t)1 << 20)
 
 static char tmpdir[64];
 
-static void make_tmpdir(void)
-{
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/oomlab_advise_test.XXXXXX");
-    cr_assert_not_null(mkdtemp(tmpdir));
-}
+static void make_tmpdir(void) { test_tmpdir_make(tmpdir, "advise"); }
 
-static void remove_tmpdir(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "cannot remove %s\n", tmpdir);
-}
+static void remove_tmpdir(void) { test_tmpdir_remove(tmpdir); }
 
-static const char *tpath(const char *name)
-{
-    static char buf[4][256];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", tmpdir, name);
-    return buf[k];
-}
+static const char *tpath(const char *name) { return test_path(tmpdir, name); }
 
 static const char *write_file(const char *name, const char *text)
 {

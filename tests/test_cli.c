@@ -34,14 +34,7 @@ static const char *bin(void)
 }
 
 /* The tmp path of name. */
-static const char *tpath(const char *name)
-{
-    static char paths[4][192];
-    static int k;
-    char *p = paths[k++ % 4];
-    snprintf(p, sizeof paths[0], "%s/%s", tmpdir, name);
-    return p;
-}
+static const char *tpath(const char *name) { return test_path(tmpdir, name); }
 
 static void write_file(const char *name, const char *text)
 {

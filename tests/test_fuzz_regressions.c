@@ -20,14 +20,7 @@ static void teardown(void) { test_tmpdir_remove(tmpdir); }
 TestSuite(fuzz, .init = setup, .fini = teardown);
 
 /* tmpdir/name in one of four rotating buffers. */
-static const char *tpath(const char *name)
-{
-    static char paths[4][192];
-    static int k;
-    char *p = paths[k++ % 4];
-    snprintf(p, sizeof paths[0], "%s/%s", tmpdir, name);
-    return p;
-}
+static const char *tpath(const char *name) { return test_path(tmpdir, name); }
 
 static bool exists(const char *path) { return access(path, F_OK) == 0; }
 

@@ -26,14 +26,7 @@ static void teardown(void) { test_tmpdir_remove(tmpdir); }
 
 TestSuite(snapshot2json, .init = setup, .fini = teardown);
 
-static const char *tpath(const char *name)
-{
-    static char paths[4][192];
-    static int k;
-    char *p = paths[k++ % 4];
-    snprintf(p, sizeof paths[0], "%s/%s", tmpdir, name);
-    return p;
-}
+static const char *tpath(const char *name) { return test_path(tmpdir, name); }
 
 /* Run a shell command; its exit status (stdout and stderr go to tmpdir/stdout and tmpdir/stderr). */
 static int sh(const char *fmt, const char *a, const char *b)

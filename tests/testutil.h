@@ -100,6 +100,16 @@ static inline void test_tmpdir_make(char dir[64], const char *suite)
     cr_assert_not_null(mkdtemp(dir), "mkdtemp");
 }
 
+/* dir/name, in one of four rotating buffers (so four may be used in one expression). */
+static inline const char *test_path(const char *dir, const char *name)
+{
+    static char paths[4][256];
+    static int k;
+    char *p = paths[k++ % 4];
+    snprintf(p, sizeof paths[0], "%s/%s", dir, name);
+    return p;
+}
+
 static inline void test_tmpdir_remove(const char *dir)
 {
     char cmd[128];
