@@ -1,5 +1,5 @@
-#define _DEFAULT_SOURCE /* MAP_ANONYMOUS, MAP_POPULATE */
-/* fileio.c - atomic file replacement and directory creation. See fileio.h. This file must not include
+#define _GNU_SOURCE /* MAP_ANONYMOUS, MAP_POPULATE, O_TMPFILE */
+/* fileio.c - atomic file replacement (regular files only) and directory creation. See fileio.h. This file must not include
  * memstats.h: <sys/stat.h> declares struct stat, which memstats.h also defines. */
 #include "core/fileio.h"
 
@@ -12,32 +12,91 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
-/* Write data to a fresh temporary file next to path, flushed and fsync'd; its name goes to tmp (cap bytes). */
-static oom_status write_temp(const char *path, const void *data, size_t len, char *tmp, size_t tcap)
+const char *fileio_kind(const char *path)
 {
-    FILE *f = NULL;
-    for (unsigned n = 0; n < 100 && !f; n++) {
-        snprintf(tmp, tcap, "%s.tmp.%ld.%u", path, (long)getpid(), n);
-        errno = 0;
-        f = fopen(tmp, "wbx"); /* C11's exclusive create: 0666 less the umask */
-        if (!f && errno != EEXIST)
-            break;
+    struct stat sb;
+    if (lstat(path, &sb) != 0)
+        return NULL;
+    mode_t m = sb.st_mode;
+    return S_ISREG(m) ? "a regular file"
+         : S_ISDIR(m) ? "a directory"
+         : S_ISLNK(m) ? "a symbolic link"
+         : S_ISFIFO(m) ? "a FIFO"
+         : S_ISCHR(m) ? "a character device"
+         : S_ISBLK(m) ? "a block device"
+         : S_ISSOCK(m) ? "a socket"
+                       : "not a regular file";
+}
+
+/* OOM_OK when nothing is at path or a regular file is (lstat: a link is not followed); else OOM_EINVAL and one
+ * line in the last-error record. */
+static oom_status check_target(const char *path)
+{
+    const char *kind = fileio_kind(path);
+    if (!kind || strcmp(kind, "a regular file") == 0)
+        return OOM_OK;
+    OOM_ERROR(OOM_EINVAL, "%s is %s, not a regular file: not replaced (oomlab writes only regular files)", path, kind);
+    return OOM_EINVAL;
+}
+
+/* Six characters for a temporary name: the pid, the clock and a counter mixed (xorshift), as mkstemp's XXXXXX. */
+static void random_suffix(char out[7])
+{
+    static const char abc[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    static unsigned long long counter;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    unsigned long long x = ((unsigned long long)getpid() << 32) ^ (unsigned long long)ts.tv_nsec ^
+                           ((unsigned long long)ts.tv_sec << 20) ^ (++counter * 0x9E3779B97F4A7C15ull);
+    for (int i = 0; i < 6; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        out[i] = abc[x % 62];
     }
-    if (!f) {
-        OOM_ERROR(OOM_EIO, "cannot write %s: %s", path, strerror(errno ? errno : EIO));
-        return OOM_EIO;
+    out[6] = '\0';
+}
+
+/* A fresh name PATH.tmp.XXXXXX into tmp: with fd < 0 a new empty file created there (O_EXCL; its fd returned),
+ * else the unnamed file fd linked there (0). -1 with errno when it cannot be made. */
+static int name_temp(const char *path, char *tmp, size_t tmpcap, int fd)
+{
+    int n = snprintf(tmp, tmpcap, "%s.tmp.XXXXXX", path);
+    if (n < 0 || (size_t)n >= tmpcap) {
+        errno = ENAMETOOLONG;
+        return -1;
     }
-    int err = 0;
-    errno = 0;
-    if (fwrite(data, 1, len, f) != len || fflush(f) != 0)
-        err = errno ? errno : EIO;
-    if (!err && fsync(fileno(f)) != 0 && errno != EINVAL) /* EINVAL: a file that cannot be synced */
-        err = errno;
-    if (fclose(f) != 0 && !err)
-        err = errno ? errno : EIO;
-    if (err) {
+    char proc[64];
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+    for (int tries = 0; tries < 100; tries++) {
+        random_suffix(tmp + n - 6);
+        int rc = fd >= 0 ? linkat(AT_FDCWD, proc, AT_FDCWD, tmp, AT_SYMLINK_FOLLOW)
+                         : open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666); /* O_EXCL: no link followed */
+        if (rc >= 0 || errno != EEXIST)
+            return rc;
+    }
+    return -1; /* EEXIST 100 times */
+}
+
+int fileio_temp_beside(const char *path, char *tmp, size_t tmpcap)
+{
+    int fd = name_temp(path, tmp, tmpcap, -1);
+    if (fd < 0)
+        OOM_ERROR(OOM_EIO, "cannot write %s: cannot create a temporary file beside it: %s", path, strerror(errno));
+    return fd;
+}
+
+oom_status fileio_publish(const char *tmp, const char *path)
+{
+    if (check_target(path) != OOM_OK) {
+        unlink(tmp);
+        return OOM_EINVAL;
+    }
+    if (rename(tmp, path) != 0) { /* rename replaces a name: it never writes through a link */
+        int err = errno;
         unlink(tmp);
         OOM_ERROR(OOM_EIO, "cannot write %s: %s", path, strerror(err));
         return OOM_EIO;
@@ -45,33 +104,92 @@ static oom_status write_temp(const char *path, const void *data, size_t len, cha
     return OOM_OK;
 }
 
-/* Publish tmp as path: rename over it, or (exclusive) link to it only where nothing is. tmp is gone after. */
-static oom_status publish(const char *tmp, const char *path, bool exclusive, bool *existed)
+/* All of data to fd, flushed to the disk. 0, or the errno. */
+static int write_all(int fd, const void *data, size_t len)
 {
-    int rc = exclusive ? link(tmp, path) : rename(tmp, path);
-    int err = rc != 0 ? errno : 0;
-    unlink(tmp); /* after a rename: nothing there; after a link: the second name */
-    if (!err)
-        return OOM_OK;
-    if (existed)
-        *existed = err == EEXIST;
-    OOM_ERROR(OOM_EIO, "cannot write %s: %s", path, strerror(err));
-    return OOM_EIO;
+    const char *p = data;
+    while (len > 0) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return w < 0 ? errno : EIO;
+        p += w;
+        len -= (size_t)w;
+    }
+    if (fsync(fd) != 0 && errno != EINVAL) /* EINVAL: a file that cannot be synced */
+        return errno;
+    return 0;
 }
 
+/* The folder path is in ("." for a bare name), for O_TMPFILE; malloc'd, NULL when out of memory. */
+static char *dir_of(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    size_t n = !slash ? 1 : slash == path ? 1 : (size_t)(slash - path);
+    char *d = malloc(n + 1);
+    if (d) {
+        memcpy(d, !slash ? "." : slash == path ? "/" : path, n);
+        d[n] = '\0';
+    }
+    return d;
+}
+
+/* Write data as path: checked target, then an unnamed file (O_TMPFILE) in path's folder, written and fsync'd, and
+ * only then given a name, so a kill during the write leaves nothing; where O_TMPFILE is not supported, a named
+ * temporary file (fileio_temp_beside) from the start. Published by rename (replace) or, exclusive, by a link
+ * to path that fails where anything is there (*existed). */
 static oom_status write_file(const char *path, const void *data, size_t len, bool exclusive, bool *existed)
 {
     if (existed)
         *existed = false;
-    size_t tcap = strlen(path) + 48;
-    char *tmp = malloc(tcap);
-    if (!tmp) {
+    oom_status st = check_target(path);
+    if (st != OOM_OK)
+        return st;
+    size_t tcap = strlen(path) + 16;
+    char *tmp = malloc(tcap), *dir = dir_of(path);
+    if (!tmp || !dir) {
+        free(tmp);
+        free(dir);
         OOM_ERROR(OOM_ENOMEM_HOST, "cannot write %s: out of host memory", path);
         return OOM_ENOMEM_HOST;
     }
-    oom_status st = write_temp(path, data, len, tmp, tcap);
-    if (st == OOM_OK)
-        st = publish(tmp, path, exclusive, existed);
+    /* /proc/self/fd/N is how an unnamed file gets a name without privileges (linkat with AT_SYMLINK_FOLLOW) */
+    int fd = access("/proc/self/fd", X_OK) == 0 ? open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666) : -1;
+    bool unnamed = fd >= 0, tmp_named = false;
+    free(dir);
+    if (!unnamed) {
+        if ((fd = fileio_temp_beside(path, tmp, tcap)) < 0) {
+            free(tmp);
+            return OOM_EIO;
+        }
+        tmp_named = true;
+    }
+    char proc[64];
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+    int err = write_all(fd, data, len);
+    if (!err && exclusive) { /* path itself, only where nothing is */
+        int rc = unnamed ? linkat(AT_FDCWD, proc, AT_FDCWD, path, AT_SYMLINK_FOLLOW) : link(tmp, path);
+        if (rc != 0) {
+            err = errno;
+            if (existed)
+                *existed = err == EEXIST;
+        }
+    } else if (!err && unnamed) { /* a temporary name, renamed over path below */
+        if (name_temp(path, tmp, tcap, fd) != 0)
+            err = errno;
+        tmp_named = !err;
+    }
+    if (close(fd) != 0 && !err)
+        err = errno;
+    if (tmp_named && (err || exclusive))
+        unlink(tmp); /* after a link: the second name; path keeps the file */
+    if (err) {
+        free(tmp);
+        OOM_ERROR(OOM_EIO, "cannot write %s: %s", path, strerror(err));
+        return OOM_EIO;
+    }
+    st = exclusive ? OOM_OK : fileio_publish(tmp, path);
     free(tmp);
     return st;
 }

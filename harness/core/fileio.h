@@ -1,4 +1,4 @@
-/* fileio.h - files that are never left half written: atomic replace, and directory creation.
+/* fileio.h - files that are never left half written: atomic replace of regular files only, and directory creation.
  *
  * Everything oomlab writes for a user (snapshots, run results, baselines) goes through fileio_write_atomic, so a
  * crash, a full disk or a bad path leaves either the old file or the new one, never a partial one.
@@ -14,15 +14,36 @@
 
 OOM_BEGIN_DECLS
 
-/* Write len bytes to path through a temporary file next to it (path.tmp.PID.N, created exclusively), flushed
- * and fsync'd, then renamed over path. On failure the temporary file is removed and the last-error record
- * names the problem: OOM_EIO (cannot create, write or rename) or OOM_ENOMEM_HOST. */
+/* Only regular files are written: where path exists and is anything else (a device, a FIFO, a folder, a
+ * symbolic link: lstat, a link is never followed), every writer below refuses with OOM_EINVAL and one line,
+ * "PATH is a character device, not a regular file: not replaced (...)", and writes nothing. */
+
+/* What is at path, not following a link: "a regular file", "a directory", "a symbolic link", "a FIFO", "a character
+ * device", "a block device", "a socket"; NULL when nothing is (or it cannot be looked at). */
+const char *fileio_kind(const char *path);
+
+/* Write len bytes to path through an unnamed file in its folder (O_TMPFILE), written and fsync'd, then named
+ * path.tmp.XXXXXX and renamed over path: a kill or a full disk leaves the old file and, but for the instant
+ * between the naming and the rename, no temporary file. Where O_TMPFILE is unsupported, the named temporary file
+ * of fileio_temp_beside from the start. On failure nothing is left and the last-error record names the problem:
+ * OOM_EINVAL (path is not a regular file), OOM_EIO (cannot create, write or rename) or OOM_ENOMEM_HOST. */
 oom_status fileio_write_atomic(const char *path, const void *data, size_t len);
 
-/* Write a new file: like fileio_write_atomic, but the temporary file is linked to path only if nothing is there
- * (link(2) fails on an existing name), so two writers never take one name. *existed is set when path was
- * taken; nothing is written then, and the status is OOM_EIO. */
+/* Write a new file: like fileio_write_atomic, but the file is linked to path only if nothing is there (link(2)
+ * fails on an existing name), so two writers never take one name. *existed is set when path was taken by a
+ * regular file or one appeared meanwhile; nothing is written then, and the status is OOM_EIO. */
 oom_status fileio_write_new(const char *path, const void *data, size_t len, bool *existed);
+
+/* A new empty temporary file beside path, PATH.tmp.XXXXXX (XXXXXX random), created with O_EXCL (a link planted
+ * at that name is never followed), mode 0666 less the umask; its name goes to tmp (tmpcap bytes, strlen(path) +
+ * 12 at least). Returns the open fd (the caller writes, checks, closes, then fileio_publish or unlink), or -1 with
+ * OOM_EIO in the last-error record. For writers that cannot hand fileio_write_atomic a buffer (gnuplot draws
+ * into the name). */
+int fileio_temp_beside(const char *path, char *tmp, size_t tmpcap);
+
+/* Publish the finished temporary file tmp as path: refused (tmp removed, OOM_EINVAL, the one line above) where
+ * path exists and is not a regular file; else tmp renamed over path (OOM_EIO and tmp removed if that fails). */
+oom_status fileio_publish(const char *tmp, const char *path);
 
 /* The whole file, NUL-terminated, in a malloc'd buffer (the caller frees it); *len (if non-NULL) gets its
  * length. NULL with OOM_EIO ("cannot open PATH: reason", "cannot read PATH") or OOM_ENOMEM_HOST in the

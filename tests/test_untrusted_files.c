@@ -1,0 +1,185 @@
+/* test_untrusted_files.c - what oomlab writes stays a regular file written whole (issue 16): the writers refuse a
+ * target that is a FIFO, a device, a folder or a symbolic link, temporary files are created exclusively beside
+ * the target and never left behind. */
+#include <criterion/criterion.h>
+
+#include <dirent.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core/fileio.h"
+#include "testutil.h"
+
+static char tmpdir[64];
+
+static void setup(void) { test_tmpdir_make(tmpdir, "untrusted"); }
+
+static void teardown(void) { test_tmpdir_remove(tmpdir); }
+
+TestSuite(untrusted_files, .init = setup, .fini = teardown);
+
+static const char *tp(const char *name) { return test_path(tmpdir, name); }
+
+/* How many entries tmpdir holds (a leftover temporary file shows up here). */
+static int entries(void)
+{
+    DIR *d = opendir(tmpdir);
+    cr_assert_not_null(d);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        n += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
+    closedir(d);
+    return n;
+}
+
+/* Run a shell command (formatted); its exit status. (FIFOs, devices and folders are made with the shell's mkfifo,
+ * mknod and mkdir: <sys/stat.h> clashes with memstats.h, which testutil.h includes.) */
+static int sh(const char *fmt, ...)
+{
+    char cmd[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    int st = system(cmd);
+    return st == -1 ? -1 : WEXITSTATUS(st);
+}
+
+/* The permission bits of path, and what 0666 less the umask is. */
+static unsigned mode_of(const char *path)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "stat -c %%a '%s'", path);
+    FILE *p = popen(cmd, "r");
+    unsigned m = 0;
+    cr_assert(p && fscanf(p, "%o", &m) == 1);
+    pclose(p);
+    return m;
+}
+
+static unsigned default_mode(void)
+{
+    FILE *p = popen("umask", "r");
+    unsigned um = 0;
+    cr_assert(p && fscanf(p, "%o", &um) == 1);
+    pclose(p);
+    return 0666 & ~um;
+}
+
+static char *slurp(const char *path)
+{
+    char *t = fileio_read_all(path, NULL);
+    cr_assert_not_null(t, "%s", path);
+    return t;
+}
+
+Test(untrusted_files, temp_beside_is_exclusive_and_named_beside)
+{
+    char tmp[256];
+    const char *target = tp("out.svg");
+    int fd = fileio_temp_beside(target, tmp, sizeof tmp);
+    cr_assert_geq(fd, 0, "%s", oom_error_msg());
+    cr_assert_eq(strncmp(tmp, target, strlen(target)), 0);
+    cr_assert_eq(strncmp(tmp + strlen(target), ".tmp.", 5), 0, "%s", tmp);
+    cr_assert_eq(strlen(tmp), strlen(target) + 11, "%s", tmp);
+    cr_assert_str_eq(fileio_kind(tmp), "a regular file");
+    cr_assert_eq(mode_of(tmp), default_mode(), "mode %o", mode_of(tmp));
+    cr_assert_eq(write(fd, "new\n", 4), 4);
+    close(fd);
+    char tmp2[256];
+    int fd2 = fileio_temp_beside(target, tmp2, sizeof tmp2);
+    cr_assert_geq(fd2, 0);
+    cr_assert_str_neq(tmp, tmp2, "two temporary files, two names");
+    close(fd2);
+    unlink(tmp2);
+    cr_assert_eq(fileio_publish(tmp, target), OOM_OK, "%s", oom_error_msg());
+    char *t = slurp(target);
+    cr_assert_str_eq(t, "new\n");
+    free(t);
+    cr_assert_eq(entries(), 1, "only the published file");
+}
+
+Test(untrusted_files, temp_beside_names_its_failure)
+{
+    char tmp[256];
+    cr_assert_eq(fileio_temp_beside(tp("no/such/folder/out.svg"), tmp, sizeof tmp), -1);
+    cr_assert_not_null(strstr(oom_error_msg(), "cannot create a temporary file beside it"), "%s", oom_error_msg());
+    cr_assert_eq(fileio_temp_beside(tp("x"), tmp, 8), -1, "too small a buffer");
+}
+
+/* Every kind of non-regular target is refused by publish, write_atomic and write_new, and is left as it was. */
+static void refused(const char *target, const char *kind)
+{
+    char tmp[256];
+    int fd = fileio_temp_beside(target, tmp, sizeof tmp);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    int before = entries();
+    cr_assert_eq(fileio_publish(tmp, target), OOM_EINVAL);
+    cr_assert_not_null(strstr(oom_error_detail(), kind), "%s", oom_error_detail());
+    cr_assert_not_null(strstr(oom_error_detail(), "not a regular file"), "%s", oom_error_detail());
+    cr_assert_null(strchr(oom_error_detail(), '\n'), "one line");
+    cr_assert_eq(access(tmp, F_OK), -1, "the temporary file is removed");
+    cr_assert_eq(entries(), before - 1);
+    cr_assert_eq(fileio_write_atomic(target, "x\n", 2), OOM_EINVAL);
+    cr_assert_not_null(strstr(oom_error_detail(), kind), "%s", oom_error_detail());
+    bool existed = true;
+    cr_assert_eq(fileio_write_new(target, "x\n", 2, &existed), OOM_EINVAL);
+    cr_assert_not(existed);
+    cr_assert_eq(entries(), before - 1, "nothing left beside it");
+    cr_assert_str_eq(fileio_kind(target), kind, "%s is still %s", target, kind);
+}
+
+Test(untrusted_files, a_fifo_is_not_replaced)
+{
+    cr_assert_eq(sh("mkfifo '%s'", tp("fifo")), 0);
+    refused(tp("fifo"), "a FIFO");
+}
+
+Test(untrusted_files, a_folder_is_not_replaced)
+{
+    cr_assert_eq(sh("mkdir '%s'", tp("folder")), 0);
+    refused(tp("folder"), "a directory");
+}
+
+Test(untrusted_files, a_planted_link_is_not_followed_or_replaced)
+{
+    cr_assert_eq(fileio_write_atomic(tp("victim"), "precious\n", 9), OOM_OK);
+    cr_assert_eq(symlink(tp("victim"), tp("link")), 0);
+    refused(tp("link"), "a symbolic link");
+    char *t = slurp(tp("victim"));
+    cr_assert_str_eq(t, "precious\n", "the link's target is untouched");
+    free(t);
+}
+
+Test(untrusted_files, a_character_device_is_not_replaced)
+{
+    /* a null device of our own in the scratch folder (root only); the system's /dev/null is never used */
+    if (sh("mknod '%s' c 1 3 2>/dev/null", tp("null")) != 0)
+        cr_skip_test("mknod failed (it needs root)");
+    refused(tp("null"), "a character device");
+}
+
+Test(untrusted_files, regular_files_are_replaced_whole_and_leave_nothing)
+{
+    cr_assert_eq(fileio_write_atomic(tp("f"), "one\n", 4), OOM_OK);
+    cr_assert_eq(fileio_write_atomic(tp("f"), "two\n", 4), OOM_OK);
+    char *t = slurp(tp("f"));
+    cr_assert_str_eq(t, "two\n");
+    free(t);
+    bool existed = false;
+    cr_assert_eq(fileio_write_new(tp("f"), "three\n", 6, &existed), OOM_EIO);
+    cr_assert(existed);
+    cr_assert_eq(fileio_write_new(tp("g"), "new\n", 4, &existed), OOM_OK);
+    cr_assert_not(existed);
+    t = slurp(tp("g"));
+    cr_assert_str_eq(t, "new\n");
+    free(t);
+    cr_assert_eq(entries(), 2, "f and g, no temporary file");
+    cr_assert_eq(mode_of(tp("g")), default_mode(), "the mode fopen gave: 0666 less the umask");
+}
