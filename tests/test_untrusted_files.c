@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "core/fileio.h"
+#include "run/scenario.h"
 #include "testutil.h"
 
 static char tmpdir[64];
@@ -182,4 +183,80 @@ Test(untrusted_files, regular_files_are_replaced_whole_and_leave_nothing)
     free(t);
     cr_assert_eq(entries(), 2, "f and g, no temporary file");
     cr_assert_eq(mode_of(tp("g")), default_mode(), "the mode fopen gave: 0666 less the umask");
+}
+
+/* ---- the commands: an output that is not a regular file is refused before any work (issue 16, item 2) ---- */
+
+static const char *bin(void)
+{
+    const char *b = getenv("OOMLAB_BIN");
+    return b && b[0] ? b : "build/oomlab";
+}
+
+/* `oomlab ARGS` (formatted), stdout to tmpdir/stdout, stderr to tmpdir/stderr: expect exit 2, nothing on stdout
+ * and one line on stderr that contains what. */
+static void expect_refused(const char *what, const char *fmt, ...)
+{
+    char args[1024], cmd[1600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    snprintf(cmd, sizeof cmd, "'%s' %s >'%s' 2>'%s'", bin(), args, tp("stdout"), tp("stderr"));
+    int rc = sh("%s", cmd);
+    char *out = slurp(tp("stdout")), *err = slurp(tp("stderr"));
+    cr_assert_eq(rc, 2, "oomlab %s: exit %d (%s)", args, rc, err);
+    cr_assert_str_empty(out, "oomlab %s wrote: %s", args, out);
+    size_t len = strlen(err);
+    cr_assert(len > 1 && strchr(err, '\n') == err + len - 1, "not one line: %s", err);
+    cr_assert_not_null(strstr(err, what), "oomlab %s: '%s' not in: %s", args, what, err);
+    free(out);
+    free(err);
+    unlink(tp("stdout"));
+    unlink(tp("stderr"));
+}
+
+Test(untrusted_files, commands_refuse_a_fifo_a_link_or_a_device)
+{
+    cr_assert_eq(sh("mkfifo '%s'", tp("full")), 0);
+    cr_assert_eq(fileio_write_atomic(tp("victim"), "precious\n", 9), OOM_OK);
+    cr_assert_eq(symlink(tp("victim"), tp("link")), 0);
+    bool dev = sh("mknod '%s' c 1 3 2>/dev/null", tp("null")) == 0;
+    char targets[3][128] = {""}; /* copies: tp's buffers rotate */
+    snprintf(targets[0], sizeof targets[0], "%s", tp("full"));
+    snprintf(targets[1], sizeof targets[1], "%s", tp("link"));
+    if (dev)
+        snprintf(targets[2], sizeof targets[2], "%s", tp("null"));
+    const char *kinds[] = {"is a FIFO, not a regular file", "is a symbolic link, not a regular file",
+                           "is a character device, not a regular file"};
+    for (int i = 0; i < 3 && targets[i][0]; i++) {
+        const char *target = targets[i];
+        expect_refused(kinds[i], "replay tests/data/train_mlp.trace.json --snapshot '%s'", target);
+        expect_refused(kinds[i], "advise tests/data/train_mlp.trace.json --plot '%s'", target);
+        expect_refused(kinds[i], "history '%s' --append results/baselines/sim/fragmentation.json --commit x", target);
+        expect_refused(kinds[i], "export results/baselines/sim --junit '%s'", target);
+    }
+    cr_assert_str_eq(fileio_kind(tp("full")), "a FIFO");
+    cr_assert_str_eq(fileio_kind(tp("link")), "a symbolic link");
+    char *t = slurp(tp("victim"));
+    cr_assert_str_eq(t, "precious\n");
+    free(t);
+    cr_assert_eq(entries(), dev ? 4 : 3, "nothing left beside them");
+}
+
+/* The catalog's name pattern is the catalog's: every scenario and variant matches it; a path never does. */
+Test(untrusted_files, the_name_pattern_is_the_catalogs)
+{
+    for (size_t i = 0; i < scenario_catalog_size; i++) {
+        const scenario *sc = scenario_catalog[i];
+        cr_assert(scenario_name_ok(sc->name), "%s", sc->name);
+        for (size_t k = 0; k < sc->nvariants; k++)
+            cr_assert(scenario_name_ok(sc->variants[k].name), "%s/%s", sc->name, sc->variants[k].name);
+    }
+    const char *bad[] = {"", "../x", "..", ".", "a/b", "/abs", "A", "1abc", "-x", "_x", "a b", "a\nb", "a.json",
+                         "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa" /* 65 */};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        cr_assert_not(scenario_name_ok(bad[i]), "'%s'", bad[i]);
+    cr_assert(scenario_name_ok("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"), "64 bytes");
+    cr_assert_not(scenario_name_ok(NULL));
 }

@@ -595,6 +595,8 @@ static int cmd_replay(int argc, char **argv)
                 return bad_input("%s needs a value", "--snapshot");
             if (!argv[i][0])
                 return bad_input("%s needs a file name", "--snapshot");
+            if (fileio_check_target(argv[i]) != OOM_OK) /* before the replay, not after it */
+                return bad_input("replay: --snapshot: %s", oom_error_detail());
             opt.snapshot_path = argv[i];
         } else if (strcmp(argv[i], "--max-input") == 0) {
             if (++i >= argc)

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -31,9 +32,7 @@ const char *fileio_kind(const char *path)
                        : "not a regular file";
 }
 
-/* OOM_OK when nothing is at path or a regular file is (lstat: a link is not followed); else OOM_EINVAL and one
- * line in the last-error record. */
-static oom_status check_target(const char *path)
+oom_status fileio_check_target(const char *path)
 {
     const char *kind = fileio_kind(path);
     if (!kind || strcmp(kind, "a regular file") == 0)
@@ -91,7 +90,7 @@ int fileio_temp_beside(const char *path, char *tmp, size_t tmpcap)
 
 oom_status fileio_publish(const char *tmp, const char *path)
 {
-    if (check_target(path) != OOM_OK) {
+    if (fileio_check_target(path) != OOM_OK) {
         unlink(tmp);
         return OOM_EINVAL;
     }
@@ -143,7 +142,7 @@ static oom_status write_file(const char *path, const void *data, size_t len, boo
 {
     if (existed)
         *existed = false;
-    oom_status st = check_target(path);
+    oom_status st = fileio_check_target(path);
     if (st != OOM_OK)
         return st;
     size_t tcap = strlen(path) + 16;
@@ -202,6 +201,50 @@ oom_status fileio_write_atomic(const char *path, const void *data, size_t len)
 oom_status fileio_write_new(const char *path, const void *data, size_t len, bool *existed)
 {
     return write_file(path, data, len, true, existed);
+}
+
+oom_status fileio_open_locked(const char *path, int *fdp)
+{
+    *fdp = -1;
+    oom_status st = fileio_check_target(path);
+    if (st != OOM_OK)
+        return st;
+    int fd = open(path, O_RDWR | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0666);
+    if (fd < 0) {
+        OOM_ERROR(OOM_EIO, "cannot open %s: %s", path, strerror(errno));
+        return OOM_EIO;
+    }
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) { /* replaced between the lstat and the open */
+        close(fd);
+        OOM_ERROR(OOM_EINVAL, "%s is not a regular file: not written (oomlab writes only regular files)", path);
+        return OOM_EINVAL;
+    }
+    int rc;
+    while ((rc = flock(fd, LOCK_EX)) != 0 && errno == EINTR)
+        ;
+    if (rc != 0) {
+        OOM_ERROR(OOM_EIO, "cannot lock %s: %s", path, strerror(errno));
+        close(fd);
+        return OOM_EIO;
+    }
+    *fdp = fd;
+    return OOM_OK;
+}
+
+oom_status fileio_append(int fd, const char *path, const void *data, size_t len)
+{
+    off_t before = lseek(fd, 0, SEEK_END); /* stable: every appender holds the lock */
+    int err = before < 0 ? errno : write_all(fd, data, len);
+    if (err) {
+        if (before >= 0 && ftruncate(fd, before) != 0)
+            OOM_ERROR(OOM_EIO, "cannot write %s: %s, and cannot cut it back to its %jd bytes before: %s", path,
+                      strerror(err), (intmax_t)before, strerror(errno));
+        else
+            OOM_ERROR(OOM_EIO, "cannot write %s: %s", path, strerror(err));
+        return OOM_EIO;
+    }
+    return OOM_OK;
 }
 
 /* Read f whole, but stop once more than max bytes came. *st: OOM_OK, OOM_EINVAL (more than max: NULL, nothing
