@@ -260,3 +260,14 @@ Test(untrusted_files, the_name_pattern_is_the_catalogs)
     cr_assert(scenario_name_ok("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"), "64 bytes");
     cr_assert_not(scenario_name_ok(NULL));
 }
+
+/* Input is checked before an output folder is made: a rejected command leaves nothing (issue 16, item 11). */
+Test(untrusted_files, no_output_folder_for_rejected_input)
+{
+    cr_assert_eq(fileio_write_atomic(tp("bad.csv"), "date,value\n1,2\n", 15), OOM_OK);
+    expect_refused("line 1 is not the header", "plot --trend '%s' -o '%s'", tp("bad.csv"), tp("trends"));
+    cr_assert_null(fileio_kind(tp("trends")), "plot --trend made its folder for a file it refused");
+    expect_refused("no_such_scenario", "run no_such_scenario --backend sim --out '%s'", tp("runs"));
+    cr_assert_null(fileio_kind(tp("runs")), "run made its folder for a scenario it refused");
+    cr_assert_eq(entries(), 1, "only bad.csv");
+}

@@ -1268,9 +1268,7 @@ static int cmd_plot(int argc, char **argv)
             snprintf(def, sizeof def, "%.*strend", slash ? (int)(slash - trend + 1) : 0, trend);
             out = def;
         }
-        if (fileio_mkdirs(out) != OOM_OK)
-            return bad_input("plot: %s", oom_error_detail());
-        char written[8192];
+        char written[8192]; /* plot_trend makes the folder out once the history is read */
         if (plot_trend(trend, out, "png", written, sizeof written, err, sizeof err) != OOM_OK)
             return bad_input("plot: %s", err);
         printf("%s", written);

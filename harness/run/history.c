@@ -179,6 +179,12 @@ oom_status history_read(const char *path, history *h, char *err, size_t cap)
         }
         char *vend = NULL, e1[ECHO_BUF], e2[ECHO_BUF];
         double v = strtod(f[8], &vend);
+        if (!scenario_name_ok(f[5]) || !scenario_name_ok(f[6])) { /* never appended; a figure's file is named so */
+            bool scn_bad = !scenario_name_ok(f[5]);
+            skip_row(h, path, line, "%s '%s' is not a %s name", scn_bad ? "scenario" : "variant",
+                     echo_str(f[scn_bad ? 5 : 6], e1), scn_bad ? "scenario" : "variant");
+            continue;
+        }
         if (history_value_problem(f[7], 0)) { /* 0 fits every metric: the metric is unknown */
             skip_row(h, path, line, "metric '%s' %s", echo_str(f[7], e1), history_value_problem(f[7], 0));
             continue;
