@@ -271,3 +271,59 @@ Test(untrusted_files, no_output_folder_for_rejected_input)
     cr_assert_null(fileio_kind(tp("runs")), "run made its folder for a scenario it refused");
     cr_assert_eq(entries(), 1, "only bad.csv");
 }
+
+/* A temporary file a killed writer left (issue 16, item 11: nightly/junit.xml.tmp.*, history.csv.tmp.PID.0) is
+ * removed by the next write of the same file, and said so; one still locked by its writer, or touched within the
+ * last minute, is left alone. */
+Test(untrusted_files, a_killed_writers_temporary_files_are_cleaned)
+{
+    const char *stale[] = {"junit.xml.tmp.Ab12Cd", "junit.xml.tmp.99999999.0", "junit.xml.tmp.99999999"};
+    const char *kept[] = {"junit.xml.tmp.Fresh1", "junit.xml.tmp.Locked", "junit.xml.tmp.toolong7", "other.tmp.Ab12Cd"};
+    for (size_t i = 0; i < 3; i++) {
+        cr_assert_eq(fileio_write_atomic(tp(stale[i]), "partial", 7), OOM_OK);
+        cr_assert_eq(sh("touch -d '2 hours ago' '%s'", tp(stale[i])), 0);
+    }
+    for (size_t i = 0; i < 4; i++) {
+        cr_assert_eq(fileio_write_atomic(tp(kept[i]), "partial", 7), OOM_OK);
+        if (i > 0)
+            cr_assert_eq(sh("touch -d '2 hours ago' '%s'", tp(kept[i])), 0);
+    }
+    /* flock(1) holds junit.xml.tmp.Locked locked while oomlab runs, as its writer would */
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd,
+             "flock -x '%s' '%s' export results/baselines/sim/fragmentation.json --junit '%s' >'%s' 2>'%s'",
+             tp("junit.xml.tmp.Locked"), bin(), tp("junit.xml"), tp("stdout"), tp("stderr"));
+    cr_assert_eq(sh("%s", cmd), 0);
+    char *err = slurp(tp("stderr"));
+    for (size_t i = 0; i < 3; i++) {
+        cr_assert_null(fileio_kind(tp(stale[i])), "%s is still there", stale[i]);
+        char line[512];
+        snprintf(line, sizeof line, "oomlab: removed %s (7 bytes), a temporary file left by a writer that was stopped\n",
+                 tp(stale[i]));
+        cr_assert_not_null(strstr(err, line), "'%s' not in: %s", line, err);
+    }
+    for (size_t i = 0; i < 4; i++)
+        cr_assert_str_eq(fileio_kind(tp(kept[i])), "a regular file", "%s was removed", kept[i]);
+    cr_assert_str_eq(fileio_kind(tp("junit.xml")), "a regular file");
+    free(err);
+}
+
+/* scripts/baseline.sh runs the catalog into $TMPDIR/oomlab-baseline.PID.XXXXXX: removed when it fails, and a
+ * folder a killed run left is removed by the next run once its PID is gone (issue 16, item 11). The catalog run
+ * is /bin/false here: a failing run. */
+Test(untrusted_files, baseline_sh_leaves_no_folder_and_cleans_a_killed_runs)
+{
+    cr_assert_eq(sh("mkdir '%s' '%s'", tp("oomlab-baseline.99999999.AbCdEf"), tp("oomlab-baseline.1.live00")), 0);
+    cr_assert_eq(sh("touch '%s'", tp("oomlab-baseline.99999999.AbCdEf/run.txt")), 0);
+    int rc = sh("TMPDIR='%s' bash scripts/baseline.sh /bin/false sim >'%s' 2>&1", tmpdir, tp("out"));
+    cr_assert_eq(rc, 1, "the run's exit status");
+    char *out = slurp(tp("out"));
+    char want[256];
+    snprintf(want, sizeof want, "make baseline: removed %s, left by a run that was killed\n",
+             tp("oomlab-baseline.99999999.AbCdEf"));
+    cr_assert_not_null(strstr(out, want), "%s", out);
+    free(out);
+    cr_assert_null(fileio_kind(tp("oomlab-baseline.99999999.AbCdEf")));
+    cr_assert_str_eq(fileio_kind(tp("oomlab-baseline.1.live00")), "a directory", "PID 1 is alive: kept");
+    cr_assert_eq(entries(), 2, "the live one and out: the failed run's own folder is gone");
+}

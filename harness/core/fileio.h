@@ -41,10 +41,19 @@ oom_status fileio_write_new(const char *path, const void *data, size_t len, bool
 
 /* A new empty temporary file beside path, PATH.tmp.XXXXXX (XXXXXX random), created with O_EXCL (a link planted
  * at that name is never followed), mode 0666 less the umask; its name goes to tmp (tmpcap bytes, strlen(path) +
- * 12 at least). Returns the open fd (the caller writes, checks, closes, then fileio_publish or unlink), or -1 with
- * OOM_EIO in the last-error record. For writers that cannot hand fileio_write_atomic a buffer (gnuplot draws
- * into the name). */
+ * 12 at least). Returns the open fd, locked (flock) so that another run's fileio_clean_stale leaves the file
+ * alone: the caller writes (or lets a program write the name), checks, then fileio_publish or unlink, and closes
+ * fd after; or -1 with OOM_EIO in the last-error record. For writers that cannot hand fileio_write_atomic a
+ * buffer (gnuplot draws into the name). */
 int fileio_temp_beside(const char *path, char *tmp, size_t tmpcap);
+
+/* Remove the temporary files of path that a writer stopped by SIGKILL or a crash left beside it (every writer
+ * above calls this first): PATH.tmp.XXXXXX that no process holds locked (a writer holds an flock on its temporary
+ * file until it is published; keep fileio_temp_beside's fd open until then), and older oomlabs' PATH.tmp.PID[.N]
+ * whose process is gone; either only when untouched for FILEIO_STALE_SECONDS. Each removal is said on stderr
+ * ("oomlab: removed PATH.tmp.Ab12Cd (N bytes), a temporary file left by a writer that was stopped"). */
+#define FILEIO_STALE_SECONDS 60
+void fileio_clean_stale(const char *path);
 
 /* Publish the finished temporary file tmp as path: refused (tmp removed, OOM_EINVAL, the one line above) where
  * path exists and is not a regular file; else tmp renamed over path (OOM_EIO and tmp removed if that fails). */

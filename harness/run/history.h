@@ -54,9 +54,9 @@ typedef struct history {
 
 /* Read a history file. A header other than HISTORY_HEADER is OOM_EINVAL with one line in err (not a history). A
  * bad row (another number of fields, an open quote, a NUL, a scenario or variant name off the catalog's
- * pattern, a value that is not a number or out of its metric's range: history_value_problem) is left out and counted in skipped, with a warning on stderr naming its line
- * ("history: warning: FILE line N skipped: why"; the first 5, then how many more): one bad run never makes a
- * history unreadable. OOM_ENOMEM_HOST. */
+ * pattern, a value that is not a number or out of its metric's range: history_value_problem) is left out and
+ * counted in skipped, with a warning on stderr naming its line ("history: warning: FILE line N skipped: why";
+ * the first 5, then how many more): one bad run never makes a history unreadable. OOM_ENOMEM_HOST. */
 oom_status history_read(const char *path, history *h, char *err, size_t errcap);
 void history_free(history *h);
 
