@@ -1,6 +1,7 @@
 #define _GNU_SOURCE /* MAP_ANONYMOUS, MAP_POPULATE, O_TMPFILE */
-/* fileio.c - atomic file replacement (regular files only) and directory creation. See fileio.h. This file must not include
- * memstats.h: <sys/stat.h> declares struct stat, which memstats.h also defines. */
+/* fileio.c - atomic file replacement (regular files only), locked appends, reading within a bound, directory
+ * creation. See fileio.h. This file must not include memstats.h: <sys/stat.h> declares struct stat, which
+ * memstats.h also defines. */
 #include "core/fileio.h"
 
 #include <errno.h>
@@ -43,7 +44,7 @@ oom_status fileio_check_target(const char *path)
     return OOM_EINVAL;
 }
 
-/* The folder path is in ("." for a bare name), for O_TMPFILE; malloc'd, NULL when out of memory. */
+/* The folder path is in ("." for a bare name); malloc'd, NULL when out of memory. */
 static char *dir_of(const char *path)
 {
     const char *slash = strrchr(path, '/');
