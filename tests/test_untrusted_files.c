@@ -4,6 +4,7 @@
 #include <criterion/criterion.h>
 
 #include <dirent.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -326,4 +327,26 @@ Test(untrusted_files, baseline_sh_leaves_no_folder_and_cleans_a_killed_runs)
     cr_assert_null(fileio_kind(tp("oomlab-baseline.99999999.AbCdEf")));
     cr_assert_str_eq(fileio_kind(tp("oomlab-baseline.1.live00")), "a directory", "PID 1 is alive: kept");
     cr_assert_eq(entries(), 2, "the live one and out: the failed run's own folder is gone");
+}
+
+/* An append is whole or not at all: a write cut short (here by RLIMIT_FSIZE, as by a full disk) is undone, the
+ * file cut back to its size before. */
+Test(untrusted_files, an_append_cut_short_is_undone)
+{
+    const char *old = "header\nrow 1\n";
+    cr_assert_eq(fileio_write_atomic(tp("h.csv"), old, strlen(old)), OOM_OK);
+    int fd = -1;
+    cr_assert_eq(fileio_open_locked(tp("h.csv"), &fd), OOM_OK, "%s", oom_error_msg());
+    signal(SIGXFSZ, SIG_IGN); /* a write past the limit fails with EFBIG instead of killing the process */
+    struct rlimit rl = {.rlim_cur = strlen(old) + 10, .rlim_max = RLIM_INFINITY};
+    cr_assert_eq(setrlimit(RLIMIT_FSIZE, &rl), 0);
+    char rows[4096];
+    memset(rows, 'x', sizeof rows);
+    cr_assert_eq(fileio_append(fd, tp("h.csv"), rows, sizeof rows), OOM_EIO);
+    cr_assert_not_null(strstr(oom_error_msg(), "File too large"), "%s", oom_error_msg());
+    cr_assert_eq(fileio_append(fd, tp("h.csv"), "row 2\n", 6), OOM_OK, "what fits still goes in");
+    close(fd);
+    char *t = slurp(tp("h.csv"));
+    cr_assert_str_eq(t, "header\nrow 1\nrow 2\n", "no part of the cut append is left");
+    free(t);
 }
