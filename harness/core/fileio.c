@@ -1,6 +1,7 @@
-#define _DEFAULT_SOURCE /* MAP_ANONYMOUS, MAP_POPULATE */
-/* fileio.c - atomic file replacement and directory creation. See fileio.h. This file must not include
- * memstats.h: <sys/stat.h> declares struct stat, which memstats.h also defines. */
+#define _GNU_SOURCE /* MAP_ANONYMOUS, MAP_POPULATE, O_TMPFILE */
+/* fileio.c - atomic file replacement (regular files only), locked appends, reading within a bound, directory
+ * creation. See fileio.h. This file must not include memstats.h: <sys/stat.h> declares struct stat, which
+ * memstats.h also defines. */
 #include "core/fileio.h"
 
 #include <errno.h>
@@ -10,34 +11,166 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <dirent.h>
+#include <signal.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
-/* Write data to a fresh temporary file next to path, flushed and fsync'd; its name goes to tmp (cap bytes). */
-static oom_status write_temp(const char *path, const void *data, size_t len, char *tmp, size_t tcap)
+const char *fileio_kind(const char *path)
 {
-    FILE *f = NULL;
-    for (unsigned n = 0; n < 100 && !f; n++) {
-        snprintf(tmp, tcap, "%s.tmp.%ld.%u", path, (long)getpid(), n);
-        errno = 0;
-        f = fopen(tmp, "wbx"); /* C11's exclusive create: 0666 less the umask */
-        if (!f && errno != EEXIST)
+    struct stat sb;
+    if (lstat(path, &sb) != 0)
+        return NULL;
+    mode_t m = sb.st_mode;
+    return S_ISREG(m) ? "a regular file"
+         : S_ISDIR(m) ? "a directory"
+         : S_ISLNK(m) ? "a symbolic link"
+         : S_ISFIFO(m) ? "a FIFO"
+         : S_ISCHR(m) ? "a character device"
+         : S_ISBLK(m) ? "a block device"
+         : S_ISSOCK(m) ? "a socket"
+                       : "not a regular file";
+}
+
+oom_status fileio_check_target(const char *path)
+{
+    const char *kind = fileio_kind(path);
+    if (!kind || strcmp(kind, "a regular file") == 0)
+        return OOM_OK;
+    OOM_ERROR(OOM_EINVAL, "%s is %s, not a regular file: not replaced (oomlab writes only regular files)", path, kind);
+    return OOM_EINVAL;
+}
+
+/* The folder path is in ("." for a bare name); malloc'd, NULL when out of memory. */
+static char *dir_of(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    size_t n = !slash ? 1 : slash == path ? 1 : (size_t)(slash - path);
+    char *d = malloc(n + 1);
+    if (d) {
+        memcpy(d, !slash ? "." : slash == path ? "/" : path, n);
+        d[n] = '\0';
+    }
+    return d;
+}
+
+/* Six characters for a temporary name: the pid, the clock and a counter mixed (xorshift), as mkstemp's XXXXXX. */
+static void random_suffix(char out[7])
+{
+    static const char abc[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    static unsigned long long counter;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    unsigned long long x = ((unsigned long long)getpid() << 32) ^ (unsigned long long)ts.tv_nsec ^
+                           ((unsigned long long)ts.tv_sec << 20) ^ (++counter * 0x9E3779B97F4A7C15ull);
+    for (int i = 0; i < 6; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        out[i] = abc[x % 62];
+    }
+    out[6] = '\0';
+}
+
+/* A fresh name PATH.tmp.XXXXXX into tmp: with fd < 0 a new empty file created there (O_EXCL; its fd returned),
+ * else the unnamed file fd linked there (0). -1 with errno when it cannot be made. */
+static int name_temp(const char *path, char *tmp, size_t tmpcap, int fd)
+{
+    int n = snprintf(tmp, tmpcap, "%s.tmp.XXXXXX", path);
+    if (n < 0 || (size_t)n >= tmpcap) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    char proc[64];
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+    for (int tries = 0; tries < 100; tries++) {
+        random_suffix(tmp + n - 6);
+        int rc = fd >= 0 ? linkat(AT_FDCWD, proc, AT_FDCWD, tmp, AT_SYMLINK_FOLLOW)
+                         : open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666); /* O_EXCL: no link followed */
+        if (rc >= 0 || errno != EEXIST)
+            return rc;
+    }
+    return -1; /* EEXIST 100 times */
+}
+
+/* Is name (in path's folder, whose file name is base) a temporary file of path's: base.tmp.XXXXXX (this file's),
+ * or base.tmp.PID or base.tmp.PID.N (older oomlabs': *pid gets PID, else 0)? */
+static bool temp_of(const char *name, const char *base, long *pid)
+{
+    size_t n = strlen(base);
+    *pid = 0;
+    if (strncmp(name, base, n) != 0 || strncmp(name + n, ".tmp.", 5) != 0)
+        return false;
+    const char *t = name + n + 5;
+    size_t k = strspn(t, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789");
+    if (k == 6 && !t[6] && strspn(t, "0123456789") < 6)
+        return true;
+    char *end = NULL;
+    *pid = strtol(t, &end, 10);
+    if (end == t || *pid <= 0)
+        return false;
+    if (*end == '.')
+        end += 1 + strspn(end + 1, "0123456789");
+    return *end == '\0';
+}
+
+void fileio_clean_stale(const char *path)
+{
+    const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+    char *dir = dir_of(path);
+    DIR *d = dir && base[0] ? opendir(dir) : NULL;
+    time_t now = time(NULL);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        long pid = 0;
+        if (!temp_of(e->d_name, base, &pid))
+            continue;
+        size_t cap = strlen(dir) + strlen(e->d_name) + 2;
+        char *p = malloc(cap);
+        if (!p)
             break;
+        snprintf(p, cap, "%s/%s", dir, e->d_name);
+        struct stat sb;
+        int fd = -1;
+        /* stale: a regular file, untouched for FILEIO_STALE_SECONDS, whose writer is gone (its lock with it, or
+         * for an older oomlab's name, its process) */
+        bool stale = lstat(p, &sb) == 0 && S_ISREG(sb.st_mode) && now - sb.st_mtime >= FILEIO_STALE_SECONDS &&
+                     (pid == 0 || (kill((pid_t)pid, 0) != 0 && errno == ESRCH)) &&
+                     (fd = open(p, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)) >= 0 &&
+                     flock(fd, LOCK_EX | LOCK_NB) == 0;
+        if (stale && unlink(p) == 0)
+            fprintf(stderr, "oomlab: removed %s (%jd bytes), a temporary file left by a writer that was stopped\n", p,
+                    (intmax_t)sb.st_size);
+        if (fd >= 0)
+            close(fd);
+        free(p);
     }
-    if (!f) {
-        OOM_ERROR(OOM_EIO, "cannot write %s: %s", path, strerror(errno ? errno : EIO));
-        return OOM_EIO;
+    if (d)
+        closedir(d);
+    free(dir);
+}
+
+int fileio_temp_beside(const char *path, char *tmp, size_t tmpcap)
+{
+    fileio_clean_stale(path);
+    int fd = name_temp(path, tmp, tmpcap, -1);
+    if (fd < 0)
+        OOM_ERROR(OOM_EIO, "cannot write %s: cannot create a temporary file beside it: %s", path, strerror(errno));
+    else
+        flock(fd, LOCK_EX); /* in use while fd is open: fileio_clean_stale leaves it */
+    return fd;
+}
+
+oom_status fileio_publish(const char *tmp, const char *path)
+{
+    if (fileio_check_target(path) != OOM_OK) {
+        unlink(tmp);
+        return OOM_EINVAL;
     }
-    int err = 0;
-    errno = 0;
-    if (fwrite(data, 1, len, f) != len || fflush(f) != 0)
-        err = errno ? errno : EIO;
-    if (!err && fsync(fileno(f)) != 0 && errno != EINVAL) /* EINVAL: a file that cannot be synced */
-        err = errno;
-    if (fclose(f) != 0 && !err)
-        err = errno ? errno : EIO;
-    if (err) {
+    if (rename(tmp, path) != 0) { /* rename replaces a name: it never writes through a link */
+        int err = errno;
         unlink(tmp);
         OOM_ERROR(OOM_EIO, "cannot write %s: %s", path, strerror(err));
         return OOM_EIO;
@@ -45,33 +178,82 @@ static oom_status write_temp(const char *path, const void *data, size_t len, cha
     return OOM_OK;
 }
 
-/* Publish tmp as path: rename over it, or (exclusive) link to it only where nothing is. tmp is gone after. */
-static oom_status publish(const char *tmp, const char *path, bool exclusive, bool *existed)
+/* All of data to fd, flushed to the disk. 0, or the errno. */
+static int write_all(int fd, const void *data, size_t len)
 {
-    int rc = exclusive ? link(tmp, path) : rename(tmp, path);
-    int err = rc != 0 ? errno : 0;
-    unlink(tmp); /* after a rename: nothing there; after a link: the second name */
-    if (!err)
-        return OOM_OK;
-    if (existed)
-        *existed = err == EEXIST;
-    OOM_ERROR(OOM_EIO, "cannot write %s: %s", path, strerror(err));
-    return OOM_EIO;
+    const char *p = data;
+    while (len > 0) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return w < 0 ? errno : EIO;
+        p += w;
+        len -= (size_t)w;
+    }
+    if (fsync(fd) != 0 && errno != EINVAL) /* EINVAL: a file that cannot be synced */
+        return errno;
+    return 0;
 }
 
+/* Write data as path: checked target, then an unnamed file (O_TMPFILE) in path's folder, written and fsync'd, and
+ * only then given a name, so a kill during the write leaves nothing; where O_TMPFILE is not supported, a named
+ * temporary file (fileio_temp_beside) from the start. Published by rename (replace) or, exclusive, by a link
+ * to path that fails where anything is there (*existed). */
 static oom_status write_file(const char *path, const void *data, size_t len, bool exclusive, bool *existed)
 {
     if (existed)
         *existed = false;
-    size_t tcap = strlen(path) + 48;
-    char *tmp = malloc(tcap);
-    if (!tmp) {
+    oom_status st = fileio_check_target(path);
+    if (st != OOM_OK)
+        return st;
+    fileio_clean_stale(path);
+    size_t tcap = strlen(path) + 16;
+    char *tmp = malloc(tcap), *dir = dir_of(path);
+    if (!tmp || !dir) {
+        free(tmp);
+        free(dir);
         OOM_ERROR(OOM_ENOMEM_HOST, "cannot write %s: out of host memory", path);
         return OOM_ENOMEM_HOST;
     }
-    oom_status st = write_temp(path, data, len, tmp, tcap);
-    if (st == OOM_OK)
-        st = publish(tmp, path, exclusive, existed);
+    /* /proc/self/fd/N is how an unnamed file gets a name without privileges (linkat with AT_SYMLINK_FOLLOW) */
+    int fd = access("/proc/self/fd", X_OK) == 0 ? open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666) : -1;
+    bool unnamed = fd >= 0, tmp_named = false;
+    free(dir);
+    if (unnamed)
+        flock(fd, LOCK_EX); /* held until close: once named, fileio_clean_stale leaves it */
+    if (!unnamed) {
+        if ((fd = fileio_temp_beside(path, tmp, tcap)) < 0) {
+            free(tmp);
+            return OOM_EIO;
+        }
+        tmp_named = true;
+    }
+    char proc[64];
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+    int err = write_all(fd, data, len);
+    if (!err && exclusive) { /* path itself, only where nothing is */
+        int rc = unnamed ? linkat(AT_FDCWD, proc, AT_FDCWD, path, AT_SYMLINK_FOLLOW) : link(tmp, path);
+        if (rc != 0) {
+            err = errno;
+            if (existed)
+                *existed = err == EEXIST;
+        }
+    } else if (!err && unnamed) { /* a temporary name, renamed over path below */
+        if (name_temp(path, tmp, tcap, fd) != 0)
+            err = errno;
+        tmp_named = !err;
+    }
+    if (close(fd) != 0 && !err)
+        err = errno;
+    if (tmp_named && (err || exclusive))
+        unlink(tmp); /* after a link: the second name; path keeps the file */
+    if (err) {
+        free(tmp);
+        OOM_ERROR(OOM_EIO, "cannot write %s: %s", path, strerror(err));
+        return OOM_EIO;
+    }
+    st = exclusive ? OOM_OK : fileio_publish(tmp, path);
     free(tmp);
     return st;
 }
@@ -84,6 +266,50 @@ oom_status fileio_write_atomic(const char *path, const void *data, size_t len)
 oom_status fileio_write_new(const char *path, const void *data, size_t len, bool *existed)
 {
     return write_file(path, data, len, true, existed);
+}
+
+oom_status fileio_open_locked(const char *path, int *fdp)
+{
+    *fdp = -1;
+    oom_status st = fileio_check_target(path);
+    if (st != OOM_OK)
+        return st;
+    int fd = open(path, O_RDWR | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0666);
+    if (fd < 0) {
+        OOM_ERROR(OOM_EIO, "cannot open %s: %s", path, strerror(errno));
+        return OOM_EIO;
+    }
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) { /* replaced between the lstat and the open */
+        close(fd);
+        OOM_ERROR(OOM_EINVAL, "%s is not a regular file: not written (oomlab writes only regular files)", path);
+        return OOM_EINVAL;
+    }
+    int rc;
+    while ((rc = flock(fd, LOCK_EX)) != 0 && errno == EINTR)
+        ;
+    if (rc != 0) {
+        OOM_ERROR(OOM_EIO, "cannot lock %s: %s", path, strerror(errno));
+        close(fd);
+        return OOM_EIO;
+    }
+    *fdp = fd;
+    return OOM_OK;
+}
+
+oom_status fileio_append(int fd, const char *path, const void *data, size_t len)
+{
+    off_t before = lseek(fd, 0, SEEK_END); /* stable: every appender holds the lock */
+    int err = before < 0 ? errno : write_all(fd, data, len);
+    if (err) {
+        if (before >= 0 && ftruncate(fd, before) != 0)
+            OOM_ERROR(OOM_EIO, "cannot write %s: %s, and cannot cut it back to its %jd bytes before: %s", path,
+                      strerror(err), (intmax_t)before, strerror(errno));
+        else
+            OOM_ERROR(OOM_EIO, "cannot write %s: %s", path, strerror(err));
+        return OOM_EIO;
+    }
+    return OOM_OK;
 }
 
 /* Read f whole, but stop once more than max bytes came. *st: OOM_OK, OOM_EINVAL (more than max: NULL, nothing
