@@ -10,6 +10,7 @@
 
 #include "core/echo.h"
 #include "core/fileio.h"
+#include "core/jsonfile.h"
 #include "run/report.h"
 
 const cJSON *runset_get(const cJSON *o, const char *key) { return cJSON_GetObjectItemCaseSensitive(o, key); }
@@ -158,22 +159,31 @@ bool runset_validate(const cJSON *j, const char *what, char *err, size_t cap)
     return true;
 }
 
-/* Parse and validate one file into d. */
+static size_t max_input; /* --max-input; 0: fileio_default_limit() */
+
+void runset_set_max_input(size_t bytes) { max_input = bytes; }
+
+fileio_limit runset_input_limit(void)
+{
+    return max_input ? fileio_limit_of(max_input, "--max-input") : fileio_default_limit();
+}
+
+/* Read (within the bound), parse, check and validate one file into d. */
 static bool load_doc(const char *path, runset_doc *d, char *err, size_t cap)
 {
     size_t len = 0;
-    char *text = fileio_read_all(path, &len);
+    fileio_limit lim = runset_input_limit();
+    char *text = fileio_read_limited(path, &lim, &len, NULL);
     if (!text)
         return fail(err, cap, "%s", oom_error_detail());
-    const char *end = NULL;
-    cJSON *j = cJSON_ParseWithLengthOpts(text, len, &end, false);
-    if (!j) {
-        size_t at = end && end >= text && end <= text + len ? (size_t)(end - text) : len;
-        free(text);
-        return fail(err, cap, "%s: not valid JSON: it stops making sense at byte %zu of %zu (%s)", path, at, len,
-                    at + 16 >= len ? "truncated?" : "damaged?");
+    cJSON *j = jsonfile_parse(path, text, len, err, cap);
+    if (j && !jsonfile_check_values(path, text, len, err, cap)) {
+        cJSON_Delete(j);
+        j = NULL;
     }
     free(text);
+    if (!j)
+        return false;
     if (!runset_validate(j, path, err, cap)) {
         cJSON_Delete(j);
         return false;
