@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "alloc/trace.h"
+#include "core/echo.h"
 #include "core/fileio.h"
 #include "core/units.h"
 #include "run/advise.h"
@@ -25,12 +26,12 @@
 
 static int bad(const char *fmt, ...)
 {
+    char line[2048];
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "oomlab: advise: ");
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
+    fprintf(stderr, "oomlab: advise: %s\n", echo_one_line(line)); /* one line whatever the path holds */
     return 2;
 }
 

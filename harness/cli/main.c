@@ -444,12 +444,11 @@ static void print_overview(FILE *f)
  * (echo_cut); an unquoted one is a message oomlab made and is printed whole. */
 static int bad_input(const char *fmt, const char *arg)
 {
-    char cut[ECHO_BUF];
+    char cut[ECHO_BUF], line[2048];
     if (strstr(fmt, "'%s'"))
         arg = echo_str(arg, cut);
-    fprintf(stderr, "oomlab: ");
-    fprintf(stderr, fmt, arg);
-    fputc('\n', stderr);
+    snprintf(line, sizeof line, fmt, arg);
+    fprintf(stderr, "oomlab: %s\n", echo_one_line(line)); /* a path with a newline: still one line */
     return EXIT_BAD_INPUT;
 }
 

@@ -13,6 +13,7 @@
 #include "core/fileio.h"
 #include "core/jsonfile.h"
 #include "run/gnuplot.h"
+#include "run/runset.h"
 
 #define WIDTH 1280 /* every figure: readable projected, and in a README */
 
@@ -42,7 +43,7 @@ static const char *gp_size(double bytes, char *buf, size_t cap)
 /* Read a results file of the given schema ("oomlab.run/1" or "oomlab.sweep/1"; NULL: either). */
 static oom_status load(const char *path, const char *schema, cJSON **out, char *err, size_t errcap)
 {
-    fileio_limit lim = fileio_default_limit();
+    fileio_limit lim = runset_input_limit(); /* --max-input, as every reader of results */
     char jerr[1024];
     cJSON *j = jsonfile_read(path, &lim, jerr, sizeof jerr);
     if (!j) /* cannot be read, too large, or not JSON: where and why */
@@ -1060,7 +1061,8 @@ oom_status plot_trend(const char *csv_path, const char *out_dir, const char *ext
 {
     if (strcmp(ext, "png") != 0 && strcmp(ext, "svg") != 0)
         return fail(err, errcap, OOM_EINVAL, "trend plots are written as png or svg, not '%s'", ext);
-    char *text = fileio_read_all(csv_path, NULL);
+    fileio_limit lim = runset_input_limit();
+    char *text = fileio_read_limited(csv_path, &lim, NULL, NULL);
     if (!text)
         return fail(err, errcap, OOM_EIO, "%s", oom_error_detail());
     written[0] = '\0';

@@ -113,6 +113,20 @@ static bool check_array(const cJSON *arr, const field *fields, size_t n, const c
     return true;
 }
 
+/* The first of keys (NULL-terminated) of o whose string holds a control character (a newline would break every
+ * line that names it: an error, a table row, a CSV field), or NULL. */
+static const char *control_in(const cJSON *o, const char *const *keys)
+{
+    for (; *keys; keys++)
+        for (const char *c = runset_str(o, *keys, ""); *c; c++)
+            if ((unsigned char)*c < 0x20 || *c == 0x7f)
+                return *keys;
+    return NULL;
+}
+
+static const char *const top_names[] = {"scenario", "backend", "device", "scale", NULL};
+static const char *const variant_names[] = {"name", "outcome", NULL};
+
 bool runset_validate(const cJSON *j, const char *what, char *err, size_t cap)
 {
     if (!cJSON_IsObject(j))
@@ -126,6 +140,9 @@ bool runset_validate(const cJSON *j, const char *what, char *err, size_t cap)
                     REPORT_SCHEMA);
     if (!check_fields(j, top_fields, NF(top_fields), what, err, cap))
         return false;
+    const char *bad = control_in(j, top_names);
+    if (bad)
+        return fail(err, cap, "%s: \"%s\" holds a control character (a newline?): not a name", what, bad);
     const cJSON *v;
     int i = 0;
     cJSON_ArrayForEach(v, runset_get(j, "variants"))
@@ -136,6 +153,8 @@ bool runset_validate(const cJSON *j, const char *what, char *err, size_t cap)
             return fail(err, cap, "%s is not an object", w);
         if (!check_fields(v, variant_fields, NF(variant_fields), w, err, cap))
             return false;
+        if ((bad = control_in(v, variant_names)))
+            return fail(err, cap, "%s: \"%s\" holds a control character (a newline?): not a name", w, bad);
         snprintf(w, sizeof w, "%s: variant '%s'", what, echo_str(runset_str(v, "name", "?"), e1));
         if (!check_array(runset_get(v, "samples"), sample_fields, NF(sample_fields), w, "sample", err, cap) ||
             !check_array(runset_get(v, "metrics"), metric_fields, NF(metric_fields), w, "metric", err, cap) ||
