@@ -95,8 +95,16 @@ class _SafeUnpickler(pickle.Unpickler):
         raise pickle.UnpicklingError(f"unexpected object {module}.{name} in snapshot")
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse's errors as one line (its own are the usage, then the error), exit 2."""
+
+    def error(self, message):
+        print(f"snapshot2json: {one_line(message)} (snapshot2json.py --help)", file=sys.stderr)
+        sys.exit(2)
+
+
 def main(argv):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = _OneLineParser(description=__doc__.splitlines()[0])
     ap.add_argument("snapshot", help="the pickle of torch.cuda.memory._dump_snapshot, or - for stdin")
     ap.add_argument("-o", "--output", help="output file (default: stdout)")
     ap.add_argument("--strip-frames", action="store_true", help="drop stack frames")
@@ -158,7 +166,8 @@ def main(argv):
     # Atomic write: a temp file in the same folder, then rename.
     folder = os.path.dirname(os.path.abspath(args.output))
     if not os.path.isdir(folder):
-        print(f"snapshot2json: cannot write {args.output}: the folder {folder} does not exist", file=sys.stderr)
+        print(f"snapshot2json: cannot write {one_line(args.output)}: the folder {one_line(folder)} does not exist",
+              file=sys.stderr)
         return 2
     tmp = None
     try:
@@ -169,7 +178,7 @@ def main(argv):
     except OSError as e:
         if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
-        print(f"snapshot2json: cannot write {args.output}: {e}", file=sys.stderr)
+        print(f"snapshot2json: cannot write {one_line(args.output)}: {one_line(e)}", file=sys.stderr)
         return 2
     return 0
 
