@@ -642,3 +642,24 @@ Test(advise, unreadable_recorded_settings_are_said)
                               "Unrecognized key 'bogus_key'"));
     cJSON_Delete(o);
 }
+
+/* SIGTERM while a pickle converts: advise used to leave /tmp/oomlab-advise-* and its python3 running. Now
+ * nothing is on disk and the converter dies with advise (PR_SET_PDEATHSIG). A python3 on PATH that only records
+ * its pid and sleeps stands in for a slow conversion, so the signal arrives while it runs, without timing. */
+Test(advise, killed_while_converting_leaves_nothing_running_or_written)
+{
+    char cmd[3072];
+    snprintf(cmd, sizeof cmd,
+             "set -e; d='%s'; mkdir \"$d/fake\" \"$d/scratch\"; "
+             "printf '#!/bin/sh\\necho $$ > \"%%s/py.pid\"\\nexec sleep 1000\\n' \"$d\" > \"$d/fake/python3\"; "
+             "chmod +x \"$d/fake/python3\"; printf '\\200\\004K' > \"$d/s.pickle\"; "
+             "PATH=\"$d/fake:$PATH\" TMPDIR=\"$d/scratch\" %s advise \"$d/s.pickle\" > /dev/null 2>&1 & a=$!; "
+             "while [ ! -s \"$d/py.pid\" ]; do sleep 0.1; done; "     /* the converter has started */
+             "kill -TERM $a; rc=0; wait $a || rc=$?; [ $rc -eq 143 ]; "  /* advise died of SIGTERM */
+             "p=$(cat \"$d/py.pid\"); n=0; while kill -0 $p 2>/dev/null && [ $n -lt 600 ]; do sleep 0.1; "
+             "n=$((n+1)); done; if kill -0 $p 2>/dev/null; then kill $p; exit 3; fi; " /* the converter is gone */
+             "[ -z \"$(ls -A \"$d/scratch\")\" ]",                       /* and nothing is left in $TMPDIR */
+             tmpdir, bin());
+    int rc = sh(cmd);
+    cr_assert_eq(rc, 0, "exit %d (3: the converter outlived advise)", rc);
+}
