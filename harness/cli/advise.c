@@ -85,12 +85,13 @@ static int convert_pickle(const char *path, const char *in, size_t inlen, const 
         return bad("%s is a pickle and scripts/snapshot2json.py is not beside this binary: convert it first "
                    "(scripts/snapshot2json.py %s -o OUT.json)",
                    path, path);
-    int pin[2] = {-1, -1}, pout[2] = {-1, -1}, perr[2] = {-1, -1};
+    int p[6] = {-1, -1, -1, -1, -1, -1}; /* the converter's stdin, stdout and stderr: read end, write end */
+    int *pin = p, *pout = p + 2, *perr = p + 4;
     if (pipe(pin) != 0 || pipe(pout) != 0 || pipe(perr) != 0) {
         int e = errno;
-        for (int *fd = &pin[0]; fd <= &perr[1]; fd++)
-            if (*fd >= 0)
-                close(*fd);
+        for (int k = 0; k < 6; k++)
+            if (p[k] >= 0)
+                close(p[k]);
         return bad("%s is a pickle and it cannot be converted: %s", path, strerror(e));
     }
     char maxb[32];
@@ -104,8 +105,9 @@ static int convert_pickle(const char *path, const char *in, size_t inlen, const 
         dup2(pin[0], 0);
         dup2(pout[1], 1);
         dup2(perr[1], 2);
-        for (int *fd = &pin[0]; fd <= &perr[1]; fd++)
-            close(*fd);
+        for (int k = 0; k < 6; k++)
+            if (p[k] > 2) /* not one just made stdin, stdout or stderr */
+                close(p[k]);
         execlp("python3", "python3", conv, "-", "--strip-frames", "--max-bytes", maxb, "--name", path, (char *)NULL);
         fprintf(stderr, "cannot run python3: %s\n", strerror(errno));
         _exit(127);
