@@ -192,11 +192,22 @@ static int convert_pickle(const char *path, const char *in, size_t inlen, const 
     for (int k = 0; k < 3; k++)
         if (fds[k].fd >= 0)
             close(fds[k].fd);
-    if (why)
-        kill(pid, SIGKILL);
     int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-        ;
+    /* a converter that closed its output but lingers is waited for until the deadline too, then killed */
+    for (;;) {
+        pid_t w = why ? -1 : waitpid(pid, &status, WNOHANG);
+        if (w == pid || (w < 0 && !why && errno != EINTR))
+            break;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (why || now.tv_sec - t0.tv_sec >= CONVERT_TIMEOUT_S) {
+            why = why ? why : "timeout";
+            kill(pid, SIGKILL);
+            while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+                ;
+            break;
+        }
+        nanosleep(&(struct timespec){.tv_nsec = 10000000}, NULL); /* 10 ms */
+    }
     signal(SIGPIPE, old_pipe);
     int rc = 0;
     if (why && strcmp(why, "timeout") == 0)
