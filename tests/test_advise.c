@@ -20,7 +20,7 @@
 #define DATA "tests/data/"
 #define MIB_ ((size_t)1 << 20)
 
-static char tmpdir[64];
+static char tmpdir[TEST_TMPDIR_MAX];
 
 static void make_tmpdir(void) { test_tmpdir_make(tmpdir, "advise"); }
 
@@ -534,4 +534,132 @@ Test(advise, command_bad_input)
     snprintf(args, sizeof args, DATA "train_mlp.trace.json --plot '%s/no/such/dir/a.png'", tmpdir);
     expect_bad(args, "does not exist");
     cr_assert_neq(access(tpath("no"), F_OK), 0);
+}
+
+/* ---- untrusted snapshots (issue 16, items 8 and 10) --------------------------------------------------------- */
+
+/* A pickle whose lists share their elements (350 bytes that would expand to 4^30 values) made advise run forever and
+ * left /tmp/oomlab-advise-* when killed. Now it is converted through pipes within bounds: refused in one line, and
+ * nothing is left in $TMPDIR (nor anywhere: nothing is written). */
+Test(advise, pickle_bomb_refused_in_one_line_leaving_nothing)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "python3 -c 'import functools, pickle, sys; pickle.dump({\"segments\": [], \"device_traces\": "
+             "[functools.reduce(lambda a, _: [a, a, a, a], range(30), [])]}, open(sys.argv[1], \"wb\"))' '%s' && "
+             "mkdir '%s'",
+             tpath("bomb.pickle"), tpath("scratch"));
+    cr_assert_eq(sh(cmd), 0);
+    char args[512];
+    snprintf(args, sizeof args, "'%s'", tpath("bomb.pickle"));
+    snprintf(cmd, sizeof cmd, "TMPDIR='%s' timeout 300 %s advise %s > '%s' 2> '%s'", tpath("scratch"), bin(), args,
+             tpath("out"), tpath("err"));
+    int rc = sh(cmd); /* timeout: a hang guard, 124 fails */
+    char *err = slurp(tpath("err"));
+    cr_assert_eq(rc, 2, "exit %d: %s", rc, err);
+    cr_assert_not_null(strstr(err, "bomb.pickle: it expands to more than"), "%s", err);
+    cr_assert_not_null(strstr(err, "(a pickle: scripts/snapshot2json.py refused it)"), "%s", err);
+    cr_assert_eq(strchr(err, '\n'), err + strlen(err) - 1, "one line: %s", err);
+    free(err);
+    snprintf(cmd, sizeof cmd, "test -z \"$(ls -A '%s')\"", tpath("scratch"));
+    cr_assert_eq(sh(cmd), 0, "something was left in $TMPDIR");
+}
+
+/* The converter's own errors (a truncated pickle) were its line plus advise's: now one line. */
+Test(advise, pickle_conversion_error_is_one_line)
+{
+    FILE *f = fopen(tpath("cut.pickle"), "wb");
+    cr_assert_not_null(f);
+    fwrite("\x80\x04K", 1, 3, f);
+    fclose(f);
+    char args[512];
+    snprintf(args, sizeof args, "'%s'", tpath("cut.pickle"));
+    expect_bad(args, "cut.pickle: pickle data was truncated (a pickle: scripts/snapshot2json.py refused it)");
+}
+
+/* One pass over the input: `advise <(cat s.json)` failed ("not valid JSON at byte 0": the pickle check had read the
+ * first byte), and replay and advise on a FIFO opened it twice and hung. Each works now, every time. */
+Test(advise, a_fifo_and_a_process_substitution_are_read_once)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "bash -c 'timeout 300 %s advise <(cat " DATA "train_mlp.trace.json)' > '%s' 2> '%s'",
+             bin(), tpath("out"), tpath("err"));
+    cr_assert_eq(sh(cmd), 0, "%s", slurp(tpath("err")));
+    char *out = slurp(tpath("out"));
+    cr_assert_not_null(strstr(out, "advise: /dev/fd/"), "%s", out);
+    cr_assert_not_null(strstr(out, "verdict:"), "%s", out);
+    free(out);
+    /* a pickle through a pipe */
+    snprintf(cmd, sizeof cmd,
+             "python3 -c 'import json, pickle, sys; pickle.dump(json.load(open(sys.argv[1])), open(sys.argv[2], "
+             "\"wb\"))' " DATA "train_mlp.trace.json '%s' && bash -c 'timeout 300 %s advise <(cat %s)' > '%s' 2> '%s'",
+             tpath("s.pickle"), bin(), tpath("s.pickle"), tpath("out"), tpath("err"));
+    cr_assert_eq(sh(cmd), 0, "%s", slurp(tpath("err")));
+    out = slurp(tpath("out"));
+    cr_assert_not_null(strstr(out, "converted: /dev/fd/"), "%s", out);
+    free(out);
+    /* a FIFO, ten times for each command */
+    snprintf(cmd, sizeof cmd,
+             "mkfifo '%s' && for i in 1 2 3 4 5 6 7 8 9 10; do for c in replay advise; do "
+             "cat " DATA "train_mlp.trace.json > '%s' & timeout 300 %s $c '%s' > /dev/null || exit 1; wait; done; done "
+             "2> '%s'",
+             tpath("fifo"), tpath("fifo"), bin(), tpath("fifo"), tpath("err"));
+    cr_assert_eq(sh(cmd), 0, "%s", slurp(tpath("err")));
+}
+
+/* Settings the model cannot read: replay refuses them, and advise, which used to drop them silently (printing
+ * PyTorch's defaults as the recording's), says so with the same line. */
+Test(advise, unreadable_recorded_settings_are_said)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); d[\"allocator_settings\"] = "
+             "{\"PYTORCH_CUDA_ALLOC_CONF\": \"bogus_key:1\"}; json.dump(d, open(sys.argv[2], \"w\"))' " DATA
+             "train_mlp.trace.json '%s'",
+             tpath("bad.json"));
+    cr_assert_eq(sh(cmd), 0);
+    snprintf(cmd, sizeof cmd, "%s replay '%s' > '%s' 2> '%s'", bin(), tpath("bad.json"), tpath("out"),
+             tpath("err"));
+    cr_assert_eq(sh(cmd), 2);
+    char *rerr = slurp(tpath("err"));
+    cr_assert_not_null(strstr(rerr, "allocator_settings: Unrecognized key 'bogus_key'"), "%s", rerr);
+    snprintf(cmd, sizeof cmd, "%s advise '%s' > '%s' 2> '%s'", bin(), tpath("bad.json"), tpath("out"),
+             tpath("err"));
+    cr_assert_eq(sh(cmd), 0, "%s", slurp(tpath("err")));
+    char *out = slurp(tpath("out"));
+    cr_assert_not_null(strstr(out, "recorded settings: unreadable (allocator_settings: Unrecognized key 'bogus_key'"),
+                       "%s", out);
+    cr_assert_not_null(strstr(out, "their row is left out"), "%s", out);
+    free(out);
+    free(rerr);
+    snprintf(cmd, sizeof cmd, "%s advise '%s' --json > '%s'", bin(), tpath("bad.json"), tpath("j"));
+    cr_assert_eq(sh(cmd), 0);
+    out = slurp(tpath("j"));
+    cJSON *o = cJSON_Parse(out);
+    free(out);
+    cr_assert(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(o, "recorded_alloc_conf")));
+    cr_assert_not_null(strstr(cJSON_GetObjectItemCaseSensitive(o, "recorded_alloc_conf_error")->valuestring,
+                              "Unrecognized key 'bogus_key'"));
+    cJSON_Delete(o);
+}
+
+/* SIGTERM while a pickle converts: advise used to leave /tmp/oomlab-advise-* and its python3 running. Now
+ * nothing is on disk and the converter dies with advise (PR_SET_PDEATHSIG). A python3 on PATH that only records
+ * its pid and sleeps stands in for a slow conversion, so the signal arrives while it runs, without timing. */
+Test(advise, killed_while_converting_leaves_nothing_running_or_written)
+{
+    char cmd[3072];
+    snprintf(cmd, sizeof cmd,
+             "set -e; d='%s'; mkdir \"$d/fake\" \"$d/scratch\"; "
+             "printf '#!/bin/sh\\necho $$ > \"%%s/py.pid\"\\nexec sleep 1000\\n' \"$d\" > \"$d/fake/python3\"; "
+             "chmod +x \"$d/fake/python3\"; printf '\\200\\004K' > \"$d/s.pickle\"; "
+             "PATH=\"$d/fake:$PATH\" TMPDIR=\"$d/scratch\" %s advise \"$d/s.pickle\" > /dev/null 2>&1 & a=$!; "
+             "while [ ! -s \"$d/py.pid\" ]; do sleep 0.1; done; "     /* the converter has started */
+             "kill -TERM $a; rc=0; wait $a || rc=$?; [ $rc -eq 143 ]; "  /* advise died of SIGTERM */
+             "p=$(cat \"$d/py.pid\"); n=0; while kill -0 $p 2>/dev/null && [ $n -lt 600 ]; do sleep 0.1; "
+             "n=$((n+1)); done; if kill -0 $p 2>/dev/null; then kill $p; exit 3; fi; " /* the converter is gone */
+             "[ -z \"$(ls -A \"$d/scratch\")\" ]",                       /* and nothing is left in $TMPDIR */
+             tmpdir, bin());
+    int rc = sh(cmd);
+    cr_assert_eq(rc, 0, "exit %d (3: the converter outlived advise)", rc);
 }

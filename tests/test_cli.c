@@ -19,7 +19,7 @@
 
 #define TRACE "tests/data/train_mlp.trace.json"
 
-static char tmpdir[64];
+static char tmpdir[TEST_TMPDIR_MAX];
 
 static void setup(void) { test_tmpdir_make(tmpdir, "cli"); }
 
@@ -1451,6 +1451,14 @@ Test(cli, replay_max_input_bounds_a_stream)
     snprintf(args, sizeof args, "replay /dev/stdin --max-input 1KiB <%s", TRACE);
     expect_bad_input(NULL, args, "/dev/stdin is 64019 bytes, more than --max-input (1024 bytes)"); /* a file: stat */
     expect_bad_input(NULL, "replay " TRACE " --max-input lots", "--max-input: 'lots' is not a size");
+}
+
+/* Issue 16, item 10: a budget above the device's memory was accepted (and never applied). */
+Test(cli, replay_refuses_a_budget_above_the_device)
+{
+    expect_bad_input(NULL, "replay " TRACE " --budget 100TiB",
+                     "replay: --budget: 109951162777600 bytes is more than the device's 85017493504 (an H100's memory, "
+                     "which the sim models)");
 }
 
 /* A regular file larger than the bound is refused before it is read (stat): a sparse 5 GiB file, under the

@@ -20,7 +20,7 @@
 #include "run/history.h"
 #include "testutil.h"
 
-static char tmpdir[64];
+static char tmpdir[TEST_TMPDIR_MAX];
 
 static void setup(void) { test_tmpdir_make(tmpdir, "compare"); }
 
@@ -38,7 +38,7 @@ static const char *bin(void)
 /* tmpdir/name, formatted. */
 static const char *tpath(const char *fmt, ...)
 {
-    static char paths[8][256];
+    static char paths[8][TEST_TMPDIR_MAX + 200];
     static int k;
     char *p = paths[k++ % 8];
     char name[192];
@@ -58,7 +58,7 @@ typedef struct out {
 /* Run `$OOMLAB_BIN args` (formatted), stdout and stderr captured, the allocator variables cleared. */
 static out run(const char *fmt, ...)
 {
-    char args[1536], cmd[2048];
+    char args[1536], cmd[2048 + 2 * TEST_TMPDIR_MAX];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(args, sizeof args, fmt, ap);
@@ -740,4 +740,106 @@ Test(compare, a_baseline_is_byte_identical_run_to_run)
         }
     }
     free(first);
+}
+
+/* ---- untrusted results files (issue 16) -------------------------------------------------------------------- */
+
+/* The committed fragmentation baseline with the string value of key (of the document, or of its first variant
+ * when in_variant) replaced by raw, JSON text written as it is (escapes, bytes that are not UTF-8), into
+ * tmpdir/name; its path. */
+static const char *doctored(const char *name, bool in_variant, const char *key, const char *raw)
+{
+    cJSON *j = read_json("results/baselines/sim/fragmentation.json");
+    cJSON *o = in_variant ? cJSON_GetArrayItem(cJSON_GetObjectItem(j, "variants"), 0) : j;
+    cJSON_DeleteItemFromObjectCaseSensitive(o, key);
+    cr_assert_not_null(cJSON_AddStringToObject(o, key, "@@MARK@@"));
+    char *text = cJSON_Print(j);
+    cJSON_Delete(j);
+    char *at = strstr(text, "\"@@MARK@@\"");
+    cr_assert_not_null(at);
+    const char *p = tpath("%s", name);
+    FILE *f = fopen(p, "wb");
+    cr_assert_not_null(f);
+    fprintf(f, "%.*s%s%s", (int)(at - text), text, raw, at + strlen("\"@@MARK@@\""));
+    fclose(f);
+    free(text);
+    return p;
+}
+
+/* Item 9: every command that reads results or the history takes --max-input, and a stream past it is refused in
+ * one line (they used to read /dev/zero until memory ran out). */
+Test(compare, every_reader_of_results_is_bounded_by_max_input)
+{
+    static const char *const cmds[] = {
+        "compare results/baselines/sim /dev/zero", "baseline /dev/zero %s/b",      "export /dev/zero --junit %s/j",
+        "history /dev/zero",                       "history %s/h.csv --append /dev/zero --commit c",
+        "plot /dev/zero -o %s/p.png",              "report /dev/zero -o %s/r",     "plot --trend /dev/zero -o %s/t",
+    };
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        char c[512];
+        snprintf(c, sizeof c, cmds[i], tmpdir);
+        expect_bad_input(run("%s --max-input 1MiB", c),
+                         "/dev/zero: more than --max-input (1048576 bytes) could be read");
+    }
+    expect_bad_input(run("compare results/baselines/sim results/baselines/sim --max-input 0"),
+                     "--max-input: '0' is not a size of at least 1 byte");
+}
+
+/* Item 10: values that would not arrive exactly are refused, naming why and where: a NUL that cut a scenario's
+ * name short (baseline wrote fragmentat.json), an integer above 2^53 (9007199254740993 was read as 2^53), a
+ * number that overflows a double, bytes that are not UTF-8 (export passed them into gbench.json). */
+Test(compare, values_that_would_not_arrive_exactly_are_refused)
+{
+    const char *nul = doctored("nul.json", false, "scenario", "\"fragmentat\\u0000ion\"");
+    expect_bad_input(run("baseline %s %s", nul, tpath("b")), "nul.json: a string holds a NUL (\\u0000)");
+    cr_assert_neq(access(tpath("b/fragmentat.json"), F_OK), 0, "baseline wrote the cut name");
+    const char *big = doctored("big.json", true, "peak_allocated", "9007199254740993");
+    expect_bad_input(run("compare results/baselines/sim %s", big),
+                     "big.json: a number is above 2^53 (9007199254740992), where a JSON number is not read exactly, "
+                     "at byte");
+    const char *inf = doctored("inf.json", true, "peak_reserved", "1e999");
+    expect_bad_input(run("compare %s results/baselines/sim", inf), "inf.json: a number is not finite");
+    const char *utf = doctored("utf.json", true, "name", "\"bug\xff\xfe\"");
+    expect_bad_input(run("export %s --gbench %s", utf, tpath("g.json")), "utf.json: a string is not valid UTF-8");
+    cr_assert_neq(access(tpath("g.json"), F_OK), 0, "gbench.json written");
+}
+
+/* Item 10: a newline in a name (or in --commit) made errors of two lines; a name with a control character is no
+ * name, and every error line stays one. */
+Test(compare, names_and_commits_with_newlines_make_one_line)
+{
+    const char *nl = doctored("nl.json", false, "scenario", "\"frag\\nmentation\"");
+    expect_bad_input(run("compare %s %s", nl, nl), "nl.json: \"scenario\" holds a control character");
+    const char *vnl = doctored("vnl.json", true, "name", "\"bug\\r\\nx\"");
+    expect_bad_input(run("export %s --junit %s", vnl, tpath("j.xml")), "\"name\" holds a control character");
+    expect_bad_input(run("history %s --append results/baselines/sim/fragmentation.json --commit 'a\nb'",
+                         tpath("h.csv")),
+                     "--commit: 'a b' is not a commit");
+}
+
+/* Item 12: a key compare does not know, in either file, is a row of its own (it used to be ignored silently);
+ * memory_caching absent from one side (the committed baselines lacked it) makes the runs not comparable. */
+Test(compare, unknown_keys_are_reported_and_memory_caching_must_match)
+{
+    cJSON *j = read_json("results/baselines/sim/fragmentation.json");
+    cJSON_AddNumberToObject(j, "frobnicate", 1);
+    cJSON_AddTrueToObject(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "variants"), 0), "extra_peak");
+    write_json(j, tpath("unknown.json"));
+    out r = run("compare results/baselines/sim %s", tpath("unknown.json"));
+    cr_assert_eq(r.rc, 0, "%s %s", r.out, r.err);
+    cr_assert_not_null(strstr(r.out, "key 'frobnicate'"), "%s", r.out);
+    cr_assert_not_null(strstr(r.out, "key 'extra_peak'"), "%s", r.out);
+    cr_assert_not_null(strstr(r.out, "a key compare does not know: not compared"), "%s", r.out);
+    out_free(&r);
+    r = run("compare %s results/baselines/sim", tpath("unknown.json")); /* in the baseline too */
+    cr_assert_eq(r.rc, 0, "%s %s", r.out, r.err);
+    cr_assert_not_null(strstr(r.out, "key 'frobnicate'"), "%s", r.out);
+    out_free(&r);
+    j = read_json("results/baselines/sim/fragmentation.json");
+    cr_assert_not_null(cJSON_GetObjectItem(j, "memory_caching"), "the committed baseline lacks memory_caching");
+    cJSON_DeleteItemFromObjectCaseSensitive(j, "memory_caching");
+    write_json(j, tpath("old.json"));
+    expect_bad_input(run("compare %s results/baselines/sim", tpath("old.json")),
+                     "fragmentation: runs of different parameters: memory_caching absent in the baseline, true in "
+                     "this run");
 }

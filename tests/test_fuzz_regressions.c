@@ -11,7 +11,7 @@
 #include "run/plot.h"
 #include "testutil.h"
 
-static char tmpdir[64];
+static char tmpdir[TEST_TMPDIR_MAX];
 
 static void setup(void) { test_tmpdir_make(tmpdir, "fuzz"); }
 

@@ -13,22 +13,13 @@
 #include "alloc/allocconf.h"
 #include "alloc/replay.h"
 #include "core/status.h"
+#include "testutil.h"
 
-static char tmpdir[64];
+static char tmpdir[TEST_TMPDIR_MAX];
 
-static void setup(void)
-{
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/oomlab_inputs.XXXXXX");
-    cr_assert_not_null(mkdtemp(tmpdir));
-}
+static void setup(void) { test_tmpdir_make(tmpdir, "inputs"); }
 
-static void teardown(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    if (system(cmd) != 0)
-        cr_log_warn("could not remove %s", tmpdir);
-}
+static void teardown(void) { test_tmpdir_remove(tmpdir); }
 
 TestSuite(inputs, .init = setup, .fini = teardown);
 

@@ -16,13 +16,12 @@
 #include "run/scenario.h"
 #include "testutil.h"
 
-static char dir[64], json[1100];
+static char dir[TEST_TMPDIR_MAX], json[1100];
 
 /* fragmentation run on sim, written to a fresh folder (json). */
 static void run_fragmentation(void)
 {
-    snprintf(dir, sizeof dir, "/tmp/oomlab_test_plot.XXXXXX");
-    cr_assert_not_null(mkdtemp(dir));
+    test_tmpdir_make(dir, "plot");
     run_options o = {.backend = DEVICE_SIM};
     run_result r;
     char err[512];
@@ -189,8 +188,7 @@ static void write_text(const char *path, const char *text)
 
 Test(plot, trend_one_figure_per_scenario_backend_and_scale)
 {
-    snprintf(dir, sizeof dir, "/tmp/oomlab_test_trend.XXXXXX");
-    cr_assert_not_null(mkdtemp(dir));
+    test_tmpdir_make(dir, "trend");
     char csv[128], written[1024], err[512], out[256];
     snprintf(csv, sizeof csv, "%s/history.csv", dir);
     write_text(csv, "utc_date,commit,backend,device,scale,scenario,variant,metric,value\n"

@@ -22,6 +22,7 @@
 #include "alloc/snapshot.h"
 #include "core/fileio.h"
 #include "core/status.h"
+#include "testutil.h"
 
 #define DATA "tests/data/"
 #define TRACE_GLOB DATA "*.trace.json"
@@ -336,25 +337,21 @@ Test(replay, pressure_oom_message)
 
 /* ---- the model's snapshot ---- */
 
-static char tmpdir[64];
+static char tmpdir[TEST_TMPDIR_MAX];
 
 /* Backstop for a test that failed before remove_tmpdir: take the directory away with whatever is in it. */
 static void cleanup_tmpdir(void)
 {
     if (!tmpdir[0])
         return;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    if (system(cmd) != 0)
-        cr_log_warn("could not remove %s", tmpdir);
+    test_tmpdir_remove(tmpdir);
 }
 
 TestSuite(snapshot, .fini = cleanup_tmpdir);
 
 static void make_tmpdir(void)
 {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/oomlab_test_replay.XXXXXX");
-    cr_assert_not_null(mkdtemp(tmpdir), "mkdtemp");
+    test_tmpdir_make(tmpdir, "replay");
 }
 
 /* Remove the given files and the directory (which must then be empty: no temporary file was left). */
@@ -487,7 +484,7 @@ ParameterizedTestParameters(snapshot, matches_pytorch) { return trace_params(); 
 ParameterizedTest(trace_param *p, snapshot, matches_pytorch)
 {
     recording r = load_recording(p->name);
-    char trace[256], out[160], file[96];
+    char trace[256], out[TEST_TMPDIR_MAX + 100], file[96];
     snprintf(trace, sizeof trace, DATA "%s.trace.json", p->name);
     make_tmpdir();
     snprintf(file, sizeof file, "%s.json", p->name);

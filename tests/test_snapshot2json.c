@@ -18,7 +18,7 @@
 
 #define SCRIPT "scripts/snapshot2json.py"
 
-static char tmpdir[64];
+static char tmpdir[TEST_TMPDIR_MAX];
 
 static void setup(void) { test_tmpdir_make(tmpdir, "s2j"); }
 
@@ -68,7 +68,7 @@ static void expect_refused(const char *in, const char *what)
 {
     char args[400];
     snprintf(args, sizeof args, "'%s' -o '%s'", tpath(in), tpath("out.json"));
-    int rc = sh("python3 " SCRIPT " %s%s", args, "");
+    int rc = sh("timeout 300 python3 " SCRIPT " %s%s", args, ""); /* a hang guard: 124 is a failure */
     char *err = fileio_read_all(tpath("stderr"), NULL), *out = fileio_read_all(tpath("stdout"), NULL);
     cr_assert(err && out);
     cr_assert_eq(rc, 2, "exit %d, expected 2: %s", rc, err);
@@ -181,6 +181,30 @@ Test(snapshot2json, code_execution_refused)
     make_pickle("evil.pickle", expr);
     expect_refused("evil.pickle", "system");
     cr_assert(access(tpath("pwned"), F_OK) != 0, "the pickle's payload ran");
+}
+
+/* Issue 16, item 8: a pickle is untrusted. Lists that share their elements (350 bytes that json.dumps would expand
+ * to 4^30 values), lists nested 100 deep, and one string of 1 MB written 5000 times (5 GB of JSON from a 1 MB
+ * pickle) are each refused in one line within the converter's bounds, instead of running until memory runs out. */
+Test(snapshot2json, pickle_bombs_refused_within_bounds)
+{
+    make_pickle("wide.pickle", "{\"segments\": [], \"device_traces\": [__import__(\"functools\").reduce("
+                               "lambda a, _: [a, a, a, a], range(30), [])]}");
+    expect_refused("wide.pickle", "it expands to more than");
+    unlink(tpath("wide.pickle"));
+    make_pickle("deep.pickle", "{\"segments\": [], \"device_traces\": [__import__(\"functools\").reduce("
+                               "lambda a, _: [a], range(100), [])]}");
+    expect_refused("deep.pickle", "it nests deeper than 64 levels");
+    unlink(tpath("deep.pickle"));
+    make_pickle("strings.pickle", "{\"segments\": [], \"device_traces\": [[\"x\" * 1000000] * 5000]}");
+    expect_refused("strings.pickle", "its JSON would be more than 4294967296 bytes");
+}
+
+/* Issue 16, item 10: what json.dumps cannot write (a tuple key) is one line, not a traceback. */
+Test(snapshot2json, unwritable_value_is_one_line)
+{
+    make_pickle("tuplekey.pickle", "{\"segments\": [], \"device_traces\": [], (1, 2): 3}");
+    expect_refused("tuplekey.pickle", "cannot be written as JSON: keys must be");
 }
 
 Test(snapshot2json, not_a_pickle)

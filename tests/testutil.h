@@ -92,18 +92,24 @@ static inline bool test_limit_address_space(size_t headroom, struct rlimit *old)
 #define GiB ((size_t)1 << 30)
 
 /* A scratch folder for a suite's tests, made by its .init and removed by its .fini: test_tmpdir_make(dir, "cli")
- * makes /tmp/oomlab_test_cli.XXXXXX in dir (64 bytes). Criterion runs each test in its own process, so each test
- * gets a folder of its own. */
-static inline void test_tmpdir_make(char dir[64], const char *suite)
+ * makes $TMPDIR/oomlab_test_cli.XXXXXX (/tmp when TMPDIR is unset) in dir (TEST_TMPDIR_MAX bytes), never a fixed
+ * path, so two suites at once (or a cleaner of /tmp) never meet. Criterion runs each test in its own process, so
+ * each test gets a folder of its own. */
+#define TEST_TMPDIR_MAX 96
+static inline void test_tmpdir_make(char dir[TEST_TMPDIR_MAX], const char *suite)
 {
-    snprintf(dir, 64, "/tmp/oomlab_test_%.20s.XXXXXX", suite);
-    cr_assert_not_null(mkdtemp(dir), "mkdtemp");
+    const char *base = getenv("TMPDIR");
+    if (!base || !base[0])
+        base = "/tmp";
+    int n = snprintf(dir, TEST_TMPDIR_MAX, "%s/oomlab_test_%.20s.XXXXXX", base, suite);
+    cr_assert(n > 0 && n < TEST_TMPDIR_MAX, "TMPDIR is too long for a scratch folder: %s", base);
+    cr_assert_not_null(mkdtemp(dir), "mkdtemp %s", dir);
 }
 
 /* dir/name, in one of four rotating buffers (so four may be used in one expression). */
 static inline const char *test_path(const char *dir, const char *name)
 {
-    static char paths[4][256];
+    static char paths[4][TEST_TMPDIR_MAX + 256];
     static int k;
     char *p = paths[k++ % 4];
     snprintf(p, sizeof paths[0], "%s/%s", dir, name);
@@ -112,7 +118,7 @@ static inline const char *test_path(const char *dir, const char *name)
 
 static inline void test_tmpdir_remove(const char *dir)
 {
-    char cmd[128];
+    char cmd[TEST_TMPDIR_MAX + 16];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0)
         cr_log_warn("could not remove %s", dir);

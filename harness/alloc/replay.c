@@ -467,6 +467,12 @@ oom_status replay_loaded(const trace_file *t, const char *path, const replay_opt
                 path);
         goto out;
     }
+    if (rep->budget_bytes > DEVICE_SIM_DEFAULT_CAPACITY) { /* a cap above the memory would never apply */
+        set_err(err, errcap, "%s: %zu bytes is more than the device's %zu (an H100's memory, which the sim models)",
+                rep->budget_source == REPLAY_BUDGET_OPTION ? "--budget" : "the file's 'budget'", rep->budget_bytes,
+                (size_t)DEVICE_SIM_DEFAULT_CAPACITY);
+        goto out;
+    }
 
     size_t nrep = opt->one_device ? 1 : nwith;
     rep->devices = calloc(nrep, sizeof *rep->devices);

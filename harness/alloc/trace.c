@@ -627,8 +627,13 @@ static scan_rc scan_top(scanner *s, trace_file *t, const char *path, char *err, 
                     cJSON *v = parse_small(va, s->p);
                     if (!v)
                         return SCAN_NOMEM;
-                    if (conf_from_settings(v, &t->recorded, t->recorded_error, sizeof t->recorded_error) != OOM_OK)
+                    if (conf_from_settings(v, &t->recorded, t->recorded_error, sizeof t->recorded_error) !=
+                        OOM_OK) {
                         alloc_conf_default(&t->recorded);
+                        for (char *c = t->recorded_error; *c; c++) /* a key's newline: still one line */
+                            if ((unsigned char)*c < 0x20 || *c == 0x7f)
+                                *c = ' ';
+                    }
                     cJSON_Delete(v);
                 } else if (key_is(ka, kb, "budget")) {
                     bool ok = false;
@@ -670,30 +675,50 @@ oom_status trace_load(const char *path, trace_file *t, char *err, size_t errcap)
     return trace_load_max(path, 0, t, err, errcap);
 }
 
-oom_status trace_load_max(const char *path, size_t max_input, trace_file *t, char *err, size_t errcap)
+oom_status trace_read(const char *path, const fileio_limit *lim, trace_text *in, char *err, size_t errcap)
 {
-    memset(t, 0, sizeof *t);
-    alloc_conf_default(&t->recorded);
-    DIR *dir = opendir(path);
+    memset(in, 0, sizeof *in);
+    DIR *dir = opendir(path); /* O_DIRECTORY: a FIFO is not opened by this */
     if (dir) {
         closedir(dir);
         set_err(err, errcap, "%s is a directory, not a snapshot JSON file", path);
         return OOM_EINVAL;
     }
-    fileio_limit lim = max_input ? fileio_limit_of(max_input, "--max-input") : fileio_default_limit();
-    if (fileio_check_limit(path, &lim) != OOM_OK) { /* refused before it is read */
-        set_err(err, errcap, "%s", oom_error_detail());
-        return OOM_EINVAL;
-    }
-    size_t len = 0, maplen = 0;
     oom_status st = OOM_OK;
-    char *text = fileio_map_text(path, &len, &maplen);
-    if (!text)
-        text = fileio_read_limited(path, &lim, &len, &st); /* empty, unreadable, or a stream: up to the bound */
-    if (!text) {
+    in->text = fileio_load_limited(path, lim, &in->len, &in->maplen, &st); /* one open: a FIFO is read once */
+    if (!in->text) {
         set_err(err, errcap, "%s", oom_error_detail());
         return st == OOM_EINVAL ? OOM_EINVAL : OOM_EIO;
     }
+    return OOM_OK;
+}
+
+void trace_text_free(trace_text *in)
+{
+    if (in->maplen)
+        fileio_unmap_text(in->text, in->maplen);
+    else
+        free(in->text);
+    memset(in, 0, sizeof *in);
+}
+
+oom_status trace_load_max(const char *path, size_t max_input, trace_file *t, char *err, size_t errcap)
+{
+    memset(t, 0, sizeof *t);
+    alloc_conf_default(&t->recorded);
+    fileio_limit lim = max_input ? fileio_limit_of(max_input, "--max-input") : fileio_default_limit();
+    trace_text in;
+    oom_status rc = trace_read(path, &lim, &in, err, errcap);
+    if (rc == OOM_OK)
+        rc = trace_parse(path, in.text, in.len, t, err, errcap);
+    trace_text_free(&in);
+    return rc;
+}
+
+oom_status trace_parse(const char *path, const char *text, size_t len, trace_file *t, char *err, size_t errcap)
+{
+    memset(t, 0, sizeof *t);
+    alloc_conf_default(&t->recorded);
     oom_status rc = OOM_EINVAL;
     if (len == 0) {
         set_err(err, errcap, "%s is empty (expected the JSON of torch.cuda.memory._snapshot())", path);
@@ -719,10 +744,6 @@ oom_status trace_load_max(const char *path, size_t max_input, trace_file *t, cha
             cJSON_Delete(root);
         }
     }
-    if (maplen)
-        fileio_unmap_text(text, maplen);
-    else
-        free(text);
     return rc;
 }
 

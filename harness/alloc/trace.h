@@ -21,6 +21,7 @@
 #include "alloc/allocconf.h"
 #include "alloc/cachealloc.h"
 #include "core/compat.h"
+#include "core/fileio.h"
 #include "core/status.h"
 
 OOM_BEGIN_DECLS
@@ -78,8 +79,25 @@ typedef struct trace_file {
 oom_status trace_load(const char *path, trace_file *t, char *err, size_t errcap);
 
 /* trace_load within a bound: a regular file larger than max_input bytes (0: fileio_default_limit(), 4 GiB or the
- * host's available memory) is refused, OOM_EINVAL, before it is read; a stream is read up to the bound. */
+ * host's available memory) is refused, OOM_EINVAL, before it is read; a stream (a FIFO, a pipe) is opened once and
+ * read up to the bound. */
 oom_status trace_load_max(const char *path, size_t max_input, trace_file *t, char *err, size_t errcap);
+
+/* A snapshot file's bytes: mapped (maplen > 0) or read. */
+typedef struct trace_text {
+    char *text; /* NUL-terminated at len */
+    size_t len, maplen;
+} trace_text;
+
+/* The bytes of path, through one open (a FIFO or a /dev/fd/N pipe is read once) within lim: a directory, an
+ * unreadable file, a regular file larger than lim (refused before it is read) or a stream with more are OOM_EINVAL
+ * or OOM_EIO with one line in err. Free in with trace_text_free whatever the status. */
+oom_status trace_read(const char *path, const fileio_limit *lim, trace_text *in, char *err, size_t errcap);
+void trace_text_free(trace_text *in);
+
+/* The same from text[0..len) already in memory, with a NUL at text[len] (fileio_read_limited gives it): what
+ * `oomlab advise` parses after reading its FILE once or converting a pickle; name stands for the file in errors. */
+oom_status trace_parse(const char *name, const char *text, size_t len, trace_file *t, char *err, size_t errcap);
 
 void trace_free(trace_file *t);
 

@@ -14,6 +14,7 @@
 #include "cli/bench.h"
 
 #include <cJSON.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -142,7 +143,9 @@ static double cpu_ns(void)
 oom_status bench_replay(const bench_replay_options *opt, FILE *out)
 {
     size_t events = opt->events ? opt->events : 1000000;
-    char path[] = "/tmp/oomlab-bench-replay-XXXXXX";
+    const char *tmp = getenv("TMPDIR"); /* the trace is scratch: $TMPDIR, as mktemp(1) */
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/oomlab-bench-replay-XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
     int fd = mkstemp(path);
     if (fd < 0)
         return OOM_EIO;

@@ -6,18 +6,19 @@
 #include <sys/stat.h>
 
 #include "cli/tracking.h"
+#include "core/echo.h"
 #include "run/baseline.h"
 #include "run/compare.h"
 #include "run/runset.h"
 
 int cli_bad_input(const char *fmt, ...)
 {
+    char line[2048]; /* a path or a name from a file with a newline in it still makes one line */
     va_list ap;
     va_start(ap, fmt);
-    fputs("oomlab: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
+    fprintf(stderr, "oomlab: %s\n", echo_one_line(line));
     return 2;
 }
 

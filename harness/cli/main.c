@@ -31,6 +31,7 @@
 #include "run/faultsweep.h"
 #include "run/report.h"
 #include "run/report_html.h"
+#include "run/runset.h"
 #include "run/runner.h"
 #include "run/scenario.h"
 #include "run/sweep.h"
@@ -62,6 +63,10 @@ typedef struct cli_command {
     {"--backend", "auto|cuda|sim", \
      "the device: cuda (a real GPU) or sim (simulated);\nauto (the default): cuda when a GPU is visible, else sim", \
      false}
+#define MAX_INPUT_HELP \
+    "the largest input file read (default 4GiB, or the host's available memory if that is smaller); a\n" \
+    "larger one is refused before it is read, a stream (a pipe, a FIFO) once that much came"
+#define OPT_MAX_INPUT {"--max-input", "SIZE", MAX_INPUT_HELP, false}
 #define BUDGET_HELP "a size: bytes, or a number with KiB, MiB, GiB, TiB, KB, MB, GB, TB (1GiB, 512MiB)"
 
 static const cli_command commands[] = {
@@ -155,6 +160,7 @@ static const cli_command commands[] = {
           "plot results/history.csv (utc_date,commit,backend,device,scale,scenario,variant,metric,value):\n"
           "DIR/SCENARIO-BACKEND-SCALE.png, a panel per metric, a line per variant",
           false},
+         OPT_MAX_INPUT,
      }},
     {"report",
      "RESULTS...",
@@ -166,6 +172,7 @@ static const cli_command commands[] = {
          {"--twins", "DIR",
           "where the PyTorch twins' recordings are (NAME.torch.json; default: tests/data/twins when it exists)",
           false},
+         OPT_MAX_INPUT,
      }},
     {"parity",
      "[WORKLOAD...]",
@@ -201,10 +208,7 @@ static const cli_command commands[] = {
           "when OUT ends in .pickle or .pkl",
           false},
          {"--json", NULL, "print memory_stats() and the replay's figures as one JSON object", false},
-         {"--max-input", "SIZE",
-          "the largest FILE read (default 4GiB, or the host's available memory if that is smaller); a larger\n"
-          "one is refused before it is read",
-          false},
+         OPT_MAX_INPUT,
      }},
     {"advise",
      "FILE",
@@ -229,6 +233,7 @@ static const cli_command commands[] = {
           "draw the minimum budget per setting, and allocated and reserved over the trace for the\n"
           "defaults and the best setting (gnuplot)",
           false},
+         OPT_MAX_INPUT,
      }},
     {"bench alloc",
      "",
@@ -265,13 +270,14 @@ static const cli_command commands[] = {
           "compare times: slower by more than P% is a regression (default: times not compared;\n"
           "on sim they never fail)",
           false},
+         OPT_MAX_INPUT,
      }},
     {"baseline",
      "CURRENT DIR",
      "make CURRENT (a passing run: a results file or run folder) the baseline in DIR (results/baselines/BACKEND):\n"
      "prints what changes (the compare table), then writes DIR/SCENARIO.json atomically, less what changes from\n"
      "run to run (start time, notes, and on sim the times); make baseline runs it",
-     {{0}}},
+     {OPT_MAX_INPUT}},
     {"history",
      "FILE.csv",
      "the nightly history (header " HISTORY_HEADER "):\n"
@@ -281,6 +287,7 @@ static const cli_command commands[] = {
          {"--commit", "C", "the commit RUN was built from (with --append)", false},
          {"--min-runs", "N", "the shortest change reported as a step (default 2: a one-run blip is none)", false},
          {"--threshold", "P%", "report only steps larger than P% of the level before (default: any)", false},
+         OPT_MAX_INPUT,
      }},
     {"export",
      "RUN",
@@ -290,6 +297,7 @@ static const cli_command commands[] = {
          {"--gbench", "FILE", "Google Benchmark JSON: each variant's time, its peak bytes as counters", false},
          {"--smaller-is-better", "FILE",
           "github-action-benchmark's customSmallerIsBetter array: each variant's byte metrics", false},
+         OPT_MAX_INPUT,
      }},
     {"bench replay",
      "",
@@ -436,13 +444,43 @@ static void print_overview(FILE *f)
  * (echo_cut); an unquoted one is a message oomlab made and is printed whole. */
 static int bad_input(const char *fmt, const char *arg)
 {
-    char cut[ECHO_BUF];
+    char cut[ECHO_BUF], line[2048];
     if (strstr(fmt, "'%s'"))
         arg = echo_str(arg, cut);
-    fprintf(stderr, "oomlab: ");
-    fprintf(stderr, fmt, arg);
-    fputc('\n', stderr);
+    snprintf(line, sizeof line, fmt, arg);
+    fprintf(stderr, "oomlab: %s\n", echo_one_line(line)); /* a path with a newline: still one line */
     return EXIT_BAD_INPUT;
+}
+
+#define MAX_INPUT_BAD                                                                                          \
+    "--max-input: '%s' is not a size of at least 1 byte (bytes, or a number with KiB, MiB, GiB, TiB, KB, MB, GB, TB)"
+
+static bool parse_max_input(const char *s, size_t *out) { return units_parse_size(s, out) == OOM_OK && *out > 0; }
+
+/* --max-input of a command other than replay (which keeps it in its options): taken out of args[0..*n) and set
+ * as the bound of every input file this process reads (runset_set_max_input). The values of c's other options are
+ * skipped, so a value that reads "--max-input" is left to its option. 0, or the exit status of a bad value. */
+static int take_max_input(const cli_command *c, char **args, int *n)
+{
+    int w = 0;
+    for (int i = 0; i < *n; i++) {
+        const cli_option *o = c ? option_find(c, args[i], strlen(args[i])) : NULL;
+        if (o && strcmp(o->name, "--max-input") == 0) {
+            size_t bytes = 0;
+            if (i + 1 >= *n)
+                return bad_input("%s needs a value", "--max-input");
+            if (!parse_max_input(args[++i], &bytes))
+                return bad_input(MAX_INPUT_BAD, args[i]);
+            runset_set_max_input(bytes);
+            continue;
+        }
+        args[w++] = args[i];
+        if (o && o->value && i + 1 < *n)
+            args[w++] = args[++i];
+    }
+    *n = w;
+    args[w] = NULL;
+    return 0;
 }
 
 /* The value of --backend at argv[*i] (advancing *i): 0, or the exit status of a bad one (its line printed). */
@@ -601,10 +639,8 @@ static int cmd_replay(int argc, char **argv)
         } else if (strcmp(argv[i], "--max-input") == 0) {
             if (++i >= argc)
                 return bad_input("%s needs a value", "--max-input");
-            if (units_parse_size(argv[i], &opt.max_input) != OOM_OK)
-                return bad_input("--max-input: '%s' is not a size (bytes, or a number with KiB, MiB, GiB, TiB, KB, "
-                                 "MB, GB, TB)",
-                                 argv[i]);
+            if (!parse_max_input(argv[i], &opt.max_input))
+                return bad_input(MAX_INPUT_BAD, argv[i]);
         } else if (argv[i][0] == '-' && argv[i][1]) {
             return bad_input("replay: unknown option '%s'", argv[i]);
         } else if (!file) {
@@ -1499,7 +1535,7 @@ int main(int argc, char **argv)
             print_command_help(stdout, c);
         else
             print_group_help(stdout, cmd);
-    } else {
+    } else if (strcmp(cmd, "replay") == 0 || (rc = take_max_input(c, args, &n)) == 0) {
         rc = run_command(cmd, n, args);
     }
     if (args != argv + 2)

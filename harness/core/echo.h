@@ -23,6 +23,10 @@ const char *echo_cut(const char *s, size_t n, char buf[ECHO_BUF]);
 /* echo_cut of a NUL-terminated string. */
 const char *echo_str(const char *s, char buf[ECHO_BUF]);
 
+/* s with its control characters (a newline, a carriage return) replaced by spaces, in place: an error line built
+ * from input (a path, a name inside a file) stays one line. Returns s. */
+char *echo_one_line(char *s);
+
 OOM_END_DECLS
 
 #endif

@@ -455,34 +455,70 @@ oom_status fileio_mkdirs(const char *path)
     return OOM_OK;
 }
 
+/* The regular file open on fd, n > 0 bytes, mapped read-only and followed by a NUL; NULL if it cannot be. */
+static char *map_fd(int fd, size_t n, size_t *maplen)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    if (page <= 0)
+        return NULL;
+    /* an anonymous zeroed region one page longer than the file, the file mapped over its start: the byte after
+     * the text is 0 whether or not the file ends on a page boundary */
+    size_t total = n + (size_t)page;
+    char *base = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED)
+        return NULL;
+    void *m = mmap(base, n, PROT_READ, MAP_PRIVATE | MAP_FIXED | MAP_POPULATE, fd, 0);
+    if (m == MAP_FAILED) {
+        munmap(base, total);
+        return NULL;
+    }
+    *maplen = total;
+    return base;
+}
+
 char *fileio_map_text(const char *path, size_t *len, size_t *maplen)
 {
     int fd = open(path, O_RDONLY);
     if (fd < 0)
         return NULL;
     struct stat sb;
-    long page = sysconf(_SC_PAGESIZE);
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size <= 0 || page <= 0) {
-        close(fd);
-        return NULL;
-    }
-    /* an anonymous zeroed region one page longer than the file, the file mapped over its start: the byte after
-     * the text is 0 whether or not the file ends on a page boundary */
-    size_t n = (size_t)sb.st_size, total = n + (size_t)page;
-    char *base = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (base == MAP_FAILED) {
-        close(fd);
-        return NULL;
-    }
-    void *m = mmap(base, n, PROT_READ, MAP_PRIVATE | MAP_FIXED | MAP_POPULATE, fd, 0);
+    char *text = NULL;
+    if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0 &&
+        (text = map_fd(fd, (size_t)sb.st_size, maplen)))
+        *len = (size_t)sb.st_size;
     close(fd);
-    if (m == MAP_FAILED) {
-        munmap(base, total);
+    return text;
+}
+
+char *fileio_load_limited(const char *path, const fileio_limit *lim, size_t *len, size_t *maplen, oom_status *st)
+{
+    *maplen = 0;
+    *st = OOM_EIO;
+    FILE *f = fopen(path, "rb"); /* the one open: a FIFO or a pipe (/dev/fd/N) gives its bytes once */
+    if (!f) {
+        OOM_ERROR(OOM_EIO, "cannot open %s: %s", path, strerror(errno));
         return NULL;
     }
-    *len = n;
-    *maplen = total;
-    return base;
+    struct stat sb;
+    bool reg = fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode);
+    if (reg && (uintmax_t)sb.st_size > (uintmax_t)lim->bytes) {
+        fclose(f);
+        *st = OOM_EINVAL;
+        OOM_ERROR(OOM_EINVAL, "%s is %jd bytes, more than %s", path, (intmax_t)sb.st_size, lim->what);
+        return NULL;
+    }
+    char *text = reg && sb.st_size > 0 ? map_fd(fileno(f), (size_t)sb.st_size, maplen) : NULL;
+    if (text) {
+        *len = (size_t)sb.st_size;
+        *st = OOM_OK;
+    } else {
+        text = read_stream(f, path, lim->bytes, len, st);
+        if (*st == OOM_EINVAL)
+            OOM_ERROR(OOM_EINVAL, "%s: more than %s could be read (it is not a regular file: read up to the bound)",
+                      path, lim->what);
+    }
+    fclose(f);
+    return text;
 }
 
 void fileio_unmap_text(char *text, size_t maplen) { munmap(text, maplen); }

@@ -107,6 +107,11 @@ oom_status fileio_check_limit(const char *path, const fileio_limit *lim);
  * than WHAT could be read" for a stream); other failures as fileio_read_all. *st (if non-NULL) gets the status. */
 char *fileio_read_limited(const char *path, const fileio_limit *lim, size_t *len, oom_status *st);
 
+/* fileio_read_limited, or fileio_map_text for a regular file, through one open of path: a FIFO or a process
+ * substitution (/dev/fd/N) is read once, within lim, never opened twice. *maplen is 0 for a read text (free it)
+ * and the length to pass to fileio_unmap_text for a mapped one. Refusals and failures as fileio_read_limited. */
+char *fileio_load_limited(const char *path, const fileio_limit *lim, size_t *len, size_t *maplen, oom_status *st);
+
 /* mkdir -p path (mode 0777 less the umask). OOM_EIO, with the reason in the last-error record, when a component
  * cannot be made or exists and is not a directory. */
 oom_status fileio_mkdirs(const char *path);

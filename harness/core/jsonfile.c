@@ -114,3 +114,80 @@ cJSON *jsonfile_read(const char *path, const fileio_limit *lim, char *err, size_
     free(text);
     return root;
 }
+
+/* The length of the UTF-8 character at s (at most n bytes), 0 when it is not one: overlong forms, surrogates
+ * and code points above U+10FFFF are not (RFC 3629). */
+static size_t utf8_char(const unsigned char *s, size_t n)
+{
+    unsigned c = s[0];
+    size_t len = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+    if (len == 0 || len > n)
+        return 0;
+    unsigned cp = len == 1 ? c : len == 2 ? c & 0x1F : len == 3 ? c & 0x0F : c & 0x07;
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xC0) != 0x80)
+            return 0;
+        cp = cp << 6 | (s[i] & 0x3F);
+    }
+    static const unsigned least[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < least[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+        return 0;
+    return len;
+}
+
+#define TWO_POW_53 9007199254740992.0
+
+bool jsonfile_check_values(const char *name, const char *text, size_t len, char *err, size_t errcap)
+{
+    const unsigned char *t = (const unsigned char *)text;
+    const char *why = NULL;
+    size_t i = 0, at = 0;
+    while (i < len && !why) {
+        if (t[i] == '"') { /* a string (the text parsed, so it is closed) */
+            for (i++; i < len && t[i] != '"';) {
+                if (t[i] == '\\') {
+                    if (t[i + 1] == 'u' && strncmp(text + i + 2, "0000", 4) == 0) {
+                        at = i;
+                        why = "a string holds a NUL (\\u0000), which would cut it short";
+                        break;
+                    }
+                    i += t[i + 1] == 'u' ? 6 : 2;
+                    continue;
+                }
+                size_t n = utf8_char(t + i, len - i);
+                if (n == 0) {
+                    at = i;
+                    why = "a string is not valid UTF-8";
+                    break;
+                }
+                i += n;
+            }
+            i++;
+        } else if (t[i] == '-' || (t[i] >= '0' && t[i] <= '9')) {
+            size_t start = i, digits = 0;
+            bool plain = true;
+            for (; i < len && strchr("-+.eE0123456789", t[i]); i++) {
+                plain = plain && (t[i] == '-' || (t[i] >= '0' && t[i] <= '9'));
+                digits += t[i] >= '0' && t[i] <= '9';
+            }
+            const char *d = text + start + (t[start] == '-');
+            double v = strtod(text + start, NULL); /* valid JSON: the number ends where strtod stops */
+            bool big = plain ? digits > 16 || (digits == 16 && strncmp(d, "9007199254740992", 16) > 0)
+                             : !(fabs(v) < TWO_POW_53);
+            if (big) {
+                at = start;
+                why = !plain && isinf(v) ? "a number is not finite (it overflows a double)"
+                                         : "a number is above 2^53 (9007199254740992), where a JSON number is not "
+                                           "read exactly";
+            }
+        } else {
+            i++;
+        }
+    }
+    if (!why)
+        return true;
+    size_t line, col;
+    line_col(text, at, &line, &col);
+    snprintf(err, errcap, "%s: %s, at byte %zu (line %zu, column %zu)", name, why, at, line, col);
+    return false;
+}

@@ -8,6 +8,7 @@
 
 #include <cJSON.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "core/compat.h"
@@ -26,6 +27,12 @@ cJSON *jsonfile_parse(const char *name, const char *text, size_t len, char *err,
 
 /* The line jsonfile_parse writes for text that fails at byte at (a parser's error position; NULL: the end). */
 void jsonfile_error(const char *name, const char *text, size_t len, const char *at, char *err, size_t errcap);
+
+/* Check the values of a text jsonfile_parse accepted, as a reader of data that must arrive exactly needs them:
+ * every string valid UTF-8 with no NUL (\u0000 would cut the name cJSON gives back), every number finite and
+ * at most 2^53 in magnitude (above it a JSON number is not read exactly: 9007199254740993 would become
+ * 9007199254740992). false with one line in err naming name, the problem and where (byte, line, column). */
+bool jsonfile_check_values(const char *name, const char *text, size_t len, char *err, size_t errcap);
 
 /* Read path within lim (fileio_read_limited) and parse it (jsonfile_parse). NULL with one line in err: the read's
  * error (cannot open, larger than the bound) or the syntax error. */

@@ -440,6 +440,7 @@ oom_status advise_run(const trace_file *t, const char *path, const advise_option
     const trace_device *d = &t->dev[res->device];
     res->events = d->n;
     res->recorded = t->recorded;
+    snprintf(res->recorded_error, sizeof res->recorded_error, "%s", t->recorded_error);
     alloc_conf def;
     alloc_conf_default(&def);
     char a[ALLOC_CONF_TEXT_MAX], b[ALLOC_CONF_TEXT_MAX];
@@ -615,7 +616,10 @@ void advise_verdict(const advise_result *res, char *buf, size_t cap)
 void advise_print(const advise_result *res, FILE *out)
 {
     fprintf(out, "advise: %s (cuda:%d, %zu events)\n", res->path, res->device, res->events);
-    fprintf(out, "recorded settings: %s\n", res->recorded_default ? "PyTorch's defaults" : res->recorded.text);
+    if (res->recorded_error[0]) /* replay refuses them too (trace.h reads them once for both) */
+        fprintf(out, "recorded settings: unreadable (%s): their row is left out\n", res->recorded_error);
+    else
+        fprintf(out, "recorded settings: %s\n", res->recorded_default ? "PyTorch's defaults" : res->recorded.text);
     if (res->recorded_budget)
         fprintf(out, "recorded budget: %zu bytes (%s)\n", res->recorded_budget,
                 strcmp(res->budget_source, "file") == 0 ? "the file's \"budget\"" : "--budget");
@@ -707,7 +711,12 @@ cJSON *advise_json(const advise_result *res)
     cJSON_AddStringToObject(o, "min_budget_definition",
                             "the whole-MiB budget B (set_per_process_memory_fraction(B / device_total)) that "
                             "bisection ends on: no OOM at B, an OOM at B - 1 MiB");
-    cJSON_AddStringToObject(o, "recorded_alloc_conf", res->recorded.text);
+    if (res->recorded_error[0]) {
+        cJSON_AddNullToObject(o, "recorded_alloc_conf");
+        cJSON_AddStringToObject(o, "recorded_alloc_conf_error", res->recorded_error);
+    } else {
+        cJSON_AddStringToObject(o, "recorded_alloc_conf", res->recorded.text);
+    }
     if (res->recorded_budget)
         cJSON_AddNumberToObject(o, "recorded_budget", (double)res->recorded_budget);
     else

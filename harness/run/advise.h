@@ -84,7 +84,9 @@ typedef struct advise_result {
     advise_row rows[ADVISE_MAX_ROWS];
     size_t nrows;                 /* rows[0] is PyTorch's defaults */
     long best;                    /* the fitting row with the smallest minimum budget (the first on a tie); -1 */
-    alloc_conf recorded;          /* the recording's settings */
+    alloc_conf recorded;          /* the recording's settings (PyTorch's defaults when unreadable) */
+    char recorded_error[ALLOC_CONF_ERR_MAX]; /* why allocator_settings did not parse ("" if it did): the row of the
+                                              * recording's own settings is left out, and the output says so */
     bool recorded_default;        /* they are PyTorch's defaults */
     size_t recorded_budget;       /* 0: none known */
     const char *budget_source;    /* "--budget", "file" or "none" */

@@ -23,6 +23,27 @@ static const char *const sample_keys[] = {"allocated",      "reserved",      "ac
 
 #define N(a) (sizeof a / sizeof a[0])
 
+/* Every key of a results document (report.h) and of a baseline (baseline.h adds "baseline"), by object: a key
+ * outside these is reported (a row, not compared), never silently ignored. NULL-terminated. */
+static const char *const known_top[] = {
+    "schema", "scenario", "title", "backend", "device", "dry_run", "scale", "budget", "cap", "device_total",
+    "alloc_conf_source", "alloc_conf_user", "memory_caching", "memory_caching_source", "block_order", "started",
+    "passed", "params", "variants", "baseline", NULL};
+static const char *const known_variant[] = {
+    "name", "kind", "summary", "alloc_conf", "outcome", "passed", "error", "peak_allocated", "peak_reserved",
+    "seconds", "cpu_seconds", "reproduced", "notes", "metrics", "oom", "ooms_caught", "expectations", "samples",
+    "memory_stats", "devices", NULL};
+static const char *const known_sample[] = {"label", "allocated", "reserved", "active", "inactive_split",
+                                           "allocated_peak", "reserved_peak", "segments", "num_device_alloc",
+                                           "num_device_free", "num_alloc_retries", "num_ooms", NULL};
+static const char *const known_oom[] = {"step", "what", "kind", "requested", "alloc_size", "allocated", "reserved",
+                                        "reserved_unallocated", "largest_free_block", "ooms", "device", "message",
+                                        "segments", NULL};
+static const char *const known_device[] = {"index", "name", "logical", "cap", "peak_allocated", "peak_reserved",
+                                           "samples", "memory_stats", NULL};
+static const char *const known_metric[] = {"name", "unit", "value", "sample", NULL};
+static const char *const known_expect[] = {"holds", "text", NULL};
+
 bool compare_parse_percent(const char *s, double *out)
 {
     size_t n = strlen(s);
@@ -428,6 +449,13 @@ static bool comparable(const runset_doc *b, const runset_doc *c, char *err, size
                  cJSON_IsTrue(runset_get(cj, "dry_run")) ? "true" : "false");
         return false;
     }
+    const cJSON *bm = runset_get(bj, "memory_caching"), *cm = runset_get(cj, "memory_caching");
+    if (!cJSON_Compare(bm, cm, true) && (bm || cm)) { /* absent in one: a results file older than the key */
+        snprintf(err, cap, "%s: runs of different parameters: memory_caching %s in the baseline, %s in this run",
+                 b->scenario, !bm ? "absent" : cJSON_IsTrue(bm) ? "true" : "false",
+                 !cm ? "absent" : cJSON_IsTrue(cm) ? "true" : "false");
+        return false;
+    }
     static const char *const nums[] = {"budget", "cap", "device_total"};
     for (size_t i = 0; i < N(nums); i++) {
         double x = runset_num(bj, nums[i], -1), y = runset_num(cj, nums[i], -1);
@@ -455,6 +483,79 @@ static bool comparable(const runset_doc *b, const runset_doc *c, char *err, size
         }
     }
     return true;
+}
+
+static bool known(const char *const *keys, const char *k)
+{
+    for (; *keys; keys++)
+        if (strcmp(*keys, k) == 0)
+            return true;
+    return false;
+}
+
+/* A row for each key of o outside keys (where: "" or "samples[3]." before it), in the baseline's or this run's
+ * (in_base) document. */
+static void unknown_in(ctx *c, const cJSON *o, const char *const *keys, const char *where, bool in_base)
+{
+    const cJSON *k;
+    cJSON_ArrayForEach(k, o)
+    {
+        if (!k->string || known(keys, k->string))
+            continue;
+        char e1[ECHO_BUF], metric[112];
+        snprintf(metric, sizeof metric, "key %s'%s'", where, echo_str(k->string, e1));
+        add_text_row(c, metric, in_base ? "present" : "-", in_base ? "-" : "present", false,
+                     "a key compare does not know: not compared");
+    }
+}
+
+/* The keys compare does not know in one document, each reported with the scenario and variant it is in. */
+static void unknown_keys(ctx *c, const runset_doc *d, bool in_base)
+{
+    c->scenario = d->scenario;
+    c->variant = NULL;
+    unknown_in(c, d->json, known_top, "", in_base);
+    const cJSON *v;
+    cJSON_ArrayForEach(v, runset_get(d->json, "variants"))
+    {
+        c->variant = runset_str(v, "name", "");
+        unknown_in(c, v, known_variant, "", in_base);
+        char where[48];
+        const cJSON *e;
+        int i = 0;
+        cJSON_ArrayForEach(e, runset_get(v, "samples"))
+        {
+            snprintf(where, sizeof where, "samples[%d].", i++);
+            unknown_in(c, e, known_sample, where, in_base);
+        }
+        i = 0;
+        cJSON_ArrayForEach(e, runset_get(v, "metrics"))
+        {
+            snprintf(where, sizeof where, "metrics[%d].", i++);
+            unknown_in(c, e, known_metric, where, in_base);
+        }
+        i = 0;
+        cJSON_ArrayForEach(e, runset_get(v, "expectations"))
+        {
+            snprintf(where, sizeof where, "expectations[%d].", i++);
+            unknown_in(c, e, known_expect, where, in_base);
+        }
+        if (cJSON_IsObject(runset_get(v, "oom")))
+            unknown_in(c, runset_get(v, "oom"), known_oom, "oom.", in_base);
+        i = 0;
+        cJSON_ArrayForEach(e, runset_get(v, "devices"))
+        {
+            snprintf(where, sizeof where, "devices[%d].", i++);
+            unknown_in(c, e, known_device, where, in_base);
+            const cJSON *ds;
+            int j = 0;
+            cJSON_ArrayForEach(ds, runset_get(e, "samples"))
+            {
+                snprintf(where, sizeof where, "devices[%d].samples[%d].", i - 1, j++);
+                unknown_in(c, ds, known_sample, where, in_base);
+            }
+        }
+    }
 }
 
 static void note(compare_result *r, const char *fmt, ...)
@@ -495,6 +596,10 @@ oom_status compare_runsets(const runset *base, const runset *cur, const compare_
             continue;
         }
         out->scenarios++;
+        unknown_keys(&c, bd, true);
+        unknown_keys(&c, cd, false);
+        c.scenario = cd->scenario;
+        c.variant = NULL;
         const cJSON *v;
         cJSON_ArrayForEach(v, runset_get(bd->json, "variants"))
         {

@@ -1,7 +1,8 @@
 /* compare.h - `oomlab compare BASELINE CURRENT`: what moved between two runs, and whether it is a regression.
  *
  * Per scenario present in both, after checking that the runs are comparable (same backend, scale, dry run, budget,
- * cap, device total, user allocator settings, block order and parameters; else bad input, one line), per variant:
+ * cap, device total, user allocator settings, block order, memory_caching (absent in one: not comparable) and
+ * parameters; else bad input, one line), per variant:
  *   - unchanged, whatever the tolerances: the outcome (ok, oom, error), whether the failure was reproduced,
  *     whether there was an OOM and the step it happened at, the number of samples and their labels, the number of
  *     expectations and whether each holds;
@@ -13,7 +14,9 @@
  *   - times (the variant's seconds, metrics in s, a series by its sum) only with --time-tolerance P%: slower by
  *     more than P% is a regression, except on sim, where times are the CPU references' and never fail.
  * A variant or scenario in the baseline that the current run lacks is a regression (when CURRENT is a folder);
- * one the baseline lacks is new (information, `make baseline` adds it).
+ * one the baseline lacks is new (information, `make baseline` adds it). A key of either document that compare does
+ * not know (report.h's schema, and baseline.h's "baseline") is a row of its own, not compared and not a regression:
+ * nothing in the files is ignored silently.
  *
  * The table has one row per metric that moved (a series: its first sample beyond the tolerance, and how many
  * moved), marked ✗ when it is a regression.

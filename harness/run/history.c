@@ -122,7 +122,8 @@ oom_status history_read(const char *path, history *h, char *err, size_t cap)
 {
     memset(h, 0, sizeof *h);
     size_t len = 0;
-    h->text = fileio_read_all(path, &len);
+    fileio_limit lim = runset_input_limit(); /* the bound of every results reader (--max-input) */
+    h->text = fileio_read_limited(path, &lim, &len, NULL);
     if (!h->text)
         return fail(OOM_EINVAL, err, cap, "%s", oom_error_detail());
     size_t lines = 1;

@@ -14,6 +14,7 @@
 #include "core/jsonfile.h"
 #include "run/gnuplot.h"
 #include "run/history.h"
+#include "run/runset.h"
 
 #define WIDTH 1280 /* every figure: readable projected, and in a README */
 
@@ -43,7 +44,7 @@ static const char *gp_size(double bytes, char *buf, size_t cap)
 /* Read a results file of the given schema ("oomlab.run/1" or "oomlab.sweep/1"; NULL: either). */
 static oom_status load(const char *path, const char *schema, cJSON **out, char *err, size_t errcap)
 {
-    fileio_limit lim = fileio_default_limit();
+    fileio_limit lim = runset_input_limit(); /* --max-input, as every reader of results */
     char jerr[1024];
     cJSON *j = jsonfile_read(path, &lim, jerr, sizeof jerr);
     if (!j) /* cannot be read, too large, or not JSON: where and why */

@@ -16,6 +16,7 @@
 #include "core/fileio.h"
 #include "core/jsonfile.h"
 #include "run/plot.h"
+#include "run/runset.h"
 #include "run/scenario.h"
 #include "run/story.h"
 
@@ -59,7 +60,8 @@ typedef struct entry {
 
 static cJSON *load(const char *path, char *err, size_t errcap, oom_status *st)
 {
-    char *text = fileio_read_all(path, NULL);
+    fileio_limit lim = runset_input_limit(); /* --max-input, as every reader of results */
+    char *text = fileio_read_limited(path, &lim, NULL, NULL);
     if (!text) {
         *st = fail(err, errcap, OOM_EIO, "%s", oom_error_detail());
         return NULL;

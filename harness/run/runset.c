@@ -10,6 +10,7 @@
 
 #include "core/echo.h"
 #include "core/fileio.h"
+#include "core/jsonfile.h"
 #include "run/report.h"
 
 const cJSON *runset_get(const cJSON *o, const char *key) { return cJSON_GetObjectItemCaseSensitive(o, key); }
@@ -112,6 +113,20 @@ static bool check_array(const cJSON *arr, const field *fields, size_t n, const c
     return true;
 }
 
+/* The first of keys (NULL-terminated) of o whose string holds a control character (a newline would break every
+ * line that names it: an error, a table row, a CSV field), or NULL. */
+static const char *control_in(const cJSON *o, const char *const *keys)
+{
+    for (; *keys; keys++)
+        for (const char *c = runset_str(o, *keys, ""); *c; c++)
+            if ((unsigned char)*c < 0x20 || *c == 0x7f)
+                return *keys;
+    return NULL;
+}
+
+static const char *const top_names[] = {"scenario", "backend", "device", "scale", NULL};
+static const char *const variant_names[] = {"name", "outcome", NULL};
+
 bool runset_validate(const cJSON *j, const char *what, char *err, size_t cap)
 {
     if (!cJSON_IsObject(j))
@@ -125,6 +140,9 @@ bool runset_validate(const cJSON *j, const char *what, char *err, size_t cap)
                     REPORT_SCHEMA);
     if (!check_fields(j, top_fields, NF(top_fields), what, err, cap))
         return false;
+    const char *bad = control_in(j, top_names);
+    if (bad)
+        return fail(err, cap, "%s: \"%s\" holds a control character (a newline?): not a name", what, bad);
     const cJSON *v;
     int i = 0;
     cJSON_ArrayForEach(v, runset_get(j, "variants"))
@@ -135,6 +153,8 @@ bool runset_validate(const cJSON *j, const char *what, char *err, size_t cap)
             return fail(err, cap, "%s is not an object", w);
         if (!check_fields(v, variant_fields, NF(variant_fields), w, err, cap))
             return false;
+        if ((bad = control_in(v, variant_names)))
+            return fail(err, cap, "%s: \"%s\" holds a control character (a newline?): not a name", w, bad);
         snprintf(w, sizeof w, "%s: variant '%s'", what, echo_str(runset_str(v, "name", "?"), e1));
         if (!check_array(runset_get(v, "samples"), sample_fields, NF(sample_fields), w, "sample", err, cap) ||
             !check_array(runset_get(v, "metrics"), metric_fields, NF(metric_fields), w, "metric", err, cap) ||
@@ -158,22 +178,31 @@ bool runset_validate(const cJSON *j, const char *what, char *err, size_t cap)
     return true;
 }
 
-/* Parse and validate one file into d. */
+static size_t max_input; /* --max-input; 0: fileio_default_limit() */
+
+void runset_set_max_input(size_t bytes) { max_input = bytes; }
+
+fileio_limit runset_input_limit(void)
+{
+    return max_input ? fileio_limit_of(max_input, "--max-input") : fileio_default_limit();
+}
+
+/* Read (within the bound), parse, check and validate one file into d. */
 static bool load_doc(const char *path, runset_doc *d, char *err, size_t cap)
 {
     size_t len = 0;
-    char *text = fileio_read_all(path, &len);
+    fileio_limit lim = runset_input_limit();
+    char *text = fileio_read_limited(path, &lim, &len, NULL);
     if (!text)
         return fail(err, cap, "%s", oom_error_detail());
-    const char *end = NULL;
-    cJSON *j = cJSON_ParseWithLengthOpts(text, len, &end, false);
-    if (!j) {
-        size_t at = end && end >= text && end <= text + len ? (size_t)(end - text) : len;
-        free(text);
-        return fail(err, cap, "%s: not valid JSON: it stops making sense at byte %zu of %zu (%s)", path, at, len,
-                    at + 16 >= len ? "truncated?" : "damaged?");
+    cJSON *j = jsonfile_parse(path, text, len, err, cap);
+    if (j && !jsonfile_check_values(path, text, len, err, cap)) {
+        cJSON_Delete(j);
+        j = NULL;
     }
     free(text);
+    if (!j)
+        return false;
     if (!runset_validate(j, path, err, cap)) {
         cJSON_Delete(j);
         return false;

@@ -5,6 +5,10 @@
  * document of another schema (oomlab.sweep/1, a replay's output), a results document missing a field the
  * readers need, two documents of one scenario in a folder, a folder with no results in it.
  *
+ * Every file is read within one bound (runset_set_max_input, the --max-input of every command that reads results,
+ * else fileio_default_limit: as the trace reader), and its values must arrive exactly (jsonfile_check_values:
+ * UTF-8 strings without NUL, finite numbers at most 2^53).
+ *
  * A folder's documents are its files NAME.json, in name order; NAME.sweep.json (a sweep's series, schema
  * oomlab.sweep/1) is not a run and is skipped, and the table that reads the set says how many were.
  */
@@ -16,6 +20,7 @@
 #include <stddef.h>
 
 #include "core/compat.h"
+#include "core/fileio.h"
 #include "core/status.h"
 
 OOM_BEGIN_DECLS
@@ -39,6 +44,11 @@ typedef struct runset {
     runset_doc *docs;
     size_t n;
 } runset;
+
+/* The bound on every results or history file this process reads: bytes (--max-input), or 0 for the default
+ * (fileio_default_limit). Set once by the command line before anything is read. */
+void runset_set_max_input(size_t bytes);
+fileio_limit runset_input_limit(void);
 
 /* Read path (a results file, or a folder of them). OOM_EINVAL with one line in err naming the file and the
  * problem; OOM_ENOMEM_HOST. *out is empty (runset_free-able) on failure. */
