@@ -76,8 +76,10 @@
 #define GRAD_TOLERANCE 1e-4 /* relative error of the accumulated gradient: float32 rounding is ~1e-7..1e-6 */
 
 static const scenario_param params[] = {
-    /* name, help, full, min, max, ci (0: as full) */
-    {"width", "features per sample, and the width of every hidden Linear", 4096, 64, 16384, 256},
+    /* name, help, full, min, max, ci (0: as full). ci: width 128, batch 1024 under 5 MiB give every variant the
+     * outcome and OOM step it has at full scale (found by a dry-run search over width, batch and budget: budgets
+     * of 4.25 to 6 MiB do; 5 MiB is mid-way), and compute in a fraction of a second */
+    {"width", "features per sample, and the width of every hidden Linear", 4096, 64, 16384, 128},
     {"depth", "hidden [Linear(width, width), ReLU] blocks of the MLP", 4, 1, 32, 0},
     {"batch", "samples per optimizer step (fix-smaller-batch takes half)", 8192, 16, 262144, 1024},
     {"accum", "fix-grad-accumulation: micro-batches per optimizer step", 4, 1, 64, 0},
@@ -90,7 +92,8 @@ static const scenario_variant variants[] = {
     {"fix-grad-accumulation", VARIANT_FIX,
      "accum micro-batches of batch / accum, (loss / accum).backward() each, one optimizer step", ""},
     {"fix-bf16-autocast", VARIANT_FIX, "forward and loss under torch.autocast(\"cuda\", dtype=torch.bfloat16)", ""},
-    {"fix-checkpointing", VARIANT_FIX, "out = checkpoint_sequential(model, segments, x, use_reentrant=False)", ""},
+    {"fix-checkpointing", VARIANT_PARTIAL,
+     "out = checkpoint_sequential(model, segments, x, use_reentrant=False): keeps less, still OOMs", ""},
     {"fix-half-model", VARIANT_FIX, "model.half() and x.half(): the whole step in float16", ""},
 };
 
@@ -322,7 +325,7 @@ static int64_t kept_activations(int64_t depth, int64_t segments)
 
 /* ---- what each variant must show, at these parameters ------------------------------------------------- */
 
-static void expect_outcome(job *j, const scenario_variant *v, bool model_fits, int steps_done, int64_t f32_params,
+static void expect_outcome(job *j, bool model_fits, int steps_done, int64_t f32_params,
                            int64_t model_bytes)
 {
     scn *s = j->s;
@@ -360,16 +363,24 @@ static void expect_outcome(job *j, const scenario_variant *v, bool model_fits, i
         }
         return;
     }
+    if (j->f == CHECKPOINT && j->fwd_bytes > 0) {
+        /* what checkpointing saves: the forward's kept bytes against the plain model's activations (one measured
+         * block each), whether or not the step then fits */
+        int64_t kept = kept_activations(j->depth, j->segments);
+        scn_saved(s, j->depth * j->act_bytes - j->fwd_bytes,
+                  "the forward keeps %s for backward (%lld activations with %lld segments) against the %lld "
+                  "activations of %s the plain model keeps",
+                  memstats_format_size((uint64_t)j->fwd_bytes, b1, sizeof b1), (long long)kept,
+                  (long long)j->segments, (long long)j->depth,
+                  memstats_format_size((uint64_t)j->act_bytes, b2, sizeof b2));
+        memstats_format_size((uint64_t)scn_stat(s, "reserved_bytes.all.peak"), b2, sizeof b2);
+    }
     if (oom) {
+        /* a fix that runs out is ✗ by the runner's kind check; a partial fix's running out is what it shows */
         if (j->f == CHECKPOINT)
-            scn_not_reproduced(s, "%s does not fit in %s at these parameters either (OOM at %s): with %lld segments "
-                                  "checkpoint_sequential keeps %lld of the plain model's %lld activations, and "
-                                  "recomputing a segment in backward brings its activations back",
-                               v->name, cap, oom->what, (long long)j->segments,
-                               (long long)kept_activations(j->depth, j->segments), (long long)j->depth);
-        else
-            scn_not_reproduced(s, "%s does not fit in %s at these parameters either (OOM at %s)", v->name, cap,
-                               oom->what);
+            scn_note(s, "recomputing the checkpointed segment in backward brings its activations back beside the "
+                        "gradients: OOM at %s",
+                     oom->what);
         return;
     }
     scn_expect(s, steps_done == STEPS, "%d steps of %lld samples fit in %s (peak reserved %s)", STEPS,
@@ -521,7 +532,7 @@ static oom_status run(scn *s, const scenario_variant *v)
         return rt_status(r);
     }
 
-    expect_outcome(&j, v, model_fits, steps_done, f32_params, model_bytes);
+    expect_outcome(&j, model_fits, steps_done, f32_params, model_bytes);
     /* notes after the verdict: a "not reproduced" reason comes first */
     if (j.f == ACCUM && j.micro * j.accum != j.batch)
         scn_note(s, "batch %lld is not a multiple of accum %lld: %lld micro-batches of %lld samples (%lld in all)",
@@ -550,7 +561,7 @@ const scenario scenario_oversize_batch = {
              "use_reentrant=False) and a float16 model each fit; each is timed per sample beside its peak. "
              "--sweep batch=LO..HI gives peak memory against the batch and the largest batch that fits.",
     .default_budget = (size_t)1088 << 20,
-    .ci_budget = (size_t)9 << 20,
+    .ci_budget = (size_t)5 << 20,
     .params = params,
     .nparams = sizeof params / sizeof params[0],
     .variants = variants,

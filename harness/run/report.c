@@ -79,9 +79,17 @@ static const char *outcome_cell(const variant_result *v)
     return variant_outcome_str(v->outcome);
 }
 
-static const char *mark(const variant_result *v)
+/* ✓ it shows what it must; ◐ a partial fix that shows it (lowers memory, still runs out); ✗ it does not. */
+static const char *mark(const variant_result *v, char *buf, size_t cap)
 {
-    return !v->passed ? "✗" : v->reproduced ? "✓" : "✓ (not reproduced at these parameters)";
+    if (!v->passed)
+        return "✗";
+    if (v->v->kind == VARIANT_PARTIAL && v->outcome == OUTCOME_OOM) {
+        char b[32];
+        snprintf(buf, cap, "◐ partial: saves %s, still OOM", size_str(v->saved, b, sizeof b));
+        return buf;
+    }
+    return v->reproduced ? "✓" : "✓ (not reproduced at these parameters)";
 }
 
 void report_header(const run_result *r, FILE *out)
@@ -149,7 +157,7 @@ static void device_rows(const variant_result *v, FILE *out)
 
 void report_table(const run_result *r, FILE *out)
 {
-    char b1[32], b2[32], b3[32], b4[32];
+    char b1[32], b2[32], b3[32], b4[32], mk[64];
     fprintf(out, "%s: %s\n", r->sc->name, r->sc->title);
     report_header(r, out);
     fputc('\n', out);
@@ -162,7 +170,7 @@ void report_table(const run_result *r, FILE *out)
                 size_str(stat_of(&v->stats, "allocated_bytes.all.peak"), b1, sizeof b1),
                 size_str(stat_of(&v->stats, "reserved_bytes.all.peak"), b2, sizeof b2),
                 oom ? size_str((int64_t)v->oom.reserved_unallocated, b3, sizeof b3) : "-",
-                oom ? size_str((int64_t)v->oom.largest_free_block, b4, sizeof b4) : "-", mark(v));
+                oom ? size_str((int64_t)v->oom.largest_free_block, b4, sizeof b4) : "-", mark(v, mk, sizeof mk));
         device_rows(v, out);
     }
     for (size_t i = 0; i < r->nvariants; i++) {
@@ -186,9 +194,11 @@ void report_table(const run_result *r, FILE *out)
         if (v->ooms && v->oom.pinned)
             fprintf(out, "  OOM of pinned host memory at %s: %s\n", v->oom.what, v->oom.message);
         else if (v->ooms && v->oom.device)
-            fprintf(out, "  OOM on device %d at %s: %s\n", v->oom.device, v->oom.what, v->oom.message);
+            fprintf(out, "  OOM on device %d at %s%s: %s\n", v->oom.device, v->oom.what,
+                    v->story_ooms ? " (a step of the story, before the remedy)" : "", v->oom.message);
         else if (v->ooms)
-            fprintf(out, "  OOM at %s: %s\n", v->oom.what, v->oom.message);
+            fprintf(out, "  OOM at %s%s: %s\n", v->oom.what,
+                    v->story_ooms ? " (a step of the story, before the remedy)" : "", v->oom.message);
     }
     size_t passed = 0;
     for (size_t i = 0; i < r->nvariants; i++)
@@ -200,7 +210,7 @@ void report_table(const run_result *r, FILE *out)
 
 void report_catalog_table(const run_result *runs, size_t n, FILE *out)
 {
-    char b1[32], b2[32];
+    char b1[32], b2[32], mk[64];
     if (n == 0)
         return;
     fprintf(out, "the catalog: %zu scenarios\n", n);
@@ -212,7 +222,7 @@ void report_catalog_table(const run_result *runs, size_t n, FILE *out)
             const variant_result *v = &runs[k].variants[i];
             fprintf(out, "%-18s %-26s %-7s %14s %14s  %s\n", i == 0 ? runs[k].sc->name : "", v->v->name,
                     outcome_cell(v), size_str(stat_of(&v->stats, "allocated_bytes.all.peak"), b1, sizeof b1),
-                    size_str(stat_of(&v->stats, "reserved_bytes.all.peak"), b2, sizeof b2), mark(v));
+                    size_str(stat_of(&v->stats, "reserved_bytes.all.peak"), b2, sizeof b2), mark(v, mk, sizeof mk));
             for (size_t d = 0; d < v->ndevices; d++) /* one row per device of the variant */
                 fprintf(out, "%-18s   device %-17d %-7s %14s %14s\n", "", v->devices[d].index, "",
                         size_str(stat_of(&v->devices[d].stats, "allocated_bytes.all.peak"), b1, sizeof b1),
@@ -314,6 +324,12 @@ static cJSON *variant_json(const variant_result *v, bool *ok)
     add(o, "seconds", cJSON_CreateNumber(v->seconds), ok);
     add(o, "cpu_seconds", cJSON_CreateNumber(v->cpu_seconds), ok);
     add_bool(o, "reproduced", v->reproduced, ok);
+    add_int(o, "story_ooms", v->story_ooms, ok);
+    cJSON *saved = add(o, "saved", v->saved_set ? cJSON_CreateObject() : cJSON_CreateNull(), ok);
+    if (saved && v->saved_set) {
+        add_int(saved, "bytes", v->saved, ok);
+        add_str(saved, "what", v->saved_what, ok);
+    }
     cJSON *notes = add(o, "notes", cJSON_CreateArray(), ok);
     for (size_t i = 0; i < v->nnotes; i++)
         push(notes, cJSON_CreateString(v->notes[i]), ok);
