@@ -1,4 +1,5 @@
-/* oversize_batch.c - a batch too large for the GPU: the first training step OOMs, and five ways to make it fit.
+/* oversize_batch.c - a batch too large for the GPU: the first training step OOMs; four ways to make it fit, and
+ * checkpointing, which saves memory but not enough.
  *
  * Cause. A training step holds the parameters, their gradients, and everything the forward pass saves for
  * backward: per hidden layer of the MLP one batch x width activation (ReLU saves its output, the next Linear the
@@ -40,18 +41,21 @@
  *       loss.backward() without the / accum: its gradient is accum times the average it promises.
  *   fix-bf16-autocast      forward and loss under torch.autocast("cuda", dtype=torch.bfloat16): the saved
  *       activations are bfloat16, half the bytes, beside a bfloat16 copy of each weight (autocast's cast cache,
- *       which the nodes keep for backward); parameters, gradients and SGD stay float32 (peak 1028 MiB in
- *       PyTorch, which fits after two allocation retries; oomlab's layout OOMs in step 2's backward: see the twin).
+ *       which the nodes keep for backward); parameters, gradients and SGD stay float32 (peak 1028 MiB allocated:
+ *       it fits, the allocator releasing cached segments and retrying on its way, here as in PyTorch's twin).
+ * The partial fix: it saves memory, but not enough at this budget (◐ in the table, with the bytes it saves).
  *   fix-checkpointing      out = checkpoint_sequential(model, segments, x, use_reentrant=False), segments = 2:
  *       nn.Sequential's nine modules are cut into [L0 R0 L1 R1] (checkpointed: it keeps only its input x and is
- *       recomputed in backward) and [L2 R2 L3 R3 L4]; three activations are kept instead of four,
- *       at the price of a second forward through the first segment; at the default budget it still OOMs in
- *       step 1's backward (as PyTorch does), the bias gradients' reductions staging 128 MiB (runtime/reduce_config.h).
+ *       recomputed in backward) and [L2 R2 L3 R3 L4]; three activations are kept instead of four (the forward
+ *       keeps 384 MiB, not 512), at the price of a second forward through the first segment. It still OOMs in
+ *       step 1's backward, in PyTorch's twin as here: the recompute brings the first segment's activations back
+ *       beside the gradients, and the bias gradients' reductions stage 128 MiB (runtime/reduce_config.h).
  *       More segments are not better here:
  *       segments=3 ([L0 R0 L1 | R1 L2 R2 | L3 R3 L4]) also keeps three, but the middle segment's recompute brings
  *       its activations back beside the gradients (peak 1088 MiB) and leaves a 64 MiB hole the 128 MiB requests
  *       cannot use, so it needs the bug's 1154 MiB reserved and does not fit (--set segments=3); one module per
  *       segment keeps every module's input, more than the plain model.
+ * And one more fix:
  *   fix-half-model         model.half() and x.half(): parameters, activations and gradients in float16, half of
  *       everything (peak 676 MiB); SGD then updates float16 weights, where small updates round away.
  * `oomlab run oversize_batch --sweep batch=64..16384` gives peak memory against the batch size, each batch in a
@@ -552,13 +556,14 @@ static oom_status run(scn *s, const scenario_variant *v)
 
 const scenario scenario_oversize_batch = {
     .name = "oversize_batch",
-    .title = "the first training step OOMs at a batch too large; smaller batches, accumulation, bf16, "
-             "checkpointing, a half model",
+    .title = "the first training step OOMs at a batch too large; smaller batches, accumulation, bf16, a half "
+             "model fit; checkpointing saves too little",
     .story = "MLP(4096, 4) with SGD at batch 8192: the input and every saved activation are 128 MiB, and the first "
              "backward runs out of memory (the step peaks at 1152 MiB, the budget is 1088 MiB) while the model and "
              "the batch fit. Halving the batch, accumulating the gradient over micro-batches ((loss / "
-             "accum).backward(): the same gradient), bf16 autocast, checkpoint_sequential(model, 2, x, "
-             "use_reentrant=False) and a float16 model each fit; each is timed per sample beside its peak. "
+             "accum).backward(): the same gradient), bf16 autocast and a float16 model each fit; each is timed per "
+             "sample beside its peak. checkpoint_sequential(model, 2, x, use_reentrant=False) is a partial fix: its "
+             "forward keeps 128 MiB less, but the first backward still runs out of memory, as in PyTorch. "
              "--sweep batch=LO..HI gives peak memory against the batch and the largest batch that fits.",
     .default_budget = (size_t)1088 << 20,
     .ci_budget = (size_t)5 << 20,

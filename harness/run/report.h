@@ -21,6 +21,9 @@
  *                  "story_ooms": OOMs caught before the variant's remedy (scn_remedy): steps of its story, not its
  *                                outcome ("oom" is still the first OOM caught),
  *                  "saved": null | {"bytes", "what"}: a partial fix's saving against the bug (scn_saved),
+ *                  "kind_check": null (a bug, a myth) | {"holds", "text"}: what the variant's kind promises, on its
+ *                                outcome (a fix fits; a partial fix saves bytes but still runs out); "passed" is
+ *                                false when it does not hold,
  *                  "metrics": [{"name", "unit", "value", "sample": index into samples or -1}],
  *                  "oom": null | {"step", "what", "requested", "alloc_size", "allocated", "reserved",
  *                                 "reserved_unallocated", "largest_free_block", "ooms" (caught), "device",

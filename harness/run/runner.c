@@ -483,6 +483,12 @@ oom_status runner_validate(const scenario *sc, const run_options *o, char *err, 
                      (long long)o->sets[i].value, (long long)p->min, (long long)p->max);
             return OOM_EINVAL;
         }
+        for (int j = 0; j < i; j++) /* a second value for one parameter would silently win: refused */
+            if (strcmp(o->sets[j].name, o->sets[i].name) == 0) {
+                snprintf(err, errcap, "--set %s given twice (%lld, then %lld): give each parameter once", p->name,
+                         (long long)o->sets[j].value, (long long)o->sets[i].value);
+                return OOM_EINVAL;
+            }
     }
     for (size_t i = 0; i < sc->nvariants; i++) {
         const scenario_variant *v = &sc->variants[i];
@@ -561,15 +567,15 @@ static void fault_check(const scn *s, variant_result *res)
         snprintf(f->detail, sizeof f->detail, "the injected device failure did not surface as an OOM (num_ooms 0)");
 }
 
-/* What the variant's kind promises, checked on its outcome, as one more expectation (so every reader of the
- * expectations sees it): a fix fits the budget at any parameters (one that runs out of memory does not fix: ✗,
- * never "not reproduced"); a partial fix saves bytes against the bug (scn_saved) and, at the scenario's budget,
- * still runs out; where it fits, that shortfall is not reproduced at these parameters. Bugs and myths: the
- * scenario's own expectations say what they show. After an error, a crash or a timeout there is no outcome to
- * check. */
+/* What the variant's kind promises, checked on its outcome (kind_holds, and kind_text saying it): a fix fits the
+ * budget at any parameters (one that runs out of memory does not fix: ✗, never "not reproduced"); a partial fix
+ * saves bytes against the bug (scn_saved) and, at the scenario's budget, still runs out; where it fits, that
+ * shortfall is not reproduced at these parameters. Bugs and myths: the scenario's own expectations say what they
+ * show. After an error, a crash or a timeout there is no outcome to check. */
 static void kind_check(scn *s, variant_result *res)
 {
     res->kind_holds = true;
+    res->kind_text[0] = '\0';
     if (res->outcome != OUTCOME_OK && res->outcome != OUTCOME_OOM)
         return;
     char cap[32], b[32];
@@ -579,37 +585,42 @@ static void kind_check(scn *s, variant_result *res)
     if (res->v->kind == VARIANT_FIX) {
         res->kind_holds = res->outcome == OUTCOME_OK;
         if (res->kind_holds)
-            scn_expect(s, true, "a fix fits: it runs without an OOM in %s", cap);
+            snprintf(res->kind_text, sizeof res->kind_text, "a fix fits: it runs without an OOM in %s", cap);
         else
-            scn_expect(s, false, "a fix fits, and this one runs out of memory in %s (%s): it does not fix at these "
-                                 "parameters",
-                       cap, where);
+            snprintf(res->kind_text, sizeof res->kind_text,
+                     "a fix fits, and this one runs out of memory in %s (%s): it does not fix at these parameters",
+                     cap, where);
     } else if (res->v->kind == VARIANT_PARTIAL) {
         if (!res->saved_set && !res->reproduced)
             return; /* nothing to compare at these parameters, and the scenario said why */
         res->kind_holds = res->saved_set && res->saved > 0;
-        if (!res->saved_set)
-            scn_expect(s, false, "a partial fix says what it saves against the bug (scn_saved)");
-        else if (res->saved > 0)
-            scn_expect(s, true, "it lowers memory: %s less than the bug (%s)",
-                       memstats_format_size((uint64_t)res->saved, b, sizeof b), res->saved_what);
+        char fate[224];
+        if (res->outcome == OUTCOME_OOM)
+            snprintf(fate, sizeof fate, "not enough: it still runs out of memory in %s (%s)", cap, where);
         else
-            scn_expect(s, false, "it lowers memory, and at these parameters it does not: %s more than the bug (%s)",
-                       memstats_format_size((uint64_t)-res->saved, b, sizeof b), res->saved_what);
-        if (res->outcome == OUTCOME_OK) {
-            /* the reason goes first, as scn_not_reproduced's does (the table reads the first note as it) */
+            snprintf(fate, sizeof fate, "it fits in %s at these parameters", cap);
+        if (!res->saved_set)
+            snprintf(res->kind_text, sizeof res->kind_text,
+                     "a partial fix says what it saves against the bug (scn_saved), and this one does not; %.223s", fate);
+        else if (res->saved > 0)
+            snprintf(res->kind_text, sizeof res->kind_text, "it lowers memory, %s less than the bug (%.199s); %.223s",
+                     memstats_format_size((uint64_t)res->saved, b, sizeof b), res->saved_what, fate);
+        else
+            snprintf(res->kind_text, sizeof res->kind_text,
+                     "a partial fix lowers memory, and at these parameters this one does not: %s more than the bug "
+                     "(%.199s); %.223s",
+                     memstats_format_size((uint64_t)-res->saved, b, sizeof b), res->saved_what, fate);
+        if (res->outcome == OUTCOME_OK && res->reproduced) {
+            /* the shortfall it shows does not happen: said first, as scn_not_reproduced's reason is (the table
+             * reads the first note as it) */
             scn_note(s, "it fits in %s at these parameters: the shortfall it shows at the scenario's own budget "
                         "does not happen",
                      cap);
-            if (res->reproduced && res->nnotes > 1) {
-                char first[sizeof res->notes[0]];
-                memcpy(first, res->notes[res->nnotes - 1], sizeof first);
-                memmove(res->notes[1], res->notes[0], (res->nnotes - 1) * sizeof res->notes[0]);
-                memcpy(res->notes[0], first, sizeof first);
-            }
+            char first[sizeof res->notes[0]];
+            memcpy(first, res->notes[res->nnotes - 1], sizeof first);
+            memmove(res->notes[1], res->notes[0], (res->nnotes - 1) * sizeof res->notes[0]);
+            memcpy(res->notes[0], first, sizeof first);
             res->reproduced = false;
-        } else {
-            scn_expect(s, true, "but not enough: it still runs out of memory in %s (%s)", cap, where);
         }
     }
 }

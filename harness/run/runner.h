@@ -153,6 +153,7 @@ typedef struct variant_result {
     bool reproduced; /* false: scn_not_reproduced said why the failure does not happen at these parameters */
     bool expected;   /* no error and every expectation of the scenario's holds */
     bool kind_holds; /* the outcome is what the kind promises: a fix fits, a partial saves bytes (scn_saved) */
+    char kind_text[640]; /* what the kind promises, said with the measured outcome ("" for a bug or a myth) */
     bool passed;     /* expected and kind_holds */
     double seconds;     /* wall time of the variant's run */
     double cpu_seconds; /* the process's CPU time meanwhile (all its threads: a DataLoader's workers too) */
