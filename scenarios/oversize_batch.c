@@ -367,6 +367,10 @@ static void expect_outcome(job *j, bool model_fits, int steps_done, int64_t f32_
         }
         return;
     }
+    if (j->f == CHECKPOINT && j->fwd_bytes == 0 && oom) /* it ran out before the forward it changes */
+        scn_not_reproduced(s, "the step runs out of memory at %s, before checkpointing's forward: nothing it saves "
+                              "can be shown at these parameters",
+                           oom->what);
     if (j->f == CHECKPOINT && j->fwd_bytes > 0) {
         /* what checkpointing saves: the forward's kept bytes against the plain model's activations (one measured
          * block each), whether or not the step then fits */
@@ -381,7 +385,7 @@ static void expect_outcome(job *j, bool model_fits, int steps_done, int64_t f32_
     }
     if (oom) {
         /* a fix that runs out is ✗ by the runner's kind check; a partial fix's running out is what it shows */
-        if (j->f == CHECKPOINT)
+        if (j->f == CHECKPOINT && j->fwd_bytes > 0)
             scn_note(s, "recomputing the checkpointed segment in backward brings its activations back beside the "
                         "gradients: OOM at %s",
                      oom->what);

@@ -1410,7 +1410,7 @@ Test(cli, sweep_computing_json)
     cr_assert_not_null(o, "%s", r.out);
     cr_assert_str_eq(get(o, "scale")->valuestring, "ci");
     const cJSON *bug = cJSON_GetArrayItem(get(o, "variants"), 0);
-    cr_assert_eq(inum(get(bug, "largest_fit"), "value"), 1001);
+    cr_assert_eq(inum(get(bug, "largest_fit"), "value"), 1020); /* width 128 under 5 MiB (ci since issue 19) */
     cr_assert_eq(inum(get(bug, "find_executable_batch_size"), "value"), 921);
     cr_assert(cJSON_IsTrue(get(bug, "monotonic")));
     cJSON_Delete(o);
@@ -1521,5 +1521,125 @@ Test(cli, version_names_the_build)
                        : OOM_DEBUG == 0 ? "; optimised build"
                                         : "OOM_DEBUG=";
     cr_assert_not_null(strstr(r.out, want), "the test binary has OOM_DEBUG=%d; %s says: %s", OOM_DEBUG, bin(), r.out);
+    run_free(&r);
+}
+
+/* ---- what a newcomer sees must be true (issue 19, the smaller items) ---------------------------------------- */
+
+/* A second --set of one parameter would silently win: refused, one line, exit 2, nothing run. */
+Test(cli, a_repeated_set_is_refused)
+{
+    expect_bad_input(NULL, "run fragmentation --set pairs=3 --set pairs=4 --no-write",
+                     "--set pairs given twice (3, then 4): give each parameter once");
+    expect_bad_input(NULL, "run fragmentation --set pairs=3 --set long_mib=2 --set pairs=3 --no-write",
+                     "--set pairs given twice");
+}
+
+/* A scenario's name given as the command: the command that runs it. */
+Test(cli, a_scenario_as_the_command_suggests_run)
+{
+    expect_bad_input(NULL, "fragmentation", "unknown command 'fragmentation': it is a scenario; run it with oomlab "
+                                            "run fragmentation");
+    expect_bad_input(NULL, "fragmentationx", "unknown command 'fragmentationx' (oomlab help lists them)");
+}
+
+/* run --help names every source of allocator settings, in the order alloc_conf_pick reads them. */
+Test(cli, run_help_names_every_settings_source)
+{
+    run_result r = run(NULL, "run --help");
+    cr_assert_eq(r.rc, 0);
+    const char *at = r.out;
+    static const char *const names[] = {"--alloc-conf", "$OOMLAB_ALLOC_CONF", "$PYTORCH_CUDA_ALLOC_CONF",
+                                        "$PYTORCH_HIP_ALLOC_CONF", "$PYTORCH_ALLOC_CONF"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const char *x = strstr(at, names[i]);
+        cr_assert_not_null(x, "run --help does not name %s after the one before:\n%s", names[i], r.out);
+        at = x + strlen(names[i]);
+    }
+    run_free(&r);
+}
+
+/* --scale full on sim computes for minutes: said before it starts, with --dry-run; not said in a dry run or at ci
+ * scale. (fragmentation only allocates, so its full scale is quick.) */
+Test(cli, full_scale_on_sim_hints_at_dry_run)
+{
+    static const char hint[] = "oomlab: note: --scale full on sim computes every kernel on the CPU, which takes "
+                               "minutes; --dry-run gives the same allocator counters in a second\n";
+    run_result r = run(NULL, "run fragmentation --scale full --backend sim --no-write");
+    cr_assert_eq(r.rc, 0, "%s%s", r.out, r.err);
+    cr_assert_str_eq(r.err, hint);
+    run_free(&r);
+    r = run(NULL, "run fragmentation --dry-run --no-write");
+    cr_assert_str_empty(r.err);
+    run_free(&r);
+    r = run(NULL, "run fragmentation --backend sim --no-write");
+    cr_assert_str_empty(r.err);
+    run_free(&r);
+}
+
+/* The catalog's scenarios have budgets of their own: the header says so and each scenario's row shows its own;
+ * with one --budget for all, the header gives it once. */
+Test(cli, the_catalog_shows_each_scenarios_budget)
+{
+    run_result r = run(NULL, "run --dry-run --no-write");
+    cr_assert_eq(r.rc, 0, "%s%s", r.out, r.err);
+    cr_assert_not_null(strstr(r.out, ", budget each scenario's own (its column below)\n"), "%s", r.out);
+    cr_assert_not_null(strstr(r.out, "cap: set_per_process_memory_fraction(budget / 85017493504), each scenario's "
+                                     "budget\n"),
+                       "%s", r.out);
+    cr_assert_not_null(strstr(r.out, "oversize_batch     bug                        OOM           1.00 GiB       "
+                                     "1.00 GiB    1.06 GiB  ✓\n"),
+                       "%s", r.out);
+    cr_assert_not_null(strstr(r.out, "fragmentation      bug                        OOM         900.00 MiB    "
+                                     "1000.00 MiB 1024.00 MiB  ✓\n"),
+                       "%s", r.out);
+    run_free(&r);
+    r = run(NULL, "run --dry-run --no-write --budget 8GiB --variant bug");
+    cr_assert_eq(r.rc, 2, "--variant needs a scenario");
+    run_free(&r);
+}
+
+/* fragmentation's "not reproduced" reason comes from the allocator's counters around the request: here the
+ * request fits because the allocator's OOM path released whole free segments, not because the budget had room. */
+Test(cli, fragmentation_says_why_the_request_fit)
+{
+    run_result r = run(NULL, "run fragmentation --variant bug --set short_mib=2 --set long_mib=1 --set request_mib=30 "
+                             "--budget 320MiB --no-write");
+    cr_assert_eq(r.rc, 0, "%s%s", r.out, r.err);
+    cr_assert_not_null(strstr(r.out, "not reproduced at these parameters: the 30.00 MiB request fit after the "
+                                     "allocator's OOM path released 10 whole free segment(s) (200.00 MiB of the "
+                                     "300.00 MiB reserved) and retried"),
+                       "%s", r.out);
+    run_free(&r);
+    r = run(NULL, "run fragmentation --variant bug --set pairs=10 --no-write");
+    cr_assert_not_null(strstr(r.out, "not reproduced at these parameters: the 100.00 MiB request fit in a new "
+                                     "100.00 MiB segment: the budget had room for it beside the 200.00 MiB reserved"),
+                       "%s", r.out);
+    run_free(&r);
+}
+
+/* fix-half-model's sweep: the bisection ends on 14336 (14337 does not fit) while accelerate's search lands on
+ * 14745, which fits: the window is named, in the table and the JSON. */
+Test(cli, a_sweep_names_a_non_monotonic_window)
+{
+    run_result r = run(NULL, "run oversize_batch --variant fix-half-model --sweep batch=64..16384 --dry-run --no-write");
+    cr_assert_eq(r.rc, 0, "%s%s", r.out, r.err);
+    cr_assert_not_null(strstr(r.out, "largest batch that fits below the first that does not: 14336 (bisection"), "%s",
+                       r.out);
+    cr_assert_not_null(strstr(r.out, "  note: not monotonic: batch=14745 fits while batch=14592 does not, so the "
+                                     "largest batch that fits is at least 14745"),
+                       "%s", r.out);
+    run_free(&r);
+    r = run(NULL, "run oversize_batch --variant fix-half-model --sweep batch=64..16384 --dry-run --no-write --json");
+    cJSON *o = cJSON_Parse(r.out);
+    cr_assert_not_null(o, "%s", r.err);
+    const cJSON *v = cJSON_GetArrayItem(get(o, "variants"), 0);
+    cr_assert(cJSON_IsFalse(get(v, "monotonic")));
+    cr_assert_eq(inum(get(v, "window"), "fits"), 14745);
+    cr_assert_eq(inum(get(v, "window"), "fails"), 14592);
+    cJSON_Delete(o);
+    run_free(&r);
+    r = run(NULL, "run oversize_batch --variant bug --sweep batch=64..16384 --dry-run --no-write");
+    cr_assert_null(strstr(r.out, "not monotonic"), "the bug's runs are monotonic: %s", r.out);
     run_free(&r);
 }

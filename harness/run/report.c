@@ -84,7 +84,7 @@ static const char *mark(const variant_result *v, char *buf, size_t cap)
 {
     if (!v->passed)
         return "✗";
-    if (v->v->kind == VARIANT_PARTIAL && v->outcome == OUTCOME_OOM) {
+    if (v->v->kind == VARIANT_PARTIAL && v->outcome == OUTCOME_OOM && v->saved_set) {
         char b[32];
         snprintf(buf, cap, "◐ partial: saves %s, still OOM", size_str(v->saved, b, sizeof b));
         return buf;
@@ -132,7 +132,9 @@ static void kind_line(const variant_result *v, FILE *out)
 {
     if (v->kind_text[0])
         fprintf(out, "  %s %s\n",
-                !v->kind_holds ? "✗" : v->v->kind == VARIANT_PARTIAL && v->outcome == OUTCOME_OOM ? "◐" : "✓",
+                !v->kind_holds                                                          ? "✗"
+                : v->v->kind == VARIANT_PARTIAL && v->outcome == OUTCOME_OOM && v->saved_set ? "◐"
+                                                                                          : "✓",
                 v->kind_text);
 }
 
