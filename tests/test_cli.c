@@ -1613,7 +1613,7 @@ Test(cli, fragmentation_says_why_the_request_fit)
     run_free(&r);
     r = run(NULL, "run fragmentation --variant bug --set pairs=10 --no-write");
     cr_assert_not_null(strstr(r.out, "not reproduced at these parameters: the 100.00 MiB request fit in a new "
-                                     "100.00 MiB segment: the budget had room for it beside the 200.00 MiB reserved"),
+                                     "100.00 MiB segment: the budget had room for it beside the 100.00 MiB reserved"),
                        "%s", r.out);
     run_free(&r);
 }
