@@ -1643,3 +1643,31 @@ Test(cli, a_sweep_names_a_non_monotonic_window)
     cr_assert_null(strstr(r.out, "not monotonic"), "the bug's runs are monotonic: %s", r.out);
     run_free(&r);
 }
+
+/* plot reads a run folder as compare and report do: one figure beside each results file; -o (one figure) is
+ * refused with a folder. */
+Test(cli, plot_draws_each_file_of_a_run_folder)
+{
+    char args[1024], cmd[1024];
+    snprintf(args, sizeof args, "run fragmentation --dry-run --variant bug --out %s", tpath("runs"));
+    run_result r = run(NULL, args);
+    cr_assert_eq(r.rc, 0, "%s%s", r.out, r.err);
+    run_free(&r);
+    snprintf(cmd, sizeof cmd, "ls -d '%s'/*/ > '%s/found'", tpath("runs"), tmpdir);
+    cr_assert_eq(system(cmd), 0);
+    char *dir = fileio_read_all(tpath("found"), NULL);
+    cr_assert_not_null(dir);
+    *strchr(dir, '\n') = '\0';
+    snprintf(args, sizeof args, "plot %s", dir);
+    r = run(NULL, args);
+    cr_assert_eq(r.rc, 0, "%s%s", r.out, r.err);
+    char png[1100];
+    snprintf(png, sizeof png, "%sfragmentation.png\n", dir);
+    cr_assert_str_eq(r.out, png);
+    png[strlen(png) - 1] = '\0';
+    cr_assert_eq(access(png, F_OK), 0, "%s was not drawn", png);
+    run_free(&r);
+    snprintf(args, sizeof args, "plot %s -o %s", dir, tpath("one.png"));
+    expect_bad_input(NULL, args, "plot: -o names one figure; a run folder gets one beside each results file");
+    free(dir);
+}

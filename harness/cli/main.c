@@ -12,6 +12,7 @@
  */
 #include <cJSON.h>
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -32,6 +33,7 @@
 #include "run/report.h"
 #include "run/report_html.h"
 #include "run/runner.h"
+#include "run/runset.h"
 #include "run/scenario.h"
 #include "run/sweep.h"
 #include "core/echo.h"
@@ -142,9 +144,10 @@ static const cli_command commands[] = {
           false},
      }},
     {"plot",
-     "RESULTS.json | --trend HISTORY.csv",
+     "RESULTS.json|RUNDIR | --trend HISTORY.csv",
      "draw a results file (gnuplot): a run's allocated and reserved memory at each sample, per variant, or\n"
-     "a sweep's peaks against the swept parameter; --peaks, --segments: the run's other figures;\n"
+     "a sweep's peaks against the swept parameter (RUNDIR: each results file of a run folder, beside it);\n"
+     "--peaks, --segments: the run's other figures;\n"
      "--trend: the nightly history, one figure per scenario, backend and scale",
      {
          {"-o", "OUT.png|OUT.svg|DIR",
@@ -1259,6 +1262,31 @@ static int cmd_faultsweep(int argc, char **argv)
     return rc;
 }
 
+/* plot RUNDIR: the figure of each results file of the folder (runset's reading: NAME.json, in name order, sweeps
+ * skipped), beside it as NAME.png (NAME-peaks.png, NAME-segments.png). */
+static int plot_folder(const char *in, bool peaks, bool segments)
+{
+    runset rs;
+    char err[512], out[RUNSET_PATH_MAX + 16];
+    if (runset_load(in, &rs, err, sizeof err) != OOM_OK)
+        return bad_input("plot: %s", err);
+    int rc = 0;
+    for (size_t i = 0; i < rs.n && rc == 0; i++) {
+        const char *path = rs.docs[i].path;
+        snprintf(out, sizeof out, "%.*s%s.png", (int)(strlen(path) - 5), path,
+                 peaks ? "-peaks" : segments ? "-segments" : "");
+        oom_status st = peaks      ? plot_peaks(path, out, err, sizeof err)
+                        : segments ? plot_segments(path, out, err, sizeof err)
+                                   : plot_run(path, out, err, sizeof err);
+        if (st != OOM_OK)
+            rc = bad_input("plot: %s", err);
+        else
+            printf("%s\n", out);
+    }
+    runset_free(&rs);
+    return rc;
+}
+
 static int cmd_plot(int argc, char **argv)
 {
     const char *in = NULL, *out = NULL, *trend = NULL;
@@ -1305,6 +1333,13 @@ static int cmd_plot(int argc, char **argv)
         return bad_input("%s", "plot: missing RESULTS.json (oomlab run writes one)");
     if (peaks && segments)
         return bad_input("%s", "plot: --peaks or --segments, one figure at a time");
+    DIR *dir = opendir(in);
+    if (dir) { /* a run folder, as compare and report read it: one figure beside each results file */
+        closedir(dir);
+        if (out)
+            return bad_input("%s", "plot: -o names one figure; a run folder gets one beside each results file");
+        return plot_folder(in, peaks, segments);
+    }
     if (!out) {
         size_t n = strlen(in);
         bool json = n > 5 && strcmp(in + n - 5, ".json") == 0;
