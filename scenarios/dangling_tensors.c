@@ -41,7 +41,8 @@
  *       still reserved (reserved stays 1 GiB after del); the 4 GiB request finds no cached block that fits and
  *       1 + 4 GiB exceeds the budget, so the allocator's OOM path releases its whole free segments and retries
  *       (num_alloc_retries counts it): the request succeeds. The seed's extra empty_cache() only does that
- *       release earlier.
+ *       release earlier. The first request's OOM, before del, is a step of the story: the fix's outcome is the
+ *       request after del, which fits (the myths below end on their second request's OOM).
  * The myths.
  *   myth-keep-loss    seed 000: tensors kept in Python scope leak. In a training loop, history.append(loss)
  *       after backward keeps the 0-dim loss, 512 bytes a step: backward already freed the saved tensors.
