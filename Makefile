@@ -21,7 +21,7 @@
 #   make deps            apt-get the packages that are missing
 #   make clean
 
-PACKAGES := libcjson-dev libcriterion-dev gnuplot-nox libxml2-utils
+PACKAGES := libcjson-dev libcriterion-dev gnuplot-nox libxml2-utils python3-venv
 
 CC      ?= cc
 NVCC    ?= $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
@@ -58,7 +58,7 @@ ifneq ($(NVCC),)
               -Xcompiler -Wall,-Wextra,-Werror
 endif
 
-.PHONY: all run test bench debug asan fuzz deps clean gpu-bundle report report-check baseline nightly FORCE
+.PHONY: all run test bench debug asan fuzz deps clean gpu-bundle report report-check baseline nightly mdlint FORCE
 
 all: $(BUILD)/oomlab
 
@@ -145,8 +145,21 @@ endif
 # and the oomlab it runs both validate the allocator after every call.
 test: deps
 	@bash scripts/check_layers.sh
+	$(MAKE) --no-print-directory mdlint
 	$(MAKE) --no-print-directory BUILD=$(CHECKED) DEBUG=2 $(CHECKED)/oomlab $(CHECKED)/oomlab_tests
 	OOMLAB_TEST_BACKEND=$(BACKEND) OOMLAB_BIN=$(CHECKED)/oomlab $(CHECKED)/oomlab_tests --color=never $(TEST_JOBS) $(TESTFLAGS)
+
+# The Markdown a reader sees, linted: PyMarkdown (PyPI's pymarkdownlnt, pinned) in a venv of its own under build/,
+# installed on first use (python3-venv is in PACKAGES), with .pymarkdown.json (long lines are the house style) and
+# the closed-fences rule of scripts/mdlint. make test runs it.
+MD_FILES := README.md CONTRIBUTING.md BENCHMARKS.md docs/parity.md tests/fuzz/README.md
+MDLINT_VENV := build/mdlint
+MDLINT_VERSION := 0.9.41
+$(MDLINT_VENV)/bin/pymarkdown:
+	python3 -m venv $(MDLINT_VENV)
+	$(MDLINT_VENV)/bin/pip install --quiet --disable-pip-version-check pymarkdownlnt==$(MDLINT_VERSION)
+mdlint: deps $(MDLINT_VENV)/bin/pymarkdown
+	@PYMARKDOWN=$(MDLINT_VENV)/bin/pymarkdown bash scripts/mdlint/check.sh $(MD_FILES)
 
 bench:
 	$(MAKE) --no-print-directory BUILD=build/bench DEBUG=0 OPT="-O3 -march=x86-64-v3" build/bench/oomlab

@@ -41,7 +41,8 @@
  *       still reserved (reserved stays 1 GiB after del); the 4 GiB request finds no cached block that fits and
  *       1 + 4 GiB exceeds the budget, so the allocator's OOM path releases its whole free segments and retries
  *       (num_alloc_retries counts it): the request succeeds. The seed's extra empty_cache() only does that
- *       release earlier.
+ *       release earlier. The first request's OOM, before del, is a step of the story: the fix's outcome is the
+ *       request after del, which fits (the myths below end on their second request's OOM).
  * The myths.
  *   myth-keep-loss    seed 000: tensors kept in Python scope leak. In a training loop, history.append(loss)
  *       after backward keeps the 0-dim loss, 512 bytes a step: backward already freed the saved tensors.
@@ -386,7 +387,8 @@ static oom_status held_reference(scn *s, const scenario_variant *v)
     tensor_release(req); /* del req */
     scn_step(s, "%lld MiB request %s", (long long)request_mib, first_ok ? "served, then freed" : "failed");
 
-    /* the variant's remedy, then the request again (only after a failure, as the seed does) */
+    /* the variant's remedy, then the request again (only after a failure, as the seed does): the first request's OOM
+     * is a step of the story (scn_remedy), the outcome is the request again's */
     bool retried = !first_ok && !is(v, "bug-held-reference"), retry_ok = false;
     int64_t alloc0 = allocated(s), reserved0 = scn_stat(s, "reserved_bytes.all.current");
     int64_t alloc1 = alloc0, reserved1 = reserved0, retries1 = 0, frees1 = 0;
@@ -394,14 +396,14 @@ static oom_status held_reference(scn *s, const scenario_variant *v)
         if (is(v, "fix-del")) {
             tensor_release(big); /* del big */
             big = NULL;
-            scn_step(s, "del the %lld MiB tensor", (long long)held_mib);
+            scn_remedy(s, "del the %lld MiB tensor", (long long)held_mib);
         } else if (is(v, "myth-empty-cache")) {
             rt_empty_cache(r);
-            scn_step(s, "torch.cuda.empty_cache()");
+            scn_remedy(s, "torch.cuda.empty_cache()");
         } else {
             /* gc.collect(): the tensor is reachable, and nothing here is an unreachable cycle (references are
              * counted and freed at once, as CPython frees acyclic objects): there is nothing to collect */
-            scn_step(s, "gc.collect()");
+            scn_remedy(s, "gc.collect()");
         }
         alloc1 = allocated(s);
         reserved1 = scn_stat(s, "reserved_bytes.all.current");

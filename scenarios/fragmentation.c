@@ -114,9 +114,18 @@ static oom_status run(scn *s, const scenario_variant *v)
     int64_t released_by_empty_cache = reserved_before - scn_stat(s, "reserved_bytes.all.current");
 
     bool request_ok = false;
+    /* how the request was served, from the counters around it: segments released on the allocator's OOM path
+     * (its retry), a new segment, or a cached block */
+    int64_t retries0 = scn_stat(s, "num_alloc_retries"), frees0 = scn_stat(s, "num_device_free");
+    int64_t freed0 = scn_stat(s, "reserved_bytes.all.freed"), got0 = scn_stat(s, "reserved_bytes.all.allocated");
+    int64_t retries = 0, frees = 0, freed = 0, got = 0;
     if (pairs_fit) {
         tensor *big = empty_mib(r, request_mib); /* big = torch.empty(...); del big */
         request_ok = !scn_caught(s, "the large request");
+        retries = scn_stat(s, "num_alloc_retries") - retries0;
+        frees = scn_stat(s, "num_device_free") - frees0;
+        freed = scn_stat(s, "reserved_bytes.all.freed") - freed0;
+        got = scn_stat(s, "reserved_bytes.all.allocated") - got0;
         if (request_ok)
             scn_step(s, "holding the %lld MiB tensor", (long long)request_mib);
         tensor_release(big);
@@ -177,8 +186,23 @@ static oom_status run(scn *s, const scenario_variant *v)
                        v->name, unalloc);
         }
     } else if (!oom) {
-        scn_not_reproduced(s, "the %s request fit: the budget had room for it beside the %s reserved", req,
-                           memstats_format_size((uint64_t)reserved_before, largest, sizeof largest));
+        char b1[32], b2[32], b3[32];
+        memstats_format_size((uint64_t)reserved_before, b1, sizeof b1);
+        memstats_format_size((uint64_t)freed, b2, sizeof b2);
+        memstats_format_size((uint64_t)got, b3, sizeof b3);
+        if (retries > 0)
+            scn_not_reproduced(s, "the %s request fit after the allocator's OOM path released %lld whole free "
+                                  "segment(s) (%s of the %s reserved) and retried: at these sizes not every segment "
+                                  "holds a live block",
+                               req, (long long)frees, b2, b1);
+        else if (got > 0)
+            scn_not_reproduced(s, "the %s request fit in a new %s segment: the budget had room for it beside the %s "
+                                  "reserved",
+                               req, b3, b1);
+        else
+            scn_not_reproduced(s, "the %s request was served from a cached free block: the holes are large enough "
+                                  "at these sizes",
+                               req);
     } else if (!fragmented) {
         scn_not_reproduced(s, "the %s request exceeds what the budget holds even without fragmentation", req);
     } else {

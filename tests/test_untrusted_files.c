@@ -17,7 +17,7 @@
 #include "run/scenario.h"
 #include "testutil.h"
 
-static char tmpdir[64];
+static char tmpdir[TEST_TMPDIR_MAX];
 
 static void setup(void) { test_tmpdir_make(tmpdir, "untrusted"); }
 

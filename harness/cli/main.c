@@ -12,6 +12,7 @@
  */
 #include <cJSON.h>
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -33,6 +34,7 @@
 #include "run/report_html.h"
 #include "run/runset.h"
 #include "run/runner.h"
+#include "run/runset.h"
 #include "run/scenario.h"
 #include "run/sweep.h"
 #include "core/echo.h"
@@ -83,17 +85,20 @@ static const cli_command commands[] = {
           "run only these variants (default: every variant; oomlab describe SCENARIO lists them)", true},
          OPT_BACKEND,
          {"--scale", "ci|full",
-          "full: the workload PyTorch's twin runs (the default on cuda and with --dry-run);\n"
+          "full: the workload PyTorch's twin runs (the default on cuda and with --dry-run; on sim it\n"
+          "computes every kernel on the CPU, minutes: --dry-run gives its counters in a second);\n"
           "ci: shrunk to run on sim's CPU references in seconds (the default on sim)",
           false},
          {"--budget", "SIZE",
           "the memory the run may use, like torch.cuda.set_per_process_memory_fraction; default: the\n"
           "scenario's own, so the OOM comes at the same step on every GPU;\n" BUDGET_HELP,
           false},
-         {"--set", "NAME=VALUE", "change a scenario parameter (oomlab describe SCENARIO lists them)", true},
+         {"--set", "NAME=VALUE",
+          "change a scenario parameter, each at most once (oomlab describe SCENARIO lists them)", true},
          {"--alloc-conf", "S",
           "allocator settings for every variant, in PYTORCH_CUDA_ALLOC_CONF syntax (a variant's\n"
-          "own keys win); default: $OOMLAB_ALLOC_CONF, else $PYTORCH_CUDA_ALLOC_CONF",
+          "own keys win); default: the first of $OOMLAB_ALLOC_CONF, $PYTORCH_CUDA_ALLOC_CONF,\n"
+          "$PYTORCH_HIP_ALLOC_CONF, $PYTORCH_ALLOC_CONF that is set",
           false},
          {"--dry-run", NULL, "the same accounting at full scale on sim, with no memory behind it and no compute",
           false},
@@ -144,9 +149,10 @@ static const cli_command commands[] = {
           false},
      }},
     {"plot",
-     "RESULTS.json | --trend HISTORY.csv",
+     "RESULTS.json|RUNDIR | --trend HISTORY.csv",
      "draw a results file (gnuplot): a run's allocated and reserved memory at each sample, per variant, or\n"
-     "a sweep's peaks against the swept parameter; --peaks, --segments: the run's other figures;\n"
+     "a sweep's peaks against the swept parameter (RUNDIR: each results file of a run folder, beside it);\n"
+     "--peaks, --segments: the run's other figures;\n"
      "--trend: the nightly history, one figure per scenario, backend and scale",
      {
          {"-o", "OUT.png|OUT.svg|DIR",
@@ -481,6 +487,16 @@ static int take_max_input(const cli_command *c, char **args, int *n)
     *n = w;
     args[w] = NULL;
     return 0;
+}
+
+/* A command that does not exist: one line, and where the word is a scenario's name, the command that runs it. */
+static int unknown_command(const char *cmd)
+{
+    if (!scenario_find(cmd))
+        return bad_input("unknown command '%s' (oomlab help lists them)", cmd);
+    /* a catalog name: short and ours, echoed whole */
+    fprintf(stderr, "oomlab: unknown command '%s': it is a scenario; run it with oomlab run %s\n", cmd, cmd);
+    return EXIT_BAD_INPUT;
 }
 
 /* The value of --backend at argv[*i] (advancing *i): 0, or the exit status of a bad one (its line printed). */
@@ -1027,6 +1043,17 @@ static int run_sweep(const scenario *sc, const run_options *o, const char *arg, 
     return rc;
 }
 
+/* --scale full on sim computes every kernel on CPU references: minutes for the catalog. Said before it starts,
+ * with the way to the same counters in a second. */
+static void full_scale_hint(const run_options *o)
+{
+    if (o->scale != SCALE_FULL || o->dry_run)
+        return;
+    if (o->backend == DEVICE_SIM || (o->backend == DEVICE_AUTO && !device_cuda_probe()->visible))
+        fprintf(stderr, "oomlab: note: --scale full on sim computes every kernel on the CPU, which takes minutes; "
+                        "--dry-run gives the same allocator counters in a second\n");
+}
+
 static int cmd_run(int argc, char **argv)
 {
     run_options o = {.backend = DEVICE_AUTO, .seed = 0};
@@ -1123,13 +1150,16 @@ static int cmd_run(int argc, char **argv)
     }
     if (alloc_no_caching_pick(&o.uncached, &o.uncached_source, err, sizeof err) != OOM_OK)
         return bad_input("%s", err);
-    if (sweep)
+    if (sweep) {
+        full_scale_hint(&o);
         return run_sweep(one, &o, sweep, out_dir, write, json, plot);
+    }
     const scenario *const *list = one ? &one : scenario_catalog;
     size_t n = one ? 1 : scenario_catalog_size;
     for (size_t k = 0; k < n; k++) /* every scenario's options are checked before anything runs or is written */
         if (runner_validate(list[k], &o, err, sizeof err) != OOM_OK) /* a settings error names its key and range */
             return bad_input("%s", err);
+    full_scale_hint(&o);
     run_result *res = calloc(n, sizeof *res);
     char (*paths)[1024] = calloc(n, sizeof *paths);
     if (!res || !paths) {
@@ -1270,6 +1300,31 @@ static int cmd_faultsweep(int argc, char **argv)
     return rc;
 }
 
+/* plot RUNDIR: the figure of each results file of the folder (runset's reading: NAME.json, in name order, sweeps
+ * skipped), beside it as NAME.png (NAME-peaks.png, NAME-segments.png). */
+static int plot_folder(const char *in, bool peaks, bool segments)
+{
+    runset rs;
+    char err[512], out[RUNSET_PATH_MAX + 16];
+    if (runset_load(in, &rs, err, sizeof err) != OOM_OK)
+        return bad_input("plot: %s", err);
+    int rc = 0;
+    for (size_t i = 0; i < rs.n && rc == 0; i++) {
+        const char *path = rs.docs[i].path;
+        snprintf(out, sizeof out, "%.*s%s.png", (int)(strlen(path) - 5), path,
+                 peaks ? "-peaks" : segments ? "-segments" : "");
+        oom_status st = peaks      ? plot_peaks(path, out, err, sizeof err)
+                        : segments ? plot_segments(path, out, err, sizeof err)
+                                   : plot_run(path, out, err, sizeof err);
+        if (st != OOM_OK)
+            rc = bad_input("plot: %s", err);
+        else
+            printf("%s\n", out);
+    }
+    runset_free(&rs);
+    return rc;
+}
+
 static int cmd_plot(int argc, char **argv)
 {
     const char *in = NULL, *out = NULL, *trend = NULL;
@@ -1314,6 +1369,13 @@ static int cmd_plot(int argc, char **argv)
         return bad_input("%s", "plot: missing RESULTS.json (oomlab run writes one)");
     if (peaks && segments)
         return bad_input("%s", "plot: --peaks or --segments, one figure at a time");
+    DIR *dir = opendir(in);
+    if (dir) { /* a run folder, as compare and report read it: one figure beside each results file */
+        closedir(dir);
+        if (out)
+            return bad_input("%s", "plot: -o names one figure; a run folder gets one beside each results file");
+        return plot_folder(in, peaks, segments);
+    }
     if (!out) {
         size_t n = strlen(in);
         bool json = n > 5 && strcmp(in + n - 5, ".json") == 0;
@@ -1503,7 +1565,7 @@ static int run_command(const char *cmd, int argc, char **argv)
     }
     if (strcmp(cmd, "help") == 0)
         return cmd_help(argc, argv);
-    return bad_input("unknown command '%s' (oomlab help lists them)", cmd);
+    return unknown_command(cmd);
 }
 
 int main(int argc, char **argv)
@@ -1518,7 +1580,7 @@ int main(int argc, char **argv)
     /* the command's entry: bench's is its subcommand's ("bench alloc"), when one is named */
     const cli_command *c = command_find(cmd, argc > 2 ? argv[2] : NULL);
     if (!c && !command_is_group(cmd))
-        return bad_input("unknown command '%s' (oomlab help lists them)", cmd);
+        return unknown_command(cmd);
     bool help = false;
     int rc = 0, n = 0;
     char **args = NULL;

@@ -79,19 +79,30 @@ static const char *outcome_cell(const variant_result *v)
     return variant_outcome_str(v->outcome);
 }
 
-static const char *mark(const variant_result *v)
+/* ✓ it shows what it must; ◐ a partial fix that shows it (lowers memory, still runs out); ✗ it does not. */
+static const char *mark(const variant_result *v, char *buf, size_t cap)
 {
-    return !v->passed ? "✗" : v->reproduced ? "✓" : "✓ (not reproduced at these parameters)";
+    if (!v->passed)
+        return "✗";
+    if (v->v->kind == VARIANT_PARTIAL && v->outcome == OUTCOME_OOM && v->saved_set) {
+        char b[32];
+        snprintf(buf, cap, "◐ partial: saves %s, still OOM", size_str(v->saved, b, sizeof b));
+        return buf;
+    }
+    return v->reproduced ? "✓" : "✓ (not reproduced at these parameters)";
 }
 
-void report_header(const run_result *r, FILE *out)
+/* The header; per_scenario: the runs of a catalog have budgets of their own, shown in its table's budget column. */
+static void header(const run_result *r, bool per_scenario, FILE *out)
 {
     char b1[32];
     fprintf(out, "backend %s (%s)%s, scale %s%s, budget %s\n", r->backend, r->device, r->dry_run ? ", dry run" : "",
             run_scale_str(r->scale),
             r->scale == SCALE_CI ? " (the default on sim: --scale full runs the workload PyTorch's twin runs)" : "",
-            size_str((int64_t)r->budget, b1, sizeof b1));
-    if (r->cap)
+            per_scenario ? "each scenario's own (its column below)" : size_str((int64_t)r->budget, b1, sizeof b1));
+    if (per_scenario)
+        fprintf(out, "cap: set_per_process_memory_fraction(budget / %zu), each scenario's budget\n", r->device_total);
+    else if (r->cap)
         fprintf(out, "cap %zu bytes: set_per_process_memory_fraction(%zu / %zu)\n", r->cap, r->budget,
                 r->device_total);
     else
@@ -112,6 +123,19 @@ void report_header(const run_result *r, FILE *out)
                 r->uncached_source);
     else if (r->uncached_source[0])
         fprintf(out, "caching: on (%s=0)\n", r->uncached_source);
+}
+
+void report_header(const run_result *r, FILE *out) { header(r, false, out); }
+
+/* What the variant's kind promises (a fix fits; a partial fix saves bytes, not enough), with the outcome. */
+static void kind_line(const variant_result *v, FILE *out)
+{
+    if (v->kind_text[0])
+        fprintf(out, "  %s %s\n",
+                !v->kind_holds                                                          ? "✗"
+                : v->v->kind == VARIANT_PARTIAL && v->outcome == OUTCOME_OOM && v->saved_set ? "◐"
+                                                                                          : "✓",
+                v->kind_text);
 }
 
 /* An error, a crash or a timeout: its line under the variant. */
@@ -149,7 +173,7 @@ static void device_rows(const variant_result *v, FILE *out)
 
 void report_table(const run_result *r, FILE *out)
 {
-    char b1[32], b2[32], b3[32], b4[32];
+    char b1[32], b2[32], b3[32], b4[32], mk[64];
     fprintf(out, "%s: %s\n", r->sc->name, r->sc->title);
     report_header(r, out);
     fputc('\n', out);
@@ -162,7 +186,7 @@ void report_table(const run_result *r, FILE *out)
                 size_str(stat_of(&v->stats, "allocated_bytes.all.peak"), b1, sizeof b1),
                 size_str(stat_of(&v->stats, "reserved_bytes.all.peak"), b2, sizeof b2),
                 oom ? size_str((int64_t)v->oom.reserved_unallocated, b3, sizeof b3) : "-",
-                oom ? size_str((int64_t)v->oom.largest_free_block, b4, sizeof b4) : "-", mark(v));
+                oom ? size_str((int64_t)v->oom.largest_free_block, b4, sizeof b4) : "-", mark(v, mk, sizeof mk));
         device_rows(v, out);
     }
     for (size_t i = 0; i < r->nvariants; i++) {
@@ -181,14 +205,17 @@ void report_table(const run_result *r, FILE *out)
                     v->notes[j]);
         for (size_t j = 0; j < v->nexpect; j++)
             fprintf(out, "  %s %s\n", v->expect[j].holds ? "✓" : "✗", v->expect[j].text);
+        kind_line(v, out);
         metrics_table(v, out);
         error_line(v, out);
         if (v->ooms && v->oom.pinned)
             fprintf(out, "  OOM of pinned host memory at %s: %s\n", v->oom.what, v->oom.message);
         else if (v->ooms && v->oom.device)
-            fprintf(out, "  OOM on device %d at %s: %s\n", v->oom.device, v->oom.what, v->oom.message);
+            fprintf(out, "  OOM on device %d at %s%s: %s\n", v->oom.device, v->oom.what,
+                    v->story_ooms ? " (a step of the story, before the remedy)" : "", v->oom.message);
         else if (v->ooms)
-            fprintf(out, "  OOM at %s: %s\n", v->oom.what, v->oom.message);
+            fprintf(out, "  OOM at %s%s: %s\n", v->oom.what,
+                    v->story_ooms ? " (a step of the story, before the remedy)" : "", v->oom.message);
     }
     size_t passed = 0;
     for (size_t i = 0; i < r->nvariants; i++)
@@ -200,19 +227,24 @@ void report_table(const run_result *r, FILE *out)
 
 void report_catalog_table(const run_result *runs, size_t n, FILE *out)
 {
-    char b1[32], b2[32];
+    char b1[32], b2[32], b3[32], mk[64];
     if (n == 0)
         return;
     fprintf(out, "the catalog: %zu scenarios\n", n);
-    report_header(&runs[0], out);
-    fprintf(out, "\n%-18s %-26s %-7s %14s %14s  %s\n", "scenario", "variant", "outcome", "peak alloc", "peak reserved", "");
+    bool same = true; /* one budget for all (--budget, or scenarios that share one), said once */
+    for (size_t k = 1; k < n; k++)
+        same = same && runs[k].budget == runs[0].budget;
+    header(&runs[0], !same, out);
+    fprintf(out, "\n%-18s %-26s %-7s %14s %14s %11s  %s\n", "scenario", "variant", "outcome", "peak alloc",
+            "peak reserved", "budget", "");
     size_t passed = 0, total = 0;
     for (size_t k = 0; k < n; k++) {
         for (size_t i = 0; i < runs[k].nvariants; i++) {
             const variant_result *v = &runs[k].variants[i];
-            fprintf(out, "%-18s %-26s %-7s %14s %14s  %s\n", i == 0 ? runs[k].sc->name : "", v->v->name,
+            fprintf(out, "%-18s %-26s %-7s %14s %14s %11s  %s\n", i == 0 ? runs[k].sc->name : "", v->v->name,
                     outcome_cell(v), size_str(stat_of(&v->stats, "allocated_bytes.all.peak"), b1, sizeof b1),
-                    size_str(stat_of(&v->stats, "reserved_bytes.all.peak"), b2, sizeof b2), mark(v));
+                    size_str(stat_of(&v->stats, "reserved_bytes.all.peak"), b2, sizeof b2),
+                    i == 0 ? size_str((int64_t)runs[k].budget, b3, sizeof b3) : "", mark(v, mk, sizeof mk));
             for (size_t d = 0; d < v->ndevices; d++) /* one row per device of the variant */
                 fprintf(out, "%-18s   device %-17d %-7s %14s %14s\n", "", v->devices[d].index, "",
                         size_str(stat_of(&v->devices[d].stats, "allocated_bytes.all.peak"), b1, sizeof b1),
@@ -230,6 +262,8 @@ void report_catalog_table(const run_result *runs, size_t n, FILE *out)
             for (size_t j = 0; j < v->nexpect; j++)
                 if (!v->expect[j].holds)
                     fprintf(out, "  ✗ %s\n", v->expect[j].text);
+            if (!v->kind_holds)
+                kind_line(v, out);
             error_line(v, out);
         }
     }
@@ -314,6 +348,17 @@ static cJSON *variant_json(const variant_result *v, bool *ok)
     add(o, "seconds", cJSON_CreateNumber(v->seconds), ok);
     add(o, "cpu_seconds", cJSON_CreateNumber(v->cpu_seconds), ok);
     add_bool(o, "reproduced", v->reproduced, ok);
+    add_int(o, "story_ooms", v->story_ooms, ok);
+    cJSON *kc = add(o, "kind_check", v->kind_text[0] ? cJSON_CreateObject() : cJSON_CreateNull(), ok);
+    if (kc && v->kind_text[0]) {
+        add_bool(kc, "holds", v->kind_holds, ok);
+        add_str(kc, "text", v->kind_text, ok);
+    }
+    cJSON *saved = add(o, "saved", v->saved_set ? cJSON_CreateObject() : cJSON_CreateNull(), ok);
+    if (saved && v->saved_set) {
+        add_int(saved, "bytes", v->saved, ok);
+        add_str(saved, "what", v->saved_what, ok);
+    }
     cJSON *notes = add(o, "notes", cJSON_CreateArray(), ok);
     for (size_t i = 0; i < v->nnotes; i++)
         push(notes, cJSON_CreateString(v->notes[i]), ok);

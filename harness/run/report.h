@@ -3,7 +3,8 @@
  * The table: a header (backend, budget, the cap in force, where the user's allocator settings came from, and
  * whether caching is off and what turned it off),
  * one row per variant (variant, outcome, peak allocated, peak reserved, reserved but unallocated at the OOM, the
- * largest free block at the OOM, and ✓ when every expectation holds), then each variant's expectations, ✓ or ✗,
+ * largest free block at the OOM, and ✓ when every expectation holds, ◐ for a partial fix that shows what it must,
+ * with the bytes it saves), then each variant's expectations, ✓ or ✗,
  * and its OOM message.
  *
  * The results JSON, schema "oomlab.run/1":
@@ -14,9 +15,15 @@
  *    PYTORCH_NO_CUDA_MEMORY_CACHING=1 sets it; memory_stats then stay 0), "memory_caching_source" (the variable of
  *    ALLOC_NO_CACHING_ENV_VARS that decided it, or null), "started", "passed",
  *    "params": {name: value},
- *    "variants": [{"name", "kind", "summary", "alloc_conf", "outcome": "ok"|"oom"|"error", "passed", "error",
+ *    "variants": [{"name", "kind": "bug"|"fix"|"partial"|"myth", "summary", "alloc_conf", "outcome": "ok"|"oom"|"error", "passed", "error",
  *                  "peak_allocated", "peak_reserved", "seconds", "cpu_seconds" (the process's CPU time),
  *                  "reproduced": false when the failure does not happen at these parameters, "notes": [text],
+ *                  "story_ooms": OOMs caught before the variant's remedy (scn_remedy): steps of its story, not its
+ *                                outcome ("oom" is still the first OOM caught),
+ *                  "saved": null | {"bytes", "what"}: a partial fix's saving against the bug (scn_saved),
+ *                  "kind_check": null (a bug, a myth) | {"holds", "text"}: what the variant's kind promises, on its
+ *                                outcome (a fix fits; a partial fix saves bytes but still runs out); "passed" is
+ *                                false when it does not hold,
  *                  "metrics": [{"name", "unit", "value", "sample": index into samples or -1}],
  *                  "oom": null | {"step", "what", "requested", "alloc_size", "allocated", "reserved",
  *                                 "reserved_unallocated", "largest_free_block", "ooms" (caught), "device",

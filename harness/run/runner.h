@@ -131,6 +131,10 @@ typedef struct variant_result {
     run_fault_findings fault;   /* under run_options.fault */
     scn_oom oom;                /* OUTCOME_OOM: the first OOM */
     int ooms;                   /* OOMs caught */
+    int story_ooms;             /* of them, caught before scn_remedy: steps of the story, not the outcome */
+    bool saved_set;             /* scn_saved was called (a partial variant) */
+    int64_t saved;              /* scn_saved: bytes needed less than the bug */
+    char saved_what[200];       /* scn_saved: what they are */
     scn_oom_mark *oom_marks;    /* each OOM caught, in order (noom_marks == ooms; the first is also `oom`) */
     size_t noom_marks;
     /* the allocator's layout at the first OOM, on the device it happened on (cachealloc_oom_layout); NULL with
@@ -147,7 +151,10 @@ typedef struct variant_result {
     char (*notes)[RT_MESSAGE_MAX]; /* long enough for an error text a variant demonstrates */
     size_t nnotes;
     bool reproduced; /* false: scn_not_reproduced said why the failure does not happen at these parameters */
-    bool passed;     /* no error and every expectation holds */
+    bool expected;   /* no error and every expectation of the scenario's holds */
+    bool kind_holds; /* the outcome is what the kind promises: a fix fits, a partial saves bytes (scn_saved) */
+    char kind_text[640]; /* what the kind promises, said with the measured outcome ("" for a bug or a myth) */
+    bool passed;     /* expected and kind_holds */
     double seconds;     /* wall time of the variant's run */
     double cpu_seconds; /* the process's CPU time meanwhile (all its threads: a DataLoader's workers too) */
     struct scn_device_result *devices; /* the variant's devices 1.. (scn_rt_device); device 0 is the above */

@@ -3,8 +3,13 @@
  * A scenario (scenarios/NAME.c) reproduces one PyTorch OOM failure mode with the runtime (tensor.h, ops.h,
  * nn.h, optim.h) and lists its variants:
  *   bug     the failure as users meet it;
- *   fix-*   a fix that works, and says why;
+ *   fix-*   a fix that works, and says why: at the scenario's budget it fits (the runner checks it: a fix that
+ *           runs out of memory is ✗ at any parameters, never "not reproduced");
+ *   partial advice that lowers memory, but not enough: at the scenario's budget it still runs out; it reports
+ *           the bytes it saved against the bug (scn_saved), shown with its own mark (◐), not ✓;
  *   myth-*  popular advice that does not help, shown failing (or a seed article's false claim, shown false).
+ * A variant's outcome is its end result: an OOM a variant provokes on purpose before its remedy (the seed's failing
+ * request before `del`) is a step of its story, caught before scn_remedy, not its outcome.
  * The runner (runner.h) gives each variant a fresh runtime under the scenario's budget and the variant's
  * allocator settings, and calls the scenario's run function, which:
  *   - does what the PyTorch code does, marking steps with scn_step (a sample of the allocator's counters);
@@ -28,9 +33,9 @@
 
 OOM_BEGIN_DECLS
 
-typedef enum variant_kind { VARIANT_BUG, VARIANT_FIX, VARIANT_MYTH } variant_kind;
+typedef enum variant_kind { VARIANT_BUG, VARIANT_FIX, VARIANT_MYTH, VARIANT_PARTIAL } variant_kind;
 
-const char *variant_kind_str(variant_kind k); /* "bug", "fix", "myth" */
+const char *variant_kind_str(variant_kind k); /* "bug", "fix", "myth", "partial" */
 
 /* A knob of the scenario, set with --set name=value. Values are integers in [min, max]. def is the value at
  * full scale (PyTorch's twin runs it), ci the value at CI scale (0: the same as def): ci shrinks a workload so the
@@ -106,6 +111,22 @@ void scn_note(scn *s, const char *fmt, ...)
 void scn_not_reproduced(scn *s, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+/* The remedy begins: take a sample under the label (as scn_step) and make every OOM caught so far a step of the
+ * variant's story (the failure it shows before applying its remedy), not its outcome: the outcome is OOM only if
+ * an OOM is caught after this call. The first OOM stays scn_first_oom (the story's, then). */
+void scn_remedy(scn *s, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+/* A partial variant's saving: the bytes it needs less than the bug at the same point, measured from the allocator's
+ * counters, and what they are ("the forward keeps 384 MiB, the bug's 512 MiB"). A partial variant that does not
+ * call it, or saves nothing, fails its kind's check. */
+void scn_saved(scn *s, int64_t bytes, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
 #endif
     ;
 /* Sample the allocator's counters under a label ("step 3", "freed the short-lived tensors"). */

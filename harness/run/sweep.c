@@ -116,6 +116,27 @@ oom_status sweep_validate(const scenario *sc, const run_options *o, const char *
 
 static bool fits(const sweep_point *p) { return p->outcome == OUTCOME_OK; }
 
+/* Every run made (the series and both searches): the smallest value that fits above one that does not, and the
+ * largest value below it that does not. accelerate's search can land above the bisection's answer this way (the
+ * bisection assumes that what fits at a value fits below it). */
+static void non_monotonic_window(sweep_variant *sv)
+{
+    for (size_t i = 0; i < sv->nknown; i++) {
+        const sweep_point *b = &sv->known[i];
+        if (!fits(b) || (!sv->monotonic && sv->window_fits && b->value >= sv->window_fits))
+            continue;
+        int64_t below = 0; /* the largest value under b that does not fit */
+        for (size_t j = 0; j < sv->nknown; j++)
+            if (!fits(&sv->known[j]) && sv->known[j].value < b->value && sv->known[j].value > below)
+                below = sv->known[j].value;
+        if (below) {
+            sv->monotonic = false;
+            sv->window_fits = b->value;
+            sv->window_fails = below;
+        }
+    }
+}
+
 /* The run of sv's variant at value: made now in a fresh runtime, or the one made before. NULL on a failure that
  * is not a measured result (err says why). */
 static const sweep_point *probe(sweep_result *res, sweep_variant *sv, const run_options *o, int64_t value, char *err,
@@ -157,12 +178,13 @@ static const sweep_point *probe(sweep_result *res, sweep_variant *sv, const run_
     memstats_get(&vr->stats, "allocated_bytes.all.peak", &p->peak_allocated);
     memstats_get(&vr->stats, "reserved_bytes.all.peak", &p->peak_reserved);
     p->reproduced = vr->reproduced;
-    p->passed = vr->passed;
+    /* the scenario's own expectations: a fix that runs out at a value is what a sweep explores, not a failure */
+    p->passed = vr->expected;
     if (vr->ooms)
         snprintf(p->oom_what, sizeof p->oom_what, "%s", vr->oom.what);
     if (vr->outcome == OUTCOME_ERROR)
         snprintf(p->error, sizeof p->error, "%.150s", vr->error);
-    res->passed = res->passed && vr->passed;
+    res->passed = res->passed && vr->expected;
     run_result_free(&rr);
     return p;
 }
@@ -326,6 +348,7 @@ oom_status runner_sweep(const scenario *sc, const run_options *o, const char *pa
             sweep_result_free(out);
             return OOM_EINVAL;
         }
+        non_monotonic_window(sv);
     }
     return OOM_OK;
 }
@@ -383,9 +406,10 @@ void sweep_table(const sweep_result *r, FILE *out)
                     p->oom_what[0] ? "  at " : "", p->oom_what, p->error[0] ? "  " : "", p->error);
         }
         const sweep_search *bs = &sv->bisection, *as = &sv->accelerate;
-        if (bs->found)
-            fprintf(out, "  largest %s that fits: %lld (bisection, %d more run%s", name, (long long)bs->found,
-                    bs->nruns, bs->nruns == 1 ? "" : "s");
+        if (bs->found) /* not monotonic: a value above it may fit too (the note below) */
+            fprintf(out, "  largest %s that fits%s: %lld (bisection, %d more run%s", name,
+                    sv->monotonic ? "" : " below the first that does not", (long long)bs->found, bs->nruns,
+                    bs->nruns == 1 ? "" : "s");
         else
             fprintf(out, "  no %s in %lld..%lld fits (%d more run%s", name, (long long)r->lo, (long long)r->hi,
                     bs->nruns, bs->nruns == 1 ? "" : "s");
@@ -407,9 +431,11 @@ void sweep_table(const sweep_result *r, FILE *out)
             fprintf(out, ", %lld below the largest", (long long)(bs->found - as->found));
         fputc('\n', out);
         if (!sv->monotonic)
-            fprintf(out, "  note: not monotonic: a larger %s fits where a smaller one does not; the bisection "
-                         "searched below the first that does not\n",
-                    name);
+            fprintf(out, "  note: not monotonic: %s=%lld fits while %s=%lld does not, so the largest %s that fits is "
+                         "at least %lld; the bisection assumes that what fits at a value fits below it, and searched "
+                         "below the first value that does not\n",
+                    name, (long long)sv->window_fits, name, (long long)sv->window_fails, name,
+                    (long long)(as->found > sv->window_fits ? as->found : sv->window_fits));
         for (size_t i = 0; i < sv->nknown; i++)
             if (!sv->known[i].passed)
                 fprintf(out, "  ✗ at %s=%lld the variant does not show what it must (oomlab run %s --variant %s --set "
@@ -500,6 +526,12 @@ cJSON *sweep_json(const sweep_result *r)
         put(v, "name", cJSON_CreateString(sv->v->name), &ok);
         put(v, "kind", cJSON_CreateString(variant_kind_str(sv->v->kind)), &ok);
         put(v, "monotonic", cJSON_CreateBool(sv->monotonic), &ok);
+        cJSON *w = sv->monotonic ? cJSON_CreateNull() : cJSON_CreateObject();
+        if (w && !sv->monotonic) {
+            put(w, "fails", num(sv->window_fails), &ok);
+            put(w, "fits", num(sv->window_fits), &ok);
+        }
+        put(v, "window", w, &ok);
         for (size_t i = 0; i < sv->nseries; i++) {
             const sweep_point *p = &sv->series[i];
             cJSON *e = cJSON_CreateObject();

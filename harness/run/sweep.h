@@ -18,7 +18,9 @@
  *   {"schema", "scenario", "title", "backend", "device", "dry_run", "memory_caching" (false: caching off, as
  *    PYTORCH_NO_CUDA_MEMORY_CACHING=1 sets it), "scale", "budget", "started", "passed",
  *    "param", "lo", "hi", "params": {the other parameters},
- *    "variants": [{"name", "kind", "monotonic": false when a value fits above one that does not,
+ *    "variants": [{"name", "kind", "monotonic": false when a value fits above one that does not (in the series
+ *                  or in either search's runs), "window": null | {"fails", "fits"}: such a pair, the smallest value
+ *                  that fits above one that does not and the largest that does not below it,
  *                  "series": [{"value", "outcome": "ok"|"oom"|"error", "peak_allocated", "peak_reserved",
  *                              "reproduced", "passed", "oom_what": null|text}],
  *                  "largest_fit": {"value": null|N, "runs": [{"value", "fits"}]},
@@ -67,7 +69,9 @@ typedef struct sweep_variant {
     size_t nseries;
     sweep_point *known; /* every run made, for reuse */
     size_t nknown, capknown;
-    bool monotonic;
+    bool monotonic;     /* false: some run fits at a value above one that does not (any run: the series or a search) */
+    int64_t window_fails, window_fits; /* !monotonic: the smallest value that fits above one that does not, and the
+                                          largest value below it that does not */
     sweep_search accelerate, bisection;
 } sweep_variant;
 
