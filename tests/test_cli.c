@@ -1679,3 +1679,20 @@ Test(cli, plot_draws_each_file_of_a_run_folder)
     expect_bad_input(NULL, args, "plot: -o names one figure; a run folder gets one beside each results file");
     free(dir);
 }
+
+/* A kind is a promise at the scenario's own parameters and budget: under --budget a fix that runs out of memory is
+ * shown (✗ with its reason, and a line saying why the run still passes), and the exploration exits 0; at the
+ * scenario's own budget the same ✗ would fail the run (scenario::ci_scale_gives_every_variant_its_full_scale_outcome
+ * and the catalog tests hold every kind there). */
+Test(cli, a_fix_that_does_not_fit_under_an_explored_budget_is_shown_not_failed)
+{
+    char args[512];
+    snprintf(args, sizeof args, "run dangling_tensors --budget 12MiB --backend sim --out '%s'", tpath("runs"));
+    run_result r = run(NULL, args);
+    cr_assert_eq(r.rc, 0, "exit %d:\n%s%s", r.rc, r.out, r.err);
+    cr_assert_not_null(strstr(r.out, "✗ a fix fits, and this one runs out of memory in 12.00 MiB"), "%s", r.out);
+    cr_assert_not_null(strstr(r.out, "10 of 10 variants show what they must\n1 variant(s) do not do what their kind "
+                                     "promises at these parameters (✗ above)"),
+                       "%s", r.out);
+    run_free(&r);
+}

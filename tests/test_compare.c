@@ -564,15 +564,15 @@ Test(history, a_bad_run_appends_nothing)
     static const struct {
         const char *obj, *key, *literal, *says;
     } bad[] = {
-        {NULL, "peak_allocated", "1e999", "peak_allocated inf is not a finite number"},
-        {NULL, "peak_allocated", "-1e999", "peak_allocated -inf is not a finite number"},
+        {NULL, "peak_allocated", "1e999", "a number is not finite (it overflows a double)"}, /* refused by the reader */
+        {NULL, "peak_allocated", "-1e999", "a number is not finite (it overflows a double)"},
         {NULL, "peak_reserved", "-4096", "peak_reserved -4096 is negative"},
         {NULL, "peak_allocated", "1.5", "peak_allocated 1.5 is not a whole number"},
-        {NULL, "peak_allocated", "1e300", "is more than 2^53"},
-        {"oom", "step", "1e30", "oom_step 1e+30 is more than 2^31 - 1"},
+        {NULL, "peak_allocated", "1e300", "a number is above 2^53"},
+        {"oom", "step", "3e9", "is more than 2^31 - 1"},
         {"oom", "step", "-1", "oom_step -1 is negative"},
-        {"oom", "requested", "1e999", "oom_requested inf is not a finite number"},
-        {NULL, "seconds", "1e999", "seconds inf is not a finite number"},
+        {"oom", "requested", "1e999", "a number is not finite (it overflows a double)"},
+        {NULL, "seconds", "1e999", "a number is not finite (it overflows a double)"},
         {NULL, "seconds", "1e12", "seconds 1000000000000 is more than 1e9 seconds"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -589,7 +589,7 @@ Test(history, a_bad_run_appends_nothing)
     cJSON_SetValuestring(cJSON_GetObjectItem(variant_of(doc, "bug"), "name"), "bug\n2026,x");
     write_json(doc, tpath("bad.json"));
     expect_bad_input(run("history %s --append %s --commit c2", tpath("h.csv"), tpath("bad.json")),
-                     "variant 'bug 2026,x' is not a variant name");
+                     "\"name\" holds a control character"); /* the results reader refuses it first */
     char *after = fileio_read_all(tpath("h.csv"), NULL);
     cr_assert_str_eq(after, before);
     free(after);

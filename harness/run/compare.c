@@ -31,8 +31,8 @@ static const char *const known_top[] = {
     "passed", "params", "variants", "baseline", NULL};
 static const char *const known_variant[] = {
     "name", "kind", "summary", "alloc_conf", "outcome", "passed", "error", "peak_allocated", "peak_reserved",
-    "seconds", "cpu_seconds", "reproduced", "notes", "metrics", "oom", "ooms_caught", "expectations", "samples",
-    "memory_stats", "devices", NULL};
+    "seconds", "cpu_seconds", "reproduced", "story_ooms", "kind_check", "saved", "notes", "metrics", "oom",
+    "ooms_caught", "expectations", "samples", "memory_stats", "devices", NULL};
 static const char *const known_sample[] = {"label", "allocated", "reserved", "active", "inactive_split",
                                            "allocated_peak", "reserved_peak", "segments", "num_device_alloc",
                                            "num_device_free", "num_alloc_retries", "num_ooms", NULL};
@@ -364,6 +364,15 @@ static void cmp_variant(ctx *c, const cJSON *bv, const cJSON *cv)
         }
         cmp_count(c, "oom requested", num(boom, "requested"), num(coom, "requested"), NULL);
     }
+    cmp_count(c, "story_ooms", num(bv, "story_ooms"), num(cv, "story_ooms"), NULL);
+    /* what the kind promises (a fix fits, a partial saves): whether it holds is an outcome; the bytes a partial fix
+     * saves are a byte counter */
+    const cJSON *bk = runset_get(bv, "kind_check"), *ck = runset_get(cv, "kind_check");
+    bool bkh = !cJSON_IsObject(bk) || cJSON_IsTrue(runset_get(bk, "holds"));
+    bool ckh = !cJSON_IsObject(ck) || cJSON_IsTrue(runset_get(ck, "holds"));
+    if (bkh != ckh)
+        add_text_row(c, "kind check", bool_word(bkh, "holds", "fails"), bool_word(ckh, "holds", "fails"), true, NULL);
+    cmp_count(c, "saved", num(runset_get(bv, "saved"), "bytes"), num(runset_get(cv, "saved"), "bytes"), NULL);
     const cJSON *be = runset_get(bv, "expectations"), *ce = runset_get(cv, "expectations");
     int nbe = cJSON_GetArraySize(be), nce = cJSON_GetArraySize(ce);
     if (nbe != nce) {
