@@ -630,6 +630,10 @@ static scan_rc scan_top(scanner *s, trace_file *t, const char *path, char *err, 
                     if (conf_from_settings(v, &t->recorded, t->recorded_error, sizeof t->recorded_error) != OOM_OK)
                         alloc_conf_default(&t->recorded);
                     cJSON_Delete(v);
+                } else if (key_is(ka, kb, "oomlab_capture") && !t->capture) {
+                    /* what oomlab predict's capture says about its trace (run/predict.h reads it) */
+                    if (!(t->capture = parse_small(va, s->p)))
+                        return SCAN_NOMEM;
                 } else if (key_is(ka, kb, "budget")) {
                     bool ok = false;
                     scanner sub = {.p = va, .end = s->p};
@@ -734,6 +738,7 @@ void trace_free(trace_file *t)
     }
     free(t->dev);
     free(t->strpool);
+    cJSON_Delete(t->capture);
     memset(t, 0, sizeof *t);
 }
 
@@ -758,4 +763,16 @@ const char *trace_metadata_at(const trace_file *t, size_t d, size_t i)
             hi = mid;
     }
     return lo ? t->strpool + dv->marks[lo - 1].text : "";
+}
+
+bool trace_has_segment_events(const trace_file *t, size_t d)
+{
+    if (d >= t->ndevices)
+        return false;
+    for (size_t i = 0; i < t->dev[d].n; i++) {
+        ca_action a = t->dev[d].ev[i].action;
+        if (a == CA_SEGMENT_ALLOC || a == CA_SEGMENT_FREE || a == CA_SEGMENT_MAP || a == CA_SEGMENT_UNMAP)
+            return true;
+    }
+    return false;
 }
