@@ -4,7 +4,6 @@
 #include <cJSON.h>
 #include <ctype.h>
 #include <errno.h>
-#include <libgen.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -14,6 +13,7 @@
 #include <unistd.h>
 
 #include "alloc/trace.h"
+#include "core/selfpath.h"
 #include "core/units.h"
 #include "run/advise.h"
 
@@ -42,19 +42,11 @@ static bool is_pickle(const char *path)
 /* scripts/snapshot2json.py beside this binary's checkout (build/oomlab or build/bench/oomlab), into buf. */
 static bool find_converter(char *buf, size_t cap)
 {
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0)
+    char root[PATH_MAX];
+    if (!selfpath_find_up("scripts/snapshot2json.py", root, sizeof root))
         return false;
-    exe[n] = '\0';
-    char *dir = dirname(exe);
-    for (int up = 0; up < 4; up++) {
-        snprintf(buf, cap, "%s/scripts/snapshot2json.py", dir);
-        if (access(buf, R_OK) == 0)
-            return true;
-        dir = dirname(dir);
-    }
-    return false;
+    int n = snprintf(buf, cap, "%s/scripts/snapshot2json.py", root);
+    return n > 0 && (size_t)n < cap;
 }
 
 /* Convert a pickle with scripts/snapshot2json.py --strip-frames into tmp (a mkstemp name). 0, or the exit
