@@ -619,8 +619,14 @@ void advise_print(const advise_result *res, FILE *out)
     fprintf(out, "advise: %s (cuda:%d, %zu events)\n", res->path, res->device, res->events);
     if (res->prediction)
         fprintf(out, "mode: prediction (the trace has no segment events: the model places every segment)\n");
-    fprintf(out, "recorded settings: %s\n", res->recorded_default ? "PyTorch's defaults" : res->recorded.text);
-    if (res->recorded_budget)
+    fprintf(out, "%s settings: %s\n", res->prediction ? "the trace's" : "recorded",
+            res->recorded_default ? "PyTorch's defaults" : res->recorded.text);
+    if (res->prediction && res->recorded_budget)
+        fprintf(out, "budget: %zu bytes (%s): the 'at recorded budget' column says whether each setting fits under it\n",
+                res->recorded_budget, strcmp(res->budget_source, "file") == 0 ? "the file's \"budget\"" : "--budget");
+    else if (res->prediction)
+        fprintf(out, "budget: none given (--budget: whether each setting fits under it)\n");
+    else if (res->recorded_budget)
         fprintf(out, "recorded budget: %zu bytes (%s)\n", res->recorded_budget,
                 strcmp(res->budget_source, "file") == 0 ? "the file's \"budget\"" : "--budget");
     else
