@@ -77,7 +77,8 @@ typedef struct replay_options {
     size_t max_input;          /* --max-input: the largest file read, bytes; 0: fileio_default_limit() */
     size_t device_total;       /* the modelled GPU's totalGlobalMem; 0: an H100 80GB's (DEVICE_SIM_DEFAULT_CAPACITY,
                                 * with its measured CUDA context) */
-    size_t device_context;     /* with device_total: the bytes its CUDA context holds outside the allocator */
+    size_t device_context;     /* the bytes its CUDA context holds outside the allocator; 0: the measured H100's at
+                                * the default device_total, none at another */
 } replay_options;
 
 /* Where the budget came from. */

@@ -385,18 +385,25 @@ static void print_synopsis(FILE *f, const char *prefix, const cli_command *c)
 {
     const int width = HELP_WIDTH - (int)strlen("usage: oomlab ");
     fputs(prefix, f);
-    int col = fprintf(f, "%s%s%s", c->name, c->args[0] ? " " : "", c->args);
+    const bool script = command_script_args(c); /* its options come before SCRIPT: the words after are the script's */
+    int col = fprintf(f, "%s%s%s", c->name, c->args[0] && !script ? " " : "", script ? "" : c->args);
     int indent = (int)strlen(prefix) + col + 1; /* under the first option */
-    for (const cli_option *o = c->options; o < c->options + CLI_MAX_OPTIONS && o->name; o++) {
+    for (const cli_option *o = c->options; o <= c->options + CLI_MAX_OPTIONS; o++) {
         char item[96];
-        int n = snprintf(item, sizeof item, "[%s%s%s]%s", o->name, o->value ? " " : "", o->value ? o->value : "",
-                         o->repeats ? "..." : "");
+        bool last = o == c->options + CLI_MAX_OPTIONS || !o->name;
+        if (last && !script)
+            break;
+        int n = last ? snprintf(item, sizeof item, "%s", c->args)
+                     : snprintf(item, sizeof item, "[%s%s%s]%s", o->name, o->value ? " " : "",
+                                o->value ? o->value : "", o->repeats ? "..." : "");
         if (col + 1 + n > width) {
             fprintf(f, "\n%*s%s", indent, "", item);
             col = indent - (int)strlen(prefix) + n;
         } else {
             col += fprintf(f, " %s", item);
         }
+        if (last)
+            break;
     }
     fputc('\n', f);
 }
