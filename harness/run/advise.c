@@ -108,13 +108,16 @@ static oom_status fill_row(ctx *c, advise_row *row)
         if (hi <= lo)
             hi = lo + 1;
         bool found = false;
-        while (hi < total_mib) {
+        while (hi <= total_mib) { /* the device's whole memory is tried too: on a GPU smaller than twice the
+                                   * first probe, doubling reaches it at once */
             if ((rc = replay_at(c, row->conf, hi * MIB, true, NULL, &ooms, NULL)) != OOM_OK)
                 return rc;
             if (ooms == 0) {
                 found = true;
                 break;
             }
+            if (hi == total_mib)
+                break;
             lo = hi;
             hi = hi * 2 < total_mib ? hi * 2 : total_mib;
         }
