@@ -284,6 +284,24 @@ Test(predict, sweep)
     run_free(&r);
 }
 
+/* Peaks that fall as the value grows are named: n = 1048577 bytes (a 1049088-byte block) takes a 20 MiB segment
+ * (1 to 10 MiB), n = 10485760 a 10 MiB one (from 10 MiB: rounded to 2 MiB). */
+Test(predict, sweep_not_monotonic)
+{
+    const char *s = script("s.py", "import torch\n");
+    run_result r = run(fmt("predict --python " FAKE " --gpu TEST-64MiB --sweep n=1048577..10485760 '%s' '{n}'", s));
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+    cr_assert_not_null(strstr(r.out, "  n=1048577: peak allocated 1049088, peak reserved 20971520, fits: yes\n"),
+                       "%s", r.out);
+    cr_assert_not_null(strstr(r.out, "  n=10485760: peak allocated 10485760, peak reserved 10485760, fits: yes\n"),
+                       "%s", r.out);
+    cr_assert_not_null(strstr(r.out, "largest n that fits: 10485760 (2 captures)\n"), "%s", r.out);
+    cr_assert_not_null(strstr(r.out, "not monotonic: n=1048577 has a higher peak reserved (20971520 bytes) than "
+                                     "n=10485760 (10485760); the bisection assumes"),
+                       "%s", r.out);
+    run_free(&r);
+}
+
 /* The real capture (scripts/oomlab_capture in build/venv, which make test installs) on an example script, end to
  * end: a prediction that fits the H100, with advise's table. */
 Test(predict, real_capture_end_to_end, .timeout = 600)

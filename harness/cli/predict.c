@@ -374,10 +374,20 @@ static int do_sweep(predict_cli *c)
         printf("largest %s that fits: %lld (%zu captures)\n", c->sweep_name, (long long)sw.found, sw.nprobes);
     else
         printf("largest %s that fits: none: %lld already does not fit\n", c->sweep_name, (long long)sw.lo);
-    if (!sw.monotonic)
-        printf("not monotonic: %s=%lld showed a higher peak reserved, or did not fit where %lld did; bisection "
-               "assumes what fits at a value fits below it\n",
-               c->sweep_name, (long long)sw.nonmono_lo, (long long)sw.nonmono_hi);
+    if (!sw.monotonic) {
+        const predict_probe *lo = NULL, *hi = NULL;
+        for (size_t i = 0; i < sw.nprobes; i++) {
+            lo = sw.probes[i].value == sw.nonmono_lo ? &sw.probes[i] : lo;
+            hi = sw.probes[i].value == sw.nonmono_hi ? &sw.probes[i] : hi;
+        }
+        if (hi->fits && !lo->fits)
+            printf("not monotonic: %s=%lld fits and %s=%lld does not", c->sweep_name, (long long)hi->value,
+                   c->sweep_name, (long long)lo->value);
+        else
+            printf("not monotonic: %s=%lld has a higher peak reserved (%zu bytes) than %s=%lld (%zu)", c->sweep_name,
+                   (long long)lo->value, lo->peak_reserved, c->sweep_name, (long long)hi->value, hi->peak_reserved);
+        printf("; the bisection assumes that what fits at a value fits below it\n");
+    }
     return 0;
 }
 
