@@ -177,6 +177,22 @@ Test(predict, fits_the_whole_device)
     run_free(&r);
 }
 
+/* --plot draws advise's figure of the predicted trace (a PNG), and the report says where. */
+Test(predict, plot)
+{
+    const char *s = script("s.py", "import torch\n");
+    run_result r =
+        run(fmt("predict --python " FAKE " --gpu TEST-64MiB --plot '%s' '%s' 40MiB 10MiB", tpath("p.png"), s));
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+    cr_assert_not_null(strstr(r.out, "plot: "), "%s", r.out);
+    size_t len = 0;
+    char *png = fileio_read_all(tpath("p.png"), &len);
+    cr_assert_not_null(png);
+    cr_assert(len > 8 && memcmp(png, "\x89PNG", 4) == 0, "not a PNG");
+    free(png);
+    run_free(&r);
+}
+
 static const cJSON *get(const cJSON *o, const char *key)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);

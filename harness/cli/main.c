@@ -1,4 +1,5 @@
-/* main.c - the oomlab command line: list, describe, run, plot, parity, predict (cli/predict.h), replay, bench alloc|gemm|step, compare,
+/* main.c - the oomlab command line: list, describe, run, plot, parity, predict (cli/predict.h), replay,
+ * bench alloc|gemm|step, compare,
  * baseline, history, export (cli/tracking.h), version,
  * help. The commands, their options and their help are the table `commands` below: `oomlab help`, `oomlab help
  * COMMAND` and `oomlab COMMAND --help` print from it, and main() reads it to accept --flag=value wherever a

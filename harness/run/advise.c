@@ -625,7 +625,8 @@ void advise_print(const advise_result *res, FILE *out)
     fprintf(out, "%s settings: %s\n", res->prediction ? "the trace's" : "recorded",
             res->recorded_default ? "PyTorch's defaults" : res->recorded.text);
     if (res->prediction && res->recorded_budget)
-        fprintf(out, "budget: %zu bytes (%s): the 'at recorded budget' column says whether each setting fits under it\n",
+        fprintf(out, "budget: %zu bytes (%s): the 'at recorded budget' column says whether each setting fits "
+                     "under it\n",
                 res->recorded_budget, strcmp(res->budget_source, "file") == 0 ? "the file's \"budget\"" : "--budget");
     else if (res->prediction)
         fprintf(out, "budget: none given (--budget: whether each setting fits under it)\n");
