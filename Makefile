@@ -6,8 +6,9 @@
 #                        install missing Debian packages, build, run a scenario (cuda when a GPU is
 #                        visible, else sim), print its table, write results/runs/.../SCENARIO.json and
 #                        its plot SCENARIO.png; without SCENARIO, the whole catalog in one table
-#   make test            install missing Debian packages, build the checked build (build/checked: OOM_DEBUG=2, the
-#                        allocator validator after every call) and run the Criterion suite on it (sim)
+#   make test            install missing Debian packages and build/venv (torch 2.11 for oomlab predict's tests:
+#                        scripts/predict_venv.sh, at once when present), build the checked build (build/checked:
+#                        OOM_DEBUG=2, the allocator validator after every call) and run the Criterion suite on it (sim)
 #   make test BACKEND=cuda   the same suite on a real GPU (one job at a time)
 #   make bench           build with OOM_DEBUG=0 and run the benchmarks
 #   make baseline [BACKEND=cuda]   regenerate results/baselines/BACKEND/ (sim: the committed ones), showing what changes
@@ -58,7 +59,7 @@ ifneq ($(NVCC),)
               -Xcompiler -Wall,-Wextra,-Werror
 endif
 
-.PHONY: all run test bench debug asan fuzz deps clean gpu-bundle report report-check baseline nightly mdlint FORCE
+.PHONY: all run test predict-deps bench debug asan fuzz deps clean gpu-bundle report report-check baseline nightly mdlint FORCE
 
 all: $(BUILD)/oomlab
 
@@ -101,6 +102,11 @@ FIXTURE_OBJ := $(BUILD)/tests/fixtures/scenarios.o
 $(BUILD)/oomlab_fixtures: $(BUILD)/harness/cli/main.o $(FIXTURE_OBJ) $(BUILD)/liboomlab.a
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 $(BUILD)/oomlab_tests: $(FIXTURE_OBJ) | $(BUILD)/oomlab_fixtures
+
+# The Python of oomlab predict, build/venv (torch 2.11.0 from the package registry, only what its import needs);
+# make test runs it, oomlab predict runs it on first use; make run never needs it.
+predict-deps:
+	@bash scripts/predict_venv.sh
 
 # Install the Debian packages that are missing (apt-get; needs root or sudo).
 deps:
@@ -146,6 +152,7 @@ endif
 test: deps
 	@bash scripts/check_layers.sh
 	$(MAKE) --no-print-directory mdlint
+	@bash scripts/predict_venv.sh
 	$(MAKE) --no-print-directory BUILD=$(CHECKED) DEBUG=2 $(CHECKED)/oomlab $(CHECKED)/oomlab_tests
 	OOMLAB_TEST_BACKEND=$(BACKEND) OOMLAB_BIN=$(CHECKED)/oomlab $(CHECKED)/oomlab_tests --color=never $(TEST_JOBS) $(TESTFLAGS)
 

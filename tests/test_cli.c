@@ -181,10 +181,11 @@ Test(cli, alloc_conf_equal_to_the_recording_is_a_check)
 
 Test(cli, unreadable_recorded_settings)
 {
-    /* settings the model cannot read: an error for a check, a what-if under --alloc-conf */
+    /* settings the model cannot read: an error for a check, a what-if under --alloc-conf (the trace records its
+     * segment: without one it would be a prediction) */
     write_file("future.json", "{\"segments\": [], \"allocator_settings\": {\"PYTORCH_CUDA_ALLOC_CONF\": "
-                              "\"future_knob:3\"}, \"device_traces\": [[{\"action\": \"alloc\", \"addr\": 4096, "
-                              "\"size\": 512}]]}\n");
+                              "\"future_knob:3\"}, \"device_traces\": [[{\"action\": \"segment_alloc\", \"addr\": "
+                              "4096, \"size\": 2097152}, {\"action\": \"alloc\", \"addr\": 4096, \"size\": 512}]]}\n");
     char args[256];
     snprintf(args, sizeof args, "replay %s", tpath("future.json"));
     expect_bad_input(NULL, args, "future_knob");

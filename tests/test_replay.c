@@ -9,6 +9,7 @@
 #include <cjson/cJSON.h>
 #include <glob.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +26,7 @@
 #include "testutil.h"
 
 #define DATA "tests/data/"
+#define MiB ((size_t)1 << 20)
 #define TRACE_GLOB DATA "*.trace.json"
 
 static cJSON *load_json(const char *path)
@@ -858,4 +860,137 @@ Test(replay_devices, snapshot_of_two_devices)
     replay_report_free(&rep2);
     static const char *const files[] = {"two.json", "model.json"};
     remove_tmpdir(files, 2);
+}
+
+/* ---- a trace with no segment events: a prediction ---- */
+
+TestSuite(replay_prediction, .fini = cleanup_tmpdir);
+
+/* Write a trace of allocs and frees only (fake addresses, as oomlab predict's capture writes them): sizes[i] > 0
+ * allocates at address 512 * (i + 1), < 0 frees the block of entry -sizes[i] - 1. */
+static void write_predicted(const char *path, const long long *sizes, size_t n)
+{
+    char *text = malloc(256 * (n + 1));
+    cr_assert_not_null(text);
+    size_t len = (size_t)sprintf(text, "{\"segments\": [], \"device_traces\": [[");
+    for (size_t i = 0; i < n; i++) {
+        bool alloc = sizes[i] > 0;
+        size_t k = alloc ? i : (size_t)(-sizes[i] - 1);
+        len += (size_t)sprintf(text + len,
+                               "%s{\"action\": \"%s\", \"addr\": %zu, \"size\": %lld, \"stream\": 0, \"time_us\": %zu, "
+                               "\"frames\": [], \"user_metadata\": \"step 0: aten::empty at t.py:%zu\"}",
+                               i ? ", " : "", alloc ? "alloc" : "free_requested", 512 * (k + 1), sizes[k], i, i + 1);
+    }
+    len += (size_t)sprintf(text + len, "]]}");
+    cr_assert_eq(fileio_write_atomic(path, text, len), OOM_OK);
+    free(text);
+}
+
+/* One 1 MiB alloc and its free: a small-pool request (<= 1 MiB), so a 2 MiB segment (pytorch-allocator.md); no
+ * divergence: the recording has no segments to compare (before: "diverge at event 0"). */
+Test(replay_prediction, one_small_alloc)
+{
+    make_tmpdir();
+    char path[128];
+    snprintf(path, sizeof path, "%s/p.json", tmpdir);
+    static const long long sizes[] = {1048576, -1};
+    write_predicted(path, sizes, 2);
+    replay_options opt = {0};
+    replay_report rep;
+    char err[REPLAY_ERR_MAX];
+    cr_assert_eq(replay_trace(path, &opt, &rep, err, sizeof err), OOM_OK, "%s", err);
+    cr_assert(rep.prediction);
+    cr_assert_eq(rep.ndevices, 1);
+    const replay_result *r = &rep.devices[0];
+    cr_assert(r->prediction);
+    cr_assert_eq(r->first_divergence, -1, "%s", r->divergence);
+    cr_assert_eq(r->stats.allocated_bytes[STAT_ALL].peak, 1048576);
+    cr_assert_eq(r->stats.allocated_bytes[STAT_SMALL].peak, 1048576);
+    cr_assert_eq(r->stats.reserved_bytes[STAT_ALL].peak, 2097152);
+    cr_assert_eq(r->stats.allocated_bytes[STAT_ALL].current, 0);
+    replay_report_free(&rep);
+    static const char *const files[] = {"p.json"};
+    remove_tmpdir(files, 1);
+}
+
+/* 11 MiB takes a 12 MiB segment (>= 10 MiB: rounded to 2 MiB) whose 1 MiB remainder is not split off (large
+ * pool: split only when more than 1 MiB remains), so the block is 12 MiB; 1.5 MiB a 20 MiB one (1 to 10 MiB):
+ * allocated peak 12 + 1.5 MiB, reserved 32 MiB. Freed, a second 11 MiB takes the 12 MiB block (best fit: smaller
+ * than the 18.5 MiB tail of the 20 MiB segment), no third segment. */
+Test(replay_prediction, large_pool_rounding)
+{
+    make_tmpdir();
+    char path[128];
+    snprintf(path, sizeof path, "%s/p.json", tmpdir);
+    static const long long sizes[] = {11534336, 1572864, -1, 11534336, -2, -4};
+    write_predicted(path, sizes, 6);
+    replay_options opt = {0};
+    replay_report rep;
+    char err[REPLAY_ERR_MAX];
+    cr_assert_eq(replay_trace(path, &opt, &rep, err, sizeof err), OOM_OK, "%s", err);
+    const replay_result *r = &rep.devices[0];
+    cr_assert(rep.prediction);
+    cr_assert_eq(r->first_divergence, -1, "%s", r->divergence);
+    cr_assert_eq(r->stats.allocated_bytes[STAT_ALL].peak, 12582912 + 1572864);
+    cr_assert_eq(r->stats.reserved_bytes[STAT_ALL].peak, 12582912 + 20971520);
+    cr_assert_eq(r->stats.num_device_alloc, 2);
+    replay_report_free(&rep);
+    static const char *const files[] = {"p.json"};
+    remove_tmpdir(files, 1);
+}
+
+/* A recording with segment events stays a check (prediction false), and a free the trace never allocated is
+ * still reported in a prediction. */
+Test(replay_prediction, recordings_stay_checks)
+{
+    replay_options opt = {0};
+    replay_report rep;
+    char err[REPLAY_ERR_MAX];
+    cr_assert_eq(replay_trace(DATA "train_mlp.trace.json", &opt, &rep, err, sizeof err), OOM_OK, "%s", err);
+    cr_assert_not(rep.prediction);
+    cr_assert_not(rep.devices[0].prediction);
+    replay_report_free(&rep);
+    make_tmpdir();
+    char path[128];
+    snprintf(path, sizeof path, "%s/p.json", tmpdir);
+    static const char text[] = "{\"device_traces\": [[{\"action\": \"alloc\", \"addr\": 512, \"size\": 1024}, "
+                               "{\"action\": \"free_requested\", \"addr\": 1024, \"size\": 1024}]]}";
+    cr_assert_eq(fileio_write_atomic(path, text, strlen(text)), OOM_OK);
+    cr_assert_eq(replay_trace(path, &opt, &rep, err, sizeof err), OOM_OK, "%s", err);
+    cr_assert(rep.prediction);
+    cr_assert_eq(rep.devices[0].first_divergence, 1);
+    cr_assert_not_null(strstr(rep.devices[0].divergence, "never allocated"), "%s", rep.devices[0].divergence);
+    replay_report_free(&rep);
+    static const char *const files[] = {"p.json"};
+    remove_tmpdir(files, 1);
+}
+
+/* The GPU replay_options name: its memory and its context, charged outside the allocator. A 64 MiB GPU with an
+ * 8 MiB context leaves 56 MiB: a 56 MiB request (a 56 MiB segment) fits, 58 MiB does not, and the OOM message
+ * gives that GPU's capacity. */
+Test(replay_prediction, the_gpu_named)
+{
+    make_tmpdir();
+    char path[128];
+    snprintf(path, sizeof path, "%s/p.json", tmpdir);
+    replay_options opt = {.device_total = 64 * MiB, .device_context = 8 * MiB};
+    replay_report rep;
+    char err[REPLAY_ERR_MAX];
+    static const long long fits[] = {56 * (long long)MiB, -1};
+    write_predicted(path, fits, 2);
+    cr_assert_eq(replay_trace(path, &opt, &rep, err, sizeof err), OOM_OK, "%s", err);
+    cr_assert_eq(rep.devices[0].model_ooms, 0);
+    cr_assert_eq(rep.devices[0].device_total, 64 * MiB);
+    replay_report_free(&rep);
+    static const long long over[] = {58 * (long long)MiB, -1};
+    write_predicted(path, over, 2);
+    cr_assert_eq(replay_trace(path, &opt, &rep, err, sizeof err), OOM_OK, "%s", err);
+    cr_assert_eq(rep.devices[0].model_ooms, 1);
+    cr_assert_eq(rep.devices[0].first_oom_event, 0);
+    cr_assert_not_null(strstr(rep.devices[0].oom_message, "Tried to allocate 58.00 MiB. GPU 0 has a total capacity "
+                                                          "of 64.00 MiB of which 56.00 MiB is free."),
+                       "%s", rep.devices[0].oom_message);
+    replay_report_free(&rep);
+    static const char *const files[] = {"p.json"};
+    remove_tmpdir(files, 1);
 }

@@ -207,7 +207,10 @@ static oom_status replay_events(const trace_event *ev, size_t nev, const replay_
     res->first_oom_event = -1;
     res->conf = rep->conf;
     device *dev = NULL;
-    device_options dopt = {.kind = DEVICE_SIM, .sim_dry_run = true};
+    device_options dopt = {.kind = DEVICE_SIM,
+                           .sim_dry_run = true,
+                           .sim_capacity_bytes = opt->device_total,
+                           .sim_context_bytes = opt->device_context};
     if (device_open(&dopt, &dev) != OOM_OK) {
         set_err(err, errcap, "cannot open the sim device");
         return OOM_ENOMEM_HOST;
@@ -220,7 +223,10 @@ static oom_status replay_events(const trace_event *ev, size_t nev, const replay_
         return OOM_ENOMEM_HOST;
     }
     res->budget_bytes = cachealloc_budget(ca);
-    const bool compare = !opt->fast; /* fast: no model trace, no comparison with the recorded segment actions */
+    res->device_total = dev->total_bytes;
+    /* fast: no model trace, no comparison with the recorded segment actions; a prediction has none to compare */
+    const bool compare = !opt->fast && !res->prediction;
+    const bool model_addresses = opt->model_addresses || rep->whatif || res->prediction;
     cachealloc_record_history(ca, compare);
     addr_map live;
     if (!am_init(&live, 512)) {
@@ -267,7 +273,7 @@ static oom_status replay_events(const trace_event *ev, size_t nev, const replay_
             if (st.pending_hi == st.pending_lo)
                 st.pending_lo = st.pending_hi = i;
             maybe_empty_cache(&st, true, (size_t)e->size);
-            if (!rep->whatif && !opt->model_addresses)
+            if (!model_addresses)
                 hint_next_segment(&st); /* the recorded addresses describe the recorded config's history only */
             devptr p = 0;
             oom_status s = cachealloc_malloc(ca, (size_t)e->size, &p);
@@ -488,6 +494,7 @@ oom_status replay_loaded(const trace_file *t, const char *path, const replay_opt
             continue;
         replay_result *res = &rep->devices[rep->ndevices];
         res->device = (int)i;
+        res->prediction = !trace_has_segment_events(t, i);
         rc = replay_events(t->dev[i].ev, t->dev[i].n, opt, rep, res, snaps ? &snaps[rep->ndevices] : NULL, err,
                            errcap);
         if (rc != OOM_OK)
@@ -495,6 +502,9 @@ oom_status replay_loaded(const trace_file *t, const char *path, const replay_opt
         rep->ndevices++;
         rc = OOM_EINVAL;
     }
+    rep->prediction = rep->ndevices > 0;
+    for (size_t k = 0; k < rep->ndevices; k++)
+        rep->prediction = rep->prediction && rep->devices[k].prediction;
     rc = OOM_OK;
     if (opt->snapshot_path) {
         cJSON *all = merge_snapshots(snaps, rep);

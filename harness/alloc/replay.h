@@ -14,6 +14,9 @@
  *     between equal-size blocks break as they did on the GPU, also for what-if configs. Under the trace's own
  *     config a segment that PyTorch's trace shows at an address of the same size takes that address when it
  *     is free: cuBLAS and cuDNN call cudaMalloc behind the allocator's back, and this keeps their traces exact.
+ * A device whose list has allocs and frees but no segment event (oomlab predict's capture, a hand-made trace) is a
+ * prediction, not a check: there are no placements to compare, so none is compared and every segment is placed by
+ * the sim's model of the driver; the trace's addresses only pair each free with its alloc.
  * The config is the one recorded in allocator_settings unless opt->alloc_conf is given; the environment
  * (OOMLAB_ALLOC_CONF, PYTORCH_CUDA_ALLOC_CONF, PYTORCH_ALLOC_CONF) is never read here. A replay under the recorded config is a check
  * against the recording; under another config it is a what-if simulation, whose differences from the
@@ -72,6 +75,10 @@ typedef struct replay_options {
     bool stop_at_oom;          /* end each device's replay at the model's first OOM (events: those replayed) */
     replay_series *series;     /* NULL: none; else sampled during the (one-device) replay */
     size_t max_input;          /* --max-input: the largest file read, bytes; 0: fileio_default_limit() */
+    size_t device_total;       /* the modelled GPU's totalGlobalMem; 0: an H100 80GB's (DEVICE_SIM_DEFAULT_CAPACITY,
+                                * with its measured CUDA context) */
+    size_t device_context;     /* the bytes its CUDA context holds outside the allocator; 0: the measured H100's at
+                                * the default device_total, none at another */
 } replay_options;
 
 /* Where the budget came from. */
@@ -94,11 +101,15 @@ typedef struct replay_result {
     alloc_conf conf;          /* the config the replay used */
     size_t budget_bytes;      /* the cap the allocator applied (cachealloc_budget); 0: none */
     long kernel_event;        /* the event before which the sim saw the first kernel launch; -1 if none */
+    bool prediction;          /* the device's list has no segment event: nothing compared (first_divergence is
+                               * only an op-level disagreement: a free of an unknown address) */
+    size_t device_total;      /* the sim device's memory the replay ran on */
 } replay_result;
 
 /* A replay of a whole file. */
 typedef struct replay_report {
     bool whatif;                        /* opt->alloc_conf given and different from the recorded settings */
+    bool prediction;                    /* every replayed device is a prediction (no segment events) */
     alloc_conf conf;                    /* the config the replay used */
     alloc_conf recorded;                /* the config in the trace's allocator_settings */
     char recorded_error[ALLOC_CONF_ERR_MAX]; /* with alloc_conf: why allocator_settings did not parse ("" if it did) */

@@ -635,6 +635,10 @@ static scan_rc scan_top(scanner *s, trace_file *t, const char *path, char *err, 
                                 *c = ' ';
                     }
                     cJSON_Delete(v);
+                } else if (key_is(ka, kb, "oomlab_capture") && !t->capture) {
+                    /* what oomlab predict's capture says about its trace (run/predict.h reads it) */
+                    if (!(t->capture = parse_small(va, s->p)))
+                        return SCAN_NOMEM;
                 } else if (key_is(ka, kb, "budget")) {
                     bool ok = false;
                     scanner sub = {.p = va, .end = s->p};
@@ -755,6 +759,7 @@ void trace_free(trace_file *t)
     }
     free(t->dev);
     free(t->strpool);
+    cJSON_Delete(t->capture);
     memset(t, 0, sizeof *t);
 }
 
@@ -779,4 +784,16 @@ const char *trace_metadata_at(const trace_file *t, size_t d, size_t i)
             hi = mid;
     }
     return lo ? t->strpool + dv->marks[lo - 1].text : "";
+}
+
+bool trace_has_segment_events(const trace_file *t, size_t d)
+{
+    if (d >= t->ndevices)
+        return false;
+    for (size_t i = 0; i < t->dev[d].n; i++) {
+        ca_action a = t->dev[d].ev[i].action;
+        if (a == CA_SEGMENT_ALLOC || a == CA_SEGMENT_FREE || a == CA_SEGMENT_MAP || a == CA_SEGMENT_UNMAP)
+            return true;
+    }
+    return false;
 }

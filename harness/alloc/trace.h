@@ -3,8 +3,8 @@
  * The input is the dict of torch.cuda.memory._snapshot() as json.dump writes it (scripts/snapshot2json.py
  * converts a _dump_snapshot() pickle). trace_load reads the file in one pass without building a JSON tree:
  * device_traces is scanned entry by entry into a flat array of events per device (16-byte fields, no strings),
- * every other top-level value is skipped after its syntax is checked, and only the two small ones the replay
- * needs, allocator_settings and "budget", are parsed with cJSON. A 1,000,000-event trace (~100 MB) takes the file
+ * every other top-level value is skipped after its syntax is checked, and only the small ones the replay
+ * needs, allocator_settings and "budget", and oomlab predict's "oomlab_capture", are parsed with cJSON. A 1,000,000-event trace (~100 MB) takes the file
  * plus 24 bytes an event. A file that is not valid JSON is parsed again with cJSON for the error line (where it
  * is truncated, or the byte, line and column of the bad text), so the messages are cJSON's.
  *
@@ -14,6 +14,7 @@
 #ifndef OOMLAB_TRACE_H
 #define OOMLAB_TRACE_H
 
+#include <cJSON.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -67,6 +68,8 @@ typedef struct trace_file {
                                               * the default */
     trace_budget budget;
     size_t budget_bytes;      /* with TRACE_BUDGET_BYTES */
+    cJSON *capture;           /* the top-level "oomlab_capture" value (oomlab predict's capture: its GPU,
+                               * placeholders, modelled allocations), parsed; NULL when absent */
     char *strpool;            /* the user_metadata texts of the marks, NUL-separated */
     size_t strpool_len, strpool_cap;
 } trace_file;
@@ -103,6 +106,11 @@ void trace_free(trace_file *t);
 
 /* "cuda:0, cuda:2": the devices that have events, into buf. */
 void trace_devices_with_events(const trace_file *t, char *buf, size_t cap);
+
+/* True when device d's list has a segment_alloc, segment_free, segment_map or segment_unmap entry. A list of
+ * allocs and frees alone (oomlab predict's capture, a hand-made trace) records no placements to check: its replay
+ * is a prediction (alloc/replay.h). */
+bool trace_has_segment_events(const trace_file *t, size_t d);
 
 /* The user_metadata text in force at event i of device d ("" before the first mark). */
 const char *trace_metadata_at(const trace_file *t, size_t d, size_t i);

@@ -4,7 +4,6 @@
 #include <cJSON.h>
 #include <ctype.h>
 #include <errno.h>
-#include <libgen.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -20,6 +19,7 @@
 #include "alloc/trace.h"
 #include "core/echo.h"
 #include "core/fileio.h"
+#include "core/selfpath.h"
 #include "core/units.h"
 #include "run/advise.h"
 #include "run/runset.h"
@@ -38,19 +38,11 @@ static int bad(const char *fmt, ...)
 /* scripts/snapshot2json.py beside this binary's checkout (build/oomlab or build/bench/oomlab), into buf. */
 static bool find_converter(char *buf, size_t cap)
 {
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0)
+    char root[PATH_MAX];
+    if (!selfpath_find_up("scripts/snapshot2json.py", root, sizeof root))
         return false;
-    exe[n] = '\0';
-    char *dir = dirname(exe);
-    for (int up = 0; up < 4; up++) {
-        snprintf(buf, cap, "%s/scripts/snapshot2json.py", dir);
-        if (access(buf, R_OK) == 0)
-            return true;
-        dir = dirname(dir);
-    }
-    return false;
+    int n = snprintf(buf, cap, "%s/scripts/snapshot2json.py", root);
+    return n > 0 && (size_t)n < cap;
 }
 
 #define CONVERT_TIMEOUT_S 600 /* a pickle of a million events converts in about a minute */

@@ -1,4 +1,5 @@
-/* main.c - the oomlab command line: list, describe, run, plot, parity, replay, bench alloc|gemm|step, compare,
+/* main.c - the oomlab command line: list, describe, run, plot, parity, predict (cli/predict.h), replay,
+ * bench alloc|gemm|step, compare,
  * baseline, history, export (cli/tracking.h), version,
  * help. The commands, their options and their help are the table `commands` below: `oomlab help`, `oomlab help
  * COMMAND` and `oomlab COMMAND --help` print from it, and main() reads it to accept --flag=value wherever a
@@ -25,6 +26,7 @@
 #include "cli/buildinfo.h"
 #include "device/device.h"
 #include "cli/parity.h"
+#include "cli/predict.h"
 #include "cli/tracking.h"
 #include "run/history.h"
 #include "run/plot.h"
@@ -60,6 +62,10 @@ typedef struct cli_command {
     const char *summary; /* what it does, lines separated by '\n' */
     cli_option options[CLI_MAX_OPTIONS];
 } cli_command;
+
+/* A command whose arguments start with SCRIPT (predict) runs another program: the words from its first
+ * positional one on are that program's, passed on as they are (--help among them included). */
+static bool command_script_args(const cli_command *c) { return strncmp(c->args, "SCRIPT", 6) == 0; }
 
 #define OPT_BACKEND \
     {"--backend", "auto|cuda|sim", \
@@ -185,6 +191,41 @@ static const cli_command commands[] = {
      "the runtime's memory on the workloads of scripts/twins/mlp_parity.py, one JSON object per line\n"
      "(workloads: eval_leak, eval_item, eval_nograd, train_sgd, train_adam, rnn_chain; default: all)",
      {OPT_BACKEND}},
+    {"predict",
+     "SCRIPT [ARGS...]",
+     "will a PyTorch training script fit on a GPU, without one? Runs the unmodified SCRIPT with ARGS on the CPU,\n"
+     "every CUDA tensor on the meta device, under scripts/oomlab_capture (Python: --python, else build/venv,\n"
+     "installed on first use by scripts/predict_venv.sh), and replays the allocations and frees the CUDA path\n"
+     "would make through the allocator model: peak allocated and reserved bytes (uncapped), whether it fits on\n"
+     "--gpu under --budget (the CUDA context is outside the allocator: the whole device leaves the allocator\n"
+     "total - context), the OOM it would hit (step, op, PyTorch's message), advise's minimum budget per allocator\n"
+     "setting and verdict, steps and leaks, and the placeholders and modelled allocations of the capture. Options\n"
+     "come before SCRIPT; the script's output goes to stderr. Exit 0: a prediction (fits or not), 2: bad input\n"
+     "(a missing script, an unknown GPU, a script that raises: its traceback then one line, or never uses CUDA)",
+     {
+         {"--gpu", "NAME",
+          "the GPU (default H100-80GB; the capture's table: H100-80GB, H200, A100-40GB, A100-80GB, L4,\n"
+          "RTX-4090, ...: PYTHONPATH=scripts python -m oomlab_capture --list-gpus)",
+          false},
+         {"--budget", "SIZE",
+          "the allocator's budget, like torch.cuda.set_per_process_memory_fraction(SIZE / total);\n"
+          "default: the whole device; " BUDGET_HELP,
+          false},
+         {"--alloc-conf", "S",
+          "allocator settings for the prediction (PYTORCH_CUDA_ALLOC_CONF syntax; also one more row of\n"
+          "advise's table); default: PyTorch's defaults (the environment is not read)",
+          false},
+         {"--trace", "OUT.json",
+          "keep the predicted trace (PyTorch's snapshot format: oomlab replay, oomlab advise, memory_viz)", false},
+         {"--plot", "OUT.png|OUT.svg", "draw advise's figure of the predicted trace (gnuplot)", false},
+         {"--json", NULL, "print the prediction as one JSON object (schema oomlab.predict/1)", false},
+         {"--python", "PATH", "run the capture with this Python (your own environment, with torch 2.11)", false},
+         {"--sweep", "NAME=LO..HI",
+          "the largest value of a script parameter that fits, by bisection over fresh captures: each\n"
+          "probe replaces {NAME} in ARGS with the value and sets the environment variable NAME to it;\n"
+          "prints each probe (value, peaks, fits) and the answer, and says when peaks are not monotonic",
+          false},
+     }},
     {"replay",
      "FILE",
      "replay a PyTorch memory snapshot (JSON from scripts/snapshot2json.py) through the allocator model, every\n"
@@ -359,18 +400,25 @@ static void print_synopsis(FILE *f, const char *prefix, const cli_command *c)
 {
     const int width = HELP_WIDTH - (int)strlen("usage: oomlab ");
     fputs(prefix, f);
-    int col = fprintf(f, "%s%s%s", c->name, c->args[0] ? " " : "", c->args);
+    const bool script = command_script_args(c); /* its options come before SCRIPT: the words after are the script's */
+    int col = fprintf(f, "%s%s%s", c->name, c->args[0] && !script ? " " : "", script ? "" : c->args);
     int indent = (int)strlen(prefix) + col + 1; /* under the first option */
-    for (const cli_option *o = c->options; o < c->options + CLI_MAX_OPTIONS && o->name; o++) {
+    for (const cli_option *o = c->options; o <= c->options + CLI_MAX_OPTIONS; o++) {
         char item[96];
-        int n = snprintf(item, sizeof item, "[%s%s%s]%s", o->name, o->value ? " " : "", o->value ? o->value : "",
-                         o->repeats ? "..." : "");
+        bool last = o == c->options + CLI_MAX_OPTIONS || !o->name;
+        if (last && !script)
+            break;
+        int n = last ? snprintf(item, sizeof item, "%s", c->args)
+                     : snprintf(item, sizeof item, "[%s%s%s]%s", o->name, o->value ? " " : "",
+                                o->value ? o->value : "", o->repeats ? "..." : "");
         if (col + 1 + n > width) {
             fprintf(f, "\n%*s%s", indent, "", item);
             col = indent - (int)strlen(prefix) + n;
         } else {
             col += fprintf(f, " %s", item);
         }
+        if (last)
+            break;
     }
     fputc('\n', f);
 }
@@ -534,6 +582,7 @@ static cJSON *replay_device_json(const replay_result *res)
     cJSON *d = cJSON_CreateObject();
     cJSON_AddNumberToObject(d, "device", res->device);
     cJSON_AddNumberToObject(d, "events", (double)res->events);
+    cJSON_AddBoolToObject(d, "prediction", res->prediction);
     if (res->first_divergence >= 0)
         cJSON_AddNumberToObject(d, "first_divergence", (double)res->first_divergence);
     else
@@ -566,7 +615,11 @@ static cJSON *replay_device_json(const replay_result *res)
 static void replay_print_device(const replay_result *res, bool whatif)
 {
     printf("cuda:%d: %zu events\n", res->device, res->events);
-    if (res->first_divergence < 0)
+    if (res->prediction && res->first_divergence >= 0)
+        printf("  trace: %s\n", res->divergence);
+    else if (res->prediction)
+        printf("  segment actions: none recorded (a prediction: the model's own)\n");
+    else if (res->first_divergence < 0)
         printf("  segment actions: agree with PyTorch's\n");
     else if (whatif)
         printf("  segment actions: first differ from the recording at %s\n", res->divergence);
@@ -691,7 +744,7 @@ static int cmd_replay(int argc, char **argv)
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "schema", "oomlab.replay/1");
         cJSON_AddStringToObject(o, "file", file);
-        cJSON_AddStringToObject(o, "mode", rep.whatif ? "whatif" : "check");
+        cJSON_AddStringToObject(o, "mode", rep.prediction ? "prediction" : rep.whatif ? "whatif" : "check");
         cJSON_AddStringToObject(o, "alloc_conf", conftext);
         cJSON_AddStringToObject(o, "alloc_conf_source", opt.alloc_conf ? "--alloc-conf" : "trace");
         if (rep.recorded_error[0])
@@ -712,7 +765,7 @@ static int cmd_replay(int argc, char **argv)
             cJSON_AddStringToObject(e, "value", ignored[i]);
             cJSON_AddItemToArray(ign, e);
         }
-        if (rep.whatif)
+        if (rep.whatif || rep.prediction)
             cJSON_AddNullToObject(o, "agree");
         else
             cJSON_AddBoolToObject(o, "agree", !diverged);
@@ -722,7 +775,10 @@ static int cmd_replay(int argc, char **argv)
         print_json(o);
     } else {
         printf("replay: %s\n", file);
-        if (rep.whatif)
+        if (rep.prediction)
+            printf("mode: prediction (the trace has no segment events, so nothing to check against: the model "
+                   "places every segment, the trace's addresses only pair frees with allocs)\n");
+        else if (rep.whatif)
             printf("mode: what-if simulation (--alloc-conf is not the recording's config): differences from the "
                    "recording are information, not failures\n");
         else
@@ -746,7 +802,7 @@ static int cmd_replay(int argc, char **argv)
             printf("budget: %zu bytes (per_process_memory_fraction in the config)\n", rep.devices[0].budget_bytes);
         else
             printf("budget: none (a recording made under set_per_process_memory_fraction needs --budget)\n");
-        printf("addresses: %s; ", rep.whatif || opt.model_addresses
+        printf("addresses: %s; ", rep.whatif || opt.model_addresses || rep.prediction
                                       ? "the sim's model of the driver"
                                       : "PyTorch's where free, else the sim's model of the driver");
         long kev = rep.ndevices ? rep.devices[0].kernel_event : -1;
@@ -762,7 +818,7 @@ static int cmd_replay(int argc, char **argv)
             replay_print_device(&rep.devices[i], rep.whatif);
     }
     replay_report_free(&rep);
-    return !rep.whatif && diverged ? 1 : 0;
+    return !rep.whatif && !rep.prediction && diverged ? 1 : 0;
 }
 
 /* The options every benchmark takes, --json and --backend, at argv[*i]: true when it was one of them (*rc: 0, or
@@ -1502,6 +1558,11 @@ static char **split_flag_values(const cli_command *c, int argc, char **argv, int
     int n = 0;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *eq = strncmp(a, "--", 2) == 0 ? strchr(a, '=') : NULL;
+        if (c && command_script_args(c) && (a[0] != '-' || strcmp(a, "--") == 0)) { /* the rest is the script's */
+            while (i < argc)
+                out[n++] = argv[i++];
+            break;
+        }
         const cli_option *o = c ? option_find(c, a, eq ? (size_t)(eq - a) : strlen(a)) : NULL;
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
             *help = true;
@@ -1544,6 +1605,8 @@ static int run_command(const char *cmd, int argc, char **argv)
         return cmd_faultsweep(argc, argv);
     if (strcmp(cmd, "replay") == 0)
         return cmd_replay(argc, argv);
+    if (strcmp(cmd, "predict") == 0)
+        return cli_predict(argc, argv);
     if (strcmp(cmd, "advise") == 0)
         return cli_advise(argc, argv);
     if (strcmp(cmd, "bench") == 0)

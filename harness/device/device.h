@@ -61,6 +61,8 @@ typedef enum device_kind {
 typedef struct device_options {
     device_kind kind;
     size_t sim_capacity_bytes; /* sim: total device memory; 0 = DEVICE_SIM_DEFAULT_CAPACITY */
+    size_t sim_context_bytes;  /* sim: the CUDA context's bytes, charged from the start (oomlab predict's GPU); 0:
+                                * the measured H100's at the default capacity, none at another */
     bool sim_dry_run;          /* sim: accounting only, no host backing */
     int cuda_ordinal;          /* cuda: device index */
     size_t sim_pinned_bytes;   /* sim: pinned host memory budget; 0 = device_host_ram_bytes() */
@@ -74,7 +76,7 @@ typedef struct device_options {
  * total - free of cudaMemGetInfo right after torch.cuda.init(), before any tensor, and NVML's usedGpuMemory for
  * the process at that point. The sim of the default capacity charges the first (a request cannot use it, and
  * "of which X is free" leaves it out) and reports the second, plus what it mapped, as the process's memory in
- * use. A sim of another capacity models no context. */
+ * use. device_options.sim_context_bytes replaces it (a sim of another capacity has none by default). */
 #define DEVICE_SIM_CONTEXT_BYTES ((size_t)552402944ULL)      /* 526.81 MiB */
 #define DEVICE_SIM_CONTEXT_NVML_BYTES ((size_t)543162368ULL) /* 518.00 MiB */
 

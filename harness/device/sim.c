@@ -31,7 +31,8 @@
  * Physical memory is charged by mem_alloc (its bytes) and va_map (its bytes), never by va_reserve. At the default
  * capacity (an H100) the CUDA context's memory is charged from the start (DEVICE_SIM_CONTEXT_BYTES): it is not
  * free, and the process's memory in use (processes, PyTorch's NVML line) is what was charged plus NVML's figure
- * for the context. A sim of another capacity has no context.
+ * for the context. Options can give another context (sim_context_bytes, at any capacity: a GPU oomlab predict
+ * models), reported to NVML as it is; a sim of another capacity has none by default.
  * Backing: segments are anonymous zero-filled mappings; a reservation is one PROT_NONE mapping whose pages
  * va_map makes read-write and va_unmap discards (MADV_DONTNEED) and makes PROT_NONE again, so stale bytes
  * never survive an unmap and a stray access faults. Dry-run keeps the same bookkeeping without backing.
@@ -124,6 +125,7 @@ typedef struct sim_dev {
     size_t capacity;
     size_t in_use;  /* physical bytes charged, the context's included */
     size_t context; /* of which the CUDA context's (0: no context modeled) */
+    size_t context_nvml; /* what NVML lists for the context (the measured H100's differs from context) */
     bool dry_run;
     devptr hint; /* 0 = none */
     sim_range *ranges;
@@ -479,7 +481,7 @@ static oom_status sim_processes(void *impl, device_proc *out, size_t cap, size_t
         return OOM_EUNSUPPORTED;
     if (cap > 0)
         out[0] = (device_proc){.pid = (unsigned int)getpid(),
-                               .used_bytes = s->in_use - s->context + DEVICE_SIM_CONTEXT_NVML_BYTES,
+                               .used_bytes = s->in_use - s->context + s->context_nvml,
                                .self = true};
     *count = 1;
     return OOM_OK;
@@ -1043,8 +1045,12 @@ oom_status device_sim_open(const device_options *opt, device *dev)
         return OOM_ENOMEM_HOST;
     s->capacity = (opt && opt->sim_capacity_bytes) ? opt->sim_capacity_bytes : DEVICE_SIM_DEFAULT_CAPACITY;
     s->dry_run = opt && opt->sim_dry_run;
-    if (s->capacity == DEVICE_SIM_DEFAULT_CAPACITY)
+    if (opt && opt->sim_context_bytes && opt->sim_context_bytes < s->capacity)
+        s->context = s->in_use = s->context_nvml = opt->sim_context_bytes;
+    else if (s->capacity == DEVICE_SIM_DEFAULT_CAPACITY) {
         s->context = s->in_use = DEVICE_SIM_CONTEXT_BYTES;
+        s->context_nvml = DEVICE_SIM_CONTEXT_NVML_BYTES;
+    }
     s->pinned_limit = (opt && opt->sim_pinned_bytes) ? opt->sim_pinned_bytes : device_host_ram_bytes();
     s->streams = calloc(4, sizeof *s->streams);
     if (!s->streams || pthread_mutex_init(&s->host_mu, NULL) != 0) {

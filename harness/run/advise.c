@@ -64,6 +64,8 @@ static oom_status replay_at(ctx *c, const char *conf, size_t budget, bool stop, 
         .fast = true,
         .stop_at_oom = stop,
         .series = ser,
+        .device_total = c->opt->device_total,
+        .device_context = c->opt->device_context,
     };
     replay_report rep;
     oom_status rc = replay_loaded(c->t, c->path, &ro, &rep, c->err, c->errcap);
@@ -106,13 +108,16 @@ static oom_status fill_row(ctx *c, advise_row *row)
         if (hi <= lo)
             hi = lo + 1;
         bool found = false;
-        while (hi < total_mib) {
+        while (hi <= total_mib) { /* the device's whole memory is tried too: on a GPU smaller than twice the
+                                   * first probe, doubling reaches it at once */
             if ((rc = replay_at(c, row->conf, hi * MIB, true, NULL, &ooms, NULL)) != OOM_OK)
                 return rc;
             if (ooms == 0) {
                 found = true;
                 break;
             }
+            if (hi == total_mib)
+                break;
             lo = hi;
             hi = hi * 2 < total_mib ? hi * 2 : total_mib;
         }
@@ -408,7 +413,7 @@ oom_status advise_run(const trace_file *t, const char *path, const advise_option
     memset(res, 0, sizeof *res);
     res->best = -1;
     res->recorded_oom_event = -1;
-    res->device_total = DEVICE_SIM_DEFAULT_CAPACITY;
+    res->device_total = opt->device_total ? opt->device_total : DEVICE_SIM_DEFAULT_CAPACITY;
     res->kernels = opt->kernels;
     res->kernel_at = opt->kernel_at;
     snprintf(res->path, sizeof res->path, "%s", path);
@@ -439,6 +444,7 @@ oom_status advise_run(const trace_file *t, const char *path, const advise_option
     }
     const trace_device *d = &t->dev[res->device];
     res->events = d->n;
+    res->prediction = !trace_has_segment_events(t, (size_t)res->device);
     res->recorded = t->recorded;
     snprintf(res->recorded_error, sizeof res->recorded_error, "%s", t->recorded_error);
     alloc_conf def;
@@ -461,9 +467,8 @@ oom_status advise_run(const trace_file *t, const char *path, const advise_option
         res->budget_source = "none";
     }
     if (res->recorded_budget >= res->device_total) {
-        set_err(err, errcap, "--budget: %zu bytes is more than the device's %zu (an H100's memory, which the sim "
-                             "models)",
-                res->recorded_budget, res->device_total);
+        set_err(err, errcap, "--budget: %zu bytes is more than the device's %zu (%s)", res->recorded_budget,
+                res->device_total, opt->device_total ? "the GPU's memory" : "an H100's memory, which the sim models");
         return OOM_EINVAL;
     }
     for (size_t i = 0; i < d->n; i++)
@@ -616,11 +621,21 @@ void advise_verdict(const advise_result *res, char *buf, size_t cap)
 void advise_print(const advise_result *res, FILE *out)
 {
     fprintf(out, "advise: %s (cuda:%d, %zu events)\n", res->path, res->device, res->events);
+    if (res->prediction)
+        fprintf(out, "mode: prediction (the trace has no segment events: the model places every segment)\n");
     if (res->recorded_error[0]) /* replay refuses them too (trace.h reads them once for both) */
-        fprintf(out, "recorded settings: unreadable (%s): their row is left out\n", res->recorded_error);
+        fprintf(out, "%s settings: unreadable (%s): their row is left out\n", res->prediction ? "the trace's" : "recorded",
+                res->recorded_error);
     else
-        fprintf(out, "recorded settings: %s\n", res->recorded_default ? "PyTorch's defaults" : res->recorded.text);
-    if (res->recorded_budget)
+        fprintf(out, "%s settings: %s\n", res->prediction ? "the trace's" : "recorded",
+                res->recorded_default ? "PyTorch's defaults" : res->recorded.text);
+    if (res->prediction && res->recorded_budget)
+        fprintf(out, "budget: %zu bytes (%s): the 'at recorded budget' column says whether each setting fits "
+                     "under it\n",
+                res->recorded_budget, strcmp(res->budget_source, "file") == 0 ? "the file's \"budget\"" : "--budget");
+    else if (res->prediction)
+        fprintf(out, "budget: none given (--budget: whether each setting fits under it)\n");
+    else if (res->recorded_budget)
         fprintf(out, "recorded budget: %zu bytes (%s)\n", res->recorded_budget,
                 strcmp(res->budget_source, "file") == 0 ? "the file's \"budget\"" : "--budget");
     else
@@ -707,6 +722,7 @@ cJSON *advise_json(const advise_result *res)
     cJSON_AddStringToObject(o, "file", res->path);
     cJSON_AddNumberToObject(o, "device", res->device);
     cJSON_AddNumberToObject(o, "events", (double)res->events);
+    cJSON_AddStringToObject(o, "mode", res->prediction ? "prediction" : "recording");
     cJSON_AddNumberToObject(o, "device_total", (double)res->device_total);
     cJSON_AddStringToObject(o, "min_budget_definition",
                             "the whole-MiB budget B (set_per_process_memory_fraction(B / device_total)) that "

@@ -52,6 +52,8 @@ typedef struct advise_options {
     bool only;               /* try only PyTorch's defaults, the recording's own settings and extra[] */
     const char *step_marker; /* NULL: steps from the allocation pattern; else user_metadata prefix */
     bool series;             /* sample allocated and reserved over the trace for the plot */
+    size_t device_total;     /* the GPU the budgets are fractions of; 0: an H100 80GB (replay_options) */
+    size_t device_context;   /* with device_total: its CUDA context's bytes */
 } advise_options;
 
 /* One setting's figures. Invariant: fits implies min_budget > 0 and passes_at == min_budget, fails_at ==
@@ -78,7 +80,9 @@ typedef struct advise_result {
     char path[512];
     int device;
     size_t events;
-    size_t device_total;          /* the sim's device memory (an H100's) that the budgets are fractions of */
+    size_t device_total;          /* the sim's device memory (an H100's, or opt->device_total) that the budgets
+                                   * are fractions of */
+    bool prediction;              /* the trace has no segment events (a prediction: alloc/replay.h) */
     size_t need;                  /* the workload's need (above) */
     long need_event;              /* where it peaks */
     advise_row rows[ADVISE_MAX_ROWS];

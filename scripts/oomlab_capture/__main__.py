@@ -1,0 +1,138 @@
+"""python -m oomlab_capture: run a PyTorch script on the CPU with its CUDA work on meta; write its device trace.
+
+    python -m oomlab_capture --gpu NAME --out TRACE.json [--quiet] -- SCRIPT [ARGS...]
+    python -m oomlab_capture --list-gpus [--json]
+
+SCRIPT runs as __main__ (sys.argv = [SCRIPT, ARGS...], sys.path[0] its folder, the working directory unchanged).
+Exit status: 0 the trace was written (atomically); 2 bad usage (one line on stderr); 3 the script raised (its
+traceback, then "oomlab_capture: SCRIPT raised EXC: msg"); 4 the script never allocated device memory.
+"""
+import json
+import os
+import sys
+
+USAGE = ("usage: python -m oomlab_capture --gpu NAME --out TRACE.json [--quiet] -- SCRIPT [ARGS...]\n"
+         "       python -m oomlab_capture --list-gpus [--json]")
+
+
+def bad(msg):
+    print(f"oomlab_capture: {msg}", file=sys.stderr)
+    return 2
+
+
+def parse(argv):
+    opts = {"gpu": None, "out": None, "quiet": False, "list": False, "json": False, "script": None, "args": []}
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "--":
+            rest = argv[i + 1:]
+            if not rest:
+                raise ValueError("no SCRIPT after --")
+            opts["script"], opts["args"] = rest[0], rest[1:]
+            return opts
+        if a in ("--gpu", "--out"):
+            if i + 1 >= len(argv):
+                raise ValueError(f"{a} needs a value")
+            opts[a[2:]] = argv[i + 1]
+            i += 2
+            continue
+        if a.startswith("--gpu=") or a.startswith("--out="):
+            k, v = a[2:].split("=", 1)
+            opts[k] = v
+        elif a == "--quiet":
+            opts["quiet"] = True
+        elif a == "--list-gpus":
+            opts["list"] = True
+        elif a == "--json":
+            opts["json"] = True
+        elif a in ("-h", "--help"):
+            opts["help"] = True
+        elif not a.startswith("-") and opts["script"] is None and not opts["list"]:
+            opts["script"], opts["args"] = a, argv[i + 1:]
+            return opts
+        else:
+            raise ValueError(f"unknown option '{a[:60]}'")
+        i += 1
+    return opts
+
+
+def print_script_traceback(exc, script):
+    """The exception as Python prints it, from the script's first frame on (the capture's frames left out)."""
+    import traceback
+    tb = exc.__traceback__
+    target = os.path.abspath(script)
+    t = tb
+    while t is not None and os.path.abspath(t.tb_frame.f_code.co_filename) != target:
+        t = t.tb_next
+    traceback.print_exception(type(exc), exc, t if t is not None else tb, file=sys.stderr)
+
+
+def main(argv):
+    try:
+        o = parse(argv)
+    except ValueError as e:
+        return bad(f"{e}\n{USAGE}")
+    if o.get("help"):
+        print(__doc__.strip())
+        return 0
+    from . import gpus
+    if o["list"]:
+        if o["json"]:
+            print(json.dumps([dict(g, name=n) for n, g in gpus.GPUS.items()], indent=1))
+        else:
+            print(gpus.table_text())
+        return 0
+    gpu = gpus.lookup(o["gpu"] or gpus.DEFAULT)
+    if gpu is None:
+        return bad(f"unknown GPU '{o['gpu'][:60]}' (known: {gpus.known()})")
+    if o["script"] is None:
+        return bad(f"no SCRIPT given\n{USAGE}")
+    if o["out"] is None:
+        return bad("--out TRACE.json is required")
+    script = o["script"]
+    if not os.path.isfile(script):
+        return bad(f"cannot run '{script[:60]}': no such file")
+    folder = os.path.dirname(os.path.abspath(o["out"]))
+    if not os.path.isdir(folder):
+        return bad(f"cannot write '{o['out'][:60]}': the folder {folder[:60]} does not exist")
+
+    import runpy
+    from .recorder import Capture
+    cap = Capture(gpu, quiet=o["quiet"])
+    sys.argv = [script] + o["args"]
+    sys.path[0] = os.path.dirname(os.path.abspath(script))
+    failure = None
+    try:
+        with cap:
+            runpy.run_path(script, run_name="__main__")
+    except SystemExit as e:
+        if e.code not in (None, 0):
+            failure = e
+    except BaseException as e:  # the script's own exception, KeyboardInterrupt included
+        failure = e
+    if failure is not None:
+        if not isinstance(failure, SystemExit):
+            print_script_traceback(failure, script)
+        msg = str(failure)
+        print(f"oomlab_capture: {script} raised {type(failure).__name__}: {msg}".rstrip(": ").splitlines()[0]
+              if "\n" in msg else f"oomlab_capture: {script} raised {type(failure).__name__}: {msg}",
+              file=sys.stderr)
+        return 3
+    if cap.n_allocs() == 0:
+        print(f"oomlab_capture: {script} never allocated device memory (no CUDA tensor was made)",
+              file=sys.stderr)
+        return 4
+    try:
+        cap.write(o["out"])
+    except OSError as e:
+        return bad(f"cannot write '{o['out'][:60]}': {e.strerror}")
+    if not o["quiet"]:
+        meta = cap.trace()["oomlab_capture"]
+        print(f"oomlab_capture: {len(cap.events)} events, {meta['ops']} ops, {meta['steps']} optimizer steps "
+              f"in {meta['seconds']:.1f} s -> {o['out']}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,87 @@
+"""F.scaled_dot_product_attention: the backend CUDA would choose, and what that backend allocates and saves.
+
+On meta, scaled_dot_product_attention's choice (the _fused_sdp_choice stub) has no meta kernel and takes the
+math path: the full L x L attention matrices, saved for backward. CUDA picks by
+aten/src/ATen/native/transformers/cuda/sdp_utils.cpp (PyTorch 2.11) select_sdp_backend, in the order flash,
+memory-efficient, math (cuDNN attention only when asked for), each subject to the torch.backends.cuda
+*_sdp_enabled() switches and its checks:
+  flash      fp16/bf16, 4-D q/k/v, no attn_mask, head dim <= 256 and a multiple of 8, compute capability >= 8.0
+             (sm 8.6/8.9 refuse head dim > 192 with grad);
+  efficient  fp16/bf16/fp32, 4-D q/k/v, head dim a multiple of 8 (4 for fp32 before sm 8.0), same head dim for
+             q, k and v; an attn_mask goes in as a bias (bool masks become float first,
+             sdp_utils convert_boolean_attn_mask).
+The chosen op then runs on meta, where its meta function allocates what the CUDA kernel allocates: flash:
+output and logsumexp [B, H, L] fp32; efficient (attention_backward/attention.cu _efficient_attention_forward):
+output [B, L, H, Dv] and logsumexp [B, H, ceil(L/32)*32] fp32 when grad is needed. The Philox seed and offset
+are CPU tensors on CUDA: the meta function's 8-byte meta tensors for them are not device bytes and are left out.
+"""
+import torch
+
+aten = torch.ops.aten
+SOURCE = "aten/src/ATen/native/transformers/cuda/sdp_utils.cpp select_sdp_backend; attention.cu"
+
+
+def _unpack(args, kwargs):
+    names = ["query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa"]
+    vals = dict(zip(names, args))
+    vals.update(kwargs)
+    return (vals["query"], vals["key"], vals["value"], vals.get("attn_mask"), vals.get("dropout_p", 0.0),
+            vals.get("is_causal", False), vals.get("scale"), vals.get("enable_gqa", False))
+
+
+def choose(gpu, q, k, v, mask, dropout_p, is_causal, enable_gqa):
+    from .. import gpus
+    major, minor = gpus.capability(gpu)
+    be = torch.backends.cuda
+    d = q.size(-1)
+    four_d = q.dim() == 4 and k.dim() == 4 and v.dim() == 4
+    same_heads = k.size(-1) == d and v.size(-1) == d
+    if enable_gqa or not four_d:
+        return "math"
+    grad = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
+    if (be.flash_sdp_enabled() and q.dtype in (torch.float16, torch.bfloat16) and mask is None and d <= 256
+            and d % 8 == 0 and same_heads and major >= 8
+            and not ((major, minor) in ((8, 6), (8, 9)) and d > 192 and grad)):
+        return "flash"
+    align = 8 if major >= 8 or q.dtype != torch.float32 else 4
+    if (be.mem_efficient_sdp_enabled() and q.dtype in (torch.float16, torch.bfloat16, torch.float32)
+            and d % align == 0 and same_heads):
+        return "efficient"
+    return "math"
+
+
+def replace(cap, func, args, kwargs):
+    q, k, v, mask, dropout_p, is_causal, scale, gqa = _unpack(args, kwargs)
+    if not (isinstance(q, torch.Tensor) and q.is_meta):
+        return NotImplemented
+    backend = choose(cap.gpu, q, k, v, mask, dropout_p, is_causal, gqa)
+    cap.count_modelled(f"scaled_dot_product_attention backend {backend}", 0, SOURCE)
+    if backend == "math":
+        return NotImplemented
+    grad = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
+    if backend == "flash":
+        res = aten._scaled_dot_product_flash_attention(q, k, v, dropout_p, is_causal, False, scale=scale)
+        out = res[0]
+        for t in res[6:8]:
+            if isinstance(t, torch.Tensor):
+                cap.forget(t)
+        return out
+    bias = mask
+    if bias is not None:
+        if bias.dtype == torch.bool:  # sdp_utils convert_boolean_attn_mask
+            bias = torch.where(bias.logical_not(), -float("inf"), 0.0).to(q.dtype)
+        bias = _pad_bias(bias, q, k)
+    res = aten._scaled_dot_product_efficient_attention(q, k, v, bias, grad, dropout_p, is_causal, scale=scale)
+    for t in res[2:4]:
+        cap.forget(t)
+    return res[0]
+
+
+def _pad_bias(bias, q, k):
+    """attention.cpp preprocess_mask: the bias expanded to [B, H, L, S], its last dim padded to a multiple of 16."""
+    target = (q.size(0), q.size(1), q.size(2), k.size(2))
+    last = bias.size(-1)
+    if last % 16 != 0:
+        pad = 16 - last % 16
+        bias = torch.nn.functional.pad(bias, (0, pad))[..., :last]
+    return bias.expand(target)

@@ -1,0 +1,73 @@
+"""cuBLAS and cuBLASLt workspaces.
+
+aten/src/ATen/cuda/CublasHandlePool.cpp (PyTorch 2.11): getCurrentCUDABlasHandle() gives each thread its own
+handle (a per-thread pool) and sets on it a workspace from getCUDABlasWorkspace(), one per (handle, stream),
+allocated from the caching allocator the first time and kept for the life of the process (never freed, so it
+stays in memory_allocated). Its size, parseChosenWorkspaceSize(): CUBLAS_WORKSPACE_CONFIG (":SIZE_KiB:COUNT"
+pairs, summed) if set, else 4096 KiB x 8 = 32 MiB on compute capability 9.0 and 4096 KiB x 2 + 16 KiB x 8 =
+8,519,680 B elsewhere. The autograd engine runs a CUDA backward on its own device thread, so a program that
+trains holds two. On meta the backward runs on the caller's thread: the model keys the workspace by "forward"
+or "backward" (torch._C._current_autograd_node() is set while the engine runs a node).
+
+cuBLASLt: aten/src/ATen/native/cuda/Blas.cpp's addmm_out_cuda_impl takes the Lt path (gemm_and_bias, the bias
+fused as an epilogue) for beta == 1, a 1-D contiguous bias of length n, a 2-D result, float/half/bf16 and all
+of m, n, k > 1; that path takes a second workspace from getCUDABlasLtWorkspace(): CUBLASLT_WORKSPACE_SIZE KiB,
+default 1024 KiB, again once per handle and stream. Measured on the H100 (tests/data/train_mlp.trace.json): the
+first Linear's addmm allocates its output, then 33,554,432 B, then 1,048,576 B; the first backward mm another
+33,554,432 B.
+"""
+import os
+
+import torch
+
+aten = torch.ops.aten
+SOURCE_WS = "aten/src/ATen/cuda/CublasHandlePool.cpp getCUDABlasWorkspace/parseChosenWorkspaceSize"
+SOURCE_LT = "aten/src/ATen/cuda/CublasHandlePool.cpp getCUDABlasLtWorkspace; native/cuda/Blas.cpp addmm Lt path"
+
+# ops whose CUDA kernels call cuBLAS through getCurrentCUDABlasHandle (aten/src/ATen/native/cuda/Blas.cpp)
+OPS = {aten.mm.default, aten.addmm.default, aten.bmm.default, aten.baddbmm.default, aten.addbmm.default,
+       aten.addmv.default, aten.mv.default, aten.dot.default, aten.vdot.default, aten._addmm_activation.default,
+       aten.addmm_.default, aten.baddbmm_.default, aten.mm.out, aten.bmm.out, aten.addmm.out}
+FLOAT_TYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def workspace_size(gpu):
+    conf = os.environ.get("CUBLAS_WORKSPACE_CONFIG")
+    if conf:
+        parts = [p for p in conf.split(":") if p]
+        try:
+            nums = [int(p) for p in parts]
+            return sum(nums[i] * 1024 * nums[i + 1] for i in range(0, len(nums) - 1, 2))
+        except ValueError:
+            pass
+    return 4096 * 1024 * 8 if gpu["arch"] == "sm_90" else 4096 * 1024 * 2 + 16 * 1024 * 8
+
+
+def lt_workspace_size():
+    try:
+        return int(os.environ.get("CUBLASLT_WORKSPACE_SIZE", "1024")) * 1024
+    except ValueError:
+        return 1024 * 1024
+
+
+def takes_lt_path(args, kwargs):
+    bias, m1, m2 = args[0], args[1], args[2]
+    beta = kwargs.get("beta", args[3] if len(args) > 3 else 1)
+    return (beta == 1 and bias.dim() == 1 and m1.dim() == 2 and m2.dim() == 2 and bias.is_contiguous()
+            and bias.size(0) == m2.size(1) and m1.dtype in FLOAT_TYPES
+            and m1.size(0) > 1 and m1.size(1) > 1 and m2.size(1) > 1)
+
+
+def after(cap, func, args, kwargs, out):
+    if func not in OPS:
+        return
+    if any(isinstance(a, torch.Tensor) and a.numel() == 0 for a in args[:3]):
+        return  # an empty product launches nothing
+    st = cap.state.setdefault("cublas", {"ws": set(), "lt": set()})
+    thread = "backward" if cap.in_backward() else "forward"
+    if thread not in st["ws"]:
+        st["ws"].add(thread)
+        cap.fake_alloc(workspace_size(cap.gpu), "cuBLAS workspace", SOURCE_WS, keep=True)
+    if func in (aten.addmm.default, aten.addmm.out) and thread not in st["lt"] and takes_lt_path(args, kwargs):
+        st["lt"].add(thread)
+        cap.fake_alloc(lt_workspace_size(), "cuBLASLt workspace", SOURCE_LT, keep=True)

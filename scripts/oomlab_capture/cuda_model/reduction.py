@@ -1,0 +1,155 @@
+"""ATen's CUDA reductions: the global-memory staging buffer and semaphores gpu_reduce_kernel allocates.
+
+aten/src/ATen/native/cuda/Reduce.cuh (PyTorch 2.11): setReduceConfig(iter) decides the launch; when it splits
+each output's inputs across several blocks (should_global_reduce), the kernel allocates global_memory_size()
+bytes of staging and semaphore_size() bytes of block counters from the caching allocator for the launch:
+buffer, then semaphores, freed in reverse order after the launch. The configuration depends on the GPU's SM
+count and threads per SM. This is the same transcription as harness/runtime/reduce_config.c (keep the two
+equal), generalised to the three layouts TensorIterator coalesces a contiguous reduction to:
+  all     every element into one output (sum(), mean());
+  rows    leading dims reduced, trailing kept ([m, n] over m: a bias gradient's sum(0));
+  inner   leading dims kept, trailing reduced (mean(-1)): the reduction runs along the fastest dimension.
+Other layouts (a reduced middle dimension, non-contiguous inputs) are not modelled: no staging is added.
+"""
+import torch
+
+aten = torch.ops.aten
+SOURCE = "aten/src/ATen/native/cuda/Reduce.cuh setReduceConfig/global_memory_size (harness/runtime/reduce_config.c)"
+MAX_NUM_THREADS, MIN_VALUES_PER_THREAD, MAX_VALUES_PER_THREAD = 512, 16, 256
+
+
+def _div_up(a, b):
+    return (a + b - 1) // b
+
+
+def _last_pow2(n):
+    p = 1
+    while p * 2 <= n:
+        p *= 2
+    return p
+
+
+def config(gpu, num_outputs, num_inputs, fastest, arg_size, scalar_size, input_vec_size, in_addr_elems=0):
+    """(global_memory_size, semaphore_size) of setReduceConfig for this reduction; (0, 0) without staging."""
+    warp = 32
+    c = {"step_input": 1, "step_output": 1, "output_vec_size": 1}
+    dim0 = num_inputs if fastest else num_outputs
+    dim1 = num_outputs if fastest else num_inputs
+    if num_inputs * num_outputs == 1:
+        dim0 = dim1 = 1
+    elif fastest:
+        if dim0 >= 128:
+            dim0 //= input_vec_size
+    else:
+        v = 4
+        for val in (in_addr_elems, num_outputs):
+            while val % v != 0:
+                v //= 2
+        c["output_vec_size"] = v
+        dim0 //= v
+    ovs = c["output_vec_size"]
+    max_num_threads = MAX_NUM_THREADS // ovs
+    dim0_pow2 = _last_pow2(dim0) if dim0 < max_num_threads else max_num_threads
+    dim1_pow2 = _last_pow2(dim1) if dim1 < max_num_threads else max_num_threads
+    block_width = min(dim0_pow2, warp)
+    block_height = min(dim1_pow2, max_num_threads // block_width)
+    block_width = min(dim0_pow2, max_num_threads // block_height)
+    num_threads = block_width * block_height
+
+    def split_input(p):
+        s = c["step_input"]
+        c["step_input"] *= p
+        return s
+
+    def split_output(p):
+        s = c["step_output"]
+        c["step_output"] *= p
+        return s
+
+    input_mult = [0, 0, 0]
+    if fastest:
+        input_mult[0] = split_input(block_width)
+    else:
+        split_output(block_width)
+
+    def values_per_thread():
+        return _div_up(num_inputs, c["step_input"])
+
+    def grid_x():
+        return _div_up(num_outputs // ovs, c["step_output"])
+
+    if values_per_thread() >= min(block_height * 16, MAX_VALUES_PER_THREAD):
+        input_mult[1] = split_input(block_height)
+    else:
+        split_output(block_height)
+    blocks_per_sm = gpu["max_threads_per_sm"] // num_threads
+    target_grid = gpu["sm_count"] * blocks_per_sm
+    ctas_per_output = 1
+    if input_mult[1] != 0 and values_per_thread() >= MAX_VALUES_PER_THREAD and grid_x() <= target_grid:
+        ctas1 = _div_up(target_grid, grid_x())
+        ctas2 = _div_up(values_per_thread(), MIN_VALUES_PER_THREAD)
+        ctas3 = _div_up(values_per_thread(), MAX_VALUES_PER_THREAD)
+        ctas_per_output = max(min(ctas1, ctas2), ctas3)
+        if ctas_per_output > 1:
+            input_mult[2] = split_input(ctas_per_output)
+    if input_mult[2] == 0:
+        return 0, 0
+    size = arg_size * num_outputs * ctas_per_output
+    if input_mult[0] == 0:
+        size *= block_width * ovs
+    return size, 4 * grid_x()
+
+
+def layout(x, dims):
+    """(num_outputs, num_inputs, fastest) of reducing contiguous x over dims, or None if not modelled."""
+    if not x.is_contiguous() or x.numel() == 0:
+        return None
+    nd = x.dim()
+    red = set(range(nd)) if not dims else {d % max(nd, 1) for d in dims}
+    sizes = [(x.size(i), i in red) for i in range(nd) if x.size(i) != 1]
+    if not sizes:
+        return 1, 1, True
+    groups = []  # coalesce neighbours of the same kind
+    for n, r in sizes:
+        if groups and groups[-1][1] == r:
+            groups[-1][0] *= n
+        else:
+            groups.append([n, r])
+    if len(groups) == 1:
+        return (1, groups[0][0], True) if groups[0][1] else None  # nothing reduced: a copy
+    if len(groups) == 2:
+        (a, ra), (b, rb) = groups
+        return (b, a, False) if ra else (a, b, True)
+    return None
+
+
+_OPS = {aten.sum.default: "sum", aten.sum.dim_IntList: "sum", aten.mean.default: "mean",
+        aten.mean.dim: "mean", aten.amax.default: "amax", aten.amin.default: "amin",
+        aten.linalg_vector_norm.default: "norm"}
+
+
+def after(cap, func, args, kwargs, out):
+    kind = _OPS.get(func)
+    if kind is None:
+        return
+    x = args[0]
+    dims = args[1] if len(args) > 1 and func not in (aten.sum.default, aten.mean.default) else kwargs.get("dim")
+    if kind == "norm":
+        dims = args[2] if len(args) > 2 else kwargs.get("dim")
+    if isinstance(dims, int):
+        dims = [dims]
+    lay = layout(x, dims)
+    if lay is None:
+        return
+    scalar = x.element_size()
+    arg = 8 if x.dtype in (torch.float64, torch.int64, torch.complex64) else 4
+    if not x.dtype.is_floating_point and kind in ("sum", "mean"):
+        arg = 8  # integer sums accumulate in int64
+    vec = 8 if kind == "sum" and scalar == 2 else 4
+    buf, sem = config(cap.gpu, lay[0], lay[1], lay[2], arg, scalar, vec)
+    if buf == 0:
+        return
+    a = cap.fake_alloc(buf, "reduction staging", SOURCE)
+    s = cap.fake_alloc(sem, "reduction semaphores", SOURCE)
+    cap.fake_free(s, sem)
+    cap.fake_free(a, buf)

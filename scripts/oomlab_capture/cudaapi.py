@@ -1,0 +1,94 @@
+"""torch.cuda.* as the program sees it under the capture: a GPU of the chosen kind, no CUDA context.
+
+Queries answer from the GPU table (gpus.py) and from the capture's own counters: memory_allocated and
+max_memory_allocated are the bytes the recorded trace holds (the caching allocator's allocated_bytes count
+rounded blocks: the replay gives those); memory_reserved answers the same figure (reserved needs the
+allocator model, which runs after the capture). set_per_process_memory_fraction is recorded as the trace's
+"budget" (bytes, as scripts/snapshot2json.py --budget writes it) for the replay to apply. synchronize,
+empty_cache, manual_seed and friends do nothing on meta. Tensor.pin_memory returns the tensor (host bytes are
+not device bytes), so a DataLoader's pin thread never touches CUDA.
+"""
+import contextlib
+import types
+
+import torch
+
+from . import gpus
+
+
+def _props(gpu):
+    major, minor = gpus.capability(gpu)
+    return types.SimpleNamespace(name="NVIDIA " + gpu["name"], total_memory=gpu["total_memory"],
+                                 multi_processor_count=gpu["sm_count"], major=major, minor=minor,
+                                 max_threads_per_multi_processor=gpu["max_threads_per_sm"], warp_size=32,
+                                 is_integrated=False, is_multi_gpu_board=False)
+
+
+@contextlib.contextmanager
+def patched(cap):
+    gpu = cap.gpu
+    cuda = torch.cuda
+    saved = {}
+
+    def fraction(f, device=None):
+        if not isinstance(f, float):
+            raise TypeError("Invalid type for fraction argument, must be `float`")
+        if f < 0 or f > 1:
+            raise ValueError(f"Invalid fraction value: {f}. Allowed range: 0~1")
+        cap.budget = int(f * gpu["total_memory"])
+
+    def empty_cache():
+        cap.empty_cache_calls = getattr(cap, "empty_cache_calls", 0) + 1
+
+    def stats(device=None):
+        a, p, _ = cap.ext.counters()
+        return {"allocated_bytes.all.current": a, "allocated_bytes.all.peak": p}
+
+    major, minor = gpus.capability(gpu)
+    repl = {
+        "is_available": lambda: True,
+        "device_count": lambda: 1,
+        "current_device": lambda: 0,
+        "set_device": lambda device: None,
+        "get_device_name": lambda device=None: "NVIDIA " + gpu["name"],
+        "get_device_capability": lambda device=None: (major, minor),
+        "get_device_properties": lambda device=None: _props(gpu),
+        "is_bf16_supported": lambda including_emulation=True: major >= 8,
+        "memory_allocated": lambda device=None: cap.allocated(),
+        "max_memory_allocated": lambda device=None: cap.max_allocated(),
+        "memory_reserved": lambda device=None: cap.allocated(),
+        "max_memory_reserved": lambda device=None: cap.max_allocated(),
+        "reset_peak_memory_stats": lambda device=None: cap.ext.reset_peak(),
+        "reset_max_memory_allocated": lambda device=None: cap.ext.reset_peak(),
+        "memory_stats": stats,
+        "mem_get_info": lambda device=None: (gpu["total_memory"] - gpu["context_bytes"] - cap.allocated(),
+                                             gpu["total_memory"]),
+        "synchronize": lambda device=None: None,
+        "empty_cache": empty_cache,
+        "set_per_process_memory_fraction": fraction,
+        "manual_seed": lambda seed: None,
+        "manual_seed_all": lambda seed: None,
+        "seed": lambda: None,
+        "seed_all": lambda: None,
+        "is_current_stream_capturing": lambda: False,
+    }
+    for name, fn in repl.items():
+        saved[name] = getattr(cuda, name)
+        setattr(cuda, name, fn)
+    mem_saved = {}
+    for name in ("memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
+                 "reset_peak_memory_stats", "memory_stats", "mem_get_info", "empty_cache",
+                 "set_per_process_memory_fraction"):
+        if hasattr(cuda.memory, name):
+            mem_saved[name] = getattr(cuda.memory, name)
+            setattr(cuda.memory, name, repl[name])
+    pin, is_pinned = torch.Tensor.pin_memory, torch.Tensor.is_pinned
+    torch.Tensor.pin_memory = lambda self, device=None: self
+    try:
+        yield
+    finally:
+        for name, fn in saved.items():
+            setattr(cuda, name, fn)
+        for name, fn in mem_saved.items():
+            setattr(cuda.memory, name, fn)
+        torch.Tensor.pin_memory, torch.Tensor.is_pinned = pin, is_pinned

@@ -1,0 +1,84 @@
+"""cuda -> meta: a TorchFunctionMode that rewrites the device of every torch call the program makes.
+
+device="cuda" (or "cuda:0", torch.device("cuda"), an index) in a factory function or .to(), and .cuda(),
+become meta. .item(), .tolist(), .cpu(), .numpy() of a meta tensor are answered with placeholders
+(placeholders.py). F.dropout and F.scaled_dot_product_attention are replaced by name in torch.nn.functional
+for the capture (patch_functional), and F.linear too (cuda_model.subclass), because a TorchFunctionMode does not see the calls a torch function makes
+inside itself (nn.MultiheadAttention's call of scaled_dot_product_attention).
+"""
+import contextlib
+
+import torch
+import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
+
+from . import placeholders
+from .cuda_model import attention, dropout, subclass
+
+
+def map_device(d):
+    if isinstance(d, str) and (d == "cuda" or d.startswith("cuda:")):
+        return torch.device("meta")
+    if isinstance(d, torch.device) and d.type == "cuda":
+        return torch.device("meta")
+    return d
+
+
+_TO = {torch.Tensor.to}
+_CUDA = {torch.Tensor.cuda}
+
+
+class DeviceMap(TorchFunctionMode):
+    def __init__(self, cap):
+        super().__init__()
+        self.cap = cap
+        self._patches = None
+
+    def __enter__(self):
+        self._patches = patch_functional(self.cap)
+        self._patches.__enter__()
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        r = super().__exit__(*exc)
+        self._patches.__exit__(*exc)
+        return r
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in _CUDA:
+            non_blocking = kwargs.get("non_blocking", False)
+            return args[0].to("meta", non_blocking=non_blocking)
+        if "device" in kwargs:
+            kwargs = dict(kwargs, device=map_device(kwargs["device"]))
+        if func in _TO and len(args) > 1:
+            d = args[1]
+            if isinstance(d, int) and not isinstance(d, bool):
+                d = "cuda"
+            args = (args[0], map_device(d)) + tuple(args[2:])
+        out = placeholders.function(self.cap, func, args, kwargs)
+        if out is not NotImplemented:
+            return out
+        return func(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def patch_functional(cap):
+    orig_do, orig_sdpa, orig_linear = F.dropout, F.scaled_dot_product_attention, F.linear
+
+    def dropout_cuda(*args, **kwargs):
+        out = dropout.replace(cap, None, args, kwargs)
+        return orig_do(*args, **kwargs) if out is NotImplemented else out
+
+    def sdpa_cuda(*args, **kwargs):
+        out = attention.replace(cap, None, args, kwargs)
+        return orig_sdpa(*args, **kwargs) if out is NotImplemented else out
+
+    def linear_cuda(input, weight, bias=None):
+        return subclass.linear(cap, orig_linear, input, weight, bias)
+
+    F.dropout, F.scaled_dot_product_attention, F.linear = dropout_cuda, sdpa_cuda, linear_cuda
+    try:
+        yield
+    finally:
+        F.dropout, F.scaled_dot_product_attention, F.linear = orig_do, orig_sdpa, orig_linear

@@ -1,0 +1,272 @@
+// meta_alloc.cpp - a recording c10::Allocator for the Meta device (oomlab_capture's C++ extension).
+//
+// Meta tensors own no memory: PyTorch's own MetaAllocator hands out null pointers. This one does the same but
+// gives every allocation of n > 0 bytes a context that remembers a fake address (a 512-aligned bump counter) and
+// n, and logs the allocation and, from the DataPtr's deleter, the moment the storage dies. n is the byte count
+// the CUDA caching allocator would be asked for by the same storage (empty_generic computes it the same way for
+// every device), so the log is the program's device allocations in program order with their real lifetimes.
+//
+// Meta kernels are not CUDA kernels: a shape function may build temporaries the CUDA kernel never allocates.
+// Python brackets each op that has a CUDA kernel with op_begin()/op_end(); an allocation made inside that
+// bracket and freed before it closes is a meta temporary: its alloc entry is marked dead and its free is not
+// logged. What survives the op (its outputs) stays. Allocations of size 0 are not logged (the caching allocator
+// returns a null pointer for them and records nothing).
+//
+// Python adds the CUDA path's own allocations (workspaces, staging buffers) with fake_alloc/fake_free into the
+// same log, so the order between them and the program's storages is kept.
+#include <torch/extension.h>
+
+#include <c10/core/Allocator.h>
+
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+namespace {
+
+enum Action : uint8_t { ALLOC = 0, FREE = 1 };
+
+struct Ctx;
+
+struct Entry {
+  uint8_t action;
+  bool dead;  // an alloc found to be a meta temporary: dropped at drain
+  uint64_t addr;
+  uint64_t size;
+  int64_t tag;  // the Python side's op serial at the time
+  struct Ctx* ctx;  // the storage's context while it lives (for reordering an op's outputs)
+};
+
+struct Ctx;
+struct Ctx {
+  uint64_t addr;
+  uint64_t size;
+  int64_t index;  // absolute log index of the alloc entry; -1: not recorded (made while not capturing)
+};
+
+std::mutex mu;
+bool recording = false;
+std::vector<Entry> log_entries;
+int64_t log_base = 0;     // absolute index of log_entries[0] (entries before were drained)
+uint64_t next_addr = 0;   // the bump counter of fake addresses
+int depth = 0;            // nesting of op_begin brackets
+int64_t frame_start = 0;  // absolute log index where the outermost open bracket began
+int64_t tag = 0;
+uint64_t live_bytes = 0, peak_bytes = 0;  // sum of logged live sizes (what memory_allocated answers from)
+uint64_t dropped = 0;                     // meta temporaries dropped
+
+constexpr uint64_t kAlign = 512;
+constexpr uint64_t kBase = 0x7f0000000000ull;
+
+uint64_t bump(uint64_t n) {
+  uint64_t a = kBase + next_addr;
+  next_addr += (n + kAlign - 1) / kAlign * kAlign;
+  return a;
+}
+
+void note_free(Ctx* c) {
+  if (c->index < 0)
+    return;
+  int64_t rel = c->index - log_base;
+  if (depth > 0 && c->index >= frame_start && rel >= 0) {
+    log_entries[rel].dead = true;  // made and freed inside one op: a meta temporary
+    dropped++;
+  } else {
+    log_entries.push_back({FREE, false, c->addr, c->size, tag, nullptr});
+  }
+  if (c->index >= log_base && c->index - log_base < (int64_t)log_entries.size())
+    log_entries[c->index - log_base].ctx = nullptr;
+  live_bytes -= c->size;
+}
+
+void deleter(void* p) {
+  Ctx* c = static_cast<Ctx*>(p);
+  {
+    std::lock_guard<std::mutex> g(mu);
+    note_free(c);
+  }
+  delete c;
+}
+
+struct RecordingMetaAllocator final : public c10::Allocator {
+  c10::DataPtr allocate(size_t n) override {
+    if (n == 0)
+      return {nullptr, nullptr, &noop, c10::Device(c10::DeviceType::Meta)};
+    Ctx* c = new Ctx{0, n, -1};
+    {
+      std::lock_guard<std::mutex> g(mu);
+      if (recording) {
+        c->addr = bump(n);
+        c->index = log_base + (int64_t)log_entries.size();
+        log_entries.push_back({ALLOC, false, c->addr, n, tag, c});
+        live_bytes += n;
+        if (live_bytes > peak_bytes)
+          peak_bytes = live_bytes;
+      }
+    }
+    return {nullptr, c, &deleter, c10::Device(c10::DeviceType::Meta)};
+  }
+  static void noop(void*) {}
+  void copy_data(void*, const void*, std::size_t) const override {}
+};
+
+RecordingMetaAllocator the_allocator;
+
+void install() { c10::SetAllocator(c10::DeviceType::Meta, &the_allocator, /*priority=*/200); }
+
+void start() {
+  std::lock_guard<std::mutex> g(mu);
+  log_entries.clear();
+  log_base = 0;
+  next_addr = 0;
+  depth = 0;
+  frame_start = 0;
+  tag = 0;
+  live_bytes = peak_bytes = dropped = 0;
+  recording = true;
+}
+
+void stop() {
+  std::lock_guard<std::mutex> g(mu);
+  recording = false;
+}
+
+void set_tag(int64_t t) {
+  std::lock_guard<std::mutex> g(mu);
+  tag = t;
+}
+
+void op_begin() {
+  std::lock_guard<std::mutex> g(mu);
+  if (depth++ == 0)
+    frame_start = log_base + (int64_t)log_entries.size();
+}
+
+// Close the bracket. outputs: the fake addresses of the op's output storages in the order the op returns
+// them. A CUDA kernel allocates its outputs in that order; a meta function may not (nll_loss_forward's meta
+// makes total_weight before output), so the op's surviving allocations are put in output order, in the
+// slots they already take in the log.
+void op_end(const std::vector<uint64_t>& outputs) {
+  std::lock_guard<std::mutex> g(mu);
+  if (depth == 0)
+    return;
+  if (--depth > 0 || outputs.size() < 2)
+    return;
+  std::vector<int64_t> slots;
+  for (int64_t i = frame_start - log_base; i < (int64_t)log_entries.size(); i++)
+    if (log_entries[i].action == ALLOC && !log_entries[i].dead && log_entries[i].ctx)
+      slots.push_back(i);
+  std::vector<Entry> ordered;
+  for (uint64_t a : outputs)
+    for (int64_t i : slots)
+      if (log_entries[i].addr == a) {
+        bool seen = false;
+        for (const Entry& e : ordered)
+          seen = seen || e.addr == a;
+        if (!seen)
+          ordered.push_back(log_entries[i]);
+      }
+  if (ordered.size() != slots.size())
+    return;  // something else survived too: keep the allocation order
+  for (size_t k = 0; k < slots.size(); k++) {
+    log_entries[slots[k]] = ordered[k];
+    ordered[k].ctx->index = log_base + slots[k];
+  }
+}
+
+// A modelled allocation of the CUDA path (not a storage): returns its fake address.
+uint64_t fake_alloc(uint64_t n) {
+  std::lock_guard<std::mutex> g(mu);
+  uint64_t a = bump(n);
+  log_entries.push_back({ALLOC, false, a, n, tag, nullptr});
+  live_bytes += n;
+  if (live_bytes > peak_bytes)
+    peak_bytes = live_bytes;
+  return a;
+}
+
+void fake_free(uint64_t addr, uint64_t n) {
+  std::lock_guard<std::mutex> g(mu);
+  log_entries.push_back({FREE, false, addr, n, tag, nullptr});
+  live_bytes -= n;
+}
+
+// Take a recorded storage out of the trace: one meta makes that CUDA does not put on the device (a Philox
+// seed the CUDA kernel keeps on the host). Its alloc entry is dropped if not drained yet, else freed now.
+void forget(const at::Tensor& t) {
+  const c10::Storage& s = t.storage();
+  if (!s)
+    return;
+  const c10::DataPtr& dp = s.data_ptr();
+  if (dp.get_deleter() != &deleter)
+    return;
+  Ctx* c = static_cast<Ctx*>(dp.get_context());
+  std::lock_guard<std::mutex> g(mu);
+  if (!c || c->index < 0)
+    return;
+  int64_t rel = c->index - log_base;
+  if (rel >= 0)
+    log_entries[rel].dead = true;
+  else
+    log_entries.push_back({FREE, false, c->addr, c->size, tag, nullptr});
+  live_bytes -= c->size;
+  c->index = -1;
+}
+
+// The log so far as a list of (action, addr, size, tag), dead entries left out; only outside any op bracket.
+py::list drain() {
+  std::lock_guard<std::mutex> g(mu);
+  py::list out;
+  if (depth > 0)
+    return out;
+  for (const Entry& e : log_entries)
+    if (!e.dead)
+      out.append(py::make_tuple((int)e.action, e.addr, e.size, e.tag));
+  log_base += (int64_t)log_entries.size();
+  log_entries.clear();
+  return out;
+}
+
+// The storage's (addr, size) if it was recorded, else None: lets Python name a tensor's allocation.
+py::object storage_entry(const at::Tensor& t) {
+  const c10::Storage& s = t.storage();
+  if (!s)
+    return py::none();
+  const c10::DataPtr& dp = s.data_ptr();
+  if (dp.get_deleter() != &deleter)
+    return py::none();
+  Ctx* c = static_cast<Ctx*>(dp.get_context());
+  if (!c || c->index < 0)
+    return py::none();
+  return py::make_tuple(c->addr, c->size);
+}
+
+py::tuple counters() {
+  std::lock_guard<std::mutex> g(mu);
+  return py::make_tuple(live_bytes, peak_bytes, dropped);
+}
+
+void reset_peak() {
+  std::lock_guard<std::mutex> g(mu);
+  peak_bytes = live_bytes;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("install", &install, "make this the Meta device's allocator");
+  m.def("start", &start, "clear the log and start recording");
+  m.def("stop", &stop, "stop recording (storages made before keep their entries)");
+  m.def("set_tag", &set_tag);
+  m.def("op_begin", &op_begin);
+  m.def("op_end", &op_end);
+  m.def("fake_alloc", &fake_alloc);
+  m.def("fake_free", &fake_free);
+  m.def("forget", &forget);
+  m.def("drain", &drain);
+  m.def("storage_entry", &storage_entry);
+  m.def("counters", &counters);
+  m.def("reset_peak", &reset_peak);
+}

@@ -1,0 +1,66 @@
+"""Values a meta tensor cannot give: answered with placeholders, each listed in the trace's "placeholders".
+
+- .item() / float() / int() / bool() (aten::_local_scalar_dense): 0.0 for floating types, 1 for integers
+  (a divisor stays valid), False for bool (a found-inf or NaN check says "fine", so the step runs).
+- .tolist(), .cpu(), .numpy(), .to("cpu"): host copies filled with those values; no device bytes.
+- data-dependent shapes: nonzero() as if every element were non-zero, masked_select() as if every element were
+  selected: the largest output, so a prediction is never low because of them.
+Control flow that depends on these values runs as the placeholder says; the trace lists where that happened.
+"""
+import torch
+
+aten = torch.ops.aten
+
+
+def _value(dtype):
+    if dtype == torch.bool:
+        return False
+    if dtype.is_floating_point or dtype.is_complex:
+        return 0.0
+    return 1
+
+
+def _host(t):
+    v = _value(t.dtype)
+    return torch.full(t.shape, v, dtype=t.dtype, device="cpu")
+
+
+def dispatch(cap, func, args, kwargs):
+    if func is aten._local_scalar_dense.default and args[0].is_meta:
+        cap.placeholder("aten::item")
+        return _value(args[0].dtype)
+    if func is aten.nonzero.default and args[0].is_meta:
+        cap.placeholder("aten::nonzero (every element counted)")
+        x = args[0]
+        return torch.empty((x.numel(), x.dim()), dtype=torch.long, device="meta")
+    if func is aten.masked_select.default and args[0].is_meta:
+        cap.placeholder("aten::masked_select (every element selected)")
+        shape = torch.broadcast_shapes(args[0].shape, args[1].shape)
+        n = 1
+        for s in shape:
+            n *= s
+        return torch.empty((n,), dtype=args[0].dtype, device="meta")
+    return NotImplemented
+
+
+_HOST_COPY = {torch.Tensor.cpu: "Tensor.cpu", torch.Tensor.numpy: "Tensor.numpy", torch.Tensor.tolist: "Tensor.tolist"}
+
+
+def function(cap, func, args, kwargs):
+    name = _HOST_COPY.get(func)
+    if name is None and func is torch.Tensor.to and len(args) > 1:
+        d = args[1]
+        if (isinstance(d, str) and d.startswith("cpu")) or (isinstance(d, torch.device) and d.type == "cpu"):
+            name = "Tensor.to(cpu)"
+    if name is None and func is torch.Tensor.to and isinstance(kwargs.get("device"), (str, torch.device)):
+        if str(kwargs["device"]).startswith("cpu"):
+            name = "Tensor.to(cpu)"
+    if name is None or not args or not isinstance(args[0], torch.Tensor) or not args[0].is_meta:
+        return NotImplemented
+    cap.placeholder(name)
+    h = _host(args[0])
+    if func is torch.Tensor.numpy:
+        return h.numpy()
+    if func is torch.Tensor.tolist:
+        return h.tolist()
+    return h

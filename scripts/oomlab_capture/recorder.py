@@ -1,0 +1,207 @@
+"""The capture: a program's CUDA work run on meta, its device allocations recorded as a snapshot trace.
+
+Three layers, entered together by Capture.__enter__:
+- devmap.DeviceMap (a TorchFunctionMode): device="cuda", .to("cuda"), .cuda() become meta; F.dropout and
+  F.scaled_dot_product_attention take the path CUDA takes (cuda_model.dropout, cuda_model.attention);
+  .item(), .tolist(), .cpu() of a meta tensor get placeholders.
+- RecordMode (a TorchDispatchMode): every aten op, forward and backward. Ops with a CUDA kernel are bracketed
+  (ext op_begin/op_end) so the meta kernel's own temporaries are dropped; after the op the CUDA path's own
+  allocations are added (cuda_model.cublas, .reduction); data-dependent ops get placeholders.
+- cudaapi: torch.cuda.* answers as a GPU of the chosen kind would, without a CUDA context.
+The allocations themselves come from the recording Meta allocator (ext, meta_alloc.cpp).
+"""
+import json
+import os
+import tempfile
+import time
+
+import torch
+from torch.optim.optimizer import register_optimizer_step_post_hook
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from . import ext, frames
+from .cuda_model import composite, cublas, dropout, reduction, subclass
+
+aten = torch.ops.aten
+SCHEMA = "oomlab.capture/1"
+
+
+class RecordMode(TorchDispatchMode):
+    def __init__(self, cap):
+        super().__init__()
+        self.cap = cap
+        self.kernel_cache = {}
+
+    def has_cuda_kernel(self, func):
+        r = self.kernel_cache.get(func)
+        if r is None:
+            name = func.name()
+            r = torch._C._dispatch_has_kernel_for_dispatch_key(name, "CUDA")
+            self.kernel_cache[func] = r
+        return r
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        cap = self.cap
+        cap.begin_op(func)
+        from . import placeholders
+        out = placeholders.dispatch(cap, func, args, kwargs)
+        if out is NotImplemented:
+            out = subclass.replace(cap, func, args, kwargs)
+        if out is NotImplemented:
+            x = cap.ext
+            run = composite.REWRITE.get(func, func)
+            if run is not func or self.has_cuda_kernel(func):
+                x.op_begin()
+                order = []
+                try:
+                    out = run(*args, **kwargs)
+                    if isinstance(out, (tuple, list)):
+                        perm = dropout.ALLOC_ORDER.get(func)
+                        for t in (out if perm is None else [out[i] for i in perm]):
+                            if isinstance(t, torch.Tensor) and t.is_meta:
+                                e = x.storage_entry(t)
+                                if e is not None:
+                                    order.append(e[0])
+                finally:
+                    x.op_end(order)
+            else:
+                out = func(*args, **kwargs)
+        cublas.after(cap, func, args, kwargs, out)
+        reduction.after(cap, func, args, kwargs, out)
+        return out
+
+
+class Capture:
+    """One capture: `with Capture(gpu): ...` then .trace() / .write(path)."""
+
+    def __init__(self, gpu, quiet=False):
+        self.gpu = gpu
+        self.quiet = quiet
+        self.ext = ext.load(quiet=quiet)
+        self.labels = []          # per op tag: (op name, step, user frames)
+        self.state = {}           # the cuda_model modules' own state
+        self.steps = 0            # optimizer.step calls completed
+        self.placeholders = {}    # (what, where) -> count
+        self.modelled = {}        # (what, source) -> [bytes, count]
+        self.budget = None        # set_per_process_memory_fraction(f) * total_memory
+        self.events = []
+        self.seconds = 0.0
+        self._stack = None
+
+    # -- used by the models --------------------------------------------------------------------------------
+    def in_backward(self):
+        return torch._C._current_autograd_node() is not None
+
+    def begin_op(self, func):
+        self.labels.append((func.name(), self.steps, frames.user_frames()))
+        self.ext.set_tag(len(self.labels) - 1)
+
+    def fake_alloc(self, size, what, source, keep=False):
+        self.count_modelled(what, size, source)
+        return self.ext.fake_alloc(size)
+
+    def fake_free(self, addr, size):
+        self.ext.fake_free(addr, size)
+
+    def forget(self, t):
+        self.ext.forget(t)
+
+    def count_modelled(self, what, size, source):
+        m = self.modelled.setdefault((what, source), [0, 0])
+        m[0] += size
+        m[1] += 1
+
+    def placeholder(self, what):
+        f = frames.user_frames(1)
+        where = f"{f[0]['filename']}:{f[0]['line']}" if f else "?"
+        key = (what, where)
+        self.placeholders[key] = self.placeholders.get(key, 0) + 1
+
+    def allocated(self):
+        return self.ext.counters()[0]
+
+    def max_allocated(self):
+        return self.ext.counters()[1]
+
+    # -- entering and leaving ------------------------------------------------------------------------------
+    def __enter__(self):
+        import contextlib
+        from . import cudaapi, devmap
+        from .cuda_model import foreach
+        assert not torch.cuda.is_initialized()
+        self._t0 = time.time()
+        self.labels.append(("(start)", 0, []))
+        self.ext.start()
+        stack = contextlib.ExitStack()
+        stack.enter_context(foreach.cuda_foreach_choice())
+        stack.enter_context(cudaapi.patched(self))
+        handle = register_optimizer_step_post_hook(self._step_hook)
+        stack.callback(handle.remove)
+        stack.enter_context(devmap.DeviceMap(self))
+        stack.enter_context(RecordMode(self))
+        self._stack = stack
+        return self
+
+    def _step_hook(self, opt, args, kwargs):
+        self.steps += 1
+
+    def __exit__(self, *exc):
+        self._stack.close()
+        self.ext.stop()
+        self.seconds = time.time() - self._t0
+        self._collect()
+        assert not torch.cuda.is_initialized(), "the capture created a CUDA context"
+        return False
+
+    def _collect(self):
+        t = int(self._t0 * 1e6)
+        for i, (action, addr, size, tag) in enumerate(self.ext.drain()):
+            name, step, fr = self.labels[tag] if 0 <= tag < len(self.labels) else ("?", 0, [])
+            where = f" at {os.path.basename(fr[0]['filename'])}:{fr[0]['line']}" if fr else ""
+            what = name if action == 0 else "free"
+            self.events.append({"action": "alloc" if action == 0 else "free_requested", "addr": addr,
+                                "size": size, "stream": 0, "time_us": t + i, "frames": fr,
+                                "user_metadata": f"step {step}: {what}{where}"})
+            if action == 1:
+                e = dict(self.events[-1])
+                e["action"] = "free_completed"
+                self.events.append(e)
+
+    # -- the result ----------------------------------------------------------------------------------------
+    def n_allocs(self):
+        return sum(1 for e in self.events if e["action"] == "alloc")
+
+    def trace(self):
+        g = self.gpu
+        meta = {
+            "schema": SCHEMA,
+            "gpu": {k: g[k] for k in ("name", "total_memory", "sm_count", "arch", "context_bytes", "sources")},
+            "torch": torch.__version__,
+            "ops": len(self.labels) - 1,
+            "seconds": round(self.seconds, 3),
+            "placeholders": [{"what": w, "count": n, "where": where}
+                             for (w, where), n in sorted(self.placeholders.items())],
+            "modelled": [{"what": w, "bytes": b, "count": n, "source": s}
+                         for (w, s), (b, n) in sorted(self.modelled.items())],
+            "steps": self.steps,
+        }
+        doc = {"segments": [], "device_traces": [self.events], "allocator_settings": {},
+               "external_annotations": [], "oomlab_capture": meta}
+        if self.budget is not None:
+            doc["budget"] = self.budget
+        return doc
+
+    def write(self, path):
+        """The trace as JSON, atomically (a temp file beside it, then rename)."""
+        folder = os.path.dirname(os.path.abspath(path))
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".oomlab_capture.")
+        try:
+            with os.fdopen(fd, "w") as f:
+                json.dump(self.trace(), f, separators=(",", ":"))
+                f.write("\n")
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise

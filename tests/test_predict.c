@@ -1,0 +1,339 @@
+/* test_predict.c - `oomlab predict` as a user runs it, and replay/advise of a predicted trace.
+ *
+ * Most tests give --python tests/fixtures/fake_capture.py, a test double of scripts/oomlab_capture that keeps its
+ * contract (exit statuses, the trace's shape) with allocations chosen by the test, on a 64 MiB GPU with an 8 MiB
+ * context (TEST-64MiB): the bytes expected are the allocator's rules worked by hand. The last test runs the real
+ * capture in build/venv (make test installs it) on examples/predict_mlp.py.
+ * The binary is $OOMLAB_BIN (make test: build/checked/oomlab), else build/oomlab; tests run from the repository
+ * root. */
+#include <criterion/criterion.h>
+
+#include <cjson/cJSON.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core/fileio.h"
+#include "testutil.h"
+
+#define FAKE "tests/fixtures/fake_capture.py"
+
+static char tmpdir[64];
+
+static void setup(void) { test_tmpdir_make(tmpdir, "predict"); }
+
+static void teardown(void) { test_tmpdir_remove(tmpdir); }
+
+TestSuite(predict, .init = setup, .fini = teardown);
+
+static const char *bin(void)
+{
+    const char *b = getenv("OOMLAB_BIN");
+    return b && b[0] ? b : "build/oomlab";
+}
+
+static const char *tpath(const char *name) { return test_path(tmpdir, name); }
+
+static void write_file(const char *name, const char *text)
+{
+    cr_assert_eq(fileio_write_atomic(tpath(name), text, strlen(text)), OOM_OK);
+}
+
+typedef struct run_result {
+    int rc;
+    char *out;
+    char *err;
+} run_result;
+
+/* Run `$OOMLAB_BIN args` (the allocator variables cleared), stdout and stderr captured. */
+static run_result run(const char *args)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "env -u OOMLAB_ALLOC_CONF -u PYTORCH_CUDA_ALLOC_CONF -u PYTORCH_ALLOC_CONF -u batch '%s' %s "
+             ">'%s/stdout' 2>'%s/stderr'",
+             bin(), args, tmpdir, tmpdir);
+    int st = system(cmd);
+    cr_assert(st != -1 && WIFEXITED(st), "cannot run: %s", cmd);
+    run_result r = {.rc = WEXITSTATUS(st),
+                    .out = fileio_read_all(tpath("stdout"), NULL),
+                    .err = fileio_read_all(tpath("stderr"), NULL)};
+    cr_assert(r.out && r.err);
+    return r;
+}
+
+static void run_free(run_result *r)
+{
+    free(r->out);
+    free(r->err);
+}
+
+static size_t lines(const char *s)
+{
+    size_t n = 0;
+    for (; *s; s++)
+        n += *s == '\n';
+    return n;
+}
+
+/* Exit 2, nothing on stdout, exactly one line on stderr, containing what. */
+static void expect_bad_input(const char *args, const char *what)
+{
+    run_result r = run(args);
+    cr_assert_eq(r.rc, 2, "oomlab %s: exit %d, expected 2 (stderr: %s)", args, r.rc, r.err);
+    cr_assert_str_empty(r.out, "oomlab %s wrote to stdout: %s", args, r.out);
+    cr_assert_eq(lines(r.err), 1, "oomlab %s: stderr is not one line: '%s'", args, r.err);
+    cr_assert_not_null(strstr(r.err, what), "oomlab %s: stderr does not name '%s': %s", args, what, r.err);
+    run_free(&r);
+}
+
+static char *fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
+static char *fmt(const char *f, ...)
+{
+    static char buf[4][1024];
+    static int k;
+    char *b = buf[k++ % 4];
+    va_list ap;
+    va_start(ap, f);
+    vsnprintf(b, sizeof buf[0], f, ap);
+    va_end(ap);
+    return b;
+}
+
+/* A script for the double: what it allocates comes from its ARGS; its first line can make it raise. Its path, in
+ * one of two buffers of its own (test_path's rotate). */
+static const char *script(const char *name, const char *first_line)
+{
+    static char paths[2][256];
+    static int k;
+    write_file(name, first_line);
+    char *p = paths[k++ % 2];
+    snprintf(p, sizeof paths[0], "%s", tpath(name));
+    return p;
+}
+
+Test(predict, bad_input_before_any_capture)
+{
+    const char *s = script("s.py", "import torch\n");
+    expect_bad_input("predict", "missing SCRIPT");
+    expect_bad_input(fmt("predict --python " FAKE " '%s/nope.py'", tmpdir), "SCRIPT '");
+    expect_bad_input(fmt("predict --python " FAKE " '%s'", tmpdir), "is a folder");
+    expect_bad_input(fmt("predict --budget lots '%s'", s), "--budget: 'lots' is not a size");
+    expect_bad_input(fmt("predict --budget 0 '%s'", s), "--budget: '0' is not a size");
+    expect_bad_input(fmt("predict --frobnicate '%s'", s), "unknown option '--frobnicate'");
+    expect_bad_input(fmt("predict --sweep batch=8..4 '%s'", s), "--sweep: 'batch=8..4' is not NAME=LO..HI");
+    expect_bad_input(fmt("predict --sweep 1x=1..4 '%s'", s), "is not NAME=LO..HI");
+    expect_bad_input(fmt("predict --alloc-conf bogus:1 '%s'", s), "--alloc-conf:");
+    expect_bad_input(fmt("predict --python '%s/nope' '%s'", tmpdir, s), "--python: '");
+    expect_bad_input(fmt("predict --sweep batch=1..4 --trace '%s/t.json' '%s'", tmpdir, s),
+                     "not with --trace or --plot");
+}
+
+/* What the capture refuses: its one line, exit 2, nothing on stdout. */
+Test(predict, bad_input_the_capture_finds)
+{
+    const char *s = script("s.py", "import torch\n");
+    expect_bad_input(fmt("predict --python " FAKE " --gpu H800-NOPE '%s' 10MiB", s), "unknown GPU 'H800-NOPE'");
+    expect_bad_input(fmt("predict --python " FAKE " '%s'", script("n.py", "# fake: nocuda\n")),
+                     "never allocated device memory");
+    expect_bad_input(fmt("predict --budget 64MiB --python " FAKE " --gpu TEST-64MiB '%s' 1MiB", s),
+                     "--budget: 67108864 bytes is not below the TEST-64MiB's memory");
+    /* a script that raises: its traceback, then the one line */
+    run_result r = run(fmt("predict --python " FAKE " '%s'", script("r.py", "# fake: raise\n")));
+    cr_assert_eq(r.rc, 2, "exit %d: %s", r.rc, r.err);
+    cr_assert_str_empty(r.out);
+    cr_assert(strncmp(r.err, "Traceback (most recent call last):\n", 35) == 0, "%s", r.err);
+    const char *last = strstr(r.err, "oomlab_capture: ");
+    cr_assert_not_null(last, "%s", r.err);
+    cr_assert_not_null(strstr(last, "raised ValueError: bad batch\n"), "%s", r.err);
+    cr_assert_eq(lines(last), 1, "the capture's line is not the last: %s", r.err);
+    run_free(&r);
+}
+
+/* 40 + 10 MiB live at once on the 64 MiB GPU: two segments of exactly their size (>= 10 MiB: rounded to 2 MiB),
+ * 50 MiB, within the 56 MiB the 8 MiB context leaves. The script's own output goes to stderr; --help after SCRIPT
+ * is the script's. */
+Test(predict, fits_the_whole_device)
+{
+    const char *s = script("s.py", "import torch\n");
+    run_result r = run(fmt("predict --python " FAKE " --gpu TEST-64MiB '%s' 40MiB 10MiB --help", s));
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+    cr_assert_not_null(strstr(r.out, "peak allocated: 50.00 MiB (52428800 bytes)\n"), "%s", r.out);
+    cr_assert_not_null(strstr(r.out, "peak reserved:  50.00 MiB (52428800 bytes), uncapped\n"), "%s", r.out);
+    cr_assert_not_null(strstr(r.out, "budget: the whole device: the allocator may reserve what the context leaves, "
+                                     "58720256 bytes\n"),
+                       "%s", r.out);
+    cr_assert_not_null(strstr(r.out, "fits: yes, on the TEST-64MiB (the whole device)\n"), "%s", r.out);
+    cr_assert_not_null(strstr(r.out, "  .item() x2 at "), "%s", r.out);
+    cr_assert_not_null(strstr(r.out, "mode: prediction"), "advise's table is there: %s", r.out);
+    cr_assert_not_null(strstr(r.out, "(PyTorch's defaults)                                       50 MiB"), "%s",
+                       r.out);
+    cr_assert_null(strstr(r.out, "the script's own output"), "%s", r.out);
+    cr_assert_not_null(strstr(r.err, "the script's own output"), "%s", r.err);
+    run_free(&r);
+}
+
+/* --plot draws advise's figure of the predicted trace (a PNG), and the report says where. */
+Test(predict, plot)
+{
+    const char *s = script("s.py", "import torch\n");
+    run_result r =
+        run(fmt("predict --python " FAKE " --gpu TEST-64MiB --plot '%s' '%s' 40MiB 10MiB", tpath("p.png"), s));
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+    cr_assert_not_null(strstr(r.out, "plot: "), "%s", r.out);
+    size_t len = 0;
+    char *png = fileio_read_all(tpath("p.png"), &len);
+    cr_assert_not_null(png);
+    cr_assert(len > 8 && memcmp(png, "\x89PNG", 4) == 0, "not a PNG");
+    free(png);
+    run_free(&r);
+}
+
+static const cJSON *get(const cJSON *o, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    cr_assert_not_null(v, "no '%s'", key);
+    return v;
+}
+
+/* --json (schema oomlab.predict/1, its keys pinned) of an OOM: 40 MiB under a 32 MiB budget (fraction 0.5 of
+ * 64 MiB: a cap of exactly 32 MiB) runs out at event 0, step 0, aten::empty; --trace keeps the trace, which
+ * replay and advise take as a prediction. */
+Test(predict, json_oom_and_trace)
+{
+    const char *s = script("s.py", "import torch\n");
+    run_result r = run(fmt("predict --python " FAKE " --gpu TEST-64MiB --budget 32MiB --json --trace '%s' '%s' "
+                           "40MiB",
+                           tpath("kept.json"), s));
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+    cJSON *o = cJSON_Parse(r.out);
+    cr_assert_not_null(o, "not JSON: %s", r.out);
+    static const char *const keys[] = {"schema", "script", "gpu",     "budget",       "cap",       "events",
+                                       "peak_allocated", "peak_reserved", "fits", "oom", "placeholders",
+                                       "modelled", "capture", "advise"};
+    size_t n = 0;
+    for (const cJSON *k = o->child; k; k = k->next, n++)
+        cr_assert_str_eq(k->string, keys[n], "key %zu", n);
+    cr_assert_eq(n, sizeof keys / sizeof keys[0]);
+    cr_assert_str_eq(get(o, "schema")->valuestring, "oomlab.predict/1");
+    cr_assert_str_eq(get(get(o, "gpu"), "name")->valuestring, "TEST-64MiB");
+    cr_assert_eq(get(get(o, "gpu"), "total_memory")->valuedouble, 67108864);
+    cr_assert_eq(get(get(o, "gpu"), "context_bytes")->valuedouble, 8388608);
+    cr_assert_eq(get(o, "budget")->valuedouble, 33554432);
+    cr_assert_eq(get(o, "cap")->valuedouble, 33554432);
+    cr_assert_eq(get(o, "peak_allocated")->valuedouble, 41943040);
+    cr_assert_eq(get(o, "peak_reserved")->valuedouble, 41943040);
+    cr_assert(cJSON_IsFalse(get(o, "fits")));
+    const cJSON *oom = get(o, "oom");
+    cr_assert_eq(get(oom, "event")->valuedouble, 0);
+    cr_assert_eq(get(oom, "step")->valuedouble, 0);
+    cr_assert_str_eq(get(oom, "op")->valuestring, "aten::empty");
+    cr_assert_not_null(strstr(get(oom, "message")->valuestring,
+                              "CUDA out of memory. Tried to allocate 40.00 MiB. GPU 0 has a total capacity of 64.00 "
+                              "MiB of which 56.00 MiB is free."),
+                       "%s", get(oom, "message")->valuestring);
+    cr_assert_str_eq(get(get(o, "advise"), "schema")->valuestring, "oomlab.advise/1");
+    cr_assert_str_eq(get(get(o, "advise"), "mode")->valuestring, "prediction");
+    cr_assert_eq(get(get(o, "advise"), "recorded_budget")->valuedouble, 33554432);
+    cJSON_Delete(o);
+    run_free(&r);
+    /* the kept trace: a prediction for replay (exit 0) and advise */
+    r = run(fmt("replay '%s'", tpath("kept.json")));
+    cr_assert_eq(r.rc, 0, "exit %d: %s%s", r.rc, r.out, r.err);
+    cr_assert_not_null(strstr(r.out, "mode: prediction"), "%s", r.out);
+    cr_assert_not_null(strstr(r.out, "segment actions: none recorded"), "%s", r.out);
+    cr_assert_not_null(strstr(r.out, "reserved_bytes.all.peak      41943040\n"), "%s", r.out);
+    run_free(&r);
+    r = run(fmt("replay --json '%s'", tpath("kept.json")));
+    cr_assert_eq(r.rc, 0);
+    o = cJSON_Parse(r.out);
+    cr_assert_not_null(o);
+    cr_assert_str_eq(get(o, "mode")->valuestring, "prediction");
+    cr_assert(cJSON_IsNull(get(o, "agree")));
+    cJSON_Delete(o);
+    run_free(&r);
+    r = run(fmt("advise --json '%s'", tpath("kept.json")));
+    cr_assert_eq(r.rc, 0);
+    o = cJSON_Parse(r.out);
+    cr_assert_not_null(o);
+    cr_assert_str_eq(get(o, "mode")->valuestring, "prediction");
+    cJSON_Delete(o);
+    run_free(&r);
+}
+
+/* --sweep: one allocation of batch MiB. Past 10 MiB a segment is the request rounded up to 2 MiB (and the block
+ * is the whole segment when 1 MiB or less would remain: 57 MiB allocates 58), so 56 MiB is
+ * the largest that fits the 56 MiB the context leaves (57 MiB takes 58); under --budget 32MiB, 32. From {batch}
+ * in ARGS, or from $batch. */
+Test(predict, sweep)
+{
+    const char *s = script("s.py", "import torch\n");
+    run_result r = run(fmt("predict --python " FAKE " --gpu TEST-64MiB --sweep batch=1..64 '%s' '{batch}MiB'", s));
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+    cr_assert_not_null(strstr(r.out, "  batch=64: peak allocated 67108864, peak reserved 67108864, fits: no\n"), "%s",
+                       r.out);
+    cr_assert_not_null(strstr(r.out, "  batch=56: peak allocated 58720256, peak reserved 58720256, fits: yes\n"), "%s",
+                       r.out);
+    cr_assert_not_null(strstr(r.out, "  batch=57: peak allocated 60817408, peak reserved 60817408, fits: no\n"), "%s",
+                       r.out);
+    cr_assert_not_null(strstr(r.out, "largest batch that fits: 56 ("), "%s", r.out);
+    cr_assert_null(strstr(r.out, "not monotonic"), "%s", r.out);
+    run_free(&r);
+    r = run(fmt("predict --python " FAKE " --gpu TEST-64MiB --budget 32MiB --sweep batch=1..64 --json '%s'", s));
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+    cJSON *o = cJSON_Parse(r.out);
+    cr_assert_not_null(o, "%s", r.out);
+    cr_assert_str_eq(get(o, "schema")->valuestring, "oomlab.predict.sweep/1");
+    cr_assert_eq(get(o, "largest_fit")->valuedouble, 32);
+    cr_assert(cJSON_IsTrue(get(o, "monotonic")));
+    cr_assert_eq(cJSON_GetArraySize(get(o, "probes")), 8); /* 1, 64, then 32 48 40 36 34 33 */
+    cJSON_Delete(o);
+    run_free(&r);
+    /* nothing fits: LO already does not */
+    r = run(fmt("predict --python " FAKE " --gpu TEST-64MiB --sweep batch=60..64 '%s' '{batch}MiB'", s));
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+    cr_assert_not_null(strstr(r.out, "largest batch that fits: none: 60 already does not fit\n"), "%s", r.out);
+    run_free(&r);
+}
+
+/* Peaks that fall as the value grows are named: n = 1048577 bytes (a 1049088-byte block) takes a 20 MiB segment
+ * (1 to 10 MiB), n = 10485760 a 10 MiB one (from 10 MiB: rounded to 2 MiB). */
+Test(predict, sweep_not_monotonic)
+{
+    const char *s = script("s.py", "import torch\n");
+    run_result r = run(fmt("predict --python " FAKE " --gpu TEST-64MiB --sweep n=1048577..10485760 '%s' '{n}'", s));
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+    cr_assert_not_null(strstr(r.out, "  n=1048577: peak allocated 1049088, peak reserved 20971520, fits: yes\n"),
+                       "%s", r.out);
+    cr_assert_not_null(strstr(r.out, "  n=10485760: peak allocated 10485760, peak reserved 10485760, fits: yes\n"),
+                       "%s", r.out);
+    cr_assert_not_null(strstr(r.out, "largest n that fits: 10485760 (2 captures)\n"), "%s", r.out);
+    cr_assert_not_null(strstr(r.out, "not monotonic: n=1048577 has a higher peak reserved (20971520 bytes) than "
+                                     "n=10485760 (10485760); the bisection assumes"),
+                       "%s", r.out);
+    run_free(&r);
+}
+
+/* The real capture (scripts/oomlab_capture in build/venv, which make test installs) on an example script, end to
+ * end: a prediction that fits the H100, with advise's table. */
+Test(predict, real_capture_end_to_end, .timeout = 600)
+{
+    if (access("scripts/oomlab_capture/__main__.py", F_OK) != 0)
+        cr_skip_test("scripts/oomlab_capture is not in this checkout yet (branch predict-capture)");
+    run_result r = run("predict --json examples/predict_mlp.py --batch 64");
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+    cJSON *o = cJSON_Parse(r.out);
+    cr_assert_not_null(o, "%s", r.out);
+    cr_assert_str_eq(get(o, "schema")->valuestring, "oomlab.predict/1");
+    cr_assert_str_eq(get(get(o, "gpu"), "name")->valuestring, "H100-80GB");
+    cr_assert(cJSON_IsTrue(get(o, "fits")));
+    cr_assert_gt(get(o, "peak_allocated")->valuedouble, 0);
+    cr_assert_geq(get(o, "peak_reserved")->valuedouble, get(o, "peak_allocated")->valuedouble);
+    cr_assert_str_eq(get(get(o, "advise"), "mode")->valuestring, "prediction");
+    cJSON_Delete(o);
+    run_free(&r);
+}
