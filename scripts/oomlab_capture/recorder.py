@@ -20,7 +20,7 @@ from torch.optim.optimizer import register_optimizer_step_post_hook
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import ext, frames
-from .cuda_model import composite, cublas, dropout, reduction, subclass
+from .cuda_model import attention, composite, cublas, dropout, reduction, subclass
 
 aten = torch.ops.aten
 SCHEMA = "oomlab.capture/1"
@@ -30,45 +30,40 @@ class RecordMode(TorchDispatchMode):
     def __init__(self, cap):
         super().__init__()
         self.cap = cap
-        self.kernel_cache = {}
-
-    def has_cuda_kernel(self, func):
-        r = self.kernel_cache.get(func)
-        if r is None:
-            name = func.name()
-            r = torch._C._dispatch_has_kernel_for_dispatch_key(name, "CUDA")
-            self.kernel_cache[func] = r
-        return r
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         cap = self.cap
         cap.begin_op(func)
         from . import placeholders
+        held = attention.before(cap, func, args, kwargs)
+        held_c = composite.before(cap, func, args, kwargs)
         out = placeholders.dispatch(cap, func, args, kwargs)
         if out is NotImplemented:
             out = subclass.replace(cap, func, args, kwargs)
         if out is NotImplemented:
             x = cap.ext
+            # Every op is bracketed: an op with a CUDA kernel allocates only its outputs there (plus what
+            # cuda_model adds); one without runs a composite kernel on CUDA whose own temporaries are added
+            # by cuda_model.composite where known, never meta's.
             run = composite.REWRITE.get(func, func)
-            if run is not func or self.has_cuda_kernel(func):
-                x.op_begin()
-                order = []
-                try:
-                    out = run(*args, **kwargs)
-                    if isinstance(out, (tuple, list)):
-                        perm = dropout.ALLOC_ORDER.get(func)
-                        for t in (out if perm is None else [out[i] for i in perm]):
-                            if isinstance(t, torch.Tensor) and t.is_meta:
-                                e = x.storage_entry(t)
-                                if e is not None:
-                                    order.append(e[0])
-                finally:
-                    x.op_end(order)
-            else:
-                out = func(*args, **kwargs)
+            x.op_begin()
+            order = []
+            try:
+                out = run(*args, **kwargs)
+                if isinstance(out, (tuple, list)):
+                    perm = dropout.ALLOC_ORDER.get(func)
+                    for t in (out if perm is None else [out[i] for i in perm]):
+                        if isinstance(t, torch.Tensor) and t.is_meta:
+                            e = x.storage_entry(t)
+                            if e is not None:
+                                order.append(e[0])
+            finally:
+                x.op_end(order)
         cublas.after(cap, func, args, kwargs, out)
         reduction.after(cap, func, args, kwargs, out)
+        attention.after(cap, func, args, kwargs, out, held)
+        composite.after(cap, held_c)
         return out
 
 

@@ -5,6 +5,12 @@ kernel on CUDA does not. aten/src/ATen/native/ReduceOps.cpp (PyTorch 2.11): mean
 at::mean(self, IntArrayRef{}, false, dtype) and sum(self, dtype) is at::sum(self, IntArrayRef{}, false, dtype):
 one call of the op that has the CUDA kernel. REWRITE runs those calls instead (bracketed like any op with a CUDA
 kernel, so nothing of meta's leaks).
+
+Every other op without a CUDA kernel but with a meta function of its own is bracketed too (its meta
+temporaries dropped); the temporaries its composite kernel makes on CUDA are added here where known:
+- aten::embedding (aten/src/ATen/native/Embedding.cpp embedding_symint): weight.index_select(0,
+  indices.reshape(-1)): reshape copies non-contiguous indices (a [:, :-1] slice of the tokens) before the
+  output is allocated; the copy is freed when embedding returns (measured: tests/data/addr_gpt.trace.json).
 """
 import torch
 
@@ -15,3 +21,19 @@ REWRITE = {
     aten.mean.default: lambda x, dtype=None: aten.mean.dim(x, [], False, dtype=dtype),
     aten.sum.default: lambda x, dtype=None: aten.sum.dim_IntList(x, [], False, dtype=dtype),
 }
+
+SOURCE_EMB = "aten/src/ATen/native/Embedding.cpp embedding_symint (indices.reshape(-1))"
+
+
+def before(cap, func, args, kwargs):
+    if func is aten.embedding.default:
+        idx = args[1]
+        if not idx.is_contiguous() and idx.numel() > 0:
+            n = idx.numel() * idx.element_size()
+            return [(cap.fake_alloc(n, "embedding: indices reshaped (copied)", SOURCE_EMB), n)]
+    return None
+
+
+def after(cap, held):
+    for a, n in held or ():
+        cap.fake_free(a, n)
