@@ -130,6 +130,12 @@ class Capture:
         self.ext.start()
         stack = contextlib.ExitStack()
         stack.enter_context(foreach.cuda_foreach_choice())
+        # Module.to("cuda") keeps each Parameter object on CUDA (CPU and CUDA are shallow-copy compatible:
+        # param.data = moved); CPU and meta are not, so it would make new Parameters and an optimizer built
+        # on the old ones (a list taken before .to) would never see a gradient. Swapping keeps the objects.
+        swap = torch.__future__.get_swap_module_params_on_conversion()
+        torch.__future__.set_swap_module_params_on_conversion(True)
+        stack.callback(torch.__future__.set_swap_module_params_on_conversion, swap)
         stack.enter_context(cudaapi.patched(self))
         handle = register_optimizer_step_post_hook(self._step_hook)
         stack.callback(handle.remove)

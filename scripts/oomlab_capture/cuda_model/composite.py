@@ -11,6 +11,11 @@ temporaries dropped); the temporaries its composite kernel makes on CUDA are add
 - aten::embedding (aten/src/ATen/native/Embedding.cpp embedding_symint): weight.index_select(0,
   indices.reshape(-1)): reshape copies non-contiguous indices (a [:, :-1] slice of the tokens) before the
   output is allocated; the copy is freed when embedding returns (measured: tests/data/addr_gpt.trace.json).
+- aten::embedding_dense_backward (a CUDA kernel, aten/src/ATen/native/cuda/Embedding.cu
+  embedding_dense_backward_cuda): with at most 3072 indices and no scale_grad_by_freq it copies the indices
+  contiguous, then allocates the zeroed grad_weight (measured: addr_gpt). Above 3072 indices it sorts them
+  (embedding_backward_cuda_kernel: sorted and original indices, counts, segment offsets, partial sums): not
+  modelled, those temporaries are missing.
 """
 import torch
 
@@ -25,7 +30,15 @@ REWRITE = {
 SOURCE_EMB = "aten/src/ATen/native/Embedding.cpp embedding_symint (indices.reshape(-1))"
 
 
+SOURCE_EMB_BWD = "aten/src/ATen/native/cuda/Embedding.cu embedding_dense_backward_cuda (indices.contiguous())"
+
+
 def before(cap, func, args, kwargs):
+    if func is aten.embedding_dense_backward.default:
+        idx = args[1]
+        if not idx.is_contiguous() and 0 < idx.numel() <= 3072:
+            n = idx.numel() * idx.element_size()
+            return [(cap.fake_alloc(n, "embedding backward: indices made contiguous", SOURCE_EMB_BWD), n)]
     if func is aten.embedding.default:
         idx = args[1]
         if not idx.is_contiguous() and idx.numel() > 0:
