@@ -54,10 +54,14 @@ uint64_t next_addr = 0;   // the bump counter of fake addresses
 int depth = 0;            // nesting of op_begin brackets
 int64_t frame_start = 0;  // absolute log index where the outermost open bracket began
 int64_t tag = 0;
-uint64_t live_bytes = 0, peak_bytes = 0;  // sum of logged live sizes (what memory_allocated answers from)
+// Sum of the live allocations as the caching allocator counts them (allocated_bytes: sizes rounded up to
+// 512, at least 512; a block handed out unsplit counts whole, which only the replay knows): what the
+// program's torch.cuda.memory_allocated() answers under the capture.
+uint64_t live_bytes = 0, peak_bytes = 0;
 uint64_t dropped = 0;                     // meta temporaries dropped
 
 constexpr uint64_t kAlign = 512;
+uint64_t rounded(uint64_t n) { return n < kAlign ? kAlign : (n + kAlign - 1) / kAlign * kAlign; }
 constexpr uint64_t kBase = 0x7f0000000000ull;
 
 uint64_t bump(uint64_t n) {
@@ -78,7 +82,7 @@ void note_free(Ctx* c) {
   }
   if (c->index >= log_base && c->index - log_base < (int64_t)log_entries.size())
     log_entries[c->index - log_base].ctx = nullptr;
-  live_bytes -= c->size;
+  live_bytes -= rounded(c->size);
 }
 
 void deleter(void* p) {
@@ -101,7 +105,7 @@ struct RecordingMetaAllocator final : public c10::Allocator {
         c->addr = bump(n);
         c->index = log_base + (int64_t)log_entries.size();
         log_entries.push_back({ALLOC, false, c->addr, n, tag, c});
-        live_bytes += n;
+        live_bytes += rounded(n);
         if (live_bytes > peak_bytes)
           peak_bytes = live_bytes;
       }
@@ -181,7 +185,7 @@ uint64_t fake_alloc(uint64_t n) {
   std::lock_guard<std::mutex> g(mu);
   uint64_t a = bump(n);
   log_entries.push_back({ALLOC, false, a, n, tag, nullptr});
-  live_bytes += n;
+  live_bytes += rounded(n);
   if (live_bytes > peak_bytes)
     peak_bytes = live_bytes;
   return a;
@@ -190,7 +194,7 @@ uint64_t fake_alloc(uint64_t n) {
 void fake_free(uint64_t addr, uint64_t n) {
   std::lock_guard<std::mutex> g(mu);
   log_entries.push_back({FREE, false, addr, n, tag, nullptr});
-  live_bytes -= n;
+  live_bytes -= rounded(n);
 }
 
 // Take a recorded storage out of the trace: one meta makes that CUDA does not put on the device (a Philox
@@ -211,7 +215,7 @@ void forget(const at::Tensor& t) {
     log_entries[rel].dead = true;
   else
     log_entries.push_back({FREE, false, c->addr, c->size, tag, nullptr});
-  live_bytes -= c->size;
+  live_bytes -= rounded(c->size);
   c->index = -1;
 }
 
