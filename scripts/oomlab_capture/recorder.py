@@ -130,6 +130,10 @@ class Capture:
         self.ext.start()
         stack = contextlib.ExitStack()
         stack.enter_context(foreach.cuda_foreach_choice())
+        # meta's nonzero (used inside index with a boolean mask) assumes every element is non-zero, as the
+        # placeholders do (placeholders.py); by default it refuses
+        import torch.fx.experimental._config as fxconf
+        stack.enter_context(fxconf.patch(meta_nonzero_assume_all_nonzero=True))
         # Module.to("cuda") keeps each Parameter object on CUDA (CPU and CUDA are shallow-copy compatible:
         # param.data = moved); CPU and meta are not, so it would make new Parameters and an optimizer built
         # on the old ones (a list taken before .to) would never see a gradient. Swapping keeps the objects.

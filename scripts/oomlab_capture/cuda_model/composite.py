@@ -16,6 +16,9 @@ temporaries dropped); the temporaries its composite kernel makes on CUDA are add
   contiguous, then allocates the zeroed grad_weight (measured: addr_gpt). Above 3072 indices it sorts them
   (embedding_backward_cuda_kernel: sorted and original indices, counts, segment offsets, partial sums): not
   modelled, those temporaries are missing.
+- aten::index with a boolean mask (x[mask], aten/src/ATen/native/TensorAdvancedIndexing.cpp via
+  IndexingUtils.h expandTensors): the mask becomes mask.nonzero() first, an int64 [count, mask.dim()] tensor
+  held while the op runs. count is data: the capture assumes every element is selected (a placeholder, listed).
 """
 import torch
 
@@ -33,7 +36,18 @@ SOURCE_EMB = "aten/src/ATen/native/Embedding.cpp embedding_symint (indices.resha
 SOURCE_EMB_BWD = "aten/src/ATen/native/cuda/Embedding.cu embedding_dense_backward_cuda (indices.contiguous())"
 
 
+SOURCE_MASK = "aten/src/ATen/native/IndexingUtils.h expandTensors (mask.nonzero())"
+
+
 def before(cap, func, args, kwargs):
+    if func is aten.index.Tensor:
+        held = []
+        for m in args[1]:
+            if isinstance(m, torch.Tensor) and m.dtype in (torch.bool, torch.uint8) and m.numel() > 0:
+                cap.placeholder("aten::index with a boolean mask (every element selected)")
+                n = m.numel() * m.dim() * 8
+                held.append((cap.fake_alloc(n, "boolean mask index: nonzero()", SOURCE_MASK), n))
+        return held or None
     if func is aten.embedding_dense_backward.default:
         idx = args[1]
         if not idx.is_contiguous() and 0 < idx.numel() <= 3072:
