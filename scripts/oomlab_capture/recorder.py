@@ -20,7 +20,7 @@ from torch.optim.optimizer import register_optimizer_step_post_hook
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import ext, frames
-from .cuda_model import attention, composite, cublas, dropout, reduction, subclass
+from .cuda_model import attention, composite, cublas, dropout, foreach, reduction, subclass
 
 aten = torch.ops.aten
 SCHEMA = "oomlab.capture/1"
@@ -38,6 +38,7 @@ class RecordMode(TorchDispatchMode):
         from . import placeholders
         held = attention.before(cap, func, args, kwargs)
         held_c = composite.before(cap, func, args, kwargs)
+        held_f = foreach.before(cap, func, args, kwargs)
         out = placeholders.dispatch(cap, func, args, kwargs)
         if out is NotImplemented:
             out = subclass.replace(cap, func, args, kwargs)
@@ -64,6 +65,7 @@ class RecordMode(TorchDispatchMode):
         reduction.after(cap, func, args, kwargs, out)
         attention.after(cap, func, args, kwargs, out, held)
         composite.after(cap, held_c)
+        foreach.after(cap, held_f)
         return out
 
 
@@ -123,7 +125,6 @@ class Capture:
     def __enter__(self):
         import contextlib
         from . import cudaapi, devmap
-        from .cuda_model import foreach
         assert not torch.cuda.is_initialized()
         self._t0 = time.time()
         self.labels.append(("(start)", 0, []))
