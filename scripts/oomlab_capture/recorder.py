@@ -191,6 +191,9 @@ class Capture:
             "modelled": [{"what": w, "bytes": b, "count": n, "source": s}
                          for (w, s), (b, n) in sorted(self.modelled.items())],
             "steps": self.steps,
+            # torch.cuda.empty_cache() calls: a trace without segments cannot carry them (PyTorch records only
+            # the segment_free events they cause); the replay of a prediction knows nothing of them
+            "empty_cache_calls": getattr(self, "empty_cache_calls", 0),
         }
         doc = {"segments": [], "device_traces": [self.events], "allocator_settings": {},
                "external_annotations": [], "oomlab_capture": meta}
