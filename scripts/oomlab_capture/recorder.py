@@ -4,9 +4,10 @@ Three layers, entered together by Capture.__enter__:
 - devmap.DeviceMap (a TorchFunctionMode): device="cuda", .to("cuda"), .cuda() become meta; F.dropout and
   F.scaled_dot_product_attention take the path CUDA takes (cuda_model.dropout, cuda_model.attention);
   .item(), .tolist(), .cpu() of a meta tensor get placeholders.
-- RecordMode (a TorchDispatchMode): every aten op, forward and backward. Ops with a CUDA kernel are bracketed
-  (ext op_begin/op_end) so the meta kernel's own temporaries are dropped; after the op the CUDA path's own
-  allocations are added (cuda_model.cublas, .reduction); data-dependent ops get placeholders.
+- RecordMode (a TorchDispatchMode): every aten op, forward and backward (on meta the autograd engine runs
+  backward on the calling thread). Each op is bracketed (ext op_begin/op_end) so the meta function's own
+  temporaries are dropped and its outputs are logged in the order a CUDA kernel allocates them; around the op
+  the CUDA path's own allocations are added (cuda_model); data-dependent ops get placeholders.
 - cudaapi: torch.cuda.* answers as a GPU of the chosen kind would, without a CUDA context.
 The allocations themselves come from the recording Meta allocator (ext, meta_alloc.cpp).
 """
