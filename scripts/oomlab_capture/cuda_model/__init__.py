@@ -10,6 +10,7 @@ One module per concern; each size names the PyTorch 2.11 source it follows:
                 autograd input buffer, F.linear's bias add)
   foreach.py    the optimizer and clip_grad foreach paths CUDA takes (torch/utils/_foreach_utils.py) and
                 _foreach_norm's staging (ForeachReduceOp.cu)
+  rnn.py        GRUCell/LSTMCell through CUDA's fused cell kernels (RNN.cpp, cuda/RNN.cu)
   composite.py  ops CUDA runs differently from meta's function (mean/sum without dim) and the temporaries of
                 embedding, embedding_dense_backward and boolean-mask indexing
 Not modelled: cuDNN convolution workspaces (their size is cuDNN's heuristic choice per GPU and library
