@@ -44,10 +44,12 @@ struct Ctx {
   uint64_t addr;
   uint64_t size;
   int64_t index;  // absolute log index of the alloc entry; -1: not recorded (made while not capturing)
+  uint64_t gen;   // the capture that recorded it (a storage outliving its capture is no event of the next)
 };
 
 std::mutex mu;
 bool recording = false;
+uint64_t generation = 0;  // one per start()
 std::vector<Entry> log_entries;
 int64_t log_base = 0;     // absolute index of log_entries[0] (entries before were drained)
 uint64_t next_addr = 0;   // the bump counter of fake addresses
@@ -71,7 +73,7 @@ uint64_t bump(uint64_t n) {
 }
 
 void note_free(Ctx* c) {
-  if (c->index < 0)
+  if (c->index < 0 || c->gen != generation || !recording)
     return;
   int64_t rel = c->index - log_base;
   if (depth > 0 && c->index >= frame_start && rel >= 0) {
@@ -98,11 +100,12 @@ struct RecordingMetaAllocator final : public c10::Allocator {
   c10::DataPtr allocate(size_t n) override {
     if (n == 0)
       return {nullptr, nullptr, &noop, c10::Device(c10::DeviceType::Meta)};
-    Ctx* c = new Ctx{0, n, -1};
+    Ctx* c = new Ctx{0, n, -1, 0};
     {
       std::lock_guard<std::mutex> g(mu);
       if (recording) {
         c->addr = bump(n);
+        c->gen = generation;
         c->index = log_base + (int64_t)log_entries.size();
         log_entries.push_back({ALLOC, false, c->addr, n, tag, c});
         live_bytes += rounded(n);
@@ -129,6 +132,7 @@ void start() {
   frame_start = 0;
   tag = 0;
   live_bytes = peak_bytes = dropped = 0;
+  generation++;
   recording = true;
 }
 
@@ -208,7 +212,7 @@ void forget(const at::Tensor& t) {
     return;
   Ctx* c = static_cast<Ctx*>(dp.get_context());
   std::lock_guard<std::mutex> g(mu);
-  if (!c || c->index < 0)
+  if (!c || c->index < 0 || c->gen != generation || !recording)
     return;
   int64_t rel = c->index - log_base;
   if (rel >= 0)
@@ -242,7 +246,8 @@ py::object storage_entry(const at::Tensor& t) {
   if (dp.get_deleter() != &deleter)
     return py::none();
   Ctx* c = static_cast<Ctx*>(dp.get_context());
-  if (!c || c->index < 0)
+  std::lock_guard<std::mutex> g(mu);
+  if (!c || c->index < 0 || c->gen != generation)
     return py::none();
   return py::make_tuple(c->addr, c->size);
 }

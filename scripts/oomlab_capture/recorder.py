@@ -20,7 +20,7 @@ import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from . import ext, frames
+from . import ext, frames, placeholders
 from .cuda_model import attention, composite, cublas, dropout, foreach, reduction, subclass
 
 aten = torch.ops.aten
@@ -36,7 +36,6 @@ class RecordMode(TorchDispatchMode):
         kwargs = kwargs or {}
         cap = self.cap
         cap.begin_op(func)
-        from . import placeholders
         held = attention.before(cap, func, args, kwargs)
         held_c = composite.before(cap, func, args, kwargs)
         held_f = foreach.before(cap, func, args, kwargs)
