@@ -6,6 +6,7 @@ Checks (each prints ok/FAIL; exit 1 on any failure):
 - exit statuses: 0 and a trace with the oomlab.capture/1 metadata; 2 for an unknown GPU and a missing script;
   3 with the script's traceback and the last line; 4 for a script that never touches CUDA;
 - placeholders (.item(), .tolist()) listed; set_per_process_memory_fraction kept as "budget"; no CUDA context;
+- the reduction staging model gives tests/test_reduce_config.c's bytes (the C transcription's expectations);
 - the alloc/free sequences of scripts/twins/record_traces.py's transformer and transformer_s2 equal to their
   H100 recordings event for event, train_mlp up to its teardown, and the peak of live rounded bytes of
   train_mlp, transformer, transformer_s2, tfm4 and gpt equal to the recordings'.
@@ -79,6 +80,16 @@ def main():
               and last == f"oomlab_capture: {path} raised KeyError: 'k'" and not os.path.exists(out), p.stderr)
         p, out, _ = cli(tmp, "print(1)\n")
         check("exit 4 without CUDA", p.returncode == 4 and "never allocated" in p.stderr, p.stderr)
+    from . import gpus
+    from .cuda_model.reduction import config
+    h100, a = gpus.lookup("H100-80GB"), 0x7f0000000000
+    cases = [((4096, 4096, False, 4, 4, 4, a // 4), (134217728, 128)), ((4096, 4096, False, 4, 2, 8, a // 2),
+             (134217728, 128)), ((4096, 2048, False, 4, 4, 4, a // 4), (67108864, 128)),
+             ((4096, 512, False, 4, 4, 4, a // 4), (0, 0)), ((4096, 4096, False, 4, 4, 4, (a + 8) // 4),
+             (17825792, 256)), ((1, 4096 * 4096, True, 4, 4, 4), (2112, 4)), ((1, 512 * 255, True, 4, 4, 4),
+             (0, 0)), ((1, 512 * 256, True, 4, 4, 4), (64, 4))]
+    got = [config(h100, *c) for c, _ in cases]
+    check("reduction staging = reduce_config.c", got == [e for _, e in cases], str(got))
     for name in ("train_mlp", "transformer", "transformer_s2", "tfm4", "gpt"):
         with tempfile.TemporaryDirectory() as tmp:
             r = validate.run(name, tmp)
