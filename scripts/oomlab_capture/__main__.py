@@ -2,6 +2,10 @@
 
     python -m oomlab_capture --gpu NAME --out TRACE.json [--quiet] -- SCRIPT [ARGS...]
     python -m oomlab_capture --list-gpus [--json]
+    python -m oomlab_capture --build-extension
+
+--build-extension compiles the recording allocator now (ext.py: about 1.5 to 2 minutes, once) and exits 0,
+or 2 with the compiler's last line; a capture does it on first use otherwise (saying so on stderr).
 
 SCRIPT runs as __main__ (sys.argv = [SCRIPT, ARGS...], sys.path[0] its folder, the working directory unchanged).
 Exit status: 0 the trace was written (atomically); 2 bad usage (one line on stderr); 3 the script raised (its
@@ -12,7 +16,8 @@ import os
 import sys
 
 USAGE = ("usage: python -m oomlab_capture --gpu NAME --out TRACE.json [--quiet] -- SCRIPT [ARGS...]\n"
-         "       python -m oomlab_capture --list-gpus [--json]")
+         "       python -m oomlab_capture --list-gpus [--json]\n"
+         "       python -m oomlab_capture --build-extension")
 
 
 def bad(msg):
@@ -44,6 +49,8 @@ def parse(argv):
             opts["quiet"] = True
         elif a == "--list-gpus":
             opts["list"] = True
+        elif a == "--build-extension":
+            opts["build"] = True
         elif a == "--json":
             opts["json"] = True
         elif a in ("-h", "--help"):
@@ -72,11 +79,20 @@ def main(argv):
     try:
         o = parse(argv)
     except ValueError as e:
-        return bad(f"{e}\n{USAGE}")
+        return bad(f"{e} (python -m oomlab_capture --help)")
     if o.get("help"):
         print(__doc__.strip())
+        print(USAGE)
         return 0
     from . import gpus
+    if o.get("build"):
+        from . import ext
+        try:
+            ext.load(quiet=o["quiet"])
+        except Exception as e:  # cpp_extension raises RuntimeError/OSError/subprocess errors with the log
+            lines = [ln for ln in str(e).strip().splitlines() if ln.strip()]
+            return bad(f"cannot build the recording allocator: {lines[-1] if lines else type(e).__name__}")
+        return 0
     if o["list"]:
         if o["json"]:
             print(json.dumps([dict(g, name=n) for n, g in gpus.GPUS.items()], indent=1))
@@ -87,7 +103,7 @@ def main(argv):
     if gpu is None:
         return bad(f"unknown GPU '{o['gpu'][:60]}' (known: {gpus.known()})")
     if o["script"] is None:
-        return bad(f"no SCRIPT given\n{USAGE}")
+        return bad("no SCRIPT given (python -m oomlab_capture --help)")
     if o["out"] is None:
         return bad("--out TRACE.json is required")
     script = o["script"]

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
 from . import placeholders
-from .cuda_model import attention, dropout, subclass
+from .cuda_model import attention, autocast, dropout, rnn, subclass
 
 
 def map_device(d):
@@ -57,28 +57,54 @@ class DeviceMap(TorchFunctionMode):
                 d = "cuda"
             args = (args[0], map_device(d)) + tuple(args[2:])
         out = placeholders.function(self.cap, func, args, kwargs)
-        if out is not NotImplemented:
-            return out
-        return func(*args, **kwargs)
+        if out is NotImplemented:
+            out = autocast.function(self.cap, func, args, kwargs)
+        if out is NotImplemented:
+            out = func(*args, **kwargs)
+        return out
 
 
 @contextlib.contextmanager
 def patch_functional(cap):
     orig_do, orig_sdpa, orig_linear = F.dropout, F.scaled_dot_product_attention, F.linear
+    orig_clear = torch.clear_autocast_cache
+    vf = torch._VF
+    had_gru, had_lstm = "gru_cell" in vf.__dict__, "lstm_cell" in vf.__dict__
+    orig_gru, orig_lstm = vf.gru_cell, vf.lstm_cell
 
     def dropout_cuda(*args, **kwargs):
         out = dropout.replace(cap, None, args, kwargs)
         return orig_do(*args, **kwargs) if out is NotImplemented else out
 
     def sdpa_cuda(*args, **kwargs):
+        if autocast.enabled():  # lower_precision_fp: q, k, v and a float mask
+            args, kwargs = autocast.cast_args(cap, args, kwargs, torch.get_autocast_dtype("cuda"), True)
         out = attention.replace(cap, None, args, kwargs)
         return orig_sdpa(*args, **kwargs) if out is NotImplemented else out
 
     def linear_cuda(input, weight, bias=None):
+        if autocast.enabled():
+            (input, weight, bias), _ = autocast.cast_args(cap, (input, weight, bias), {},
+                                                          torch.get_autocast_dtype("cuda"), True)
         return subclass.linear(cap, orig_linear, input, weight, bias)
 
+    def clear_cache():
+        autocast.clear(cap)
+        orig_clear()
+
     F.dropout, F.scaled_dot_product_attention, F.linear = dropout_cuda, sdpa_cuda, linear_cuda
+    torch.clear_autocast_cache = clear_cache
+    # nn.GRUCell / nn.LSTMCell call torch._VF.gru_cell / lstm_cell (an attribute set on the _VF module object
+    # shadows its __getattr__)
+    vf.gru_cell = lambda *a: rnn.gru_cell(cap, orig_gru, *a)
+    vf.lstm_cell = lambda *a: rnn.lstm_cell(cap, orig_lstm, *a)
     try:
         yield
     finally:
+        for name, had, orig in (("gru_cell", had_gru, orig_gru), ("lstm_cell", had_lstm, orig_lstm)):
+            if had:
+                setattr(vf, name, orig)
+            else:
+                delattr(vf, name)
         F.dropout, F.scaled_dot_product_attention, F.linear = orig_do, orig_sdpa, orig_linear
+        torch.clear_autocast_cache = orig_clear

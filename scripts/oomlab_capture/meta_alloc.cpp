@@ -44,20 +44,26 @@ struct Ctx {
   uint64_t addr;
   uint64_t size;
   int64_t index;  // absolute log index of the alloc entry; -1: not recorded (made while not capturing)
+  uint64_t gen;   // the capture that recorded it (a storage outliving its capture is no event of the next)
 };
 
 std::mutex mu;
 bool recording = false;
+uint64_t generation = 0;  // one per start()
 std::vector<Entry> log_entries;
 int64_t log_base = 0;     // absolute index of log_entries[0] (entries before were drained)
 uint64_t next_addr = 0;   // the bump counter of fake addresses
 int depth = 0;            // nesting of op_begin brackets
 int64_t frame_start = 0;  // absolute log index where the outermost open bracket began
 int64_t tag = 0;
-uint64_t live_bytes = 0, peak_bytes = 0;  // sum of logged live sizes (what memory_allocated answers from)
+// Sum of the live allocations as the caching allocator counts them (allocated_bytes: sizes rounded up to
+// 512, at least 512; a block handed out unsplit counts whole, which only the replay knows): what the
+// program's torch.cuda.memory_allocated() answers under the capture.
+uint64_t live_bytes = 0, peak_bytes = 0;
 uint64_t dropped = 0;                     // meta temporaries dropped
 
 constexpr uint64_t kAlign = 512;
+uint64_t rounded(uint64_t n) { return n < kAlign ? kAlign : (n + kAlign - 1) / kAlign * kAlign; }
 constexpr uint64_t kBase = 0x7f0000000000ull;
 
 uint64_t bump(uint64_t n) {
@@ -67,7 +73,7 @@ uint64_t bump(uint64_t n) {
 }
 
 void note_free(Ctx* c) {
-  if (c->index < 0)
+  if (c->index < 0 || c->gen != generation || !recording)
     return;
   int64_t rel = c->index - log_base;
   if (depth > 0 && c->index >= frame_start && rel >= 0) {
@@ -78,7 +84,7 @@ void note_free(Ctx* c) {
   }
   if (c->index >= log_base && c->index - log_base < (int64_t)log_entries.size())
     log_entries[c->index - log_base].ctx = nullptr;
-  live_bytes -= c->size;
+  live_bytes -= rounded(c->size);
 }
 
 void deleter(void* p) {
@@ -94,14 +100,15 @@ struct RecordingMetaAllocator final : public c10::Allocator {
   c10::DataPtr allocate(size_t n) override {
     if (n == 0)
       return {nullptr, nullptr, &noop, c10::Device(c10::DeviceType::Meta)};
-    Ctx* c = new Ctx{0, n, -1};
+    Ctx* c = new Ctx{0, n, -1, 0};
     {
       std::lock_guard<std::mutex> g(mu);
       if (recording) {
         c->addr = bump(n);
+        c->gen = generation;
         c->index = log_base + (int64_t)log_entries.size();
         log_entries.push_back({ALLOC, false, c->addr, n, tag, c});
-        live_bytes += n;
+        live_bytes += rounded(n);
         if (live_bytes > peak_bytes)
           peak_bytes = live_bytes;
       }
@@ -125,6 +132,7 @@ void start() {
   frame_start = 0;
   tag = 0;
   live_bytes = peak_bytes = dropped = 0;
+  generation++;
   recording = true;
 }
 
@@ -181,7 +189,7 @@ uint64_t fake_alloc(uint64_t n) {
   std::lock_guard<std::mutex> g(mu);
   uint64_t a = bump(n);
   log_entries.push_back({ALLOC, false, a, n, tag, nullptr});
-  live_bytes += n;
+  live_bytes += rounded(n);
   if (live_bytes > peak_bytes)
     peak_bytes = live_bytes;
   return a;
@@ -190,7 +198,7 @@ uint64_t fake_alloc(uint64_t n) {
 void fake_free(uint64_t addr, uint64_t n) {
   std::lock_guard<std::mutex> g(mu);
   log_entries.push_back({FREE, false, addr, n, tag, nullptr});
-  live_bytes -= n;
+  live_bytes -= rounded(n);
 }
 
 // Take a recorded storage out of the trace: one meta makes that CUDA does not put on the device (a Philox
@@ -204,14 +212,14 @@ void forget(const at::Tensor& t) {
     return;
   Ctx* c = static_cast<Ctx*>(dp.get_context());
   std::lock_guard<std::mutex> g(mu);
-  if (!c || c->index < 0)
+  if (!c || c->index < 0 || c->gen != generation || !recording)
     return;
   int64_t rel = c->index - log_base;
   if (rel >= 0)
     log_entries[rel].dead = true;
   else
     log_entries.push_back({FREE, false, c->addr, c->size, tag, nullptr});
-  live_bytes -= c->size;
+  live_bytes -= rounded(c->size);
   c->index = -1;
 }
 
@@ -238,7 +246,8 @@ py::object storage_entry(const at::Tensor& t) {
   if (dp.get_deleter() != &deleter)
     return py::none();
   Ctx* c = static_cast<Ctx*>(dp.get_context());
-  if (!c || c->index < 0)
+  std::lock_guard<std::mutex> g(mu);
+  if (!c || c->index < 0 || c->gen != generation)
     return py::none();
   return py::make_tuple(c->addr, c->size);
 }

@@ -4,9 +4,10 @@ Three layers, entered together by Capture.__enter__:
 - devmap.DeviceMap (a TorchFunctionMode): device="cuda", .to("cuda"), .cuda() become meta; F.dropout and
   F.scaled_dot_product_attention take the path CUDA takes (cuda_model.dropout, cuda_model.attention);
   .item(), .tolist(), .cpu() of a meta tensor get placeholders.
-- RecordMode (a TorchDispatchMode): every aten op, forward and backward. Ops with a CUDA kernel are bracketed
-  (ext op_begin/op_end) so the meta kernel's own temporaries are dropped; after the op the CUDA path's own
-  allocations are added (cuda_model.cublas, .reduction); data-dependent ops get placeholders.
+- RecordMode (a TorchDispatchMode): every aten op, forward and backward (on meta the autograd engine runs
+  backward on the calling thread). Each op is bracketed (ext op_begin/op_end) so the meta function's own
+  temporaries are dropped and its outputs are logged in the order a CUDA kernel allocates them; around the op
+  the CUDA path's own allocations are added (cuda_model); data-dependent ops get placeholders.
 - cudaapi: torch.cuda.* answers as a GPU of the chosen kind would, without a CUDA context.
 The allocations themselves come from the recording Meta allocator (ext, meta_alloc.cpp).
 """
@@ -19,8 +20,8 @@ import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from . import ext, frames
-from .cuda_model import composite, cublas, dropout, reduction, subclass
+from . import ext, frames, placeholders
+from .cuda_model import attention, composite, cublas, dropout, foreach, reduction, subclass
 
 aten = torch.ops.aten
 SCHEMA = "oomlab.capture/1"
@@ -30,45 +31,41 @@ class RecordMode(TorchDispatchMode):
     def __init__(self, cap):
         super().__init__()
         self.cap = cap
-        self.kernel_cache = {}
-
-    def has_cuda_kernel(self, func):
-        r = self.kernel_cache.get(func)
-        if r is None:
-            name = func.name()
-            r = torch._C._dispatch_has_kernel_for_dispatch_key(name, "CUDA")
-            self.kernel_cache[func] = r
-        return r
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         cap = self.cap
         cap.begin_op(func)
-        from . import placeholders
+        held = attention.before(cap, func, args, kwargs)
+        held_c = composite.before(cap, func, args, kwargs)
+        held_f = foreach.before(cap, func, args, kwargs)
         out = placeholders.dispatch(cap, func, args, kwargs)
         if out is NotImplemented:
             out = subclass.replace(cap, func, args, kwargs)
         if out is NotImplemented:
             x = cap.ext
+            # Every op is bracketed: an op with a CUDA kernel allocates only its outputs there (plus what
+            # cuda_model adds); one without runs a composite kernel on CUDA whose own temporaries are added
+            # by cuda_model.composite where known, never meta's.
             run = composite.REWRITE.get(func, func)
-            if run is not func or self.has_cuda_kernel(func):
-                x.op_begin()
-                order = []
-                try:
-                    out = run(*args, **kwargs)
-                    if isinstance(out, (tuple, list)):
-                        perm = dropout.ALLOC_ORDER.get(func)
-                        for t in (out if perm is None else [out[i] for i in perm]):
-                            if isinstance(t, torch.Tensor) and t.is_meta:
-                                e = x.storage_entry(t)
-                                if e is not None:
-                                    order.append(e[0])
-                finally:
-                    x.op_end(order)
-            else:
-                out = func(*args, **kwargs)
+            x.op_begin()
+            order = []
+            try:
+                out = run(*args, **kwargs)
+                if isinstance(out, (tuple, list)):
+                    perm = dropout.ALLOC_ORDER.get(func)
+                    for t in (out if perm is None else [out[i] for i in perm]):
+                        if isinstance(t, torch.Tensor) and t.is_meta:
+                            e = x.storage_entry(t)
+                            if e is not None:
+                                order.append(e[0])
+            finally:
+                x.op_end(order)
         cublas.after(cap, func, args, kwargs, out)
         reduction.after(cap, func, args, kwargs, out)
+        attention.after(cap, func, args, kwargs, out, held)
+        composite.after(cap, held_c)
+        foreach.after(cap, held_f)
         return out
 
 
@@ -128,13 +125,22 @@ class Capture:
     def __enter__(self):
         import contextlib
         from . import cudaapi, devmap
-        from .cuda_model import foreach
         assert not torch.cuda.is_initialized()
         self._t0 = time.time()
         self.labels.append(("(start)", 0, []))
         self.ext.start()
         stack = contextlib.ExitStack()
         stack.enter_context(foreach.cuda_foreach_choice())
+        # meta's nonzero (used inside index with a boolean mask) assumes every element is non-zero, as the
+        # placeholders do (placeholders.py); by default it refuses
+        import torch.fx.experimental._config as fxconf
+        stack.enter_context(fxconf.patch(meta_nonzero_assume_all_nonzero=True))
+        # Module.to("cuda") keeps each Parameter object on CUDA (CPU and CUDA are shallow-copy compatible:
+        # param.data = moved); CPU and meta are not, so it would make new Parameters and an optimizer built
+        # on the old ones (a list taken before .to) would never see a gradient. Swapping keeps the objects.
+        swap = torch.__future__.get_swap_module_params_on_conversion()
+        torch.__future__.set_swap_module_params_on_conversion(True)
+        stack.callback(torch.__future__.set_swap_module_params_on_conversion, swap)
         stack.enter_context(cudaapi.patched(self))
         handle = register_optimizer_step_post_hook(self._step_hook)
         stack.callback(handle.remove)
@@ -185,6 +191,9 @@ class Capture:
             "modelled": [{"what": w, "bytes": b, "count": n, "source": s}
                          for (w, s), (b, n) in sorted(self.modelled.items())],
             "steps": self.steps,
+            # torch.cuda.empty_cache() calls: a trace without segments cannot carry them (PyTorch records only
+            # the segment_free events they cause); the replay of a prediction knows nothing of them
+            "empty_cache_calls": getattr(self, "empty_cache_calls", 0),
         }
         doc = {"segments": [], "device_traces": [self.events], "allocator_settings": {},
                "external_annotations": [], "oomlab_capture": meta}

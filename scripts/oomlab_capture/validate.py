@@ -15,7 +15,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 # workload -> its recording under tests/data
 RECORDED = {"train_mlp": "train_mlp", "transformer": "addr_transformer", "transformer_s2": "addr_transformer_s2",
-            "tfm4": "addr_tfm4", "gpt": "addr_gpt", "resnet18": "resnet18", "resnet18_b16": "addr_resnet18_b16"}
+            "tfm4": "addr_tfm4", "gpt": "addr_gpt", "resnet18": "resnet18", "resnet18_b16": "addr_resnet18_b16",
+            "resnet50_b8": "addr_resnet50_b8", "resnet50_b32": "addr_resnet50_b32"}
 
 
 def seq(events):

@@ -6,7 +6,14 @@ One module per concern; each size names the PyTorch 2.11 source it follows:
   attention.py  scaled_dot_product_attention's backend choice (sdp_utils.cpp) and what each backend saves
   dropout.py    F.dropout -> native_dropout: output plus a 1-byte mask (Dropout.cpp, cuda/Dropout.cu)
   autocast.py   autocast's casts and weight-cast cache (autocast_mode.cpp/.h), which meta ignores
-  cudnn.py      cuDNN convolution workspaces: an upper bound per architecture (Conv_v8.cpp)
-  subclass.py   the out-of-place paths meta takes because it counts as subclass-like (AccumulateGrad)
-  foreach.py    the optimizer and clip_grad foreach paths CUDA takes (torch/utils/_foreach_utils.py)
+  subclass.py   the out-of-place paths meta takes because it counts as subclass-like (AccumulateGrad, the
+                autograd input buffer, F.linear's bias add)
+  foreach.py    the optimizer and clip_grad foreach paths CUDA takes (torch/utils/_foreach_utils.py) and
+                _foreach_norm's staging (ForeachReduceOp.cu)
+  rnn.py        GRUCell/LSTMCell through CUDA's fused cell kernels (RNN.cpp, cuda/RNN.cu)
+  composite.py  ops CUDA runs differently from meta's function (mean/sum without dim) and the temporaries of
+                embedding, embedding_dense_backward and boolean-mask indexing
+Not modelled: cuDNN convolution workspaces (their size is cuDNN's heuristic choice per GPU and library
+version; the H100 recordings show 40 to 405 per training run, up to 162 MB each, with no rule in the shapes),
+so a prediction with convolutions is low by them.
 """

@@ -85,3 +85,66 @@ def _pad_bias(bias, q, k):
         pad = 16 - last % 16
         bias = torch.nn.functional.pad(bias, (0, pad))[..., :last]
     return bias.expand(target)
+
+
+# -- the memory-efficient backward ------------------------------------------------------------------------------
+SOURCE_BWD = ("aten/src/ATen/native/transformers/cuda/attention_backward.cu _efficient_attention_backward "
+              "(grad_out.contiguous(), delta, workspace)")
+
+
+def _div_up(a, b):
+    return (a + b - 1) // b
+
+
+def before(cap, func, args, kwargs):
+    """_efficient_attention_backward's first allocation: `grad_out = grad_out_.contiguous()` (grad_out_ in
+    [B, M, H, K]), made before the gradients; freed when the function returns."""
+    if func is not aten._scaled_dot_product_efficient_attention_backward.default:
+        return None
+    g = args[0]
+    gt = g.transpose(1, 2)
+    if gt.is_contiguous():
+        return []
+    n = g.numel() * g.element_size()
+    return [(cap.fake_alloc(n, "efficient attention backward: grad_out made contiguous", SOURCE_BWD), n)]
+
+
+def after(cap, func, args, kwargs, out, held):
+    """After the gradients (which the meta function allocates as the CUDA kernel does): delta, the workspace,
+    then everything the function held is freed.
+
+    delta: the fp32 kernels do not compute it (Kernel::kKernelComputesDelta is false; measured: the H100
+    recordings show the product): (grad_out.to(float) * out.to(float)).sum(-1).transpose(-2, -1).contiguous(),
+    i.e. a [B, M, H, K] fp32 product, its [B, M, H] sum, the [B, H, M] copy; the product and sum are freed at
+    once. For fp16/bf16 the same expression is assumed (not measured; .to(float) copies are added).
+    workspace (p.workspace_size()): for fp32 the split-keys kernel needs a gradQ accumulator: fitted to the
+    H100 recordings (B*H * ceil(M/64) * (ceil(K/64) * 4096 + 4) floats; head dim 64 measured, others assumed).
+    """
+    if held is None:
+        return
+    g, q, o = args[0], args[1], args[5]
+    B, H, M, K = q.shape
+    f32 = 4
+    temps = []
+    if q.dtype != torch.float32:
+        for t in (g, o):
+            n = t.numel() * f32
+            temps.append((cap.fake_alloc(n, "efficient attention backward: .to(float) copy", SOURCE_BWD), n))
+    prod = B * M * H * g.size(-1) * f32
+    pa = cap.fake_alloc(prod, "efficient attention backward: grad_out * out", SOURCE_BWD)
+    sn = B * M * H * f32
+    sa = cap.fake_alloc(sn, "efficient attention backward: delta sum", SOURCE_BWD)
+    da = cap.fake_alloc(sn, "efficient attention backward: delta", SOURCE_BWD)
+    cap.fake_free(sa, sn)
+    cap.fake_free(pa, prod)
+    for a, n in reversed(temps):
+        cap.fake_free(a, n)
+    ws = 0
+    if q.dtype == torch.float32:
+        ws = B * H * _div_up(M, 64) * (_div_up(K, 64) * 4096 + 4) * f32
+    wa = cap.fake_alloc(ws, "efficient attention backward: workspace", SOURCE_BWD) if ws else None
+    cap.fake_free(da, sn)
+    if wa is not None:
+        cap.fake_free(wa, ws)
+    for a, n in held:
+        cap.fake_free(a, n)

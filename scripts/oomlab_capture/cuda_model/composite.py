@@ -5,6 +5,20 @@ kernel on CUDA does not. aten/src/ATen/native/ReduceOps.cpp (PyTorch 2.11): mean
 at::mean(self, IntArrayRef{}, false, dtype) and sum(self, dtype) is at::sum(self, IntArrayRef{}, false, dtype):
 one call of the op that has the CUDA kernel. REWRITE runs those calls instead (bracketed like any op with a CUDA
 kernel, so nothing of meta's leaks).
+
+Every other op without a CUDA kernel but with a meta function of its own is bracketed too (its meta
+temporaries dropped); the temporaries its composite kernel makes on CUDA are added here where known:
+- aten::embedding (aten/src/ATen/native/Embedding.cpp embedding_symint): weight.index_select(0,
+  indices.reshape(-1)): reshape copies non-contiguous indices (a [:, :-1] slice of the tokens) before the
+  output is allocated; the copy is freed when embedding returns (measured: tests/data/addr_gpt.trace.json).
+- aten::embedding_dense_backward (a CUDA kernel, aten/src/ATen/native/cuda/Embedding.cu
+  embedding_dense_backward_cuda): with at most 3072 indices and no scale_grad_by_freq it copies the indices
+  contiguous, then allocates the zeroed grad_weight (measured: addr_gpt). Above 3072 indices it sorts them
+  (embedding_backward_cuda_kernel: sorted and original indices, counts, segment offsets, partial sums): not
+  modelled, those temporaries are missing.
+- aten::index with a boolean mask (x[mask], aten/src/ATen/native/TensorAdvancedIndexing.cpp via
+  IndexingUtils.h expandTensors): the mask becomes mask.nonzero() first, an int64 [count, mask.dim()] tensor
+  held while the op runs. count is data: the capture assumes every element is selected (a placeholder, listed).
 """
 import torch
 
@@ -15,3 +29,38 @@ REWRITE = {
     aten.mean.default: lambda x, dtype=None: aten.mean.dim(x, [], False, dtype=dtype),
     aten.sum.default: lambda x, dtype=None: aten.sum.dim_IntList(x, [], False, dtype=dtype),
 }
+
+SOURCE_EMB = "aten/src/ATen/native/Embedding.cpp embedding_symint (indices.reshape(-1))"
+
+
+SOURCE_EMB_BWD = "aten/src/ATen/native/cuda/Embedding.cu embedding_dense_backward_cuda (indices.contiguous())"
+
+
+SOURCE_MASK = "aten/src/ATen/native/IndexingUtils.h expandTensors (mask.nonzero())"
+
+
+def before(cap, func, args, kwargs):
+    if func is aten.index.Tensor:
+        held = []
+        for m in args[1]:
+            if isinstance(m, torch.Tensor) and m.dtype in (torch.bool, torch.uint8) and m.numel() > 0:
+                cap.placeholder("aten::index with a boolean mask (every element selected)")
+                n = m.numel() * m.dim() * 8
+                held.append((cap.fake_alloc(n, "boolean mask index: nonzero()", SOURCE_MASK), n))
+        return held or None
+    if func is aten.embedding_dense_backward.default:
+        idx = args[1]
+        if not idx.is_contiguous() and 0 < idx.numel() <= 3072:
+            n = idx.numel() * idx.element_size()
+            return [(cap.fake_alloc(n, "embedding backward: indices made contiguous", SOURCE_EMB_BWD), n)]
+    if func is aten.embedding.default:
+        idx = args[1]
+        if not idx.is_contiguous() and idx.numel() > 0:
+            n = idx.numel() * idx.element_size()
+            return [(cap.fake_alloc(n, "embedding: indices reshaped (copied)", SOURCE_EMB), n)]
+    return None
+
+
+def after(cap, held):
+    for a, n in held or ():
+        cap.fake_free(a, n)

@@ -1,0 +1,62 @@
+"""GRUCell and LSTMCell: CUDA's fused cell kernels, which meta does not take.
+
+aten/src/ATen/native/RNN.cpp (PyTorch 2.11) GRUCell/LSTMCell::operator(): for a CUDA input the gates are
+at::matmul(input, w_ih.t()) and at::matmul(hx, w_hh.t()) (no bias), then one fused kernel,
+_thnn_fused_gru_cell / _thnn_fused_lstm_cell, which adds the biases and keeps a workspace for backward; any
+other device (meta included) runs the unfused chunk/sigmoid/tanh formula, which allocates and saves other
+tensors. The model routes the cells through the fused ops. _thnn_fused_lstm_cell has a meta function;
+_thnn_fused_gru_cell and its backward have none, so they get one here, allocating what
+aten/src/ATen/native/cuda/RNN.cu allocates: forward hy = empty_like(hx), then workspace [B, 5H]
+(GRU_WORKSPACE_MULTIPLIER); backward grad_input_gates [B, 3H], grad_hidden_gates [B, 3H], grad_hx, then with
+biases grad_input_gates.sum(0) and grad_hidden_gates.sum(0). Read from the source, not yet checked against
+a recording.
+"""
+import torch
+
+aten = torch.ops.aten
+SOURCE = "aten/src/ATen/native/RNN.cpp GRUCell/LSTMCell (is_cuda fused path); native/cuda/RNN.cu"
+_lib = None
+
+
+def _register():
+    global _lib
+    if _lib is not None:
+        return
+    _lib = torch.library.Library("aten", "IMPL")
+
+    def gru_fwd(input_gates, hidden_gates, hx, input_bias=None, hidden_bias=None):
+        hy = torch.empty_like(hx, memory_format=torch.contiguous_format)
+        ws = torch.empty((hx.size(0), hx.size(1) * 5), dtype=input_gates.dtype, device=input_gates.device)
+        return hy, ws
+
+    def gru_bwd(grad_hy, workspace, has_bias):
+        h = workspace.size(1) // 5
+        gi = torch.empty((workspace.size(0), 3 * h), dtype=workspace.dtype, device=workspace.device)
+        gh = torch.empty((workspace.size(0), 3 * h), dtype=workspace.dtype, device=workspace.device)
+        ghx = torch.empty_like(grad_hy, memory_format=torch.contiguous_format)
+        if has_bias:
+            return gi, gh, ghx, gi.sum(0), gh.sum(0)
+        return gi, gh, ghx, None, None
+
+    _lib.impl("_thnn_fused_gru_cell", gru_fwd, "Meta")
+    _lib.impl("_thnn_fused_gru_cell_backward", gru_bwd, "Meta")
+
+
+def gru_cell(cap, orig, input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
+    if not (isinstance(input, torch.Tensor) and input.is_meta):
+        return orig(input, hx, w_ih, w_hh, b_ih, b_hh)
+    _register()
+    cap.count_modelled("GRUCell fused kernel", 0, SOURCE)
+    ig = torch.matmul(input, w_ih.t())
+    hg = torch.matmul(hx, w_hh.t())
+    return aten._thnn_fused_gru_cell(ig, hg, hx, b_ih, b_hh)[0]
+
+
+def lstm_cell(cap, orig, input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
+    if not (isinstance(input, torch.Tensor) and input.is_meta):
+        return orig(input, hx, w_ih, w_hh, b_ih, b_hh)
+    cap.count_modelled("LSTMCell fused kernel", 0, SOURCE)
+    ig = torch.matmul(input, w_ih.t())
+    hg = torch.matmul(hx[0], w_hh.t())
+    r = aten._thnn_fused_lstm_cell(ig, hg, hx[1], b_ih, b_hh)
+    return r[0], r[1]
