@@ -21,9 +21,10 @@ CUBLAS_WORKSPACE_CONFIG and CUBLASLT_WORKSPACE_SIZE are removed: these are ordin
      memory_stats()["num_ooms"] is 0 (advise_verify.py's test). The probes are those of advise's binary search in
      its order; where fewer searches are open than JOBS, the next levels of the search tree are probed ahead at
      once (speculation changes which probes run, never the answer);
-  3. for the cases in SWEEPS: the largest --batch in 1..512 that runs under a fixed budget (defaults), searched as
+  3. for the cases in SWEEPS: the largest --batch in 1..512 that runs under a budget (defaults), searched as
      `oomlab run --sweep` does (harness/run/sweep.h): every power of two, then bisection between the largest power
-     of two that runs and the next one.
+     of two that runs and the next one. The budget is picked on the GPU first, from the peak reserved bytes of two
+     uncapped runs, so that the answer lands inside the range (SWEEPS says how); --sweep-budget fixes it instead.
 Writes DIR/NAME.trace.json and DIR/NAME.torch.json (schema oomlab.predict-twin/1):
   {"schema", "name", "script" (repository path), "args", "gpu", "total_memory", "torch", "cuda",
    "alloc_conf" (of the recording: ""), "cublas_workspaces": "pytorch defaults", "peak_allocated", "peak_reserved",
@@ -31,8 +32,9 @@ Writes DIR/NAME.trace.json and DIR/NAME.torch.json (schema oomlab.predict-twin/1
    "seconds", "uncapped": {SETTING: {"peak_allocated", "peak_reserved", "ooms"}},
    "min_budget_mib": {"defaults": M, "expandable_segments:True": M2} (null: none found),
    "bisect": {SETTING: {"lo", "hi", "path": [MiB in advise's order], "monotonic", "probes": [PROBE...]}},
-   "sweep": {"param": "batch", "lo": 1, "hi": 512, "budget_mib", "alloc_conf", "largest_batch", "monotonic",
-             "series": [{"value", "runs"}], "probes": [PROBE...]}}
+   "sweep": {"param": "batch", "lo": 1, "hi": 512, "budget_mib", "alloc_conf", "args" (besides --batch),
+             "calibration": null|{"batch": [1, c], "reserved_peak", "allocated_peak", "target"},
+             "largest_batch", "monotonic", "series": [{"value", "runs"}], "path", "probes": [PROBE...]}}
   PROBE = {"budget_mib", "batch" (sweeps), "runs", "ooms", "outcome", "reserved_peak", "allocated_peak", "seconds"}
 and DIR/summary.json (the table) and DIR/predict_record.log (every line printed: one per probe).
 
@@ -85,14 +87,17 @@ CASES = {
     "llama1b": {"script": "llama.py", "args": ["--size", "1b", "--batch", "1", "--seq", "512"], "reserve": 20480,
                 "bisect": False},
 }
-# name -> the sweep of --batch over 1..512: the budget (MiB, defaults) and the other arguments
+# name -> the sweep of --batch over 1..512 (defaults) with the other arguments "args". Its budget is picked on the
+# GPU so that the answer lands near batch "target": from two uncapped runs, at batch 1 and at batch "calibrate",
+# budget = floor(R(1) + (R(c) - R(1)) * target / c) MiB, R the peak reserved bytes (or --sweep-budget NAME=MiB).
+# "hold": MiB the calibration at c may reserve (scheduling only).
 SWEEPS = {
-    "mlp_sgd": {"budget_mib": 300, "args": ["--hidden", "2048"]},
-    "transformer_encoder": {"budget_mib": 4096, "args": ["--lengths", "256,128,192"]},
-    "gpt": {"budget_mib": 4096, "args": []},
+    "mlp_sgd": {"args": [], "calibrate": 512, "target": 256, "hold": 1024},
+    "transformer_encoder": {"args": ["--lengths", "128,64,96"], "calibrate": 64, "target": 160, "hold": 4096},
+    "gpt": {"args": ["--block-size", "128"], "calibrate": 64, "target": 128, "hold": 6144},
 }
 SWEEP_LO, SWEEP_HI = 1, 512
-FAKE_TOTAL = 81559 * MiB  # --fake's device: an H100 80GB HBM3's total_memory
+FAKE_TOTAL = 85017493504  # --fake's device: torch's total_memory of an H100 80GB HBM3 (81,079.5 MiB)
 
 
 # ---- the child: one run of one script, in this process ----
@@ -410,9 +415,25 @@ class Recorder:
         return b, out
 
     def sweep(self, name, case, sw):
-        """The largest --batch in [SWEEP_LO, SWEEP_HI] that runs under sw["budget_mib"] (defaults)."""
+        """The largest --batch in [SWEEP_LO, SWEEP_HI] that runs under a budget (defaults): sw["budget_mib"], else
+        calibrated (SWEEPS)."""
         probes = []
-        budget = sw["budget_mib"]
+        budget = sw.get("budget_mib")
+        calibration = None
+        if budget is None:
+            c = sw["calibrate"]
+            with ThreadPoolExecutor(2) as pool:
+                r1, rc = pool.map(lambda n: self.run(case["script"], list(sw["args"]) + ["--batch", str(n)], "", 0,
+                                                     sw["hold"]), (1, c))
+            if r1 is None or rc is None or r1["outcome"] != "ok" or rc["outcome"] != "ok":
+                self.fail("%s: the sweep's calibration runs failed" % name)
+                return None
+            budget = int((r1["reserved_peak"] + (rc["reserved_peak"] - r1["reserved_peak"]) * sw["target"] / c)
+                         // MiB)
+            calibration = {"batch": [1, c], "reserved_peak": [r1["reserved_peak"], rc["reserved_peak"]],
+                           "allocated_peak": [r1["allocated_peak"], rc["allocated_peak"]], "target": sw["target"]}
+            self.log("%-44s sweep budget %d MiB (peak reserved %d at batch 1, %d at batch %d; aiming at %d)" %
+                     (name, budget, r1["reserved_peak"], rc["reserved_peak"], c, sw["target"]))
 
         def probe(batch):
             p = self.probe(case, list(sw["args"]) + ["--batch", str(batch)], "defaults", budget,
@@ -429,7 +450,8 @@ class Recorder:
         with ThreadPoolExecutor(len(powers)) as pool:
             series = dict(zip(powers, pool.map(probe, powers)))
         out = {"param": "batch", "lo": SWEEP_LO, "hi": SWEEP_HI, "budget_mib": budget, "alloc_conf": "",
-               "args": sw["args"], "series": [{"value": v, "runs": series[v]} for v in powers],
+               "args": sw["args"], "calibration": calibration,
+               "series": [{"value": v, "runs": series[v]} for v in powers],
                "largest_batch": None, "probes": probes}
         if any(r is None for r in series.values()):
             return out
@@ -542,10 +564,9 @@ class Recorder:
                     want = fake_threshold(case["script"], case["args"], SETTINGS[s])
                     if b != want:
                         self.fail("%s (%s): --fake found %d MiB, the made-up threshold is %d" % (name, s, b, want))
-        if opts.fake and doc.get("sweep") and doc["sweep"]["largest_batch"] is not None:
-            sw = self.opts.sweeps[name]
+        if opts.fake and doc.get("sweep"):
             fits = [n for n in range(SWEEP_LO, SWEEP_HI + 1)
-                    if fake_threshold(case["script"], ["--batch", str(n)], "") <= sw["budget_mib"]]
+                    if fake_threshold(case["script"], ["--batch", str(n)], "") <= doc["sweep"]["budget_mib"]]
             want = max(fits) if fits else None
             if doc["sweep"]["largest_batch"] != want:
                 self.fail("%s: --fake sweep found %s, the made-up answer is %s" %
@@ -565,8 +586,8 @@ def main(argv):
     ap.add_argument("--skip-bisect", action="store_true", help="record only: no minimum budgets, no sweeps")
     ap.add_argument("--bisect-llama", action="store_true", help="bisect llama1b's minimum budgets too")
     ap.add_argument("--sweep-budget", action="append", default=[], metavar="NAME=MiB",
-                    help="another budget for a sweep (default: %s)" %
-                    ", ".join("%s=%d" % (k, v["budget_mib"]) for k, v in SWEEPS.items()))
+                    help="a fixed budget for a sweep (default: calibrated on the GPU; sweeps: %s)" %
+                    " ".join(SWEEPS))
     ap.add_argument("--timeout", type=int, default=300, help="seconds one run may take (default 300)")
     ap.add_argument("--fake", action="store_true", help="no GPU: test the driver with made-up probes")
     opts = ap.parse_args(argv)
