@@ -40,7 +40,9 @@ and DIR/summary.json (the table) and DIR/predict_record.log (every line printed:
 
 -j JOBS probes run at once, and only as many as fit in the GPU's memory: each holds its budget plus PROBE_OVERHEAD
 MiB (the CUDA context and libraries, outside PyTorch's allocator) against the device's memory less HEADROOM MiB.
---only runs some cases (sweeps included); --skip-bisect records only (steps 2 and 3 skipped); llama1b is recorded
+--deadline: no run starts after that many seconds (default 510, under a 10-minute limit per command): the searches
+it cuts short are reported as failures and everything finished is still written. --only runs some cases (sweeps
+included); --skip-bisect records only (steps 2 and 3 skipped); llama1b is recorded
 but not bisected unless --bisect-llama (its probes hold ~15 GB each). --fake runs the whole driver without a GPU
 for testing: the recording runs each script on the CPU for one step (no history), and every probe answers from a
 made-up threshold, which the bisections must find (checked; exit 1 otherwise).
@@ -296,9 +298,13 @@ class Recorder:
         self.log("FAILED " + text)
 
     def run(self, script, args, alloc_conf, budget_mib, hold_mib, record_to=None):
-        """One fresh process; its result dict, or None when it failed to produce one."""
+        """One fresh process; its result dict, or None when it failed to produce one or the deadline passed."""
         hold = self.gpu.acquire(hold_mib)
         try:
+            if self.opts.deadline and time.perf_counter() - self.t0 > self.opts.deadline:
+                self.fail("%s %s (%r, %s MiB): not run, past the --deadline of %d s" %
+                          (script, args, alloc_conf, budget_mib, self.opts.deadline))
+                return None
             fd, result = tempfile.mkstemp(dir=self.work, suffix=".json")
             os.close(fd)
             spec = {"script": os.path.join(SCRIPTS, script), "args": list(args), "budget": budget_mib * MiB,
@@ -306,6 +312,7 @@ class Recorder:
             env = advise_record.alloc_conf_env(alloc_conf)
             env.pop("CUBLAS_WORKSPACE_CONFIG", None)  # ordinary programs: cuBLAS's workspaces as PyTorch sets them
             env.pop("CUBLASLT_WORKSPACE_SIZE", None)
+            env.setdefault("OMP_NUM_THREADS", "2")  # host threads only: JOBS processes share the host's cores
             cmd = [sys.executable, os.path.abspath(__file__), "--child", json.dumps(spec)]
             t0 = time.perf_counter()
             try:
@@ -553,7 +560,9 @@ class Recorder:
         for (kind, s), r in zip(jobs, results):
             if kind == "sweep":
                 doc["sweep"] = r
-            elif r is not None:
+            elif r is None:
+                doc["min_budget_mib"][s] = None
+            else:
                 b, out = r
                 doc["uncapped"][s] = out.pop("uncapped")
                 doc["min_budget_mib"][s] = b
@@ -589,6 +598,9 @@ def main(argv):
                     help="a fixed budget for a sweep (default: calibrated on the GPU; sweeps: %s)" %
                     " ".join(SWEEPS))
     ap.add_argument("--timeout", type=int, default=300, help="seconds one run may take (default 300)")
+    ap.add_argument("--deadline", type=int, default=510,
+                    help="seconds after which no run starts, so that what finished is written (default 510; "
+                    "0: none)")
     ap.add_argument("--fake", action="store_true", help="no GPU: test the driver with made-up probes")
     opts = ap.parse_args(argv)
     names = [n for o in opts.only for n in o.split(",") if n] or list(CASES)
