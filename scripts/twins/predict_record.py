@@ -36,7 +36,8 @@ Writes DIR/NAME.trace.json and DIR/NAME.torch.json (schema oomlab.predict-twin/1
              "calibration": null|{"batch": [1, c], "reserved_peak", "allocated_peak", "target"},
              "largest_batch", "monotonic", "series": [{"value", "runs"}], "path", "probes": [PROBE...]}}
   PROBE = {"budget_mib", "batch" (sweeps), "runs", "ooms", "outcome", "reserved_peak", "allocated_peak", "seconds"}
-and DIR/summary.json (the table) and DIR/predict_record.log (every line printed: one per probe).
+and DIR/summary.json (the table) and DIR/predict_record.log (every line printed: one per probe). --pack moves them
+all into DIR.tar.xz at the end, leaving summary.json and the log beside it (a device machine returns 8 files).
 
 -j JOBS probes run at once, and only as many as fit in the GPU's memory: each holds its budget plus PROBE_OVERHEAD
 MiB (the CUDA context and libraries, outside PyTorch's allocator) against the device's memory less HEADROOM MiB.
@@ -202,6 +203,7 @@ def write_json(path, obj):
         with os.fdopen(fd, "w") as f:
             json.dump(obj, f, indent=1)
             f.write("\n")
+        os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -602,6 +604,9 @@ def main(argv):
                     help="seconds after which no run starts, so that what finished is written (default 510; "
                     "0: none)")
     ap.add_argument("--fake", action="store_true", help="no GPU: test the driver with made-up probes")
+    ap.add_argument("--pack", action="store_true",
+                    help="at the end, move the traces and NAME.torch.json files into DIR.tar.xz (a device machine "
+                    "returns at most 8 files)")
     opts = ap.parse_args(argv)
     names = [n for o in opts.only for n in o.split(",") if n] or list(CASES)
     bad = [n for n in names if n not in CASES]
@@ -639,7 +644,26 @@ def main(argv):
     rec.log("done in %.1f s: %d runs, %.1f s of run time (%.2f s each), %d failures" %
             (summary["seconds"], rec.nprobes, rec.probe_seconds, rec.probe_seconds / max(rec.nprobes, 1),
              len(rec.failures)))
+    if opts.pack:
+        pack(opts.out, rec)
     return 1 if rec.failures else 0
+
+
+def pack(out, rec):
+    """DIR's files into DIR.tar.xz (folder DIR inside), written whole; then all but summary.json and the log are
+    removed from DIR."""
+    import tarfile
+    folder = os.path.abspath(out)
+    names = sorted(n for n in os.listdir(folder) if os.path.isfile(os.path.join(folder, n)) and not n.startswith("."))
+    tmp = folder + ".tar.xz.tmp"
+    with tarfile.open(tmp, "w:xz") as tar:
+        for n in names:
+            tar.add(os.path.join(folder, n), arcname=os.path.join(os.path.basename(folder), n))
+    os.replace(tmp, folder + ".tar.xz")
+    for n in names:
+        if n not in ("summary.json", "predict_record.log"):
+            os.unlink(os.path.join(folder, n))
+    rec.log("packed %d files into %s (%d bytes)" % (len(names), folder + ".tar.xz", os.path.getsize(folder + ".tar.xz")))
 
 
 if __name__ == "__main__":
