@@ -31,11 +31,16 @@ Writes DIR/NAME.trace.json and DIR/NAME.torch.json (schema oomlab.predict-twin/1
    "need", "memory_stats" (the recording's), "outcome" ("ok"|"oom"|"error"), "output" (the script's last output),
    "seconds", "uncapped": {SETTING: {"peak_allocated", "peak_reserved", "ooms"}},
    "min_budget_mib": {"defaults": M, "expandable_segments:True": M2} (null: none found),
-   "bisect": {SETTING: {"lo", "hi", "path": [MiB in advise's order], "monotonic", "probes": [PROBE...]}},
+   "bisect": {SETTING: {"lo", "hi", "path": [MiB in advise's order], "monotonic", "probes": [PROBE...],
+                        "completes" (where a capped run completed with OOMs caught inside it, as cuDNN's workspace
+                        fallback does): {"criterion", "lo", "hi", "path", "min_budget_mib"}}},
+   "min_budget_mib_completes": {SETTING: M} (those settings only: the smallest budget at which the script
+   completes, found the same way),
    "sweep": {"param": "batch", "lo": 1, "hi": 512, "budget_mib", "alloc_conf", "args" (besides --batch),
              "calibration": null|{"batch": [1, c], "reserved_peak", "allocated_peak", "target"},
              "largest_batch", "monotonic", "series": [{"value", "runs"}], "path", "probes": [PROBE...]}}
-  PROBE = {"budget_mib", "batch" (sweeps), "runs", "ooms", "outcome", "reserved_peak", "allocated_peak", "seconds"}
+  PROBE = {"budget_mib", "batch" (sweeps), "runs", "ooms", "outcome", "reserved_peak", "allocated_peak", "retries"
+           (num_alloc_retries), "seconds"}
 and DIR/summary.json (the table) and DIR/predict_record.log (every line printed: one per probe). --pack moves them
 all into DIR.tar.xz at the end, leaving summary.json and the log beside it (a device machine returns 8 files).
 
@@ -100,6 +105,7 @@ SWEEPS = {
     "gpt": {"args": ["--block-size", "128"], "calibrate": 64, "target": 128, "hold": 6144},
 }
 SWEEP_LO, SWEEP_HI = 1, 512
+FAKE_CAUGHT = 30  # --fake: MiB below its minimum budget in which resnet18 still completes, its OOMs caught
 FAKE_TOTAL = 85017493504  # --fake's device: torch's total_memory of an H100 80GB HBM3 (81,079.5 MiB)
 
 
@@ -151,7 +157,8 @@ def real_child(spec):
     st = dict(torch.cuda.memory_stats())
     res = {"outcome": outcome, "message": message, "total_memory": total, "allowed": allowed,
            "ooms": int(st.get("num_ooms", 0)), "reserved_peak": int(st.get("reserved_bytes.all.peak", 0)),
-           "allocated_peak": int(st.get("allocated_bytes.all.peak", 0)), "torch": torch.__version__,
+           "allocated_peak": int(st.get("allocated_bytes.all.peak", 0)),
+           "retries": int(st.get("num_alloc_retries", 0)), "torch": torch.__version__,
            "cuda": torch.version.cuda, "gpu": torch.cuda.get_device_name(0),
            "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")}
     if record_to:
@@ -179,6 +186,8 @@ def fake_child(spec):
         res["allowed"] = spec["budget"]
         if spec["budget"] < need * MiB:
             res.update(outcome="oom", ooms=1, message="fake OOM")
+            if "resnet" in spec["script"] and spec["budget"] >= (need - FAKE_CAUGHT) * MiB:
+                res.update(outcome="ok", message=None)  # as cuDNN does: the OOM caught, another algorithm taken
     if spec.get("record_to"):
         args = [a for a in spec["args"]] + ["--device", "cpu", "--steps", "1"]
         res["outcome"], res["message"] = run_script(spec["script"], args)
@@ -356,7 +365,7 @@ class Recorder:
                   res["ooms"], res["outcome"], res["wall"]))
         return {"budget_mib": mib, "runs": runs, "ooms": res["ooms"], "outcome": res["outcome"],
                 "reserved_peak": res["reserved_peak"], "allocated_peak": res["allocated_peak"],
-                "seconds": res["wall"]}
+                "retries": res.get("retries"), "seconds": res["wall"]}
 
     def search(self, lo, hi, probe):
         """advise.c's bisection from (lo fails, hi runs): the first B with probe(B) true and probe(B - 1) false
@@ -389,13 +398,19 @@ class Recorder:
         return hi, path
 
     def min_budget(self, name, case, conf_name, need, peak_reserved, total_mib):
-        """advise.c fill_row's search for one setting; its record."""
-        probes = []
+        """advise.c fill_row's search for one setting; its record. Where a capped run completed although an OOM
+        was raised inside it (cuDNN catches the OOM of a workspace and takes another algorithm), the smallest
+        budget at which the script completes is searched too ("completes")."""
+        probes, cache = [], {}
+
+        def get(mib):
+            if mib not in cache:
+                cache[mib] = self.probe(case, case["args"], conf_name, mib, name)
+                probes.append(cache[mib])
+            return cache[mib]
 
         def probe(mib):
-            p = self.probe(case, case["args"], conf_name, mib, name)
-            probes.append(p)
-            return p["runs"]
+            return get(mib)["runs"]
 
         lo = (need - 1) // MiB
         hi = -(-peak_reserved // MiB) + 1
@@ -416,11 +431,35 @@ class Recorder:
             return None, out
         b, path = self.search(lo, hi, probe)
         out["path"] += path
-        probes.sort(key=lambda p: p["budget_mib"])
         if b is not None:
             out["monotonic"] = all(p["runs"] == (p["budget_mib"] >= b) for p in probes if p["runs"] is not None)
             self.log("%-44s %-26s minimum budget %d MiB (OOM at %d MiB), %d probes" %
                      (name, conf_name, b, b - 1, len(probes)))
+        if b is not None and any(p["outcome"] == "ok" and p["ooms"] > 0 for p in probes):
+            def completes(mib):
+                p = get(mib)
+                return None if p["outcome"] == "error" else p["outcome"] == "ok"
+
+            # below the need a run may still complete (the OOMs it catches shrink what it asks for): go down to
+            # a budget at which it does not, then bisect as advise does
+            lo2, hi2, cpath = lo, b, []
+            while lo2 > 0:
+                cpath.append(lo2)
+                r = completes(lo2)
+                if r is None:
+                    break
+                if not r:
+                    break
+                lo2, hi2 = lo2 // 2, lo2
+            c = {"criterion": "the script completes (caught OOMs allowed)", "lo": lo2, "hi": hi2}
+            if completes(lo2) is False:
+                b2, path2 = self.search(lo2, hi2, completes)
+                c.update(min_budget_mib=b2, path=cpath + path2)
+                self.log("%-44s %-26s completes from %s MiB (caught OOMs below %d MiB)" % (name, conf_name, b2, b))
+            else:
+                c.update(min_budget_mib=None, path=cpath)
+            out["completes"] = c
+        probes.sort(key=lambda p: p["budget_mib"])
         return b, out
 
     def sweep(self, name, case, sw):
@@ -569,12 +608,18 @@ class Recorder:
                 doc["uncapped"][s] = out.pop("uncapped")
                 doc["min_budget_mib"][s] = b
                 doc["bisect"][s] = out
+                if "completes" in out:
+                    doc.setdefault("min_budget_mib_completes", {})[s] = out["completes"]["min_budget_mib"]
                 if b is None:
                     self.fail("%s (%s): no minimum budget found" % (name, s))
                 elif opts.fake:
                     want = fake_threshold(case["script"], case["args"], SETTINGS[s])
                     if b != want:
                         self.fail("%s (%s): --fake found %d MiB, the made-up threshold is %d" % (name, s, b, want))
+                    c = (doc.get("min_budget_mib_completes") or {}).get(s)
+                    if ("resnet" in case["script"]) != (c is not None) or c is not None and c != want - FAKE_CAUGHT:
+                        self.fail("%s (%s): --fake found completion at %s MiB, the made-up one is %s" %
+                                  (name, s, c, want - FAKE_CAUGHT if "resnet" in case["script"] else None))
         if opts.fake and doc.get("sweep"):
             fits = [n for n in range(SWEEP_LO, SWEEP_HI + 1)
                     if fake_threshold(case["script"], ["--batch", str(n)], "") <= doc["sweep"]["budget_mib"]]
@@ -636,6 +681,7 @@ def main(argv):
             continue
         summary["cases"][n] = {"peak_allocated": d["peak_allocated"], "peak_reserved": d["peak_reserved"],
                                "need": d["need"], "min_budget_mib": d.get("min_budget_mib"),
+                               "min_budget_mib_completes": d.get("min_budget_mib_completes"),
                                "largest_batch": (d.get("sweep") or {}).get("largest_batch"),
                                "sweep_budget_mib": (d.get("sweep") or {}).get("budget_mib")}
     write_json(os.path.join(opts.out, "summary.json"), summary)
