@@ -3,7 +3,10 @@
 history, peaks, minimum budgets and largest batch under a budget (run on a GPU with PyTorch).
 
     python3 scripts/twins/predict_record.py --out DIR [-j JOBS] [--only NAME[,NAME...]] [--skip-bisect]
-                                            [--bisect-llama] [--sweep-budget NAME=MiB]... [--fake]
+                                            [--bisect-llama] [--sweep-budget NAME=MiB]... [--timeout S]
+                                            [--deadline S] [--pack] [--fake]
+
+On the H100: `--out $OUT/predict -j 8 --bisect-llama --pack` took 296 s (249 runs).
 
 The scripts are tests/data/predict/scripts/*.py, run unmodified (runpy, as `python SCRIPT ARGS`) with the
 arguments of CASES below, each run in a fresh process with cuBLAS's workspaces as PyTorch sets them (the variables
@@ -452,7 +455,7 @@ class Recorder:
                     break
                 lo2, hi2 = lo2 // 2, lo2
             c = {"criterion": "the script completes (caught OOMs allowed)", "lo": lo2, "hi": hi2}
-            if completes(lo2) is False:
+            if lo2 > 0 and completes(lo2) is False:  # (budget 0 would mean no cap)
                 b2, path2 = self.search(lo2, hi2, completes)
                 c.update(min_budget_mib=b2, path=cpath + path2)
                 self.log("%-44s %-26s completes from %s MiB (caught OOMs below %d MiB)" % (name, conf_name, b2, b))
