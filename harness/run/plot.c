@@ -293,7 +293,7 @@ static oom_status timeline(const cJSON *run, const char *out, char *err, size_t 
         }
         if (n == 0)
             fprintf(d, "0 NaN NaN\n");
-        bool ok = fclose(d) == 0;
+        bool ok = gp_data_close(d);
         /* the sample instants, as dots, where they are few enough to see */
         snprintf(name, sizeof name, "v%d.pts", i);
         FILE *p = gp_data(&f, name, path + 80, sizeof path - 80);
@@ -309,7 +309,7 @@ static oom_status timeline(const cJSON *run, const char *out, char *err, size_t 
         }
         if (n == 0)
             fprintf(p, "0 NaN NaN\n");
-        if (fclose(p) != 0) {
+        if (!gp_data_close(p)) {
             gp_abort(&f);
             return fail(err, errcap, OOM_EIO, "cannot write the plot's data in %s", f.dir);
         }
@@ -353,10 +353,12 @@ static oom_status timeline(const cJSON *run, const char *out, char *err, size_t 
                     break;
                 hi++;
             }
-            if ((hi - lo + 1) / (xmax + 1.2) >= 0.15)
-                fprintf(g, "set label \"reserved but\\nunallocated\" at %.3f, %.6f center front font ',11' tc "
-                           "rgb '" C_RESERVED "'\n",
-                        (lo + hi + 1) / 2.0, (a + r) / 2);
+            if ((hi - lo + 1) / (xmax + 1.2) >= 0.15) {
+                fprintf(g, "set label ");
+                gp_string(g, "reserved but\nunallocated");
+                fprintf(g, " at %.3f, %.6f center front font ',11' tc rgb '" C_RESERVED "'\n", (lo + hi + 1) / 2.0,
+                        (a + r) / 2);
+            }
         }
         /* each OOM: an arrow on reserved at that moment, as tall as the segment the allocator tried to get */
         /* One OOM: its label beside the arrow's head, toward the middle. Several: one label over all the arrows
@@ -381,20 +383,24 @@ static oom_status timeline(const cJSON *run, const char *out, char *err, size_t 
             char text[96];
             gp_size(req, b1, sizeof b1);
             if (seg > req * 1.01)
-                snprintf(text, sizeof text, "OOM: %s asked\\n(a %s segment)", b1, gp_size(seg, b2, sizeof b2));
+                snprintf(text, sizeof text, "OOM: %s asked\n(a %s segment)", b1, gp_size(seg, b2, sizeof b2));
             else
                 snprintf(text, sizeof text, "OOM: %s asked", b1);
             bool right_half = (x + 0.6) / (xmax + 1.2) > 0.5;
-            fprintf(g, "set label \"%s\" at %.2f, %.6f %s offset %s,-0.2 front font ',10' tc rgb '" C_OOM "'\n", text,
-                    x, ytop / unit, right_half ? "right" : "left", right_half ? "-0.8" : "0.8");
+            fprintf(g, "set label ");
+            gp_string(g, text);
+            fprintf(g, " at %.2f, %.6f %s offset %s,-0.2 front font ',10' tc rgb '" C_OOM "'\n", x, ytop / unit,
+                    right_half ? "right" : "left", right_half ? "-0.8" : "0.8");
         } else if (nm > 1) {
             char text[96];
             if (same)
                 snprintf(text, sizeof text, "%d OOMs: %s asked each", nm, gp_size(req0, b1, sizeof b1));
             else
                 snprintf(text, sizeof text, "%d OOMs", nm);
-            fprintf(g, "set label \"%s\" at %.2f, %.6f center offset 0,1.1 front font ',10' tc rgb '" C_OOM "'\n",
-                    text, xsum / nm, ytop / unit);
+            fprintf(g, "set label ");
+            gp_string(g, text);
+            fprintf(g, " at %.2f, %.6f center offset 0,1.1 front font ',10' tc rgb '" C_OOM "'\n", xsum / nm,
+                    ytop / unit);
         }
         fprintf(g, "plot '%s' using 1:2:3 with filledcurves fc rgb '" C_GAP "' notitle, "
                    "'' using 1:3 with lines lw 2.5 lc rgb '" C_RESERVED "' notitle, "
@@ -471,7 +477,7 @@ static oom_status sweep(const cJSON *sw, const char *out, char *err, size_t errc
         }
         if (n == 0)
             fprintf(d, "1 NaN NaN 0\n");
-        if (fclose(d) != 0) {
+        if (!gp_data_close(d)) {
             gp_abort(&f);
             return fail(err, errcap, OOM_EIO, "cannot write the plot's data in %s", f.dir);
         }
@@ -573,7 +579,7 @@ oom_status plot_peaks(const char *json_path, const char *out, char *err, size_t 
     }
     if (nv == 0)
         fprintf(d, "0 NaN NaN 0 0 \"\" \"\"\n");
-    bool ok = fclose(d) == 0;
+    bool ok = gp_data_close(d);
     if (!ok) {
         gp_abort(&f);
         cJSON_Delete(run);
@@ -789,24 +795,22 @@ oom_status plot_segments(const char *json_path, const char *out, char *err, size
         }
         int n = map_rows(&w, segs, labels);
         fprintf(labels, "-10 \"\"\n"); /* never empty: gnuplot stops on a file with no points */
-        bool ok = fclose(w.d) == 0;
-        ok = fclose(labels) == 0 && ok;
+        bool ok = gp_data_close(w.d);
+        ok = gp_data_close(labels) && ok;
         if (!ok) {
             gp_abort(&f);
             cJSON_Delete(run);
             return fail(err, errcap, OOM_EIO, "cannot write the plot's data in %s", f.dir);
         }
         const cJSON *oom = cJSON_GetObjectItemCaseSensitive(v, "oom");
-        char vname[128];
-        snprintf(vname, sizeof vname, "%s", json_str(v, "name"));
-        for (char *c = vname; *c; c++) /* the title is written raw: no quote, backslash or line break from the file */
-            *c = (*c == '"' || *c == '\\' || (unsigned char)*c < 0x20) ? ' ' : *c;
-        snprintf(title, sizeof title, "%s: %d segment%s\\nasked %s\\nlargest free block %s",
-                 vname, cJSON_GetArraySize(segs), cJSON_GetArraySize(segs) == 1 ? "" : "s",
+        snprintf(title, sizeof title, "%s: %d segment%s\nasked %s\nlargest free block %s",
+                 json_str(v, "name"), cJSON_GetArraySize(segs), cJSON_GetArraySize(segs) == 1 ? "" : "s",
                  gp_size(json_num(oom, "requested"), b1, sizeof b1), gp_size(json_num(oom, "largest_free_block"), b3, sizeof b3));
         (void)b2;
         layout_panel(g, &L, p);
-        fprintf(g, "set title \"%s\" font ',11'\n", title);
+        fprintf(g, "set title ");
+        gp_string(g, title);
+        fprintf(g, " font ',11'\n");
         fprintf(g, p % L.cols == 0 ? "set ylabel 'segment' font ',11' offset 1,0\n" : "unset ylabel\n");
         /* the first segment at the top, as memory_viz lists them */
         fprintf(g, "set yrange [%d.5:-0.5]\nset xrange [0:%.6f]\n", maxrows > 0 ? maxrows - 1 : 0,
@@ -1024,7 +1028,7 @@ static oom_status trend_figure(trend_row *rows, int nrows, const char *scn, cons
                 fprintf(d, "0 NaN\n");
             fprintf(d, "\n\n");
         }
-        if (fclose(d) != 0) {
+        if (!gp_data_close(d)) {
             gp_abort(&f);
             st = fail(err, errcap, OOM_EIO, "cannot write the plot's data in %s", f.dir);
             goto done;
