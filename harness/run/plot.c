@@ -10,9 +10,11 @@
 #include <string.h>
 
 #include "alloc/memstats.h"
+#include "core/echo.h"
 #include "core/fileio.h"
 #include "core/jsonfile.h"
 #include "run/gnuplot.h"
+#include "run/runset.h"
 
 #define WIDTH 1280 /* every figure: readable projected, and in a README */
 
@@ -36,39 +38,16 @@ static oom_status fail(char *err, size_t cap, oom_status st, const char *fmt, ..
 /* A byte count as people read it: "100.00 MiB" (PyTorch's format_size). */
 static const char *gp_size(double bytes, char *buf, size_t cap)
 {
-    return memstats_format_size(bytes > 0 ? (uint64_t)bytes : 0, buf, cap);
+    /* saturated: a double at or past 2^64 cast to uint64_t is undefined */
+    return memstats_format_size(bytes >= 18446744073709551616.0 ? UINT64_MAX : bytes > 0 ? (uint64_t)bytes : 0, buf,
+                                cap);
 }
 
-/* Read a results file of the given schema ("oomlab.run/1" or "oomlab.sweep/1"; NULL: either). */
-static oom_status load(const char *path, const char *schema, cJSON **out, char *err, size_t errcap)
+/* Read a results file through the one validating reader (runset.h), as compare reads it: a run file, or with
+ * sweeps also a sweep file. */
+static oom_status load(const char *path, bool sweeps, cJSON **out, char *err, size_t errcap)
 {
-    fileio_limit lim = fileio_default_limit();
-    char jerr[1024];
-    cJSON *j = jsonfile_read(path, &lim, jerr, sizeof jerr);
-    if (!j) /* cannot be read, too large, or not JSON: where and why */
-        return fail(err, errcap, OOM_EINVAL, "%s", jerr);
-    const char *s = json_str(j, "schema");
-    bool known = schema ? strcmp(s, schema) == 0 : strcmp(s, "oomlab.run/1") == 0 || strcmp(s, "oomlab.sweep/1") == 0;
-    if (!j || !known || !json_arr(j, "variants") || isnan(json_num(j, "budget"))) {
-        cJSON_Delete(j);
-        return fail(err, errcap, OOM_EINVAL, "%s is not an oomlab results file (schema %s)", path,
-                    schema ? schema : "oomlab.run/1 or oomlab.sweep/1");
-    }
-    int k = 0;
-    const cJSON *v;
-    cJSON_ArrayForEach(v, json_arr(j, "variants")) /* an OOM's step is a sample index (report.h), drawn at x = step */
-    {
-        const cJSON *oom = cJSON_GetObjectItemCaseSensitive(v, "oom");
-        double step = cJSON_IsObject(oom) ? json_num(oom, "step") : 0.0;
-        if (!(step >= 0.0 && step <= 2147483647.0 && step == floor(step))) {
-            cJSON_Delete(j);
-            return fail(err, errcap, OOM_EINVAL, "%s: variants[%d].oom.step is not a sample index (a whole number >= 0)",
-                        path, k);
-        }
-        k++;
-    }
-    *out = j;
-    return OOM_OK;
+    return runset_read_file(path, sweeps, out, err, errcap);
 }
 
 /* A figure's panels, in pixels: a header across the top (the title, and the legend in one row under it, so the
@@ -269,12 +248,29 @@ static oom_status timeline(const cJSON *run, const char *out, char *err, size_t 
     fprintf(g, "set grid ytics lc rgb '#dddddd'\nset yrange [0:%.6g]\nset ytics font ',11'\n", ymax);
     fprintf(g, "set style fill solid 1.0 noborder\nset border lc rgb '#555555'\n");
     for (int i = 0; i < nv; i++) {
-        const cJSON *v = cJSON_GetArrayItem(vs, i), *ss = json_arr(v, "samples");
+        const cJSON *v = cJSON_GetArrayItem(vs, i), *ss = json_arr(v, "samples"), *s;
         int n = cJSON_GetArraySize(ss);
+        /* the samples' values in arrays, read in one pass: cJSON_GetArrayItem walks its list from the start, and
+         * once per sample that made a timeline quadratic in its samples */
+        double *al = malloc(((size_t)n + 1) * sizeof *al), *re = malloc(((size_t)n + 1) * sizeof *re);
+        const char *labels[LABELLED_MAX];
+        if (!al || !re)
+            abort(); /* host bookkeeping without memory: CONTRIBUTING's rule */
+        int k0 = 0;
+        cJSON_ArrayForEach(s, ss)
+        {
+            al[k0] = json_num(s, "allocated") / unit;
+            re[k0] = json_num(s, "reserved") / unit;
+            if (k0 < LABELLED_MAX)
+                labels[k0] = json_str(s, "label");
+            k0++;
+        }
         char name[32];
         snprintf(name, sizeof name, "v%d.dat", i);
         FILE *d = gp_data(&f, name, path, sizeof path);
         if (!d) {
+            free(al);
+            free(re);
             gp_abort(&f);
             return fail(err, errcap, OOM_EIO, "cannot write the plot's data in %s", f.dir);
         }
@@ -282,8 +278,7 @@ static oom_status timeline(const cJSON *run, const char *out, char *err, size_t 
         double best_gap = -1;
         int best_k = -1;
         for (int k = 0; k < n; k++) {
-            const cJSON *s = cJSON_GetArrayItem(ss, k);
-            double a = json_num(s, "allocated") / unit, r = json_num(s, "reserved") / unit;
+            double a = al[k], r = re[k];
             fprintf(d, "%d %.6f %.6f\n", k, a, r);
             if (k + 1 < n) {
                 fprintf(d, "%d %.6f %.6f\n", k + 1, a, r);
@@ -300,16 +295,18 @@ static oom_status timeline(const cJSON *run, const char *out, char *err, size_t 
         if (!p || !ok) {
             if (p)
                 fclose(p);
+            free(al);
+            free(re);
             gp_abort(&f);
             return fail(err, errcap, OOM_EIO, "cannot write the plot's data in %s", f.dir);
         }
-        for (int k = 0; k < n; k++) {
-            const cJSON *s = cJSON_GetArrayItem(ss, k);
-            fprintf(p, "%d %.6f %.6f\n", k, json_num(s, "allocated") / unit, json_num(s, "reserved") / unit);
-        }
+        for (int k = 0; k < n; k++)
+            fprintf(p, "%d %.6f %.6f\n", k, al[k], re[k]);
         if (n == 0)
             fprintf(p, "0 NaN NaN\n");
         if (!gp_data_close(p)) {
+            free(al);
+            free(re);
             gp_abort(&f);
             return fail(err, errcap, OOM_EIO, "cannot write the plot's data in %s", f.dir);
         }
@@ -326,7 +323,7 @@ static oom_status timeline(const cJSON *run, const char *out, char *err, size_t 
         if (n <= LABELLED_MAX) {
             fprintf(g, "unset xlabel\nset xtics (");
             for (int k = 0; k < n; k++) {
-                tick_label(g, json_str(cJSON_GetArrayItem(ss, k), "label"));
+                tick_label(g, labels[k]);
                 fprintf(g, " %d%s", k, k + 1 < n ? ", " : "");
             }
             fprintf(g, ") rotate by 30 right font ',10' nomirror\n");
@@ -336,23 +333,12 @@ static oom_status timeline(const cJSON *run, const char *out, char *err, size_t 
         }
         /* the gap named where it is widest, if it is wide enough to hold the words */
         if (best_k >= 0 && best_gap > 0.2 * ymax) { /* ... and over at least a sixth of the panel's width */
-            const cJSON *s = cJSON_GetArrayItem(ss, best_k);
-            double a = json_num(s, "allocated") / unit, r = json_num(s, "reserved") / unit;
+            double a = al[best_k], r = re[best_k];
             int lo = best_k, hi = best_k; /* the run of intervals around it with nearly the same gap */
-            while (lo > 0) {
-                const cJSON *q = cJSON_GetArrayItem(ss, lo - 1);
-                if (json_num(q, "reserved") / unit - json_num(q, "allocated") / unit < 0.8 * best_gap ||
-                    fabs(json_num(q, "allocated") / unit - a) > 0.25 * best_gap)
-                    break;
+            while (lo > 0 && !(re[lo - 1] - al[lo - 1] < 0.8 * best_gap || fabs(al[lo - 1] - a) > 0.25 * best_gap))
                 lo--;
-            }
-            while (hi + 2 < n) {
-                const cJSON *q = cJSON_GetArrayItem(ss, hi + 1);
-                if (json_num(q, "reserved") / unit - json_num(q, "allocated") / unit < 0.8 * best_gap ||
-                    fabs(json_num(q, "allocated") / unit - a) > 0.25 * best_gap)
-                    break;
+            while (hi + 2 < n && !(re[hi + 1] - al[hi + 1] < 0.8 * best_gap || fabs(al[hi + 1] - a) > 0.25 * best_gap))
                 hi++;
-            }
             if ((hi - lo + 1) / (xmax + 1.2) >= 0.15) {
                 fprintf(g, "set label ");
                 gp_string(g, "reserved but\nunallocated");
@@ -412,6 +398,8 @@ static oom_status timeline(const cJSON *run, const char *out, char *err, size_t 
                        "'' using 1:2 with points pt 7 ps 0.55 lc rgb '" C_ALLOCATED "' notitle",
                     path + 80);
         fprintf(g, "\n");
+        free(al);
+        free(re);
     }
     fprintf(g, "unset multiplot\n");
     return gp_end(&f, err, errcap);
@@ -518,7 +506,7 @@ static oom_status sweep(const cJSON *sw, const char *out, char *err, size_t errc
 oom_status plot_run(const char *json_path, const char *out_path, char *err, size_t errcap)
 {
     cJSON *j = NULL;
-    oom_status st = load(json_path, NULL, &j, err, errcap);
+    oom_status st = load(json_path, true, &j, err, errcap);
     if (st != OOM_OK)
         return st;
     st = strcmp(json_str(j, "schema"), "oomlab.sweep/1") == 0 ? sweep(j, out_path, err, errcap)
@@ -543,7 +531,7 @@ static void kind_colours(const char *kind, unsigned *dark, unsigned *light)
 oom_status plot_peaks(const char *json_path, const char *out, char *err, size_t errcap)
 {
     cJSON *run = NULL;
-    oom_status st = load(json_path, "oomlab.run/1", &run, err, errcap);
+    oom_status st = load(json_path, false, &run, err, errcap);
     if (st != OOM_OK)
         return st;
     const cJSON *vs = json_arr(run, "variants"), *v;
@@ -631,7 +619,7 @@ int plot_has_segments(const char *json_path)
 {
     char err[256];
     cJSON *run = NULL;
-    if (load(json_path, "oomlab.run/1", &run, err, sizeof err) != OOM_OK)
+    if (load(json_path, false, &run, err, sizeof err) != OOM_OK)
         return 0;
     const cJSON *v;
     int n = 0;
@@ -653,7 +641,9 @@ static void map_block(map_writer *w, double x0, double x1, const char *state)
     fprintf(w->d, "%d %.6f %.6f %u\n", w->row, x0 / 1048576.0, x1 / 1048576.0, c);
 }
 
-/* Write a variant's rows; returns the number of rows. An expandable range is cut into rows of its page, through
+#define MAP_ROWS_MAX 100000 /* rows a segment map may have: a 2 MiB page maps 195 GiB in that many */
+
+/* Write a variant's rows; returns the number of rows, or -1 when they would be more than MAP_ROWS_MAX. An expandable range is cut into rows of its page, through
  * its last mapped byte, then one row for the unmapped rest, labelled with its size in labels. */
 static int map_rows(map_writer *w, const cJSON *segs, FILE *labels)
 {
@@ -686,6 +676,8 @@ static int map_rows(map_writer *w, const cJSON *segs, FILE *labels)
             x += sz;
         }
         double total = x, shown = ceil(mapped_end / page) * page;
+        if (shown / page > MAP_ROWS_MAX - w->row) /* a page tiny against the segment: rows past any figure */
+            return -1;
         x = 0;
         cJSON_ArrayForEach(b, json_arr(s, "blocks"))
         {
@@ -717,7 +709,7 @@ static int map_rows(map_writer *w, const cJSON *segs, FILE *labels)
 oom_status plot_segments(const char *json_path, const char *out, char *err, size_t errcap)
 {
     cJSON *run = NULL;
-    oom_status st = load(json_path, "oomlab.run/1", &run, err, errcap);
+    oom_status st = load(json_path, false, &run, err, errcap);
     if (st != OOM_OK)
         return st;
     const cJSON *vs = json_arr(run, "variants"), *v;
@@ -748,6 +740,13 @@ oom_status plot_segments(const char *json_path, const char *out, char *err, size
         int n = map_rows(&w, segments_of(v), nul);
         fclose(w.d);
         fclose(nul);
+        if (n < 0) {
+            char e1[ECHO_BUF];
+            cJSON_Delete(run);
+            return fail(err, errcap, OOM_EINVAL, "%s: variant '%s': its segments at the OOM would take more than %d rows "
+                        "(an expandable segment's \"page\" too small)", json_path, echo_str(json_str(v, "name"), e1),
+                        MAP_ROWS_MAX);
+        }
         maxrows = n > maxrows ? n : maxrows;
     }
     double row_px = fmax(3.0, fmin(14.0, 620.0 / (maxrows > 0 ? maxrows : 1)));

@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 #include "core/echo.h"
 #include "core/fileio.h"
 #include "run/report.h"
+#include "run/sweep.h"
 
 const cJSON *runset_get(const cJSON *o, const char *key) { return cJSON_GetObjectItemCaseSensitive(o, key); }
 
@@ -90,6 +92,9 @@ static const field sample_fields[] = {
 static const field metric_fields[] = {{"name", T_STR}, {"unit", T_STR}, {"value", T_NUM}};
 static const field expect_fields[] = {{"holds", T_BOOL}, {"text", T_STR}};
 static const field oom_fields[] = {{"step", T_NUM}, {"what", T_STR}, {"requested", T_NUM}};
+static const field caught_fields[] = {{"step", T_NUM}, {"requested", T_NUM}, {"alloc_size", T_NUM},
+                                      {"reserved", T_NUM}};
+static const field segment_fields[] = {{"blocks", T_ARR}};
 static const field device_fields[] = {{"index", T_NUM}, {"peak_allocated", T_NUM}, {"peak_reserved", T_NUM},
                                       {"samples", T_ARR}};
 
@@ -108,6 +113,45 @@ static bool check_array(const cJSON *arr, const field *fields, size_t n, const c
             return fail(err, cap, "%s is not an object", w);
         if (!check_fields(e, fields, n, w, err, cap))
             return false;
+    }
+    return true;
+}
+
+/* A sample index: a whole number from 0 to INT_MAX (the figures draw an OOM at x = step). */
+static bool is_index(double x) { return x >= 0.0 && x <= 2147483647.0 && x == floor(x); }
+
+/* A variant's "oom": its fields, its step a sample index, and its layout ("segments", optional) segments of
+ * blocks, each block [size >= 0, "allocated" | "free" | "unmapped"]. */
+static bool check_oom(const cJSON *oom, const char *w, char *err, size_t cap)
+{
+    if (!check_fields(oom, oom_fields, NF(oom_fields), w, err, cap))
+        return false;
+    if (!is_index(runset_num(oom, "step", -1)))
+        return fail(err, cap, "%s: \"oom\".\"step\" is not a sample index (a whole number >= 0)", w);
+    const cJSON *segs = runset_get(oom, "segments"), *s, *b;
+    if (!segs)
+        return true;
+    if (!cJSON_IsArray(segs))
+        return fail(err, cap, "%s: \"oom\".\"segments\" is not an array", w);
+    if (!check_array(segs, segment_fields, NF(segment_fields), w, "segment", err, cap))
+        return false;
+    int i = 0;
+    cJSON_ArrayForEach(s, segs)
+    {
+        const cJSON *page = runset_get(s, "page");
+        if (page && !(cJSON_IsNumber(page) && page->valuedouble >= 0))
+            return fail(err, cap, "%s: segment %d: \"page\" is not a size", w, i);
+        cJSON_ArrayForEach(b, runset_get(s, "blocks"))
+        {
+            const cJSON *size = cJSON_GetArrayItem(b, 0), *state = cJSON_GetArrayItem(b, 1);
+            if (!cJSON_IsArray(b) || cJSON_GetArraySize(b) != 2 || !cJSON_IsNumber(size) || !(size->valuedouble >= 0) ||
+                !cJSON_IsString(state) ||
+                (strcmp(state->valuestring, "allocated") && strcmp(state->valuestring, "free") &&
+                 strcmp(state->valuestring, "unmapped")))
+                return fail(err, cap, "%s: segment %d: a block is not [size, \"allocated\" | \"free\" | \"unmapped\"]",
+                            w, i);
+        }
+        i++;
     }
     return true;
 }
@@ -143,8 +187,16 @@ bool runset_validate(const cJSON *j, const char *what, char *err, size_t cap)
             !check_array(runset_get(v, "devices"), device_fields, NF(device_fields), w, "device", err, cap))
             return false;
         const cJSON *oom = runset_get(v, "oom");
-        if (cJSON_IsObject(oom) && !check_fields(oom, oom_fields, NF(oom_fields), w, err, cap))
+        if (cJSON_IsObject(oom) && !check_oom(oom, w, err, cap))
             return false;
+        const cJSON *caught = runset_get(v, "ooms_caught"); /* optional: the OOMs a variant caught, for the plot */
+        if (caught && !cJSON_IsArray(caught))
+            return fail(err, cap, "%s: \"ooms_caught\" is not an array", w);
+        if (caught && !check_array(caught, caught_fields, NF(caught_fields), w, "caught OOM", err, cap))
+            return false;
+        const cJSON *c;
+        cJSON_ArrayForEach(c, caught) if (!is_index(runset_num(c, "step", -1)))
+            return fail(err, cap, "%s: a caught OOM's \"step\" is not a sample index (a whole number >= 0)", w);
         const cJSON *d;
         cJSON_ArrayForEach(d, runset_get(v, "devices"))
         {
@@ -158,22 +210,89 @@ bool runset_validate(const cJSON *j, const char *what, char *err, size_t cap)
     return true;
 }
 
-/* Parse and validate one file into d. */
-static bool load_doc(const char *path, runset_doc *d, char *err, size_t cap)
+static const field sweep_fields[] = {
+    {"scenario", T_STR}, {"backend", T_STR}, {"scale", T_STR}, {"dry_run", T_BOOL}, {"budget", T_NUM},
+    {"param", T_STR},    {"lo", T_NUM},      {"hi", T_NUM},    {"variants", T_ARR},
+};
+static const field sweep_variant_fields[] = {{"name", T_STR}, {"series", T_ARR}, {"largest_fit", T_OBJ},
+                                             {"find_executable_batch_size", T_OBJ_OR_NULL}};
+static const field sweep_point_fields[] = {{"value", T_NUM}, {"outcome", T_STR}, {"peak_allocated", T_NUM},
+                                           {"peak_reserved", T_NUM}};
+static const field search_fields[] = {{"value", T_NUM_OR_NULL}};
+
+bool runset_validate_sweep(const cJSON *j, const char *what, char *err, size_t cap)
+{
+    char e1[ECHO_BUF];
+    const char *schema = runset_str(j, "schema", NULL);
+    if (!cJSON_IsObject(j) || !schema || strcmp(schema, SWEEP_SCHEMA) != 0)
+        return fail(err, cap, "%s: schema '%s', not %s (oomlab run --sweep writes those)", what,
+                    echo_str(schema ? schema : "", e1), SWEEP_SCHEMA);
+    if (!check_fields(j, sweep_fields, NF(sweep_fields), what, err, cap))
+        return false;
+    const cJSON *v;
+    int i = 0;
+    cJSON_ArrayForEach(v, runset_get(j, "variants"))
+    {
+        char w[192];
+        snprintf(w, sizeof w, "%s: variant %d", what, i++);
+        if (!cJSON_IsObject(v))
+            return fail(err, cap, "%s is not an object", w);
+        if (!check_fields(v, sweep_variant_fields, NF(sweep_variant_fields), w, err, cap) ||
+            !check_array(runset_get(v, "series"), sweep_point_fields, NF(sweep_point_fields), w, "point", err, cap) ||
+            !check_fields(runset_get(v, "largest_fit"), search_fields, NF(search_fields), w, err, cap))
+            return false;
+        const cJSON *acc = runset_get(v, "find_executable_batch_size");
+        if (cJSON_IsObject(acc) && !check_fields(acc, search_fields, NF(search_fields), w, err, cap))
+            return false;
+    }
+    if (i == 0)
+        return fail(err, cap, "%s: no variants", what);
+    return true;
+}
+
+/* Read and parse one file: NULL with one line in err. */
+static cJSON *parse_file(const char *path, char *err, size_t cap)
 {
     size_t len = 0;
     char *text = fileio_read_all(path, &len);
-    if (!text)
-        return fail(err, cap, "%s", oom_error_detail());
+    if (!text) {
+        fail(err, cap, "%s", oom_error_detail());
+        return NULL;
+    }
     const char *end = NULL;
     cJSON *j = cJSON_ParseWithLengthOpts(text, len, &end, false);
     if (!j) {
         size_t at = end && end >= text && end <= text + len ? (size_t)(end - text) : len;
         free(text);
-        return fail(err, cap, "%s: not valid JSON: it stops making sense at byte %zu of %zu (%s)", path, at, len,
-                    at + 16 >= len ? "truncated?" : "damaged?");
+        fail(err, cap, "%s: not valid JSON: it stops making sense at byte %zu of %zu (%s)", path, at, len,
+             at + 16 >= len ? "truncated?" : "damaged?");
+        return NULL;
     }
     free(text);
+    return j;
+}
+
+oom_status runset_read_file(const char *path, bool sweeps, cJSON **out, char *err, size_t cap)
+{
+    *out = NULL;
+    cJSON *j = parse_file(path, err, cap);
+    if (!j)
+        return OOM_EINVAL;
+    bool sweep = sweeps && strcmp(runset_str(j, "schema", ""), SWEEP_SCHEMA) == 0;
+    if (!(sweep ? runset_validate_sweep(j, path, err, cap) : runset_validate(j, path, err, cap))) {
+        cJSON_Delete(j);
+        return OOM_EINVAL;
+    }
+    *out = j;
+    return OOM_OK;
+}
+
+/* Parse and validate one file into d. */
+static bool load_doc(const char *path, runset_doc *d, char *err, size_t cap)
+{
+    cJSON *j = parse_file(path, err, cap);
+    if (!j)
+        return false;
     if (!runset_validate(j, path, err, cap)) {
         cJSON_Delete(j);
         return false;
