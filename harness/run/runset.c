@@ -11,6 +11,7 @@
 
 #include "core/echo.h"
 #include "core/fileio.h"
+#include "core/jsonfile.h"
 #include "run/report.h"
 #include "run/sweep.h"
 
@@ -250,26 +251,12 @@ bool runset_validate_sweep(const cJSON *j, const char *what, char *err, size_t c
     return true;
 }
 
-/* Read and parse one file: NULL with one line in err. */
+/* Read (within the default input bound, as plot read it) and parse one file: NULL with one line in err, a syntax
+ * error's kind and place (jsonfile.h). */
 static cJSON *parse_file(const char *path, char *err, size_t cap)
 {
-    size_t len = 0;
-    char *text = fileio_read_all(path, &len);
-    if (!text) {
-        fail(err, cap, "%s", oom_error_detail());
-        return NULL;
-    }
-    const char *end = NULL;
-    cJSON *j = cJSON_ParseWithLengthOpts(text, len, &end, false);
-    if (!j) {
-        size_t at = end && end >= text && end <= text + len ? (size_t)(end - text) : len;
-        free(text);
-        fail(err, cap, "%s: not valid JSON: it stops making sense at byte %zu of %zu (%s)", path, at, len,
-             at + 16 >= len ? "truncated?" : "damaged?");
-        return NULL;
-    }
-    free(text);
-    return j;
+    fileio_limit lim = fileio_default_limit();
+    return jsonfile_read(path, &lim, err, cap);
 }
 
 oom_status runset_read_file(const char *path, bool sweeps, cJSON **out, char *err, size_t cap)
