@@ -413,3 +413,27 @@ Test(untrusted, report_saturates_a_peak_past_2_64)
     cr_expect(strstr(t, cell), "no '%s' on the page", cell);
     free(t);
 }
+
+/* Item 2, the report: OUT was renamed aside and removed as a folder, so an OUT that is a link to a folder had its
+ * target emptied; and OUT.tmp.PID, planted as a link, was written through. Now a link at OUT is refused and the
+ * temporary folder is a mkdtemp of ours. */
+Test(untrusted, report_never_writes_or_removes_through_a_link)
+{
+    char victim[128], err[1024] = "";
+    snprintf(victim, sizeof victim, "%s/victim", dir);
+    cr_assert_eq(fileio_mkdirs(victim), OOM_OK);
+    cr_assert_eq(fileio_write_atomic(tpath("victim/keep"), "keep", 4), OOM_OK);
+    cr_assert_eq(symlink(victim, tpath("report")), 0);
+    const char *inputs[] = {json};
+    cr_assert_eq(report_html(inputs, 1, NULL, tpath("report"), err, sizeof err), OOM_EINVAL, "%s", err);
+    cr_expect(strstr(err, "is a symbolic link, not a folder: not replaced"), "%s", err);
+    cr_expect(exists(tpath("victim/keep")), "the link's target was emptied");
+    cr_expect_str_eq(fileio_kind(tpath("report")), "a symbolic link");
+    /* a link planted at the old temporary name is not followed */
+    char planted[160];
+    snprintf(planted, sizeof planted, "%s.tmp.%ld", tpath("out"), (long)getpid());
+    cr_assert_eq(symlink(victim, planted), 0);
+    cr_assert_eq(report_html(inputs, 1, NULL, tpath("out"), err, sizeof err), OOM_OK, "%s", err);
+    cr_expect(!exists(tpath("victim/index.html")) && !exists(tpath("victim/img")), "written through the planted link");
+    cr_expect(exists(tpath("out/index.html")));
+}

@@ -614,10 +614,23 @@ oom_status report_html(const char *const *inputs, size_t n, const char *twins_di
     }
     if (st == OOM_OK && nruns == 0)
         st = fail(err, errcap, OOM_EINVAL, "no run results among the inputs (oomlab run writes SCENARIO.json)");
-    /* everything into OUT.tmp.PID, which replaces OUT when complete */
-    char tmp[1100], img[1200], old[1100];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", out_dir, (long)getpid());
+    /* OUT is replaced only when it is a folder: never a link (the old one is removed, and removing through a link
+     * would empty its target) nor a file */
+    const char *kind = fileio_kind(out_dir);
+    char e1[ECHO_BUF];
+    if (st == OOM_OK && kind && strcmp(kind, "a directory") != 0)
+        st = fail(err, errcap, OOM_EINVAL, "%s is %s, not a folder: not replaced (the report is a folder)",
+                  echo_str(out_dir, e1), kind);
+    /* everything into OUT.tmp.XXXXXX/report (mkdtemp: a folder of ours, never one planted there), which replaces
+     * OUT when complete */
+    char base[1100], tmp[1110], img[1120], old[1100];
+    bool made = false;
+    snprintf(base, sizeof base, "%s.tmp.XXXXXX", out_dir);
     snprintf(old, sizeof old, "%s.old.%ld", out_dir, (long)getpid());
+    if (st == OOM_OK && !(made = mkdtemp(base) != NULL))
+        st = fail(err, errcap, OOM_EIO, "cannot write %s: cannot create a temporary folder beside it",
+                  echo_str(out_dir, e1));
+    snprintf(tmp, sizeof tmp, "%s/report", base);
     snprintf(img, sizeof img, "%s/img", tmp);
     if (st == OOM_OK && fileio_mkdirs(img) != OOM_OK)
         st = fail(err, errcap, OOM_EIO, "%s", oom_error_detail());
@@ -631,13 +644,13 @@ oom_status report_html(const char *const *inputs, size_t n, const char *twins_di
         if (rename(tmp, out_dir) != 0) {
             if (had)
                 rename(old, out_dir);
-            st = fail(err, errcap, OOM_EIO, "cannot write %s", out_dir);
+            st = fail(err, errcap, OOM_EIO, "cannot write %s", echo_str(out_dir, e1));
         } else if (had) {
             remove_tree(old);
         }
     }
-    if (st != OOM_OK)
-        remove_tree(tmp);
+    if (made)
+        remove_tree(base); /* what is left of it: all of it on failure, the empty folder on success */
     for (size_t k = 0; k < scenario_catalog_size; k++) {
         cJSON_Delete(es[k].run);
         cJSON_Delete(es[k].sweep);
