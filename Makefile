@@ -183,6 +183,7 @@ FUZZ_ARGS_replay    := -max_len=65536 -dict=tests/fuzz/replay.dict
 FUZZ_ARGS_allocconf := -max_len=512 -dict=tests/fuzz/allocconf.dict
 FUZZ_ARGS_results   := -max_len=65536 -dict=tests/fuzz/results.dict
 FUZZ_ARGS_figures   := -max_len=65536 -dict=tests/fuzz/results.dict
+FUZZ_ARGS_history   := -max_len=65536 -dict=tests/fuzz/history.dict
 fuzz: deps
 	$(MAKE) --no-print-directory BUILD=build/fuzz CC=$(SAN_CC) NVCC= DEBUG=3 OPT=-O1 \
 	  SANITIZE="$(SAN_FLAGS) -fsanitize=fuzzer-no-link -fsanitize-coverage-ignorelist=tests/fuzz/coverage_ignore.txt" \

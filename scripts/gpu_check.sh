@@ -19,6 +19,7 @@ parts=${*:-suite sanitizer catalog twins bench}
 want() { case " $parts " in *" $1 "*) return 0;; esac; return 1; }
 out=${OUT:-gpu-out}
 logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT # also when the run fails or is interrupted
 B=.gpubundle
 export LD_LIBRARY_PATH="$PWD/$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export PYTHONUNBUFFERED=1

@@ -25,6 +25,7 @@ for mode in "$@"; do
 done
 limit=${SANITIZE_TIMEOUT:-270} # seconds a pass may take: two passes and the start fit in 10 minutes
 logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT # also when the run fails or is interrupted
 mkdir -p "$out"
 summary="$out/sanitize.txt"
 : >"$summary"

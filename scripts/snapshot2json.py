@@ -12,7 +12,8 @@ torch.cuda.set_per_process_memory_fraction allowed (fraction x total memory), wh
 PyTorch's snapshot does not record it: its "oom" trace entries carry only device_free and size
 (torch/csrc/cuda/memory_snapshot.cpp), and the "N GiB allowed" of the OutOfMemoryError text is rounded. A
 recording made under a fraction replays faithfully only with its budget.
-Exit status: 0 on success, 2 on bad input (one error line on stderr, nothing written).
+Exit status: 0 on success, 2 on bad input (one error line on stderr, nothing written). -o OUT writes only a
+regular file: an OUT that is a FIFO, a device, a folder or a symbolic link is refused.
 """
 import argparse
 import fractions
@@ -20,6 +21,7 @@ import json
 import re
 import os
 import pickle
+import stat
 import sys
 import tempfile
 
@@ -61,6 +63,22 @@ class _SafeUnpickler(pickle.Unpickler):
         raise pickle.UnpicklingError(f"unexpected object {module}.{name} in snapshot")
 
 
+def not_regular(path):
+    """Why path cannot be written (it exists and is not a regular file: lstat, a link is not followed), else None.
+    The rule of oomlab's writers (harness/core/fileio.c)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        return f"cannot write {path}: {e.strerror}"
+    kinds = [(stat.S_ISREG, None), (stat.S_ISDIR, "a directory"), (stat.S_ISLNK, "a symbolic link"),
+             (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+             (stat.S_ISSOCK, "a socket")]
+    kind = next((k for test, k in kinds if test(mode)), "not a regular file")
+    return f"{path} is {kind}, not a regular file: not replaced (oomlab writes only regular files)" if kind else None
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("snapshot")
@@ -76,6 +94,10 @@ def main(argv):
             print(f"snapshot2json: --budget: '{args.budget}' is not a size (bytes, or a number with KiB, MiB, "
                   "GiB, TiB, KB, MB, GB, TB)", file=sys.stderr)
             return 2
+    refusal = not_regular(args.output) if args.output else None
+    if refusal:  # before any work: only regular files are written
+        print(f"snapshot2json: {refusal}", file=sys.stderr)
+        return 2
     try:
         with open(args.snapshot, "rb") as f:
             snap = _SafeUnpickler(f).load()
@@ -94,24 +116,35 @@ def main(argv):
     if not args.output:
         sys.stdout.write(text + "\n")
         return 0
-    # Atomic write: a temp file in the same folder, then rename.
+    # Atomic write: OUT.tmp.XXXXXXXX beside it (mkstemp: O_EXCL, never follows a planted link), renamed over OUT
+    # unless OUT is (now) something other than a regular file; the temp file never outlives a failure.
     folder = os.path.dirname(os.path.abspath(args.output))
     if not os.path.isdir(folder):
         print(f"snapshot2json: cannot write {args.output}: the folder {folder} does not exist", file=sys.stderr)
         return 2
     tmp = None
     try:
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".snapshot2json.")
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=os.path.basename(args.output) + ".tmp.")
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)  # what open() would give, not mkstemp's 0600
         with os.fdopen(fd, "w") as f:
             f.write(text + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        refusal = not_regular(args.output)
+        if refusal:
+            print(f"snapshot2json: {refusal}", file=sys.stderr)
+            return 2
         os.replace(tmp, args.output)
+        tmp = None
     except OSError as e:
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)
         print(f"snapshot2json: cannot write {args.output}: {e}", file=sys.stderr)
         return 2
+    finally:
+        if tmp is not None and os.path.lexists(tmp):
+            os.unlink(tmp)
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

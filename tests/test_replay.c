@@ -632,10 +632,11 @@ Test(snapshot, write_failure_leaves_nothing)
     snprintf(path, sizeof path, "%s/missing/snap.json", tmpdir);
     cr_assert_eq(snapshot_write(ca, path), OOM_EIO);
     cr_assert_not_null(strstr(oom_error_msg(), path), "error names the path: %s", oom_error_msg());
-    /* a directory in the way: the temporary file is written, the rename fails, and it is removed */
+    /* a directory in the way: refused before anything is written (only regular files are written) */
     snprintf(path, sizeof path, "%s/dirXXXXXX", tmpdir);
     cr_assert_not_null(mkdtemp(path)); /* (no mkdir: <sys/stat.h>'s struct stat clashes with memstats.h's) */
-    cr_assert_eq(snapshot_write(ca, path), OOM_EIO);
+    cr_assert_eq(snapshot_write(ca, path), OOM_EINVAL);
+    cr_assert_not_null(strstr(oom_error_msg(), "is a directory, not a regular file"), "%s", oom_error_msg());
     cr_assert_eq(rmdir(path), 0, "%s should be empty", path);
     cr_assert_eq(snapshot_write(ca, ""), OOM_EINVAL);
     /* success replaces an existing file */

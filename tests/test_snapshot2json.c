@@ -213,6 +213,34 @@ Test(snapshot2json, output_dir_missing)
     free(sout);
 }
 
+/* -o onto a FIFO or a symbolic link: refused in one line, exit 2, the FIFO and the link's target untouched, no
+ * temporary file left (issue 16: the rename replaced them). */
+Test(snapshot2json, output_not_a_regular_file)
+{
+    make_pickle("snap.pickle", "{\"segments\": [], \"device_traces\": [[]]}");
+    cr_assert_eq(sh("mkfifo '%s'%s", tpath("fifo"), ""), 0);
+    cr_assert_eq(fileio_write_atomic(tpath("victim"), "precious", 8), OOM_OK);
+    cr_assert_eq(sh("ln -s '%s' '%s'", tpath("victim"), tpath("link")), 0);
+    const char *targets[] = {"fifo", "link"}, *kinds[] = {"is a FIFO, not a regular file", "is a symbolic link"};
+    for (int i = 0; i < 2; i++) {
+        int rc = sh("python3 " SCRIPT " '%s' -o '%s'", tpath("snap.pickle"), tpath(targets[i]));
+        char *err = fileio_read_all(tpath("stderr"), NULL), *sout = fileio_read_all(tpath("stdout"), NULL);
+        cr_assert(err && sout);
+        size_t len = strlen(err);
+        cr_assert_eq(rc, 2, "-o %s: exit %d, expected 2: %s", targets[i], rc, err);
+        cr_assert(len > 1 && strchr(err, '\n') == err + len - 1, "stderr is not one line: %s", err);
+        cr_assert_not_null(strstr(err, kinds[i]), "%s", err);
+        cr_assert_str_empty(sout);
+        free(err);
+        free(sout);
+    }
+    cr_assert_eq(sh("test -p '%s' && test -L '%s'", tpath("fifo"), tpath("link")), 0, "both still there");
+    char *t = fileio_read_all(tpath("victim"), NULL);
+    cr_assert_str_eq(t, "precious", "the link's target is untouched");
+    free(t);
+    cr_assert_eq(other_files(), 4, "snap.pickle, fifo, victim, link: no temporary file left");
+}
+
 /* The recording made under a memory fraction (1/60 of the H100's memory): --budget stores what the fraction
  * allowed, and oomlab replay uses it. */
 Test(snapshot2json, budget_stored_and_used)

@@ -38,7 +38,8 @@ unsigned char *snapshot_pickle(const cJSON *snap, size_t *len);
 
 /* Write ca's snapshot to path (JSON, or a pickle for *.pickle / *.pkl) atomically: a temporary file in the same
  * directory, then rename. On failure nothing is left behind and the last-error record names the problem:
- * OOM_EIO (cannot create, write or rename), OOM_ENOMEM_HOST, or OOM_EINVAL (empty path). */
+ * OOM_EIO (cannot create, write or rename), OOM_ENOMEM_HOST, or OOM_EINVAL (empty path, or a path that exists
+ * and is not a regular file: fileio_write_atomic). */
 oom_status snapshot_write(const cachealloc *ca, const char *path);
 
 /* Write a snapshot_json()-shaped tree (one the caller built or changed) the same way. */

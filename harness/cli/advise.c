@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "alloc/trace.h"
+#include "core/fileio.h"
 #include "core/units.h"
 #include "run/advise.h"
 
@@ -136,6 +137,8 @@ int cli_advise(int argc, char **argv)
         } else if (strcmp(a, "--plot") == 0) {
             plot = argv[++i];
             opt.series = true;
+            if (fileio_check_target(plot) != OOM_OK) /* before the bisection, not after it */
+                return bad("--plot: %s", oom_error_detail());
         } else if (a[0] == '-' && a[1]) {
             return bad("unknown option '%s'", a);
         } else if (!file) {

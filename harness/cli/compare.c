@@ -94,13 +94,10 @@ int cli_baseline(int argc, char **argv)
     char err[768];
     if (runset_load(paths[0], &cur, err, sizeof err) != OOM_OK)
         return cli_bad_input("baseline: %s", err);
-    for (size_t i = 0; i < cur.n; i++)
-        if (!cJSON_IsTrue(runset_get(cur.docs[i].json, "passed"))) {
-            cli_bad_input("baseline: %s: a variant of %s does not show what it must: a failing run is no baseline",
-                          cur.docs[i].path, cur.docs[i].scenario);
-            runset_free(&cur);
-            return 2;
-        }
+    if (!baseline_check(&cur, err, sizeof err)) {
+        runset_free(&cur);
+        return cli_bad_input("baseline: %s", err);
+    }
     /* what changes, shown before anything is written */
     struct stat st;
     runset base;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli/tracking.h"
+#include "core/fileio.h"
 #include "run/compare.h"
 #include "run/history.h"
 #include "run/runset.h"
@@ -50,6 +51,8 @@ int cli_history(int argc, char **argv)
         return cli_bad_input("history: --commit goes with --append");
     char err[768];
     size_t added = 0;
+    if (append && fileio_check_target(file) != OOM_OK) /* the file appended to: a regular file, or none yet */
+        return cli_bad_input("history: %s", oom_error_detail());
     if (append) {
         runset s;
         if (runset_load(append, &s, err, sizeof err) != OOM_OK)

@@ -595,6 +595,8 @@ static int cmd_replay(int argc, char **argv)
                 return bad_input("%s needs a value", "--snapshot");
             if (!argv[i][0])
                 return bad_input("%s needs a file name", "--snapshot");
+            if (fileio_check_target(argv[i]) != OOM_OK) /* before the replay, not after it */
+                return bad_input("replay: --snapshot: %s", oom_error_detail());
             opt.snapshot_path = argv[i];
         } else if (strcmp(argv[i], "--max-input") == 0) {
             if (++i >= argc)
@@ -1266,9 +1268,7 @@ static int cmd_plot(int argc, char **argv)
             snprintf(def, sizeof def, "%.*strend", slash ? (int)(slash - trend + 1) : 0, trend);
             out = def;
         }
-        if (fileio_mkdirs(out) != OOM_OK)
-            return bad_input("plot: %s", oom_error_detail());
-        char written[8192];
+        char written[8192]; /* plot_trend makes the folder out once the history is read */
         if (plot_trend(trend, out, "png", written, sizeof written, err, sizeof err) != OOM_OK)
             return bad_input("plot: %s", err);
         printf("%s", written);

@@ -1,6 +1,7 @@
 #define _GNU_SOURCE /* MAP_ANONYMOUS, MAP_POPULATE, O_TMPFILE */
-/* fileio.c - atomic file replacement (regular files only) and directory creation. See fileio.h. This file must not include
- * memstats.h: <sys/stat.h> declares struct stat, which memstats.h also defines. */
+/* fileio.c - atomic file replacement (regular files only), locked appends, reading within a bound, directory
+ * creation. See fileio.h. This file must not include memstats.h: <sys/stat.h> declares struct stat, which
+ * memstats.h also defines. */
 #include "core/fileio.h"
 
 #include <errno.h>
@@ -10,6 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <dirent.h>
+#include <signal.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -31,15 +35,26 @@ const char *fileio_kind(const char *path)
                        : "not a regular file";
 }
 
-/* OOM_OK when nothing is at path or a regular file is (lstat: a link is not followed); else OOM_EINVAL and one
- * line in the last-error record. */
-static oom_status check_target(const char *path)
+oom_status fileio_check_target(const char *path)
 {
     const char *kind = fileio_kind(path);
     if (!kind || strcmp(kind, "a regular file") == 0)
         return OOM_OK;
     OOM_ERROR(OOM_EINVAL, "%s is %s, not a regular file: not replaced (oomlab writes only regular files)", path, kind);
     return OOM_EINVAL;
+}
+
+/* The folder path is in ("." for a bare name); malloc'd, NULL when out of memory. */
+static char *dir_of(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    size_t n = !slash ? 1 : slash == path ? 1 : (size_t)(slash - path);
+    char *d = malloc(n + 1);
+    if (d) {
+        memcpy(d, !slash ? "." : slash == path ? "/" : path, n);
+        d[n] = '\0';
+    }
+    return d;
 }
 
 /* Six characters for a temporary name: the pid, the clock and a counter mixed (xorshift), as mkstemp's XXXXXX. */
@@ -81,17 +96,76 @@ static int name_temp(const char *path, char *tmp, size_t tmpcap, int fd)
     return -1; /* EEXIST 100 times */
 }
 
+/* Is name (in path's folder, whose file name is base) a temporary file of path's: base.tmp.XXXXXX (this file's),
+ * or base.tmp.PID or base.tmp.PID.N (older oomlabs': *pid gets PID, else 0)? */
+static bool temp_of(const char *name, const char *base, long *pid)
+{
+    size_t n = strlen(base);
+    *pid = 0;
+    if (strncmp(name, base, n) != 0 || strncmp(name + n, ".tmp.", 5) != 0)
+        return false;
+    const char *t = name + n + 5;
+    size_t k = strspn(t, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789");
+    if (k == 6 && !t[6] && strspn(t, "0123456789") < 6)
+        return true;
+    char *end = NULL;
+    *pid = strtol(t, &end, 10);
+    if (end == t || *pid <= 0)
+        return false;
+    if (*end == '.')
+        end += 1 + strspn(end + 1, "0123456789");
+    return *end == '\0';
+}
+
+void fileio_clean_stale(const char *path)
+{
+    const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+    char *dir = dir_of(path);
+    DIR *d = dir && base[0] ? opendir(dir) : NULL;
+    time_t now = time(NULL);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        long pid = 0;
+        if (!temp_of(e->d_name, base, &pid))
+            continue;
+        size_t cap = strlen(dir) + strlen(e->d_name) + 2;
+        char *p = malloc(cap);
+        if (!p)
+            break;
+        snprintf(p, cap, "%s/%s", dir, e->d_name);
+        struct stat sb;
+        int fd = -1;
+        /* stale: a regular file, untouched for FILEIO_STALE_SECONDS, whose writer is gone (its lock with it, or
+         * for an older oomlab's name, its process) */
+        bool stale = lstat(p, &sb) == 0 && S_ISREG(sb.st_mode) && now - sb.st_mtime >= FILEIO_STALE_SECONDS &&
+                     (pid == 0 || (kill((pid_t)pid, 0) != 0 && errno == ESRCH)) &&
+                     (fd = open(p, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)) >= 0 &&
+                     flock(fd, LOCK_EX | LOCK_NB) == 0;
+        if (stale && unlink(p) == 0)
+            fprintf(stderr, "oomlab: removed %s (%jd bytes), a temporary file left by a writer that was stopped\n", p,
+                    (intmax_t)sb.st_size);
+        if (fd >= 0)
+            close(fd);
+        free(p);
+    }
+    if (d)
+        closedir(d);
+    free(dir);
+}
+
 int fileio_temp_beside(const char *path, char *tmp, size_t tmpcap)
 {
+    fileio_clean_stale(path);
     int fd = name_temp(path, tmp, tmpcap, -1);
     if (fd < 0)
         OOM_ERROR(OOM_EIO, "cannot write %s: cannot create a temporary file beside it: %s", path, strerror(errno));
+    else
+        flock(fd, LOCK_EX); /* in use while fd is open: fileio_clean_stale leaves it */
     return fd;
 }
 
 oom_status fileio_publish(const char *tmp, const char *path)
 {
-    if (check_target(path) != OOM_OK) {
+    if (fileio_check_target(path) != OOM_OK) {
         unlink(tmp);
         return OOM_EINVAL;
     }
@@ -122,19 +196,6 @@ static int write_all(int fd, const void *data, size_t len)
     return 0;
 }
 
-/* The folder path is in ("." for a bare name), for O_TMPFILE; malloc'd, NULL when out of memory. */
-static char *dir_of(const char *path)
-{
-    const char *slash = strrchr(path, '/');
-    size_t n = !slash ? 1 : slash == path ? 1 : (size_t)(slash - path);
-    char *d = malloc(n + 1);
-    if (d) {
-        memcpy(d, !slash ? "." : slash == path ? "/" : path, n);
-        d[n] = '\0';
-    }
-    return d;
-}
-
 /* Write data as path: checked target, then an unnamed file (O_TMPFILE) in path's folder, written and fsync'd, and
  * only then given a name, so a kill during the write leaves nothing; where O_TMPFILE is not supported, a named
  * temporary file (fileio_temp_beside) from the start. Published by rename (replace) or, exclusive, by a link
@@ -143,9 +204,10 @@ static oom_status write_file(const char *path, const void *data, size_t len, boo
 {
     if (existed)
         *existed = false;
-    oom_status st = check_target(path);
+    oom_status st = fileio_check_target(path);
     if (st != OOM_OK)
         return st;
+    fileio_clean_stale(path);
     size_t tcap = strlen(path) + 16;
     char *tmp = malloc(tcap), *dir = dir_of(path);
     if (!tmp || !dir) {
@@ -158,6 +220,8 @@ static oom_status write_file(const char *path, const void *data, size_t len, boo
     int fd = access("/proc/self/fd", X_OK) == 0 ? open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666) : -1;
     bool unnamed = fd >= 0, tmp_named = false;
     free(dir);
+    if (unnamed)
+        flock(fd, LOCK_EX); /* held until close: once named, fileio_clean_stale leaves it */
     if (!unnamed) {
         if ((fd = fileio_temp_beside(path, tmp, tcap)) < 0) {
             free(tmp);
@@ -202,6 +266,50 @@ oom_status fileio_write_atomic(const char *path, const void *data, size_t len)
 oom_status fileio_write_new(const char *path, const void *data, size_t len, bool *existed)
 {
     return write_file(path, data, len, true, existed);
+}
+
+oom_status fileio_open_locked(const char *path, int *fdp)
+{
+    *fdp = -1;
+    oom_status st = fileio_check_target(path);
+    if (st != OOM_OK)
+        return st;
+    int fd = open(path, O_RDWR | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0666);
+    if (fd < 0) {
+        OOM_ERROR(OOM_EIO, "cannot open %s: %s", path, strerror(errno));
+        return OOM_EIO;
+    }
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) { /* replaced between the lstat and the open */
+        close(fd);
+        OOM_ERROR(OOM_EINVAL, "%s is not a regular file: not written (oomlab writes only regular files)", path);
+        return OOM_EINVAL;
+    }
+    int rc;
+    while ((rc = flock(fd, LOCK_EX)) != 0 && errno == EINTR)
+        ;
+    if (rc != 0) {
+        OOM_ERROR(OOM_EIO, "cannot lock %s: %s", path, strerror(errno));
+        close(fd);
+        return OOM_EIO;
+    }
+    *fdp = fd;
+    return OOM_OK;
+}
+
+oom_status fileio_append(int fd, const char *path, const void *data, size_t len)
+{
+    off_t before = lseek(fd, 0, SEEK_END); /* stable: every appender holds the lock */
+    int err = before < 0 ? errno : write_all(fd, data, len);
+    if (err) {
+        if (before >= 0 && ftruncate(fd, before) != 0)
+            OOM_ERROR(OOM_EIO, "cannot write %s: %s, and cannot cut it back to its %jd bytes before: %s", path,
+                      strerror(err), (intmax_t)before, strerror(errno));
+        else
+            OOM_ERROR(OOM_EIO, "cannot write %s: %s", path, strerror(err));
+        return OOM_EIO;
+    }
+    return OOM_OK;
 }
 
 /* Read f whole, but stop once more than max bytes came. *st: OOM_OK, OOM_EINVAL (more than max: NULL, nothing

@@ -22,6 +22,11 @@ OOM_BEGIN_DECLS
  * device", "a block device", "a socket"; NULL when nothing is (or it cannot be looked at). */
 const char *fileio_kind(const char *path);
 
+/* OOM_OK when nothing is at path or a regular file is (lstat: a link is not followed); else OOM_EINVAL and the one
+ * line above in the last-error record. What every writer checks first; a command checks its output options with it
+ * before it starts its work. */
+oom_status fileio_check_target(const char *path);
+
 /* Write len bytes to path through an unnamed file in its folder (O_TMPFILE), written and fsync'd, then named
  * path.tmp.XXXXXX and renamed over path: a kill or a full disk leaves the old file and, but for the instant
  * between the naming and the rename, no temporary file. Where O_TMPFILE is unsupported, the named temporary file
@@ -36,14 +41,35 @@ oom_status fileio_write_new(const char *path, const void *data, size_t len, bool
 
 /* A new empty temporary file beside path, PATH.tmp.XXXXXX (XXXXXX random), created with O_EXCL (a link planted
  * at that name is never followed), mode 0666 less the umask; its name goes to tmp (tmpcap bytes, strlen(path) +
- * 12 at least). Returns the open fd (the caller writes, checks, closes, then fileio_publish or unlink), or -1 with
- * OOM_EIO in the last-error record. For writers that cannot hand fileio_write_atomic a buffer (gnuplot draws
- * into the name). */
+ * 12 at least). Returns the open fd, locked (flock) so that another run's fileio_clean_stale leaves the file
+ * alone: the caller writes (or lets a program write the name), checks, then fileio_publish or unlink, and closes
+ * fd after; or -1 with OOM_EIO in the last-error record. For writers that cannot hand fileio_write_atomic a
+ * buffer (gnuplot draws into the name). */
 int fileio_temp_beside(const char *path, char *tmp, size_t tmpcap);
+
+/* Remove the temporary files of path that a writer stopped by SIGKILL or a crash left beside it (every writer
+ * above calls this first): PATH.tmp.XXXXXX that no process holds locked (a writer holds an flock on its temporary
+ * file until it is published; keep fileio_temp_beside's fd open until then), and older oomlabs' PATH.tmp.PID[.N]
+ * whose process is gone; either only when untouched for FILEIO_STALE_SECONDS. Each removal is said on stderr
+ * ("oomlab: removed PATH.tmp.Ab12Cd (N bytes), a temporary file left by a writer that was stopped"). */
+#define FILEIO_STALE_SECONDS 60
+void fileio_clean_stale(const char *path);
 
 /* Publish the finished temporary file tmp as path: refused (tmp removed, OOM_EINVAL, the one line above) where
  * path exists and is not a regular file; else tmp renamed over path (OOM_EIO and tmp removed if that fails). */
 oom_status fileio_publish(const char *tmp, const char *path);
+
+/* Open path to append to, under an exclusive flock(2) held until the fd is closed (every appender takes it, so
+ * appends never interleave or lose one another): created (0666 less the umask) when absent; refused like the
+ * writers above (OOM_EINVAL, the one line) when it exists and is not a regular file (lstat, then O_NOFOLLOW and
+ * fstat; a FIFO is never waited on). Open for reading too (pread). *fd gets the fd (the caller closes it, which
+ * drops the lock); on failure -1, with OOM_EINVAL or OOM_EIO in the last-error record. */
+oom_status fileio_open_locked(const char *path, int *fd);
+
+/* Append len bytes at the end of fd (from fileio_open_locked) as one write(2) (more only when the kernel writes
+ * less), fsync'd. A short or failed write (a full disk) is undone, the file cut back to its size before: whole or
+ * not at all. OOM_EIO ("cannot write PATH: reason") on failure. */
+oom_status fileio_append(int fd, const char *path, const void *data, size_t len);
 
 /* The whole file, NUL-terminated, in a malloc'd buffer (the caller frees it); *len (if non-NULL) gets its
  * length. NULL with OOM_EIO ("cannot open PATH: reason", "cannot read PATH") or OOM_ENOMEM_HOST in the

@@ -5,7 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/echo.h"
 #include "core/fileio.h"
+#include "run/scenario.h"
 
 cJSON *baseline_of(const cJSON *run)
 {
@@ -39,17 +41,31 @@ cJSON *baseline_of(const cJSON *run)
     return b;
 }
 
+bool baseline_check(const runset *s, char *err, size_t cap)
+{
+    char e1[ECHO_BUF];
+    for (size_t i = 0; i < s->n; i++) {
+        if (!scenario_name_ok(s->docs[i].scenario)) { /* the scenario names the file */
+            snprintf(err, cap, "%s: scenario '%s' is not a scenario name (a-z, then a-z, 0-9, '_' or '-', at most %d "
+                     "bytes): it cannot name a baseline file",
+                     s->docs[i].path, echo_str(s->docs[i].scenario, e1), SCENARIO_NAME_MAX);
+            return false;
+        }
+        if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(s->docs[i].json, "passed"))) {
+            snprintf(err, cap, "%s: a variant of %s does not show what it must: a failing run is no baseline",
+                     s->docs[i].path, s->docs[i].scenario);
+            return false;
+        }
+    }
+    return true;
+}
+
 oom_status baseline_write(const runset *s, const char *dir, size_t *written, size_t *unchanged, char *err,
                           size_t cap)
 {
     *written = *unchanged = 0;
-    for (size_t i = 0; i < s->n; i++) {
-        if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(s->docs[i].json, "passed"))) {
-            snprintf(err, cap, "%s: a variant of %s does not show what it must: a failing run is no baseline",
-                     s->docs[i].path, s->docs[i].scenario);
-            return OOM_EINVAL;
-        }
-    }
+    if (!baseline_check(s, err, cap))
+        return OOM_EINVAL;
     char **texts = calloc(s->n, sizeof *texts);
     oom_status st = texts ? OOM_OK : OOM_ENOMEM_HOST;
     for (size_t i = 0; st == OOM_OK && i < s->n; i++) {

@@ -22,9 +22,13 @@ OOM_BEGIN_DECLS
 /* A baseline made of the results document run (not modified); NULL when out of host memory. */
 cJSON *baseline_of(const cJSON *run);
 
+/* Can every run of s be a baseline? It passed, and its scenario matches the catalog's name pattern
+ * (scenario_name_ok: the name becomes the file's, so "../x" never reaches a path). false with one line in err. */
+bool baseline_check(const runset *s, char *err, size_t errcap);
+
 /* Write the baseline of every run of s as DIR/SCENARIO.json (creating DIR), each atomically; every document is
- * made before any is written. *written / *unchanged: files whose bytes changed / did not. OOM_EINVAL when a run
- * did not pass (one line in err naming it), OOM_EIO, OOM_ENOMEM_HOST. */
+ * checked (baseline_check) and made before any is written or DIR is made. *written / *unchanged: files whose bytes
+ * changed / did not. OOM_EINVAL when baseline_check refuses (one line in err), OOM_EIO, OOM_ENOMEM_HOST. */
 oom_status baseline_write(const runset *s, const char *dir, size_t *written, size_t *unchanged, char *err,
                           size_t errcap);
 

@@ -5,10 +5,12 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/echo.h"
 #include "core/fileio.h"
 #include "core/strbuf.h"
+#include "run/scenario.h"
 
 static oom_status fail(oom_status st, char *err, size_t cap, const char *fmt, ...)
 {
@@ -70,6 +72,52 @@ static int split_line(char **p, char **fields, int max)
     return n;
 }
 
+/* The metrics, and the range of each: bytes and counts are integers from 0 to 2^53 (exact in a double), an OOM
+ * step an int, seconds from 0 to 1e9. */
+typedef enum { M_COUNT, M_STEP, M_SECONDS } metric_kind;
+static const struct {
+    const char *name;
+    metric_kind kind;
+} metrics[] = {{"peak_allocated", M_COUNT},      {"peak_reserved", M_COUNT},     {"total_allocated", M_COUNT},
+               {"segments_peak", M_COUNT},       {"num_alloc_retries", M_COUNT}, {"expectations_failed", M_COUNT},
+               {"seconds", M_SECONDS},           {"oom_step", M_STEP},           {"oom_requested", M_COUNT}};
+
+const char *history_value_problem(const char *metric, double v)
+{
+    size_t i = 0, n = sizeof metrics / sizeof metrics[0];
+    while (i < n && strcmp(metrics[i].name, metric) != 0)
+        i++;
+    if (i == n)
+        return "is not a metric of the history (" HISTORY_METRICS ")";
+    if (!isfinite(v))
+        return "is not a finite number";
+    if (v < 0 || signbit(v))
+        return "is negative";
+    switch (metrics[i].kind) {
+    case M_COUNT:
+        return v != floor(v) ? "is not a whole number" : v > 9007199254740992.0 ? "is more than 2^53" : NULL;
+    case M_STEP:
+        return v != floor(v) ? "is not a whole number" : v > 2147483647.0 ? "is more than 2^31 - 1" : NULL;
+    case M_SECONDS:
+        return v > 1e9 ? "is more than 1e9 seconds" : NULL;
+    }
+    return NULL;
+}
+
+/* Warn about a row skipped: "history: FILE line N skipped: why", on stderr, the first HISTORY_WARN_MAX of a file. */
+enum { HISTORY_WARN_MAX = 5 };
+static void skip_row(history *h, const char *path, size_t line, const char *fmt, ...)
+{
+    if (h->skipped++ >= HISTORY_WARN_MAX)
+        return;
+    char why[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "history: warning: %s line %zu skipped: %s\n", path, line, why);
+}
+
 oom_status history_read(const char *path, history *h, char *err, size_t cap)
 {
     memset(h, 0, sizeof *h);
@@ -85,43 +133,75 @@ oom_status history_read(const char *path, history *h, char *err, size_t cap)
         history_free(h);
         return fail(OOM_ENOMEM_HOST, err, cap, "out of host memory");
     }
-    char *p = h->text;
-    char *f[HISTORY_NCOLS];
-    size_t line = 1;
-    int nf = split_line(&p, f, HISTORY_NCOLS);
-    char header[256] = "";
-    for (int i = 0; i < nf && i < HISTORY_NCOLS; i++)
-        snprintf(header + strlen(header), sizeof header - strlen(header), "%s%s", i ? "," : "", f[i]);
-    if (nf != HISTORY_NCOLS || strcmp(header, HISTORY_HEADER) != 0) {
+    /* one row per line: a line is cut out (NUL at its '\n') before it is split, so a bad row (an open quote, a
+     * NUL) never reaches into the next */
+    if (len == 0) {
         history_free(h);
         return fail(OOM_EINVAL, err, cap, "%s: line 1 is not the header %s", path, HISTORY_HEADER);
     }
-    while (*p) {
-        line++;
-        if (*p == '\n' || (*p == '\r' && p[1] == '\n')) { /* an empty line */
-            p += *p == '\r' ? 2 : 1;
+    char *p = h->text, *end = h->text + len;
+    char *f[HISTORY_NCOLS];
+    for (size_t line = 1; p < end; line++) {
+        char *nl = memchr(p, '\n', (size_t)(end - p));
+        char *next = nl ? nl + 1 : end;
+        if (nl)
+            *nl = '\0';
+        size_t n = strlen(p);
+        bool has_nul = p + n < (nl ? nl : end);
+        if (n && p[n - 1] == '\r')
+            p[--n] = '\0';
+        char *row = p;
+        p = next;
+        if (line == 1) {
+            int nf = split_line(&row, f, HISTORY_NCOLS);
+            char header[256] = "";
+            for (int i = 0; i < nf && i < HISTORY_NCOLS; i++)
+                snprintf(header + strlen(header), sizeof header - strlen(header), "%s%s", i ? "," : "", f[i]);
+            if (nf != HISTORY_NCOLS || strcmp(header, HISTORY_HEADER) != 0) {
+                history_free(h);
+                return fail(OOM_EINVAL, err, cap, "%s: line 1 is not the header %s", path, HISTORY_HEADER);
+            }
             continue;
         }
-        nf = split_line(&p, f, HISTORY_NCOLS);
-        if (nf != HISTORY_NCOLS) {
-            history_free(h);
-            return fail(OOM_EINVAL, err, cap, "%s: line %zu has %d fields, not %d (%s)", path, line, nf < 0 ? 0 : nf,
-                        HISTORY_NCOLS, nf < 0 ? "a quote is not closed" : HISTORY_HEADER);
+        if (n == 0)
+            continue; /* an empty line */
+        if (has_nul) {
+            skip_row(h, path, line, "a NUL byte in it");
+            continue;
         }
-        char *end = NULL;
-        double v = strtod(f[8], &end);
-        if (!f[8][0] || !end || *end || !isfinite(v)) { /* f[8] points into h's text: say it before freeing it */
-            char e1[ECHO_BUF];
-            oom_status st = fail(OOM_EINVAL, err, cap, "%s: line %zu: value '%s' is not a number", path, line,
-                                 echo_str(f[8], e1));
-            history_free(h);
-            return st;
+        int nf = split_line(&row, f, HISTORY_NCOLS);
+        if (nf != HISTORY_NCOLS) {
+            if (nf < 0)
+                skip_row(h, path, line, "a quote is not closed");
+            else
+                skip_row(h, path, line, "%d fields, not %d (%s)", nf, HISTORY_NCOLS, HISTORY_HEADER);
+            continue;
+        }
+        char *vend = NULL, e1[ECHO_BUF], e2[ECHO_BUF];
+        double v = strtod(f[8], &vend);
+        if (!scenario_name_ok(f[5]) || !scenario_name_ok(f[6])) { /* never appended; a figure's file is named so */
+            bool scn_bad = !scenario_name_ok(f[5]);
+            skip_row(h, path, line, "%s '%s' is not a %s name", scn_bad ? "scenario" : "variant",
+                     echo_str(f[scn_bad ? 5 : 6], e1), scn_bad ? "scenario" : "variant");
+            continue;
+        }
+        if (history_value_problem(f[7], 0)) { /* 0 fits every metric: the metric is unknown */
+            skip_row(h, path, line, "metric '%s' %s", echo_str(f[7], e1), history_value_problem(f[7], 0));
+            continue;
+        }
+        const char *why = !f[8][0] || !vend || *vend ? "is not a number" : history_value_problem(f[7], v);
+        if (why) {
+            skip_row(h, path, line, "%s value '%s' %s", f[7], echo_str(f[8], e2), why);
+            continue;
         }
         history_row *r = &h->rows[h->n++];
         for (int i = 0; i < HISTORY_NCOLS - 1; i++)
             r->col[i] = f[i];
         r->value = v;
     }
+    if (h->skipped > HISTORY_WARN_MAX)
+        fprintf(stderr, "history: warning: %s: %zu more bad row%s skipped (%zu in all)\n", path,
+                h->skipped - HISTORY_WARN_MAX, h->skipped - HISTORY_WARN_MAX == 1 ? "" : "s", h->skipped);
     return OOM_OK;
 }
 
@@ -147,8 +227,18 @@ static void put_field(strbuf *b, const char *s)
     strbuf_printf(b, "\",");
 }
 
-static void put_row(strbuf *b, const char *const *cols, const char *metric, double value, size_t *added)
+/* One row; false (nothing added) with one line in err when the value is out of its metric's range. */
+static bool put_row(strbuf *b, const char *const *cols, const char *metric, double value, size_t *added,
+                    const char *path, char *err, size_t cap)
 {
+    const char *why = history_value_problem(metric, value);
+    if (why) {
+        char e1[ECHO_BUF], num[64];
+        snprintf(num, sizeof num, "%.17g", value);
+        fail(OOM_EINVAL, err, cap, "%s: variant '%s': %s %s %s: nothing appended", path, echo_str(cols[6], e1),
+             metric, num, why);
+        return false;
+    }
     for (int i = 0; i < HISTORY_NCOLS - 2; i++)
         put_field(b, cols[i]);
     put_field(b, metric);
@@ -157,69 +247,113 @@ static void put_row(strbuf *b, const char *const *cols, const char *metric, doub
     else
         strbuf_printf(b, "%.9g\n", value);
     (*added)++;
+    return true;
+}
+
+/* A text column of a run: no control characters (a newline would split the row). */
+static bool text_ok(const char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f)
+            return false;
+    return true;
+}
+
+/* The rows of every run of s into b, every value and name checked first: OOM_EINVAL with one line in err (and
+ * *added rows in b, to be dropped) at the first that is not right. */
+static oom_status rows_of(const runset *s, const char *commit, strbuf *b, size_t *added, char *err, size_t cap)
+{
+    static const char *const text_keys[] = {"started", "backend", "device", "scale"};
+    char e1[ECHO_BUF];
+    for (size_t i = 0; i < s->n; i++) {
+        const cJSON *j = s->docs[i].json, *v;
+        const char *path = s->docs[i].path;
+        if (!runset_str(j, "started", NULL))
+            return fail(OOM_EINVAL, err, cap, "%s: no \"started\": a baseline, not a run (history takes runs)", path);
+        for (size_t k = 0; k < sizeof text_keys / sizeof text_keys[0]; k++)
+            if (!text_ok(runset_str(j, text_keys[k], "")))
+                return fail(OOM_EINVAL, err, cap, "%s: \"%s\" '%s' has a control character (a line break?)", path,
+                            text_keys[k], echo_str(runset_str(j, text_keys[k], ""), e1));
+        const char *scname = runset_str(j, "scenario", "");
+        if (!scenario_name_ok(scname))
+            return fail(OOM_EINVAL, err, cap, "%s: scenario '%s' is not a scenario name (a-z, then a-z, 0-9, '_' or "
+                        "'-', at most %d bytes)", path, echo_str(scname, e1), SCENARIO_NAME_MAX);
+        const char *cols[HISTORY_NCOLS - 2] = {runset_str(j, "started", ""), commit, runset_str(j, "backend", ""),
+                                               runset_str(j, "device", ""), runset_str(j, "scale", ""), scname, ""};
+        cJSON_ArrayForEach(v, runset_get(j, "variants"))
+        {
+            cols[6] = runset_str(v, "name", "");
+            if (!scenario_name_ok(cols[6]))
+                return fail(OOM_EINVAL, err, cap, "%s: variant '%s' is not a variant name (a-z, then a-z, 0-9, '_' "
+                            "or '-', at most %d bytes)", path, echo_str(cols[6], e1), SCENARIO_NAME_MAX);
+            const cJSON *ms = runset_get(v, "memory_stats"), *oom = runset_get(v, "oom"), *e;
+            int failed = 0;
+            cJSON_ArrayForEach(e, runset_get(v, "expectations")) failed += !cJSON_IsTrue(runset_get(e, "holds"));
+            bool ok = put_row(b, cols, "peak_allocated", runset_num(v, "peak_allocated", 0), added, path, err, cap) &&
+                      put_row(b, cols, "peak_reserved", runset_num(v, "peak_reserved", 0), added, path, err, cap) &&
+                      put_row(b, cols, "total_allocated", runset_num(ms, "allocated_bytes.all.allocated", 0), added,
+                              path, err, cap) &&
+                      put_row(b, cols, "segments_peak", runset_num(ms, "segment.all.peak", 0), added, path, err,
+                              cap) &&
+                      put_row(b, cols, "num_alloc_retries", runset_num(ms, "num_alloc_retries", 0), added, path, err,
+                              cap) &&
+                      put_row(b, cols, "expectations_failed", failed, added, path, err, cap) &&
+                      (!runset_get(v, "seconds") ||
+                       put_row(b, cols, "seconds", runset_num(v, "seconds", 0), added, path, err, cap)) &&
+                      (!cJSON_IsObject(oom) ||
+                       (put_row(b, cols, "oom_step", runset_num(oom, "step", 0), added, path, err, cap) &&
+                        put_row(b, cols, "oom_requested", runset_num(oom, "requested", 0), added, path, err, cap)));
+            if (!ok)
+                return OOM_EINVAL;
+        }
+    }
+    return b->oom ? fail(OOM_ENOMEM_HOST, err, cap, "out of host memory") : OOM_OK;
 }
 
 oom_status history_append(const char *path, const runset *s, const char *commit, size_t *added, char *err,
                           size_t cap)
 {
     *added = 0;
-    for (size_t i = 0; i < s->n; i++)
-        if (!runset_str(s->docs[i].json, "started", NULL))
-            return fail(OOM_EINVAL, err, cap, "%s: no \"started\": a baseline, not a run (history takes runs)",
-                        s->docs[i].path);
-    strbuf b = {0};
-    char *old = NULL;
-    FILE *f = fopen(path, "r");
-    if (f) {
-        fclose(f);
-        history h;
-        oom_status st = history_read(path, &h, err, cap); /* a damaged history is not appended to */
-        if (st != OOM_OK)
-            return st;
-        history_free(&h);
-        size_t len = 0;
-        old = fileio_read_all(path, &len);
-        if (!old)
-            return fail(OOM_EINVAL, err, cap, "%s", oom_error_detail());
-        strbuf_printf(&b, "%s%s", old, len && old[len - 1] != '\n' ? "\n" : "");
-        free(old);
-    } else {
-        strbuf_printf(&b, "%s\n", HISTORY_HEADER);
+    strbuf rows = {0};
+    size_t n = 0;
+    oom_status st = rows_of(s, commit, &rows, &n, err, cap); /* every run checked before the file is touched */
+    if (st != OOM_OK) {
+        free(rows.s);
+        return st;
     }
-    for (size_t i = 0; i < s->n; i++) {
-        const cJSON *j = s->docs[i].json, *v;
-        const char *cols[HISTORY_NCOLS - 2] = {runset_str(j, "started", ""), commit, runset_str(j, "backend", ""),
-                                               runset_str(j, "device", ""), runset_str(j, "scale", ""),
-                                               runset_str(j, "scenario", ""), ""};
-        cJSON_ArrayForEach(v, runset_get(j, "variants"))
-        {
-            cols[6] = runset_str(v, "name", "");
-            const cJSON *ms = runset_get(v, "memory_stats"), *oom = runset_get(v, "oom"), *e;
-            int failed = 0;
-            cJSON_ArrayForEach(e, runset_get(v, "expectations")) failed += !cJSON_IsTrue(runset_get(e, "holds"));
-            put_row(&b, cols, "peak_allocated", runset_num(v, "peak_allocated", 0), added);
-            put_row(&b, cols, "peak_reserved", runset_num(v, "peak_reserved", 0), added);
-            put_row(&b, cols, "total_allocated", runset_num(ms, "allocated_bytes.all.allocated", 0), added);
-            put_row(&b, cols, "segments_peak", runset_num(ms, "segment.all.peak", 0), added);
-            put_row(&b, cols, "num_alloc_retries", runset_num(ms, "num_alloc_retries", 0), added);
-            put_row(&b, cols, "expectations_failed", failed, added);
-            if (runset_get(v, "seconds"))
-                put_row(&b, cols, "seconds", runset_num(v, "seconds", 0), added);
-            if (cJSON_IsObject(oom)) {
-                put_row(&b, cols, "oom_step", runset_num(oom, "step", 0), added);
-                put_row(&b, cols, "oom_requested", runset_num(oom, "requested", 0), added);
-            }
-        }
-    }
-    if (b.oom) {
-        free(b.s);
-        return fail(OOM_ENOMEM_HOST, err, cap, "out of host memory");
-    }
-    oom_status st = fileio_write_atomic(path, b.s, b.n);
-    free(b.s);
-    if (st != OOM_OK)
+    int fd = -1;
+    if ((st = fileio_open_locked(path, &fd)) != OOM_OK) {
+        free(rows.s);
         return fail(st, err, cap, "%s", oom_error_detail());
-    return OOM_OK;
+    }
+    /* under the lock: the header when the file is new, a line break when its last row has none */
+    strbuf b = {0};
+    off_t size = lseek(fd, 0, SEEK_END);
+    char head[sizeof HISTORY_HEADER + 1] = "", last = '\n';
+    size_t hlen = strlen(HISTORY_HEADER);
+    ssize_t got = size > 0 ? pread(fd, head, hlen + 1, 0) : 0;
+    if (size > 0 && pread(fd, &last, 1, size - 1) != 1)
+        got = -1;
+    if (size < 0 || got < 0) {
+        st = fail(OOM_EIO, err, cap, "cannot read %s", path);
+    } else if (size > 0 && (memcmp(head, HISTORY_HEADER, hlen) != 0 || (got > (ssize_t)hlen && head[hlen] != '\n' &&
+                                                                       head[hlen] != '\r'))) {
+        st = fail(OOM_EINVAL, err, cap, "%s: line 1 is not the header %s: not a history, nothing appended", path,
+                  HISTORY_HEADER);
+    } else {
+        strbuf_printf(&b, "%s%s%s", size == 0 ? HISTORY_HEADER "\n" : "", last != '\n' ? "\n" : "",
+                      rows.s ? rows.s : "");
+        if (b.oom)
+            st = fail(OOM_ENOMEM_HOST, err, cap, "out of host memory");
+        else if ((st = fileio_append(fd, path, b.s, b.n)) != OOM_OK)
+            fail(st, err, cap, "%s", oom_error_detail());
+    }
+    close(fd); /* the lock goes with it */
+    free(b.s);
+    free(rows.s);
+    if (st == OOM_OK)
+        *added = n;
+    return st;
 }
 
 /* ---- steps ------------------------------------------------------------------------------------------------- */

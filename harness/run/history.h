@@ -48,17 +48,29 @@ typedef struct history_row {
 typedef struct history {
     history_row *rows;
     size_t n;
+    size_t skipped; /* bad rows left out (each warned about) */
     char *text; /* the file, its fields unquoted in place */
 } history;
 
-/* Read a history file: OOM_EINVAL with one line in err (a header other than HISTORY_HEADER, a row of another
- * number of fields, a value that is not a number: its line number); OOM_ENOMEM_HOST. */
+/* Read a history file. A header other than HISTORY_HEADER is OOM_EINVAL with one line in err (not a history). A
+ * bad row (another number of fields, an open quote, a NUL, a scenario or variant name off the catalog's
+ * pattern, a value that is not a number or out of its metric's range: history_value_problem) is left out and
+ * counted in skipped, with a warning on stderr naming its line ("history: warning: FILE line N skipped: why";
+ * the first 5, then how many more): one bad run never makes a history unreadable. OOM_ENOMEM_HOST. */
 oom_status history_read(const char *path, history *h, char *err, size_t errcap);
 void history_free(history *h);
 
-/* Append the rows of every run in s to path (created with its header when absent), atomically: the old file is
- * replaced by the old rows plus the new ones. A document without "started" (a baseline) is bad input. *added:
- * rows appended. */
+/* Why value v cannot be a row of metric (one of HISTORY_METRICS): "is not a finite number", "is negative", "is not
+ * a whole number", "is more than 2^53" (bytes and counts), "is more than 2^31 - 1" (oom_step), "is more than 1e9
+ * seconds"; "is not a metric of the history (...)"; NULL when it can. The one check of appending and reading. */
+const char *history_value_problem(const char *metric, double v);
+
+/* Append the rows of every run in s to path (created with its header when absent). Every run is checked first
+ * (a document without "started" is a baseline; a scenario or variant name off the catalog's pattern,
+ * scenario_name_ok; a control character in a text column; a value history_value_problem refuses): one bad value
+ * and nothing is appended (OOM_EINVAL, one line in err). Then the rows are appended under an exclusive flock, as
+ * one write (fileio_open_locked, fileio_append), so concurrent appenders never lose one another's rows; a file
+ * whose line 1 is not the header is not appended to. *added: rows appended. */
 oom_status history_append(const char *path, const runset *s, const char *commit, size_t *added, char *err,
                           size_t errcap);
 

@@ -14,6 +14,7 @@
 #include "core/fileio.h"
 #include "core/jsonfile.h"
 #include "run/gnuplot.h"
+#include "run/history.h"
 #include "run/runset.h"
 
 #define WIDTH 1280 /* every figure: readable projected, and in a README */
@@ -833,54 +834,13 @@ oom_status plot_segments(const char *json_path, const char *out, char *err, size
 
 /* ---- trend ------------------------------------------------------------------------------------------------- */
 
-#define TREND_HEADER "utc_date,commit,backend,device,scale,scenario,variant,metric,value"
-
 enum { T_DATE, T_COMMIT, T_BACKEND, T_DEVICE, T_SCALE, T_SCENARIO, T_VARIANT, T_METRIC, T_VALUE, T_FIELDS };
 
 typedef struct trend_row {
-    char *f[T_FIELDS];
+    const char *f[T_FIELDS]; /* into the history's text (history_read); f[T_VALUE] unused */
     double value;
     int run; /* index into the sorted runs */
 } trend_row;
-
-/* Split one CSV line in place (RFC 4180 quotes: "a,b" and "" inside quotes). false: not T_FIELDS fields. */
-static bool csv_split(char *line, char **f)
-{
-    int n = 0;
-    char *p = line;
-    while (n < T_FIELDS) {
-        f[n++] = p;
-        if (*p == '"') { /* quoted: unquote in place */
-            char *w = p, *r = p + 1;
-            for (;;) {
-                if (!*r)
-                    return false;
-                if (*r == '"' && r[1] == '"') {
-                    *w++ = '"';
-                    r += 2;
-                } else if (*r == '"') {
-                    r++;
-                    break;
-                } else {
-                    *w++ = *r++;
-                }
-            }
-            *w = '\0';
-            p = r;
-            if (*p == ',') {
-                p++;
-                continue;
-            }
-            return *p == '\0' && n == T_FIELDS;
-        }
-        char *c = strchr(p, ',');
-        if (!c)
-            return n == T_FIELDS;
-        *c = '\0';
-        p = c + 1;
-    }
-    return false;
-}
 
 static bool is_bytes_metric(const char *m)
 {
@@ -1079,51 +1039,27 @@ oom_status plot_trend(const char *csv_path, const char *out_dir, const char *ext
 {
     if (strcmp(ext, "png") != 0 && strcmp(ext, "svg") != 0)
         return fail(err, errcap, OOM_EINVAL, "trend plots are written as png or svg, not '%s'", ext);
-    char *text = fileio_read_all(csv_path, NULL);
-    if (!text)
-        return fail(err, errcap, OOM_EIO, "%s", oom_error_detail());
+    history h; /* the one reader of the history: a bad row is skipped with a warning naming its line */
+    oom_status st = history_read(csv_path, &h, err, errcap);
+    if (st != OOM_OK)
+        return st;
     written[0] = '\0';
-    /* lines; the header first */
-    int cap_rows = 0, nrows = 0, line_no = 1;
+    int nrows = (int)h.n;
     trend_row *rows = NULL;
-    char *save = NULL, *line = strtok_r(text, "\n", &save);
-    oom_status st = OOM_OK;
-    if (!line || strcmp(line[strlen(line) - 1] == '\r' ? (line[strlen(line) - 1] = '\0', line) : line,
-                        TREND_HEADER) != 0) {
-        st = fail(err, errcap, OOM_EINVAL, "%s: the first line must be the header %s", csv_path, TREND_HEADER);
-        goto out;
-    }
-    while ((line = strtok_r(NULL, "\n", &save))) {
-        line_no++;
-        size_t n = strlen(line);
-        if (n && line[n - 1] == '\r')
-            line[--n] = '\0';
-        if (n == 0)
-            continue;
-        if (nrows == cap_rows) {
-            cap_rows = cap_rows ? cap_rows * 2 : 256;
-            trend_row *nr = realloc(rows, (size_t)cap_rows * sizeof *nr);
-            if (!nr)
-                abort();
-            rows = nr;
-        }
-        trend_row *r = &rows[nrows];
-        char *end = NULL;
-        if (!csv_split(line, r->f)) {
-            st = fail(err, errcap, OOM_EINVAL, "%s:%d: not %d comma-separated fields (%s)", csv_path, line_no,
-                      T_FIELDS, TREND_HEADER);
-            goto out;
-        }
-        r->value = strtod(r->f[T_VALUE], &end);
-        if (end == r->f[T_VALUE] || *end || !isfinite(r->value)) {
-            st = fail(err, errcap, OOM_EINVAL, "%s:%d: value '%.32s' is not a number", csv_path, line_no,
-                      r->f[T_VALUE]);
-            goto out;
-        }
-        nrows++;
-    }
     if (nrows == 0) {
         st = fail(err, errcap, OOM_EINVAL, "%s: no rows under the header: nothing to plot", csv_path);
+        goto out;
+    }
+    rows = calloc(h.n, sizeof *rows);
+    if (!rows)
+        abort(); /* host bookkeeping without memory: CONTRIBUTING's rule */
+    for (size_t i = 0; i < h.n; i++) {
+        for (int k = 0; k < T_VALUE; k++)
+            rows[i].f[k] = h.rows[i].col[k];
+        rows[i].value = h.rows[i].value;
+    }
+    if (fileio_mkdirs(out_dir) != OOM_OK) { /* only once the history is read: nothing is made for bad input */
+        st = fail(err, errcap, OOM_EIO, "%s", oom_error_detail());
         goto out;
     }
     /* the runs: distinct (date, commit), by date, then by first appearance */
@@ -1169,7 +1105,7 @@ oom_status plot_trend(const char *csv_path, const char *out_dir, const char *ext
     free(runs);
 out:
     free(rows);
-    free(text);
+    history_free(&h);
     return st;
 }
 

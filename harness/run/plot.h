@@ -51,8 +51,9 @@ int plot_has_segments(const char *json_path);
  * NAME-peaks.png and, when some variant ran out of memory, NAME-segments.png; the paths written go to written
  * (one per line). Stops at the first that fails. */
 oom_status plot_all(const char *json_path, char *written, size_t cap, char *err, size_t errcap);
-/* The trend figures of a history CSV into the folder out_dir (which must exist), each .EXT (png or svg); the
- * paths written go to written (one per line, up to cap bytes). */
+/* The trend figures of a history CSV (read by history_read: a bad row is skipped with a warning) into the folder
+ * out_dir, made (mkdir -p) only once the history is read, each .EXT (png or svg); the paths written go to written
+ * (one per line, up to cap bytes). */
 oom_status plot_trend(const char *csv_path, const char *out_dir, const char *ext, char *written, size_t cap,
                       char *err, size_t errcap);
 

@@ -51,3 +51,14 @@ const scenario_variant *scenario_variant_find(const scenario *sc, const char *na
             return &sc->variants[i];
     return NULL;
 }
+
+bool scenario_name_ok(const char *name)
+{
+    if (!name || !(name[0] >= 'a' && name[0] <= 'z'))
+        return false;
+    size_t n = 0;
+    for (const char *c = name; *c; c++, n++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '_' || *c == '-'))
+            return false;
+    return n <= SCENARIO_NAME_MAX;
+}

@@ -174,6 +174,13 @@ const scenario *scenario_find(const char *name);
 bool scenario_register(const scenario *sc);
 const scenario_variant *scenario_variant_find(const scenario *sc, const char *name);
 
+/* Does name match the catalog's name pattern: a lowercase letter, then lowercase letters, digits, '_' and '-', at
+ * most SCENARIO_NAME_MAX bytes ("fragmentation", "fix-expandable-segments")? Every scenario and variant of the
+ * catalog does (a test checks). A scenario or variant name read from an input becomes part of a path, or a row of
+ * the history, only after it passes this: "../../escaped" never does. */
+#define SCENARIO_NAME_MAX 64
+bool scenario_name_ok(const char *name);
+
 OOM_END_DECLS
 
 #endif
