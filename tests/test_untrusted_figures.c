@@ -356,8 +356,8 @@ Test(untrusted, report_escapes_every_string)
 }
 
 /* Item 10: plot and report read results through runset, so they refuse what compare refuses, with compare's
- * line: variants that are not objects, a peak that is a string, a variant without samples, a caught OOM's step
- * that is not a sample index. */
+ * line: variants that are not objects, a peak that is a string, a variant without samples, a caught OOM without
+ * the size of the segment asked for. */
 Test(untrusted, plot_and_report_refuse_what_compare_refuses)
 {
     static const char *const cases[] = {"variants", "peak", "samples", "caught"};
@@ -374,7 +374,7 @@ Test(untrusted, plot_and_report_refuse_what_compare_refuses)
         } else {
             cJSON *m = cJSON_GetArrayItem(cJSON_GetObjectItem(variant(run, 0), "ooms_caught"), 0);
             cr_assert_not_null(m);
-            cJSON_ReplaceItemInObjectCaseSensitive(m, "step", cJSON_CreateNumber(1e300));
+            cJSON_DeleteItemFromObjectCaseSensitive(m, "alloc_size");
         }
         char name[64];
         snprintf(name, sizeof name, "bad-%s.json", cases[k]);
@@ -393,6 +393,22 @@ Test(untrusted, plot_and_report_refuse_what_compare_refuses)
         cr_expect_str_eq(err, want, "report: %s", cases[k]);
         cr_expect(!exists(tpath("x.png")) && !exists(tpath("report")), "nothing written");
     }
+}
+
+/* An OOM's step that is not a sample index (a whole number >= 0, at most INT_MAX: drawn at x = step) is refused
+ * in one line by the figures. */
+Test(untrusted, plot_refuses_an_oom_step_that_is_not_a_sample_index)
+{
+    cJSON *run = read_json(json);
+    cJSON *m = cJSON_GetArrayItem(cJSON_GetObjectItem(variant(run, 0), "ooms_caught"), 0);
+    cJSON_ReplaceItemInObjectCaseSensitive(m, "step", cJSON_CreateNumber(1e300));
+    write_json(run, tpath("bad.json"));
+    char err[1024] = "", want[1100];
+    cr_assert_eq(plot_run(tpath("bad.json"), tpath("x.png"), err, sizeof err), OOM_EINVAL);
+    snprintf(want, sizeof want, "%s: variants[0]: an OOM's step is not a sample index (a whole number >= 0)",
+             tpath("bad.json"));
+    cr_expect_str_eq(err, want);
+    cr_expect(!exists(tpath("x.png")));
 }
 
 /* Item 10: a peak of 2^64 bytes was cast to uint64_t (undefined; x86-64 gave 0 bytes): now the largest size. */

@@ -44,11 +44,33 @@ static const char *gp_size(double bytes, char *buf, size_t cap)
                                 cap);
 }
 
+/* A sample index: a whole number from 0 to INT_MAX. */
+static bool is_index(double x) { return x >= 0.0 && x <= 2147483647.0 && x == floor(x); }
+
 /* Read a results file through the one validating reader (runset.h), as compare reads it: a run file, or with
  * sweeps also a sweep file. */
 static oom_status load(const char *path, bool sweeps, cJSON **out, char *err, size_t errcap)
 {
-    return runset_read_file(path, sweeps, out, err, errcap);
+    oom_status st = runset_read_file(path, sweeps, out, err, errcap);
+    if (st != OOM_OK || !json_arr(*out, "variants"))
+        return st;
+    /* what the figures need besides: each OOM's step a sample index, drawn at x = step (report.h) */
+    int k = 0;
+    const cJSON *v, *m;
+    cJSON_ArrayForEach(v, json_arr(*out, "variants"))
+    {
+        const cJSON *oom = cJSON_GetObjectItemCaseSensitive(v, "oom");
+        bool ok = !cJSON_IsObject(oom) || is_index(json_num(oom, "step"));
+        cJSON_ArrayForEach(m, json_arr(v, "ooms_caught")) ok = ok && is_index(json_num(m, "step"));
+        if (!ok) {
+            cJSON_Delete(*out);
+            *out = NULL;
+            return fail(err, errcap, OOM_EINVAL,
+                        "%s: variants[%d]: an OOM's step is not a sample index (a whole number >= 0)", path, k);
+        }
+        k++;
+    }
+    return OOM_OK;
 }
 
 /* A figure's panels, in pixels: a header across the top (the title, and the legend in one row under it, so the

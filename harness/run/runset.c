@@ -3,7 +3,6 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -118,17 +117,12 @@ static bool check_array(const cJSON *arr, const field *fields, size_t n, const c
     return true;
 }
 
-/* A sample index: a whole number from 0 to INT_MAX (the figures draw an OOM at x = step). */
-static bool is_index(double x) { return x >= 0.0 && x <= 2147483647.0 && x == floor(x); }
-
-/* A variant's "oom": its fields, its step a sample index, and its layout ("segments", optional) segments of
+/* A variant's "oom": its fields, and its layout ("segments", optional) segments of
  * blocks, each block [size >= 0, "allocated" | "free" | "unmapped"]. */
 static bool check_oom(const cJSON *oom, const char *w, char *err, size_t cap)
 {
     if (!check_fields(oom, oom_fields, NF(oom_fields), w, err, cap))
         return false;
-    if (!is_index(runset_num(oom, "step", -1)))
-        return fail(err, cap, "%s: \"oom\".\"step\" is not a sample index (a whole number >= 0)", w);
     const cJSON *segs = runset_get(oom, "segments"), *s, *b;
     if (!segs)
         return true;
@@ -195,9 +189,7 @@ bool runset_validate(const cJSON *j, const char *what, char *err, size_t cap)
             return fail(err, cap, "%s: \"ooms_caught\" is not an array", w);
         if (caught && !check_array(caught, caught_fields, NF(caught_fields), w, "caught OOM", err, cap))
             return false;
-        const cJSON *c;
-        cJSON_ArrayForEach(c, caught) if (!is_index(runset_num(c, "step", -1)))
-            return fail(err, cap, "%s: a caught OOM's \"step\" is not a sample index (a whole number >= 0)", w);
+
         const cJSON *d;
         cJSON_ArrayForEach(d, runset_get(v, "devices"))
         {
