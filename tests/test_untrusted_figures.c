@@ -24,7 +24,7 @@
 #include "run/scenario.h"
 #include "testutil.h"
 
-static char dir[64], json[1100];
+static char dir[TEST_TMPDIR_MAX], json[1100];
 
 /* fragmentation on sim into a fresh folder: json is its results file. */
 static void setup(void)
