@@ -96,12 +96,12 @@ static void expect_kv(const cachealloc *ca, const kv *e, size_t n)
 static void expect_only_pool(const cachealloc *ca, int pool)
 {
     const memstats *m = ST(ca);
-    const stat *arr[9] = {m->allocation,     m->segment,        m->active,
+    const memstat *arr[9] = {m->allocation,     m->segment,        m->active,
                           m->inactive_split, m->allocated_bytes, m->reserved_bytes,
                           m->active_bytes,   m->inactive_split_bytes, m->requested_bytes};
     int other = pool == STAT_SMALL ? STAT_LARGE : STAT_SMALL;
     for (int i = 0; i < 9; i++) {
-        cr_assert_eq(memcmp(&arr[i][pool], &arr[i][STAT_ALL], sizeof(stat)), 0, "array %d: pool != all", i);
+        cr_assert_eq(memcmp(&arr[i][pool], &arr[i][STAT_ALL], sizeof(memstat)), 0, "array %d: pool != all", i);
         cr_assert_eq(arr[i][other].current, 0, "array %d: other pool current", i);
         cr_assert_eq(arr[i][other].peak, 0, "array %d: other pool peak", i);
         cr_assert_eq(arr[i][other].allocated, 0, "array %d: other pool allocated", i);

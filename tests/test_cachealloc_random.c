@@ -81,7 +81,7 @@ static const device *ref_dev;
 
 static int stat_of(int pool) { return pool ? STAT_LARGE : STAT_SMALL; }
 
-static void r_upd(stat *a, int pool, int64_t x) { stat_array_update(a, stat_of(pool), x); }
+static void r_upd(memstat *a, int pool, int64_t x) { stat_array_update(a, stat_of(pool), x); }
 
 static int r_new(ref *r, uint64_t ptr, uint64_t size, int pool, int es)
 {

@@ -124,7 +124,7 @@ Test(hostalloc, stats_keys_are_pytorch_211s)
     hostalloc_stats s = {0};
     s.host_alloc_time = (hostalloc_duration){.total = 10, .max = 6, .min = 4, .count = 2};
     s.host_free_time = (hostalloc_duration){.total = 7, .max = 7, .min = 7, .count = 0};
-    s.allocations = (stat){.current = 3, .peak = 5, .allocated = 8, .freed = 5};
+    s.allocations = (memstat){.current = 3, .peak = 5, .allocated = 8, .freed = 5};
     for (size_t i = 0; i < HOSTALLOC_NKEYS; i++) {
         const char *k = NULL;
         cr_assert(hostalloc_stats_key(&s, i, &k, NULL));

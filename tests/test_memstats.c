@@ -193,7 +193,7 @@ Test(memstats, keys_sorted_and_known)
 
 Test(memstats, increase_decrease)
 {
-    stat s = {0};
+    memstat s = {0};
     stat_increase(&s, 100);
     stat_increase(&s, 50);
     stat_decrease(&s, 120);
@@ -203,7 +203,7 @@ Test(memstats, increase_decrease)
     cr_assert_eq(s.allocated, 160);
     cr_assert_eq(s.freed, 120);
 
-    stat a[STAT_TYPES] = {{0}};
+    memstat a[STAT_TYPES] = {{0}};
     stat_array_update(a, STAT_LARGE, 1 << 20);
     stat_array_update(a, STAT_SMALL, 512);
     stat_array_update(a, STAT_LARGE, -(1 << 20));

@@ -82,8 +82,8 @@ struct hostalloc {
     size_t head, qn, qcap;
 
     /* HostStatsStaged */
-    stat allocations, allocated_bytes;
-    stat active_bucket[NB], active_bytes_bucket[NB], allocation_bucket[NB], allocated_bytes_bucket[NB];
+    memstat allocations, allocated_bytes;
+    memstat active_bucket[NB], active_bytes_bucket[NB], allocation_bucket[NB], allocated_bytes_bucket[NB];
     hostalloc_duration host_alloc_time, host_free_time;
     bool accumulated_reset;
     uint64_t check_epoch; /* the validator's pass number */
@@ -656,7 +656,7 @@ oom_status hostalloc_empty_cache(hostalloc *ha)
 }
 
 /* getStats' add_bucket_stats: peaks add up too (Q3). */
-static void add_bucket(stat *acc, const stat *s)
+static void add_bucket(memstat *acc, const memstat *s)
 {
     acc->allocated += s->allocated;
     acc->current += s->current;
@@ -683,8 +683,8 @@ void hostalloc_get_stats(hostalloc *ha, hostalloc_stats *out)
     pthread_mutex_unlock(&ha->mu);
 }
 
-static void reset_accumulated(stat *s) { s->allocated = s->freed = 0; }
-static void reset_peak(stat *s) { s->peak = s->current; }
+static void reset_accumulated(memstat *s) { s->allocated = s->freed = 0; }
+static void reset_peak(memstat *s) { s->peak = s->current; }
 
 void hostalloc_reset_accumulated(hostalloc *ha)
 {
@@ -764,7 +764,7 @@ static const char *const key_names[HOSTALLOC_NKEYS] = {
     "host_free_time.min",        "host_free_time.total",    "num_host_alloc",        "num_host_free",
 };
 
-static int64_t stat_field(const stat *s, size_t f)
+static int64_t stat_field(const memstat *s, size_t f)
 {
     return f == 0 ? s->allocated : f == 1 ? s->current : f == 2 ? s->freed : s->peak;
 }
@@ -790,7 +790,7 @@ bool hostalloc_stats_key(const hostalloc_stats *s, size_t i, const char **key, i
 {
     if (!s || i >= HOSTALLOC_NKEYS)
         return false;
-    const stat *st[4] = {&s->active_bytes, &s->active_requests, &s->allocated_bytes, &s->allocations};
+    const memstat *st[4] = {&s->active_bytes, &s->active_requests, &s->allocated_bytes, &s->allocations};
     const hostalloc_duration *du[2] = {&s->host_alloc_time, &s->host_free_time};
     int64_t v;
     if (i < 16)
@@ -828,7 +828,7 @@ bool hostalloc_stats_get(const hostalloc_stats *s, const char *key, int64_t *val
     } while (0)
 
 /* H7 for one stat; slack: how far Q2 may have lifted current above the peak. */
-static bool stat_ok(const stat *s, bool identity, int64_t slack)
+static bool stat_ok(const memstat *s, bool identity, int64_t slack)
 {
     return s->peak + slack >= s->current && s->current >= 0 &&
            (!identity || s->current == s->allocated - s->freed);

@@ -84,10 +84,10 @@ typedef struct hostalloc_duration {
 
 /* at::HostStats as host_memory_stats() reports it. */
 typedef struct hostalloc_stats {
-    stat active_bytes;
-    stat active_requests;
-    stat allocated_bytes;
-    stat allocations;
+    memstat active_bytes;
+    memstat active_requests;
+    memstat allocated_bytes;
+    memstat allocations;
     hostalloc_duration host_alloc_time;
     hostalloc_duration host_free_time;
     int64_t num_host_alloc;

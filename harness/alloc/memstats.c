@@ -24,16 +24,16 @@ static const struct {
 };
 #define NARRAYS (sizeof arrays / sizeof arrays[0])
 
-static stat *array_at(memstats *m, size_t i) { return (stat *)(void *)((char *)m + arrays[i].off); }
-static const stat *carray_at(const memstats *m, size_t i)
+static memstat *array_at(memstats *m, size_t i) { return (memstat *)(void *)((char *)m + arrays[i].off); }
+static const memstat *carray_at(const memstats *m, size_t i)
 {
-    return (const stat *)(const void *)((const char *)m + arrays[i].off);
+    return (const memstat *)(const void *)((const char *)m + arrays[i].off);
 }
 
 void memstats_reset_peak(memstats *m)
 {
     for (size_t i = 0; i < NARRAYS; i++) {
-        stat *a = array_at(m, i);
+        memstat *a = array_at(m, i);
         for (int t = 0; t < STAT_TYPES; t++)
             a[t].peak = a[t].current;
     }
@@ -44,7 +44,7 @@ void memstats_reset_peak(memstats *m)
 void memstats_reset_accumulated(memstats *m)
 {
     for (size_t i = 0; i < NARRAYS; i++) {
-        stat *a = array_at(m, i);
+        memstat *a = array_at(m, i);
         for (int t = 0; t < STAT_TYPES; t++)
             a[t].allocated = a[t].freed = 0;
     }
@@ -69,7 +69,7 @@ static bool sub_exact(int64_t a, int64_t b, int64_t *r)
 
 static const char *const pool_names[STAT_TYPES] = {"all", "small_pool", "large_pool"};
 
-static oom_status check_stat(const stat *s, const char *name, const char *pool, bool identity)
+static oom_status check_stat(const memstat *s, const char *name, const char *pool, bool identity)
 {
     const char *dot = pool ? "." : "";
     int64_t d;
@@ -100,7 +100,7 @@ static bool pool_sum_ok(int64_t all, int64_t small, int64_t large)
 oom_status memstats_check(const memstats *m)
 {
     for (size_t i = 0; i < NARRAYS; i++) {
-        const stat *a = carray_at(m, i);
+        const memstat *a = carray_at(m, i);
         for (int t = 0; t < STAT_TYPES; t++) {
             oom_status st = check_stat(&a[t], arrays[i].name, pool_names[t], !m->accumulated_reset);
             if (st != OOM_OK)
@@ -135,12 +135,12 @@ typedef struct key_entry {
 } key_entry;
 
 #define KSTAT(pfx, base)                                                                                     \
-    {pfx ".allocated", (base) + offsetof(stat, allocated)}, {pfx ".current", (base) + offsetof(stat, current)}, \
-        {pfx ".freed", (base) + offsetof(stat, freed)}, {pfx ".peak", (base) + offsetof(stat, peak)}
+    {pfx ".allocated", (base) + offsetof(memstat, allocated)}, {pfx ".current", (base) + offsetof(memstat, current)}, \
+        {pfx ".freed", (base) + offsetof(memstat, freed)}, {pfx ".peak", (base) + offsetof(memstat, peak)}
 #define KARRAY(name)                                                                \
-    KSTAT(#name ".all", offsetof(memstats, name) + STAT_ALL * sizeof(stat)),        \
-        KSTAT(#name ".large_pool", offsetof(memstats, name) + STAT_LARGE * sizeof(stat)), \
-        KSTAT(#name ".small_pool", offsetof(memstats, name) + STAT_SMALL * sizeof(stat))
+    KSTAT(#name ".all", offsetof(memstats, name) + STAT_ALL * sizeof(memstat)),        \
+        KSTAT(#name ".large_pool", offsetof(memstats, name) + STAT_LARGE * sizeof(memstat)), \
+        KSTAT(#name ".small_pool", offsetof(memstats, name) + STAT_SMALL * sizeof(memstat))
 #define KSCALAR(name) {#name, offsetof(memstats, name)}
 
 static const key_entry keys[] = {
@@ -314,7 +314,7 @@ static void cell_count(sbuf *b, int64_t cnt, int64_t pref)
 
 typedef void (*cell_fn)(sbuf *, int64_t, int64_t);
 
-static void row(sbuf *b, const char *name, const stat *s, const stat *ref, cell_fn cell)
+static void row(sbuf *b, const char *name, const memstat *s, const memstat *ref, cell_fn cell)
 {
     sb_printf(b, "| %-21s | ", name);
     cell(b, s->current, ref->current);
@@ -361,7 +361,7 @@ char *memstats_summary(const memstats *m, int device_id, bool abbreviated)
     sb_printf(&b, "|        Metric         | Cur Usage  | Peak Usage | Tot Alloc  | Tot Freed  |\n");
 
     for (size_t i = 0; i < sizeof metrics / sizeof metrics[0]; i++) {
-        const stat *a = (const stat *)(const void *)((const char *)m + metrics[i].off);
+        const memstat *a = (const memstat *)(const void *)((const char *)m + metrics[i].off);
         sb_printf(&b, RULE_DASH);
         row(&b, metrics[i].name, &a[STAT_ALL], &a[STAT_ALL], metrics[i].cell);
         if (!abbreviated) {

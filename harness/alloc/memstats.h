@@ -21,65 +21,65 @@
 
 OOM_BEGIN_DECLS
 
-typedef struct stat {
+typedef struct memstat {
     int64_t current;
     int64_t peak;
     int64_t allocated;
     int64_t freed;
-} stat;
+} memstat;
 
 enum { STAT_ALL = 0, STAT_SMALL = 1, STAT_LARGE = 2, STAT_TYPES = 3 };
 
 /* The nine stat arrays, in PyTorch's memory_stats() order of meaning. */
 typedef struct memstats {
-    stat allocation[STAT_TYPES];           /* blocks handed out */
-    stat segment[STAT_TYPES];              /* cudaMalloc segments (never touched by expandable mapping) */
-    stat active[STAT_TYPES];               /* blocks handed out, until their free completes */
-    stat inactive_split[STAT_TYPES];       /* free blocks inside split non-expandable segments */
-    stat allocated_bytes[STAT_TYPES];      /* bytes of blocks handed out (rounded or whole block) */
-    stat reserved_bytes[STAT_TYPES];       /* bytes held from the driver: segments + mapped pages */
-    stat active_bytes[STAT_TYPES];
-    stat inactive_split_bytes[STAT_TYPES]; /* "Non-releasable memory" */
-    stat requested_bytes[STAT_TYPES];      /* bytes the callers asked for, before rounding */
-    stat oversize_allocations;             /* blocks >= max_split_size handed out */
-    stat oversize_segments;                /* segments >= max_split_size */
-    int64_t num_alloc_retries;             /* mallocs that emptied the cache and tried again */
-    int64_t num_ooms;                      /* mallocs that failed */
-    int64_t num_sync_all_streams;          /* release_cached_blocks calls */
-    int64_t num_device_alloc;              /* cudaMalloc + map calls */
-    int64_t num_device_free;               /* cudaFree + unmap calls */
-    int64_t max_split_size;                /* the setting at construction; -1 for unlimited */
-    bool accumulated_reset;                /* reset_accumulated ran: current == allocated - freed no longer holds */
+    memstat allocation[STAT_TYPES];           /* blocks handed out */
+    memstat segment[STAT_TYPES];              /* cudaMalloc segments (never touched by expandable mapping) */
+    memstat active[STAT_TYPES];               /* blocks handed out, until their free completes */
+    memstat inactive_split[STAT_TYPES];       /* free blocks inside split non-expandable segments */
+    memstat allocated_bytes[STAT_TYPES];      /* bytes of blocks handed out (rounded or whole block) */
+    memstat reserved_bytes[STAT_TYPES];       /* bytes held from the driver: segments + mapped pages */
+    memstat active_bytes[STAT_TYPES];
+    memstat inactive_split_bytes[STAT_TYPES]; /* "Non-releasable memory" */
+    memstat requested_bytes[STAT_TYPES];      /* bytes the callers asked for, before rounding */
+    memstat oversize_allocations;             /* blocks >= max_split_size handed out */
+    memstat oversize_segments;                /* segments >= max_split_size */
+    int64_t num_alloc_retries;                /* mallocs that emptied the cache and tried again */
+    int64_t num_ooms;                         /* mallocs that failed */
+    int64_t num_sync_all_streams;             /* release_cached_blocks calls */
+    int64_t num_device_alloc;                 /* cudaMalloc + map calls */
+    int64_t num_device_free;                  /* cudaFree + unmap calls */
+    int64_t max_split_size;                   /* the setting at construction; -1 for unlimited */
+    bool accumulated_reset;                   /* reset_accumulated ran: current == allocated - freed no longer holds */
 } memstats;
 
-static inline void stat_increase(stat *s, int64_t x)
+static inline void stat_increase(memstat *s, int64_t x)
 {
     s->current += x;
     s->peak = s->current > s->peak ? s->current : s->peak; /* branch-free: a cmov on the allocator's hot path */
     s->allocated += x;
 }
 
-static inline void stat_decrease(stat *s, int64_t x)
+static inline void stat_decrease(memstat *s, int64_t x)
 {
     s->current -= x;
     s->freed += x;
 }
 
 /* increase(x) / decrease(x), x >= 0, of STAT_ALL and pool: the hot path's updates, whose sign is known. */
-static inline void stat_array_increase(stat *a, int pool, int64_t x)
+static inline void stat_array_increase(memstat *a, int pool, int64_t x)
 {
     stat_increase(&a[STAT_ALL], x);
     stat_increase(&a[pool], x);
 }
 
-static inline void stat_array_decrease(stat *a, int pool, int64_t x)
+static inline void stat_array_decrease(memstat *a, int pool, int64_t x)
 {
     stat_decrease(&a[STAT_ALL], x);
     stat_decrease(&a[pool], x);
 }
 
 /* Apply +x (x > 0: increase, x < 0: decrease, 0: nothing) to STAT_ALL and pool. */
-static inline void stat_array_update(stat *a, int pool, int64_t x)
+static inline void stat_array_update(memstat *a, int pool, int64_t x)
 {
     if (x > 0) {
         stat_increase(&a[STAT_ALL], x);
