@@ -1,5 +1,5 @@
-/* advise.c - `oomlab advise`: parse the options, load the snapshot once, advise, print or plot. See advise.h. */
-#include "cli/advise.h"
+/* advise.c - `oomlab advise`: parse the options, load the snapshot once, advise, print or plot (run/advise.h). */
+#include "cli/command.h"
 
 #include <cJSON.h>
 #include <ctype.h>

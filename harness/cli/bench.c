@@ -6,6 +6,7 @@
  * (`make bench` builds that way).
  */
 #include "cli/bench.h"
+#include "cli/command.h"
 
 #include <cJSON.h>
 #include <stdlib.h>
@@ -170,4 +171,47 @@ oom_status bench_alloc(const bench_options *opt, FILE *out)
     }
     device_close(dev);
     return st;
+}
+
+/* The options every benchmark takes, --json and --backend, at argv[*i]: true when it was one of them (*rc: 0, or
+ * the exit status of a bad value, its line printed). */
+bool cli_bench_common_option(int argc, char **argv, int *i, bool *json, device_kind *kind, int *rc)
+{
+    *rc = 0;
+    if (strcmp(argv[*i], "--json") == 0) {
+        *json = true;
+        return true;
+    }
+    if (strcmp(argv[*i], "--backend") == 0) {
+        *rc = cli_take_backend(argc, argv, i, kind);
+        return true;
+    }
+    return false;
+}
+
+/* A benchmark's exit status: 0, 1 when it failed, 2 when the backend asked for is not there. */
+int cli_bench_exit(oom_status st)
+{
+    if (st == OOM_ENODEV)
+        return cli_bad_arg("%s", "bench: --backend cuda, but no GPU is visible or the cuda backend is not built in");
+    return st == OOM_OK ? 0 : 1;
+}
+
+int cli_bench_alloc(int argc, char **argv)
+{
+    bench_options opt = {.kind = DEVICE_AUTO, .iters = 0};
+    for (int i = 0; i < argc; i++) {
+        int rc = 0;
+        if (cli_bench_common_option(argc, argv, &i, &opt.json, &opt.kind, &rc)) {
+        } else if (strcmp(argv[i], "--iters") == 0) {
+            long v = 0;
+            rc = cli_take_count(argc, argv, &i, 1, 100000000, "a count", &v);
+            opt.iters = v;
+        } else {
+            return cli_bad_arg("bench: unknown option '%s'", argv[i]);
+        }
+        if (rc)
+            return rc;
+    }
+    return cli_bench_exit(bench_alloc(&opt, stdout));
 }

@@ -5,22 +5,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "cli/tracking.h"
+#include "cli/command.h"
 #include "core/echo.h"
 #include "run/baseline.h"
 #include "run/compare.h"
 #include "run/runset.h"
-
-int cli_bad_input(const char *fmt, ...)
-{
-    char line[2048]; /* a path or a name from a file with a newline in it still makes one line */
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "oomlab: %s\n", echo_one_line(line));
-    return 2;
-}
 
 /* --tolerance / --time-tolerance at argv[*i]: 0, or the exit status of a bad value. */
 static int take_percent(int argc, char **argv, int *i, double *out)

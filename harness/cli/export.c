@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/tracking.h"
+#include "cli/command.h"
 #include "core/fileio.h"
 #include "run/export.h"
 #include "run/runset.h"

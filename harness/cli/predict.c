@@ -1,4 +1,4 @@
-/* predict.c - `oomlab predict`: find the Python, run the capture as a child, analyse its trace. See predict.h.
+/* predict.c - `oomlab predict`: find the Python, run the capture as a child, analyse its trace (run/predict.h).
  *
  * The Python is --python, else build/venv/bin/python of the checkout this binary runs from, installed on first
  * use by scripts/predict_venv.sh (said on stderr, with the time it took). The capture runs as
@@ -8,7 +8,7 @@
  * allocated device memory: the capture printed the one line (after the traceback), and predict exits 2. The
  * script's own standard output goes to stderr, so that stdout holds oomlab's report (or its JSON) alone.
  */
-#include "cli/predict.h"
+#include "cli/command.h"
 
 #include <cJSON.h>
 #include <ctype.h>
