@@ -10,7 +10,7 @@
  *   - A recorded segment_free/segment_unmap that the model would not produce itself at that point is taken as
  *     an empty_cache() call.
  *   - An oom event is replayed as the allocation attempt it records (its rounded size).
- *   - New segments are placed the way the CUDA driver places cudaMalloc (device_sim.c), so best-fit ties
+ *   - New segments are placed the way the CUDA driver places cudaMalloc (device/sim.c), so best-fit ties
  *     between equal-size blocks break as they did on the GPU, also for what-if configs. Under the trace's own
  *     config a segment that PyTorch's trace shows at an address of the same size takes that address when it
  *     is free: cuBLAS and cuDNN call cudaMalloc behind the allocator's back, and this keeps their traces exact.

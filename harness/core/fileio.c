@@ -1,7 +1,6 @@
 #define _GNU_SOURCE /* MAP_ANONYMOUS, MAP_POPULATE, O_TMPFILE */
 /* fileio.c - atomic file replacement (regular files only), locked appends, reading within a bound, directory
- * creation. See fileio.h. This file must not include memstats.h: <sys/stat.h> declares struct stat, which
- * memstats.h also defines. */
+ * creation. See fileio.h. */
 #include "core/fileio.h"
 
 #include <errno.h>

@@ -1,4 +1,4 @@
-/* device_cuda.cu - the cuda backend: cudaMalloc/cudaFree, the driver's VMM API, cudaHostAlloc.
+/* cuda.cu - the cuda backend: cudaMalloc/cudaFree, the driver's VMM API, cudaHostAlloc.
  *
  * Written as CUDA C (C-like host code). The driver functions (cuMem*, cuDeviceGetAttribute, cuGetErrorName)
  * are looked up at run time through cudaGetDriverEntryPointByVersion, so the binary links only the static

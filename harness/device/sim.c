@@ -1,4 +1,4 @@
-/* device_sim.c - the simulated device: a fixed capacity, driver-like address placement, host RAM backing.
+/* sim.c - the simulated device: a fixed capacity, driver-like address placement, host RAM backing.
  *
  * Address ranges (segments from mem_alloc, reservations from va_reserve) live in one array sorted by base.
  * Every range starts at a DEVICE_VMM_GRANULARITY boundary and spans a multiple of it.

@@ -337,7 +337,7 @@ oom_status runset_load(const char *path, runset *out, char *err, size_t cap)
     snprintf(out->path, sizeof out->path, "%s", path);
     char **names = NULL;
     size_t nnames = 0;
-    DIR *dir = opendir(path); /* a folder, or ENOTDIR: a file (sys/stat.h's struct stat is memstats.h's name) */
+    DIR *dir = opendir(path); /* a folder, or ENOTDIR: a file (one call tells both, and lists the folder) */
     if (!dir && errno != ENOTDIR) {
         fail(err, cap, "%s: %s", path, errno == ENOENT ? "no such file or folder" : strerror(errno));
         return OOM_EINVAL;

@@ -175,7 +175,7 @@ oom_status grad_scaler_step(grad_scaler *s, optimizer *o)
         tensor *g = o->params[i]->grad;
         if (!g || !r->computes)
             continue;
-        if (!op_check(r, rt_kernels(r)->unscale_check(g->dt, tensor_data(g), tensor_numel(g), tensor_data(inv),
+        if (!op_kernel_ok(r, rt_kernels(r)->unscale_check(g->dt, tensor_data(g), tensor_numel(g), tensor_data(inv),
                                              tensor_data(found))))
             break;
         tensor_bump_version(g);
@@ -208,8 +208,8 @@ oom_status grad_scaler_update(grad_scaler *s)
     }
     rt_note_kernel(r);
     if (r->computes) {
-        if (!op_check(r, rt_kernels(r)->fill(DT_F32, tensor_data(s->scale), 1, (float)s->scale_value)) ||
-            !op_check(r, rt_kernels(r)->fill(DT_F32, tensor_data(s->growth_tracker), 1, (float)s->clean_steps)))
+        if (!op_kernel_ok(r, rt_kernels(r)->fill(DT_F32, tensor_data(s->scale), 1, (float)s->scale_value)) ||
+            !op_kernel_ok(r, rt_kernels(r)->fill(DT_F32, tensor_data(s->growth_tracker), 1, (float)s->clean_steps)))
             return r->status;
     }
     tensor_bump_version(s->scale);

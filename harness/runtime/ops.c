@@ -11,7 +11,7 @@
 #include "runtime/autograd.h"
 #include "runtime/reduce_config.h"
 
-bool op_check(rt *r, oom_status st)
+bool op_kernel_ok(rt *r, oom_status st)
 {
     if (st == OOM_OK)
         return true;
@@ -20,7 +20,7 @@ bool op_check(rt *r, oom_status st)
 }
 
 /* Launch a kernel unless the rt is a dry run; false (failure recorded) if it failed. */
-#define KRUN(r, call) (!(r)->computes || op_check((r), rt_kernels(r)->call))
+#define KRUN(r, call) (!(r)->computes || op_kernel_ok((r), rt_kernels(r)->call))
 
 /* Every op starts here: NULL operands, an earlier failure, or a checkpoint recompute that has stopped early
  * (autograd.h) make it return NULL. */
@@ -338,8 +338,9 @@ static oom_status slice_backward(ag_node *n, tensor *grad, tensor **grads)
         return r->status;
     size_t row = tensor_numel(grad) / (grad->shape[0] ? (size_t)grad->shape[0] : 1) * dtype_size(grad->dt);
     unsigned char *dst = tensor_data(g);
-    if (r->computes && !op_check(r, rt_kernels(r)->cast(grad->dt, dst ? dst + (size_t)n->iparam[0] * row : NULL, grad->dt,
-                                               tensor_data(grad), tensor_numel(grad)))) {
+    unsigned char *at = dst ? dst + (size_t)n->iparam[0] * row : NULL;
+    if (r->computes &&
+        !op_kernel_ok(r, rt_kernels(r)->cast(grad->dt, at, grad->dt, tensor_data(grad), tensor_numel(grad)))) {
         tensor_release(g);
         return r->status;
     }

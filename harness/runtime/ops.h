@@ -68,8 +68,9 @@ tensor *op_mean(tensor *t);
  * PyTorch's CUDA kernel for a scalar divisor, it multiplies by 1 / s, forward and backward. */
 tensor *op_div_scalar(tensor *t, double s);
 
-/* The kernels' error as an rt failure: every op funnels launches through it. */
-bool op_check(rt *r, oom_status st);
+/* A kernel launch's status: true when OK, else false with the failure recorded on r (rt_fail); every op funnels
+ * its launches through it. (Not a validator: the *_check functions are.) */
+bool op_kernel_ok(rt *r, oom_status st);
 
 /* ---- the retained_graph scenario: pow, the fused GRU cell ----------------------------------------------------
  *   op                         node                        saves

@@ -75,7 +75,7 @@ static bool init_adam_state(optimizer *o, size_t i)
     return true;
 }
 
-#define K(r, call) (!(r)->computes || op_check((r), rt_kernels(r)->call))
+#define K(r, call) (!(r)->computes || op_kernel_ok((r), rt_kernels(r)->call))
 
 /* The gradients the update reads: .grad, or with weight decay a temporary grad + wd * p (_foreach_add). */
 static bool decayed_grads(optimizer *o, tensor **d)
@@ -244,7 +244,7 @@ void optim_zero_grad(optimizer *o, bool set_to_none)
             tensor_release(p->grad);
             p->grad = NULL;
         } else if (tensor_numel(p->grad) > 0 && (rt_note_kernel(r), r->computes)) {
-            op_check(r, rt_kernels(r)->fill(p->grad->dt, tensor_data(p->grad), tensor_numel(p->grad), 0.0f));
+            op_kernel_ok(r, rt_kernels(r)->fill(p->grad->dt, tensor_data(p->grad), tensor_numel(p->grad), 0.0f));
             tensor_bump_version(p->grad);
         }
     }

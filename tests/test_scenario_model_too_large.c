@@ -1,4 +1,4 @@
-/* test_scn_model_too_large.c - the model_too_large scenario, the runner's several devices (scn_rt_device), the
+/* test_scenario_model_too_large.c - the model_too_large scenario, the runner's several devices (scn_rt_device), the
  * copies between runtimes, and PyTorch's recording.
  *
  * Suite "scenario" (backend under test where a runtime is opened directly; the scenario runs on sim). The

@@ -1,4 +1,4 @@
-/* test_scn_unzeroed_grads.c - the unzeroed_grads scenario: AccumulateGrad's in-place path, the variants against
+/* test_scenario_unzeroed_grads.c - the unzeroed_grads scenario: AccumulateGrad's in-place path, the variants against
  * each other (what no single variant can assert about itself), its --set exploration, and PyTorch's recording.
  *
  * Suite "scenario" (backend under test). The recording, tests/data/twins/unzeroed_grads.torch.json, comes from

@@ -1,4 +1,4 @@
-/* test_scn_inference_oom.c - the inference_oom scenario: the variants against each other (what no single variant
+/* test_scenario_inference_oom.c - the inference_oom scenario: the variants against each other (what no single variant
  * can assert about itself), the same outcomes at both scales, its --set exploration, and PyTorch's recording.
  *
  * Suite "scenario" (backend under test). The recording, tests/data/twins/inference_oom.torch.json, comes from

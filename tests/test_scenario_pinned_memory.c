@@ -1,4 +1,4 @@
-/* test_scn_pinned_memory.c - the pinned_memory scenario: its variants against each other, its --set exploration,
+/* test_scenario_pinned_memory.c - the pinned_memory scenario: its variants against each other, its --set exploration,
  * and PyTorch's recording (device counters through twin_check; host_memory_stats() and the batches in flight
  * through the metrics "host.*" and "in_flight").
  *
