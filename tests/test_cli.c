@@ -113,7 +113,7 @@ static cJSON *replay_json_of(const run_result *r)
     cJSON *o = cJSON_Parse(r->out);
     cr_assert_not_null(o, "--json output does not parse: %s", r->out);
     const cJSON *schema = get(o, "schema");
-    cr_assert(cJSON_IsString(schema) && strcmp(schema->valuestring, "oomlab.replay/1") == 0, "%s", r->out);
+    cr_assert(cJSON_IsString(schema) && strcmp(schema->valuestring, "oomlab.replay/2") == 0, "%s", r->out);
     cr_assert(cJSON_IsArray(get(o, "devices")), "no devices list: %s", r->out);
     return o;
 }

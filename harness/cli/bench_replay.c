@@ -227,6 +227,7 @@ oom_status bench_replay(const bench_replay_options *opt, FILE *out)
     double mb = (double)fsize / 1e6, grow_mb = hwm && rss1 >= 0 ? (double)(rss1 - rss0) * 1024 / 1e6 : -1;
     if (opt->json) {
         cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "schema", "oomlab.bench_replay/1");
         cJSON_AddStringToObject(o, "benchmark", "replay");
         cJSON_AddNumberToObject(o, "debug_level", OOM_DEBUG);
         cJSON_AddNumberToObject(o, "seed", (double)opt->seed);

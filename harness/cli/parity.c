@@ -173,6 +173,7 @@ oom_status parity_run(const char *workload, device_kind backend, cJSON **out)
     if (st != OOM_OK)
         return st;
     cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "schema", PARITY_SCHEMA);
     cJSON_AddStringToObject(o, "workload", workload);
     cJSON_AddStringToObject(o, "backend", r->dev->ops->name);
     cJSON_AddStringToObject(o, "device", r->dev->name);

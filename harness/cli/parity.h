@@ -25,6 +25,8 @@
 
 OOM_BEGIN_DECLS
 
+#define PARITY_SCHEMA "oomlab.parity/1" /* a workload's JSON object: its memory, step by step */
+
 extern const char *const parity_workloads[];
 extern const size_t parity_nworkloads;
 

@@ -1,5 +1,5 @@
 /* replay.c - `oomlab replay FILE`: a PyTorch memory snapshot through the allocator model (alloc/replay.h);
- * its JSON is schema oomlab.replay/1. */
+ * its JSON is schema oomlab.replay/2 (/1 had no per-device "devices": a change of shape bumps the version). */
 #include <cJSON.h>
 #include <ctype.h>
 #include <errno.h>
@@ -13,6 +13,8 @@
 #include "alloc/replay.h"
 #include "core/echo.h"
 #include "core/units.h"
+
+#define REPLAY_SCHEMA "oomlab.replay/2"
 
 /* The allocator-config variables a replay does not read (the recording's own settings apply): design.md's
  * precedence for `run`, and PyTorch's newer name. */
@@ -188,7 +190,7 @@ int cli_replay(int argc, char **argv)
     alloc_conf_format(&rep.recorded, rectext, sizeof rectext);
     if (json) {
         cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "schema", "oomlab.replay/1");
+        cJSON_AddStringToObject(o, "schema", REPLAY_SCHEMA);
         cJSON_AddStringToObject(o, "file", file);
         cJSON_AddStringToObject(o, "mode", rep.prediction ? "prediction" : rep.whatif ? "whatif" : "check");
         cJSON_AddStringToObject(o, "alloc_conf", conftext);

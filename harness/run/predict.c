@@ -7,6 +7,7 @@
 
 #include "alloc/memstats.h"
 #include "alloc/replay.h"
+#include "core/echo.h"
 
 #define MIB ((size_t)1 << 20)
 /* A device no trace fills: the uncapped replay's (dry run: nothing is backed). Placement does not depend on it. */
@@ -35,6 +36,13 @@ static bool json_size(const cJSON *o, const char *key, size_t *out)
 
 static oom_status read_gpu(const trace_file *t, const char *path, predict_gpu *g, char *err, size_t errcap)
 {
+    const cJSON *schema = cJSON_GetObjectItemCaseSensitive(t->capture, "schema");
+    if (schema && (!cJSON_IsString(schema) || strcmp(schema->valuestring, CAPTURE_SCHEMA) != 0)) {
+        char e[ECHO_BUF];
+        set_err(err, errcap, "%s: 'oomlab_capture'.'schema' is '%s', not %s (a capture this oomlab does not read)",
+                path, echo_str(cJSON_IsString(schema) ? schema->valuestring : "(not a string)", e), CAPTURE_SCHEMA);
+        return OOM_EINVAL;
+    }
     const cJSON *gpu = cJSON_GetObjectItemCaseSensitive(t->capture, "gpu");
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(gpu, "name");
     const cJSON *arch = cJSON_GetObjectItemCaseSensitive(gpu, "arch");

@@ -33,6 +33,8 @@
 OOM_BEGIN_DECLS
 
 #define PREDICT_SCHEMA "oomlab.predict/1"
+/* The capture's trace metadata (scripts/oomlab_capture/recorder.py) this reader understands. */
+#define CAPTURE_SCHEMA "oomlab.capture/1"
 
 /* The GPU the capture modelled (its "oomlab_capture"."gpu"). */
 typedef struct predict_gpu {
@@ -70,8 +72,8 @@ typedef struct predict_result {
     cJSON *capture;        /* a copy of the trace's "oomlab_capture" (placeholders, modelled, torch, ...) */
 } predict_result;
 
-/* Analyse the loaded trace t (path names it in messages). OOM_EINVAL with one line in err: no "oomlab_capture"
- * GPU in the trace, a budget of the GPU's memory or more, a bad alloc_conf, what replay and advise refuse;
+/* Analyse the loaded trace t (path names it in messages). OOM_EINVAL with one line in err: a capture of another
+ * schema than CAPTURE_SCHEMA, no "oomlab_capture" GPU in the trace, a budget of the GPU's memory or more, a bad alloc_conf, what replay and advise refuse;
  * OOM_ENOMEM_HOST. res is zeroed first; free it with predict_result_free whatever the status. */
 oom_status predict_run(const trace_file *t, const char *path, const predict_options *opt, predict_result *res,
                        char *err, size_t errcap);
