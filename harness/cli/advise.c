@@ -24,17 +24,6 @@
 #include "run/advise.h"
 #include "run/runset.h"
 
-static int bad(const char *fmt, ...)
-{
-    char line[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "oomlab: advise: %s\n", echo_one_line(line)); /* one line whatever the path holds */
-    return 2;
-}
-
 /* scripts/snapshot2json.py beside this binary's checkout (build/oomlab or build/bench/oomlab), into buf. */
 static bool find_converter(char *buf, size_t cap)
 {
@@ -74,9 +63,9 @@ static int convert_pickle(const char *path, const char *in, size_t inlen, const 
     char conv[PATH_MAX + 64];
     *json = NULL;
     if (!find_converter(conv, sizeof conv))
-        return bad("%s is a pickle and scripts/snapshot2json.py is not beside this binary: convert it first "
-                   "(scripts/snapshot2json.py %s -o OUT.json)",
-                   path, path);
+        return cli_bad_input("advise: %s is a pickle and scripts/snapshot2json.py is not beside this binary: convert "
+                             "it first (scripts/snapshot2json.py %s -o OUT.json)",
+                             path, path);
     int p[6] = {-1, -1, -1, -1, -1, -1}; /* the converter's stdin, stdout and stderr: read end, write end */
     int *pin = p, *pout = p + 2, *perr = p + 4;
     if (pipe(pin) != 0 || pipe(pout) != 0 || pipe(perr) != 0) {
@@ -84,7 +73,7 @@ static int convert_pickle(const char *path, const char *in, size_t inlen, const 
         for (int k = 0; k < 6; k++)
             if (p[k] >= 0)
                 close(p[k]);
-        return bad("%s is a pickle and it cannot be converted: %s", path, strerror(e));
+        return cli_bad_input("advise: %s is a pickle and it cannot be converted: %s", path, strerror(e));
     }
     char maxb[32];
     snprintf(maxb, sizeof maxb, "%zu", lim->bytes);
@@ -111,7 +100,7 @@ static int convert_pickle(const char *path, const char *in, size_t inlen, const 
         close(pin[1]);
         close(pout[0]);
         close(perr[0]);
-        return bad("%s is a pickle and it cannot be converted: cannot start python3", path);
+        return cli_bad_input("advise: %s is a pickle and it cannot be converted: cannot start python3", path);
     }
     void (*old_pipe)(int) = signal(SIGPIPE, SIG_IGN); /* a converter that stops reading: EPIPE, not death */
     size_t cap = 1 << 16, n = 0, sent = 0, nerr = 0;
@@ -203,18 +192,18 @@ static int convert_pickle(const char *path, const char *in, size_t inlen, const 
     signal(SIGPIPE, old_pipe);
     int rc = 0;
     if (why && strcmp(why, "timeout") == 0)
-        rc = bad("%s is a pickle and its conversion (python3 %s) did not finish in %d s: stopped", path, conv,
-                 CONVERT_TIMEOUT_S);
+        rc = cli_bad_input("advise: %s is a pickle and its conversion (python3 %s) did not finish in %d s: stopped",
+                           path, conv, CONVERT_TIMEOUT_S);
     else if (why && strcmp(why, "too much") == 0)
-        rc = bad("%s is a pickle whose JSON is more than %s: stopped converting it", path, lim->what);
+        rc = cli_bad_input("advise: %s is a pickle whose JSON is more than %s: stopped converting it", path, lim->what);
     else if (why)
-        rc = bad("%s is a pickle and it cannot be converted: %s", path, why);
+        rc = cli_bad_input("advise: %s is a pickle and it cannot be converted: %s", path, why);
     else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || n == 0) {
         const char *line = nerr ? last_line(errtext) : "";
         if (strncmp(line, "snapshot2json: ", 15) == 0) /* its own line: "snapshot2json: PATH: why" */
-            rc = bad("%s (a pickle: scripts/snapshot2json.py refused it)", line + 15);
+            rc = cli_bad_input("advise: %s (a pickle: scripts/snapshot2json.py refused it)", line + 15);
         else
-            rc = bad("%s is a pickle and python3 %s could not convert it: %s", path, conv,
+            rc = cli_bad_input("advise: %s is a pickle and python3 %s could not convert it: %s", path, conv,
                      line[0] ? line : WIFSIGNALED(status) ? strsignal(WTERMSIG(status)) : "no output");
     }
     if (rc) {
@@ -237,7 +226,7 @@ int cli_advise(int argc, char **argv)
         bool takes = strcmp(a, "--device") == 0 || strcmp(a, "--kernels") == 0 || strcmp(a, "--budget") == 0 ||
                      strcmp(a, "--try") == 0 || strcmp(a, "--step-marker") == 0 || strcmp(a, "--plot") == 0;
         if (takes && i + 1 >= argc)
-            return bad("%s needs a value", a);
+            return cli_bad_input("advise: %s needs a value", a);
         if (strcmp(a, "--json") == 0) {
             json = true;
         } else if (strcmp(a, "--only") == 0) {
@@ -248,7 +237,7 @@ int cli_advise(int argc, char **argv)
             errno = 0;
             long v = strtol(s, &end, 10);
             if (!isdigit((unsigned char)s[0]) || !end || *end || errno || v > 65535)
-                return bad("--device: '%s' is not a device index (0, 1, ... or cuda:N)", argv[i]);
+                return cli_bad_input("advise: --device: '%s' is not a device index (0, 1, ... or cuda:N)", argv[i]);
             opt.one_device = true;
             opt.device = (int)v;
         } else if (strcmp(a, "--kernels") == 0) {
@@ -261,36 +250,36 @@ int cli_advise(int argc, char **argv)
                 opt.kernels = REPLAY_KERNELS_AT;
                 opt.kernel_at = (size_t)strtoull(v, NULL, 10);
             } else {
-                return bad("--kernels: '%s' is not first, none or an event number", v);
+                return cli_bad_input("advise: --kernels: '%s' is not first, none or an event number", v);
             }
         } else if (strcmp(a, "--budget") == 0) {
             if (units_parse_size(argv[++i], &opt.budget_bytes) != OOM_OK || opt.budget_bytes == 0)
-                return bad("--budget: '%s' is not a size (bytes, or a number with KiB, MiB, GiB, TiB, KB, MB, GB, "
-                           "TB)",
-                           argv[i]);
+                return cli_bad_input("advise: --budget: '%s' is not a size (bytes, or a number with KiB, MiB, GiB, "
+                                     "TiB, KB, MB, GB, TB)",
+                                     argv[i]);
         } else if (strcmp(a, "--try") == 0) {
             if (opt.nextra >= ADVISE_MAX_EXTRA)
-                return bad("--try: at most %d", ADVISE_MAX_EXTRA);
+                return cli_bad_input("advise: --try: at most %d", ADVISE_MAX_EXTRA);
             opt.extra[opt.nextra++] = argv[++i];
         } else if (strcmp(a, "--step-marker") == 0) {
             opt.step_marker = argv[++i];
             if (!opt.step_marker[0])
-                return bad("--step-marker needs a text");
+                return cli_bad_input("advise: --step-marker needs a text");
         } else if (strcmp(a, "--plot") == 0) {
             plot = argv[++i];
             opt.series = true;
             if (fileio_check_target(plot) != OOM_OK) /* before the bisection, not after it */
-                return bad("--plot: %s", oom_error_detail());
+                return cli_bad_input("advise: --plot: %s", oom_error_detail());
         } else if (a[0] == '-' && a[1]) {
-            return bad("unknown option '%s'", a);
+            return cli_bad_input("advise: unknown option '%s'", a);
         } else if (!file) {
             file = a;
         } else {
-            return bad("unexpected argument '%s'", a);
+            return cli_bad_input("advise: unexpected argument '%s'", a);
         }
     }
     if (!file)
-        return bad("missing FILE (a snapshot: the JSON of scripts/snapshot2json.py, or the pickle of "
+        return cli_bad_input("advise: missing FILE (a snapshot: the JSON of scripts/snapshot2json.py, or the pickle of "
                    "torch.cuda.memory._dump_snapshot)");
     /* FILE is opened once (a FIFO or `advise <(...)` included) and read within --max-input; a pickle is converted
      * in memory */
@@ -299,7 +288,7 @@ int cli_advise(int argc, char **argv)
     char err[REPLAY_ERR_MAX];
     oom_status st = trace_read(file, &lim, &in, err, sizeof err);
     if (st != OOM_OK)
-        return bad("%s", err);
+        return cli_bad_input("advise: %s", err);
     char *conv = NULL;
     size_t clen = 0;
     bool pickle = in.len > 0 && (unsigned char)in.text[0] == 0x80; /* protocol 2 and later start with PROTO */
@@ -317,7 +306,7 @@ int cli_advise(int argc, char **argv)
         trace_text_free(&in);
     if (st != OOM_OK) {
         trace_free(&t);
-        return bad("%s", err);
+        return cli_bad_input("advise: %s", err);
     }
     advise_result res;
     st = advise_run(&t, file, &opt, &res, err, sizeof err);
@@ -326,7 +315,7 @@ int cli_advise(int argc, char **argv)
         st = advise_plot(&res, plot, err, sizeof err);
     if (st != OOM_OK) {
         advise_result_free(&res);
-        return bad("%s", err);
+        return cli_bad_input("advise: %s", err);
     }
     if (json) {
         cJSON *o = advise_json(&res);
