@@ -1,6 +1,7 @@
 /* test_advise.c - the snapshot reader (alloc/trace.h) and `oomlab advise` (run/advise.h): the reader gives the
  * events a JSON tree gives, advise's minimum budgets hold their definition and PyTorch's runs at them
- * (tests/data/advise/NAME.verdict.json), steps and leaks are found exactly, and the command behaves. */
+ * (tests/data/advise/NAME.verdict.json) and on the recorded training scripts of tests/data/predict, steps and
+ * leaks are found exactly, and the command behaves. */
 #include <cJSON.h>
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -304,6 +305,89 @@ Test(advise, against_pytorch)
     closedir(dir);
     cr_assert_geq(files, 3, "tests/data/advise holds %zu verdicts", files);
     cr_assert_geq(checks, 3);
+}
+
+/* The ordinary training scripts of tests/data/predict (scripts/twins/predict_record.py on the H100): on each
+ * recorded trace advise must find the need the driver computed (its port of find_need chose where PyTorch's
+ * bisection started) and, per setting, the minimum budget PyTorch's bisection found, except where
+ * tests/data/predict/known_differences.json says why not (then the two must still differ, so that the note goes
+ * when it stops being true). */
+Test(advise, predict_recordings_against_pytorch)
+{
+    char *text = fileio_read_all(DATA "predict/known_differences.json", NULL);
+    cr_assert_not_null(text);
+    cJSON *known_all = cJSON_Parse(text);
+    free(text);
+    cr_assert_not_null(known_all);
+    const cJSON *known_advise = cJSON_GetObjectItemCaseSensitive(known_all, "advise");
+    DIR *dir = opendir(DATA "predict");
+    cr_assert_not_null(dir);
+    size_t files = 0, checks = 0, known_used = 0;
+    for (struct dirent *de; (de = readdir(dir));) {
+        size_t n = strlen(de->d_name);
+        if (n < 11 || strcmp(de->d_name + n - 11, ".torch.json") != 0)
+            continue;
+        char rpath[512], trpath[512];
+        snprintf(rpath, sizeof rpath, DATA "predict/%s", de->d_name);
+        text = fileio_read_all(rpath, NULL);
+        cJSON *rec = cJSON_Parse(text);
+        free(text);
+        cr_assert_not_null(rec, "%s", rpath);
+        cr_assert_str_eq(cJSON_GetObjectItemCaseSensitive(rec, "schema")->valuestring, "oomlab.predict-twin/1");
+        const char *name = cJSON_GetObjectItemCaseSensitive(rec, "name")->valuestring;
+        snprintf(trpath, sizeof trpath, DATA "predict/%s.trace.json", name);
+        const cJSON *budgets = cJSON_GetObjectItemCaseSensitive(rec, "min_budget_mib");
+        cr_assert(cJSON_IsObject(budgets), "%s: no minimum budgets recorded", rpath);
+        trace_file t = load_ok(trpath);
+        advise_options opt = {.only = true}; /* the defaults and the settings PyTorch was bisected under */
+        const cJSON *b;
+        cJSON_ArrayForEach(b, budgets)
+        {
+            if (strcmp(b->string, "defaults") != 0 && opt.nextra < ADVISE_MAX_EXTRA)
+                opt.extra[opt.nextra++] = b->string;
+        }
+        advise_result res;
+        advise_ok(&t, trpath, &opt, &res);
+        cr_assert_eq(res.device_total, (size_t)cJSON_GetObjectItemCaseSensitive(rec, "total_memory")->valuedouble,
+                     "%s: the budgets are fractions of another device's memory", rpath);
+        cr_assert_eq(res.need, (size_t)cJSON_GetObjectItemCaseSensitive(rec, "need")->valuedouble,
+                     "%s: advise's need %zu differs from the one the bisection started from", rpath, res.need);
+        cJSON_ArrayForEach(b, budgets)
+        {
+            const char *conf = strcmp(b->string, "defaults") == 0 ? "" : b->string;
+            const advise_row *row = NULL;
+            for (size_t i = 0; i < res.nrows; i++)
+                if (strcmp(res.rows[i].conf, conf) == 0)
+                    row = &res.rows[i];
+            cr_assert_not_null(row, "%s: advise has no row '%s'", rpath, conf);
+            cr_assert(cJSON_IsNumber(b), "%s '%s': PyTorch's bisection found no budget", rpath, b->string);
+            cr_assert(row->fits, "%s '%s': advise finds no budget", rpath, b->string);
+            size_t got = row->min_budget / MIB_, want = (size_t)b->valuedouble;
+            const cJSON *known = cJSON_GetObjectItemCaseSensitive(
+                cJSON_GetObjectItemCaseSensitive(known_advise, name), b->string);
+            if (cJSON_IsString(known)) {
+                cr_assert_neq(got, want, "%s '%s': advise now agrees with PyTorch (%zu MiB); drop the known "
+                              "difference (%s)", rpath, b->string, got, known->valuestring);
+                known_used++;
+            } else {
+                cr_assert_eq(got, want, "%s '%s': advise predicts %zu MiB, PyTorch's bisection found %zu MiB", rpath,
+                             b->string, got, want);
+            }
+            checks++;
+        }
+        advise_result_free(&res);
+        trace_free(&t);
+        cJSON_Delete(rec);
+        files++;
+    }
+    closedir(dir);
+    size_t known_listed = 0;
+    const cJSON *k;
+    cJSON_ArrayForEach(k, known_advise) known_listed += (size_t)cJSON_GetArraySize(k);
+    cJSON_Delete(known_all);
+    cr_assert_geq(files, 11, "tests/data/predict holds %zu recordings", files);
+    cr_assert_geq(checks, 22);
+    cr_assert_eq(known_used, known_listed, "every known difference names a recorded setting");
 }
 
 /* A training-like trace: steps of 8 allocations (a 4 MiB activation, six temporaries, and with keep a 1 MiB

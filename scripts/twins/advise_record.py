@@ -91,6 +91,38 @@ def workload(name, torch, oom_messages):
         raise SystemExit("advise_record: unknown workload %s (workloads: %s)" % (name, " ".join(WORKLOADS)))
 
 
+def apply_budget(torch, budget):
+    """Cap this process at budget bytes (None or 0: no cap) the way `oomlab advise` models it:
+    set_per_process_memory_fraction(budget / total), whose cap is (size_t)(fraction * total). The bytes allowed
+    (None without a budget). CUDA must be initialised and nothing allocated yet."""
+    if not budget:
+        return None
+    total = torch.cuda.get_device_properties(0).total_memory
+    torch.cuda.set_per_process_memory_fraction(budget / total)
+    return int(budget / total * total)
+
+
+def alloc_conf_env(alloc_conf):
+    """os.environ for a child run under PYTORCH_CUDA_ALLOC_CONF=alloc_conf ("": PyTorch's defaults), with the
+    other spellings of the variable removed so that they cannot override it."""
+    env = dict(os.environ)
+    env["PYTORCH_CUDA_ALLOC_CONF"] = alloc_conf
+    env.pop("PYTORCH_ALLOC_CONF", None)
+    env.pop("PYTORCH_HIP_ALLOC_CONF", None)
+    return env
+
+
+def snapshot_to_trace(pickle_path, trace_path, budget=None):
+    """A _dump_snapshot() pickle to the trace `oomlab replay` reads (scripts/snapshot2json.py --strip-frames, with
+    --budget for a capped recording); the pickle is removed."""
+    conv = [sys.executable, os.path.join(HERE, "..", "snapshot2json.py"), "--strip-frames", pickle_path,
+            "-o", trace_path]
+    if budget:
+        conv += ["--budget", str(budget)]
+    subprocess.run(conv, check=True)
+    os.unlink(pickle_path)
+
+
 def child(name, budget, record_to):
     """One run in this process: the workload under budget (None: none), history recorded into record_to."""
     import torch
@@ -98,10 +130,7 @@ def child(name, budget, record_to):
     total = torch.cuda.get_device_properties(0).total_memory
     if record_to:
         torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python")
-    allowed = None
-    if budget:
-        torch.cuda.set_per_process_memory_fraction(budget / total)
-        allowed = int(budget / total * total)
+    allowed = apply_budget(torch, budget)
     oom_messages = []
     workload(name, torch, oom_messages)
     st = dict(torch.cuda.memory_stats())
@@ -119,11 +148,8 @@ def child(name, budget, record_to):
 
 def run(name, alloc_conf, budget, record_to=None):
     """The workload in a fresh process under alloc_conf and budget; its result dict (None if it failed)."""
-    env = dict(os.environ)
+    env = alloc_conf_env(alloc_conf)
     env.update(NO_WORKSPACES)
-    env["PYTORCH_CUDA_ALLOC_CONF"] = alloc_conf
-    env.pop("PYTORCH_ALLOC_CONF", None)
-    env.pop("PYTORCH_HIP_ALLOC_CONF", None)
     cmd = [sys.executable, os.path.abspath(__file__), "--child", name, str(budget or 0), record_to or ""]
     p = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if p.returncode != 0:
@@ -141,12 +167,7 @@ def record(outdir, name):
     res = run(name, "", budget, record_to=base)
     if res is None:
         return False
-    conv = [sys.executable, os.path.join(HERE, "..", "snapshot2json.py"), "--strip-frames", base + ".pickle",
-            "-o", base + ".trace.json"]
-    if budget:
-        conv += ["--budget", str(budget)]
-    subprocess.run(conv, check=True)
-    os.unlink(base + ".pickle")
+    snapshot_to_trace(base + ".pickle", base + ".trace.json", budget)
     with open(base + ".stats.json", "w") as f:
         json.dump(res, f, indent=1, sort_keys=True)
     print("advise_record: %-20s allocated peak %d, reserved peak %d, OOMs %d" %
