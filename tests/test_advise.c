@@ -746,6 +746,7 @@ Test(advise, killed_while_converting_leaves_nothing_running_or_written)
              tmpdir, bin());
     int rc = sh(cmd);
     cr_assert_eq(rc, 0, "exit %d (3: the converter outlived advise)", rc);
+}
 
 /* A prediction (no segment events) on a GPU of the caller's (advise_options.device_total): advise says so, and its
  * bisection tries the device's whole memory too. Here expandable segments run this trace in 42 MiB uncapped but
