@@ -72,8 +72,17 @@ def _map(cap, x, dtype, lower):
 
 
 def cast_args(cap, args, kwargs, dtype, lower):
-    return (tuple(_map(cap, a, dtype, lower) for a in args),
-            {k: _map(cap, v, dtype, lower) for k, v in kwargs.items()})
+    """The arguments cast, last argument first: autocast_mode.h's WrapFunction_::call is
+    `(*F)(cached_cast(dtype, args, device_type)...)`, a pack expansion in a function call, whose arguments GCC
+    (the compiler of PyTorch's Linux wheels) evaluates right to left on x86-64; the H100 recording of
+    autocast_bf16 shows F.linear's casts as bias, weight, input. A list argument is cast in its order
+    (cached_cast's loop)."""
+    items = [(None, i, a) for i, a in enumerate(args)] + [(k, None, v) for k, v in kwargs.items()]
+    done = {}
+    for key, i, v in reversed(items):
+        done[(key, i)] = _map(cap, v, dtype, lower)
+    return (tuple(done[(None, i)] for i in range(len(args))),
+            {k: done[(k, None)] for k in kwargs})
 
 
 def function(cap, func, args, kwargs):
