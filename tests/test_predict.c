@@ -22,7 +22,7 @@
 
 #define FAKE "tests/fixtures/fake_capture.py"
 
-static char tmpdir[64];
+static char tmpdir[TEST_TMPDIR_MAX];
 
 static void setup(void) { test_tmpdir_make(tmpdir, "predict"); }
 
