@@ -21,7 +21,7 @@ from torch.optim.optimizer import register_optimizer_step_post_hook
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import ext, frames, placeholders
-from .cuda_model import attention, composite, cublas, dropout, foreach, reduction, subclass
+from .cuda_model import attention, composite, cublas, dropout, foreach, reduction, subclass, unmodelled
 
 aten = torch.ops.aten
 SCHEMA = "oomlab.capture/1"
@@ -36,6 +36,7 @@ class RecordMode(TorchDispatchMode):
         kwargs = kwargs or {}
         cap = self.cap
         cap.begin_op(func)
+        unmodelled.note(cap, func, args, kwargs)
         held = attention.before(cap, func, args, kwargs)
         held_c = composite.before(cap, func, args, kwargs)
         held_f = foreach.before(cap, func, args, kwargs)
@@ -81,6 +82,7 @@ class Capture:
         self.steps = 0            # optimizer.step calls completed
         self.placeholders = {}    # (what, where) -> count
         self.modelled = {}        # (what, source) -> [bytes, count]
+        self.unmodelled = {}      # (what, source) -> ops that make allocations the capture does not model
         self.budget = None        # set_per_process_memory_fraction(f) * total_memory
         self.events = []
         self.seconds = 0.0
@@ -108,6 +110,9 @@ class Capture:
         m = self.modelled.setdefault((what, source), [0, 0])
         m[0] += size
         m[1] += 1
+
+    def count_unmodelled(self, what, source):
+        self.unmodelled[(what, source)] = self.unmodelled.get((what, source), 0) + 1
 
     def placeholder(self, what):
         f = frames.user_frames(1)
@@ -190,6 +195,8 @@ class Capture:
                              for (w, where), n in sorted(self.placeholders.items())],
             "modelled": [{"what": w, "bytes": b, "count": n, "source": s}
                          for (w, s), (b, n) in sorted(self.modelled.items())],
+            "not_modelled": [{"what": w, "ops": n, "source": s}
+                             for (w, s), n in sorted(self.unmodelled.items())],
             "steps": self.steps,
             # torch.cuda.empty_cache() calls: a trace without segments cannot carry them (PyTorch records only
             # the segment_free events they cause); the replay of a prediction knows nothing of them
