@@ -202,6 +202,7 @@ FUZZ_ARGS    := -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
 FUZZ_ARGS_replay    := -max_len=65536 -dict=tests/fuzz/replay.dict
 FUZZ_ARGS_allocconf := -max_len=512 -dict=tests/fuzz/allocconf.dict
 FUZZ_ARGS_results   := -max_len=65536 -dict=tests/fuzz/results.dict
+FUZZ_ARGS_figures   := -max_len=65536 -dict=tests/fuzz/results.dict
 FUZZ_ARGS_history   := -max_len=65536 -dict=tests/fuzz/history.dict
 fuzz: deps
 	$(MAKE) --no-print-directory BUILD=build/fuzz CC=$(SAN_CC) NVCC= DEBUG=3 OPT=-O1 \

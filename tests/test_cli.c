@@ -829,7 +829,7 @@ Test(cli, run_plot_draws_a_png_beside_the_results)
     run_free(&r);
     write_file("notrun.json", "{\"schema\": \"something else\"}\n");
     snprintf(args, sizeof args, "plot %s", tpath("notrun.json"));
-    expect_bad_input(NULL, args, "not an oomlab results file");
+    expect_bad_input(NULL, args, "schema 'something else', not oomlab.run/1");
     cr_assert(!exists(tpath("notrun.png")), "a plot was written for bad input");
     expect_bad_input(NULL, "run fragmentation --plot --no-write", "--plot");
 }

@@ -821,11 +821,8 @@ static bool write_plot(const advise_result *res, gp_figure *f)
     FILE *d = gp_data(f, "advise.dat", dat, sizeof dat), *g = f->gp;
     if (!d)
         return false;
-    for (size_t i = 0; i < res->nrows; i++) {
-        fprintf(d, "%zu ", i);
-        gp_string(d, res->rows[i].conf[0] ? res->rows[i].conf : "defaults");
-        fprintf(d, " %.3f\n", res->rows[i].fits ? mib(res->rows[i].min_budget) : 0.0);
-    }
+    for (size_t i = 0; i < res->nrows; i++) /* the settings' names are the x ticks, in the script (gp_string) */
+        fprintf(d, "%zu %.3f\n", i, res->rows[i].fits ? mib(res->rows[i].min_budget) : 0.0);
     fprintf(d, "\n\n");
     for (size_t k = 0; k < res->npoints; k++)
         fprintf(d, "%.0f %.3f %.3f %.3f %.3f\n", (double)res->events * ((double)k + 0.5) / (double)res->npoints,
@@ -840,7 +837,13 @@ static bool write_plot(const advise_result *res, gp_figure *f)
     fprintf(g, "set title 'minimum budget per setting (MiB); dashed: the need'\nset style fill solid 0.6\n"
                "set boxwidth 0.7\nset grid ytics\nset ylabel 'MiB'\nset yrange [0:*]\n"
                "set xtics rotate by 25 right font '" GP_FONT ",8'\nset bmargin 9\nunset key\n");
-    fprintf(g, "plot '%s' index 0 using 1:3:xtic(2) with boxes lc rgb '#1f77b4', %.3f with lines dt 2 lc rgb "
+    fprintf(g, "set xtics (");
+    for (size_t i = 0; i < res->nrows; i++) {
+        gp_string(g, res->rows[i].conf[0] ? res->rows[i].conf : "defaults");
+        fprintf(g, " %zu%s", i, i + 1 < res->nrows ? ", " : "");
+    }
+    fprintf(g, ")\n");
+    fprintf(g, "plot '%s' index 0 using 1:2 with boxes lc rgb '#1f77b4', %.3f with lines dt 2 lc rgb "
                "'#d62728'\n",
             dat, mib(res->need));
     fprintf(g, "set title ");
@@ -856,8 +859,8 @@ static bool write_plot(const advise_result *res, gp_figure *f)
                "'' index 1 using 1:4 with lines lw 1 lc rgb '#2ca02c' dt 2 title 'best: allocated'\n",
             dat);
     fprintf(g, "unset multiplot\n");
-    bool ok = !ferror(d) && !ferror(g);
-    return (fclose(d) == 0) && ok;
+    bool ok = !ferror(g);
+    return gp_data_close(d) && ok;
 }
 
 oom_status advise_plot(const advise_result *res, const char *out_path, char *err, size_t errcap)

@@ -34,21 +34,33 @@ static const char *size_str(double b, char *buf, size_t cap)
 {
     if (isnan(b))
         return "-";
-    return memstats_format_size(b > 0 ? (uint64_t)b : 0, buf, cap);
+    /* saturated: a double at or past 2^64 cast to uint64_t is undefined */
+    return memstats_format_size(b >= 18446744073709551616.0 ? UINT64_MAX : b > 0 ? (uint64_t)b : 0, buf, cap);
 }
 
-/* Text into HTML. */
+/* Text into HTML, the one escaping of the page: every text and every attribute value that is not a constant of
+ * this file goes through it (a results file is input: its strings are data). Safe in an element and in a
+ * double- or single-quoted attribute; a control character other than a tab or newline becomes a space. */
 static void esc(FILE *f, const char *s)
 {
     for (; *s; s++) {
-        switch (*s) {
+        unsigned char c = (unsigned char)*s;
+        switch (c) {
         case '<': fputs("&lt;", f); break;
         case '>': fputs("&gt;", f); break;
         case '&': fputs("&amp;", f); break;
         case '"': fputs("&quot;", f); break;
-        default: fputc(*s, f);
+        case '\'': fputs("&#39;", f); break;
+        default: fputc((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f ? ' ' : c, f);
         }
     }
+}
+
+/* A variant's kind as a class name: one of the three the style sheet knows, never text from the file. */
+static const char *kind_class(const cJSON *v)
+{
+    const char *k = json_str(v, "kind");
+    return strcmp(k, "bug") == 0 ? "bug" : strcmp(k, "fix") == 0 ? "fix" : strcmp(k, "myth") == 0 ? "myth" : "other";
 }
 
 /* One scenario's inputs. */
@@ -58,23 +70,11 @@ typedef struct entry {
     cJSON *run, *sweep;
 } entry;
 
+/* A results or sweep file through the one validating reader (runset.h), as compare reads it. */
 static cJSON *load(const char *path, char *err, size_t errcap, oom_status *st)
 {
-    fileio_limit lim = runset_input_limit(); /* --max-input, as every reader of results */
-    char *text = fileio_read_limited(path, &lim, NULL, NULL);
-    if (!text) {
-        *st = fail(err, errcap, OOM_EIO, "%s", oom_error_detail());
-        return NULL;
-    }
-    cJSON *j = cJSON_Parse(text);
-    free(text);
-    const char *s = j ? json_str(j, "schema") : "";
-    if (!j || (strcmp(s, "oomlab.run/1") != 0 && strcmp(s, "oomlab.sweep/1") != 0)) {
-        cJSON_Delete(j);
-        *st = fail(err, errcap, OOM_EINVAL, "%s is not an oomlab results file (oomlab.run/1 or oomlab.sweep/1)",
-                   path);
-        return NULL;
-    }
+    cJSON *j = NULL;
+    *st = runset_read_file(path, true, &j, err, errcap);
     return j;
 }
 
@@ -258,7 +258,7 @@ static void story_html(FILE *f, const scenario_story *s, const cJSON *run)
             } else {
                 fprintf(f, "<ul>\n");
             }
-            fprintf(f, "<li><b class=\"kind-%s\">", json_str(v, "kind"));
+            fprintf(f, "<li><b class=\"kind-%s\">", kind_class(v));
             esc(f, json_str(v, "name"));
             fprintf(f, "</b> ");
             esc(f, word + wl + strspn(word + wl, " "));
@@ -376,10 +376,11 @@ static void table_html(FILE *f, const cJSON *run, const cJSON *twin, const char 
     {
         const cJSON *oom = cJSON_GetObjectItemCaseSensitive(v, "oom");
         bool has = cJSON_IsObject(oom);
-        fprintf(f, "<tr><td class=\"l\"><b class=\"kind-%s\">", json_str(v, "kind"));
+        fprintf(f, "<tr><td class=\"l\"><b class=\"kind-%s\">", kind_class(v));
         esc(f, json_str(v, "name"));
-        fprintf(f, "</b></td><td>%s%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td>",
-                strcmp(json_str(v, "outcome"), "oom") == 0 ? "OOM" : json_str(v, "outcome"),
+        fprintf(f, "</b></td><td>");
+        esc(f, strcmp(json_str(v, "outcome"), "oom") == 0 ? "OOM" : json_str(v, "outcome"));
+        fprintf(f, "%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td>",
                 cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(v, "reproduced")) ? " (not reproduced)" : "",
                 size_str(json_num(v, "peak_allocated"), b1, sizeof b1), size_str(json_num(v, "peak_reserved"), b2, sizeof b2),
                 has ? size_str(json_num(oom, "reserved_unallocated"), b3, sizeof b3) : "-",
@@ -391,20 +392,28 @@ static void table_html(FILE *f, const cJSON *run, const cJSON *twin, const char 
             const cJSON *ss = tv ? json_arr(tv, "samples") : NULL;
             const cJSON *last = ss ? cJSON_GetArrayItem(ss, cJSON_GetArraySize(ss) - 1) : NULL;
             const char *to = tv ? json_str(tv, "outcome") : "";
-            fprintf(f, "<td class=\"%s\">%s</td>", !tv ? "" : strcmp(to, json_str(v, "outcome")) == 0 ? "same" : "diff",
-                    !tv ? "not recorded" : strcmp(to, "oom") == 0 ? "OOM" : to);
+            fprintf(f, "<td class=\"%s\">", !tv ? "" : strcmp(to, json_str(v, "outcome")) == 0 ? "same" : "diff");
+            esc(f, !tv ? "not recorded" : strcmp(to, "oom") == 0 ? "OOM" : to);
+            fprintf(f, "</td>");
             cell_bytes(f, json_num(v, "peak_allocated"), last ? json_num(last, "allocated_bytes.all.peak") : NAN);
             cell_bytes(f, json_num(v, "peak_reserved"), last ? json_num(last, "reserved_bytes.all.peak") : NAN);
         }
         fprintf(f, "</tr>\n");
     }
     fprintf(f, "</table>\n");
-    if (twin)
-        fprintf(f, "<p class=\"ctx\">PyTorch's numbers: its twin, scripts/twins/%s.py, recorded with torch %s on %s "
-                   "(the last sample's <code>memory_stats()</code> peaks); green where they equal oomlab's.</p>\n",
-                json_str(run, "scenario"), json_str(twin, "torch"), json_str(twin, "device"));
-    else
-        fprintf(f, "<p class=\"ctx\">No PyTorch numbers beside these: %s.</p>\n", why);
+    if (twin) {
+        fprintf(f, "<p class=\"ctx\">PyTorch's numbers: its twin, scripts/twins/");
+        esc(f, json_str(run, "scenario"));
+        fprintf(f, ".py, recorded with torch ");
+        esc(f, json_str(twin, "torch"));
+        fprintf(f, " on ");
+        esc(f, json_str(twin, "device"));
+        fprintf(f, " (the last sample's <code>memory_stats()</code> peaks); green where they equal oomlab's.</p>\n");
+    } else {
+        fprintf(f, "<p class=\"ctx\">No PyTorch numbers beside these: ");
+        esc(f, why);
+        fprintf(f, ".</p>\n");
+    }
 }
 
 static void details_html(FILE *f, const cJSON *run)
@@ -413,7 +422,7 @@ static void details_html(FILE *f, const cJSON *run)
     fprintf(f, "<details><summary>Each variant's expectations and OOM message</summary>\n");
     cJSON_ArrayForEach(v, json_arr(run, "variants"))
     {
-        fprintf(f, "<h4><b class=\"kind-%s\">", json_str(v, "kind"));
+        fprintf(f, "<h4><b class=\"kind-%s\">", kind_class(v));
         esc(f, json_str(v, "name"));
         fprintf(f, "</b>: ");
         esc(f, json_str(v, "summary"));
@@ -443,6 +452,7 @@ static void details_html(FILE *f, const cJSON *run)
     fprintf(f, "</details>\n");
 }
 
+/* file is built from the catalog's name of the scenario (take() matched it), never from the results file. */
 static void figure(FILE *f, const char *file, const char *alt, const char *caption)
 {
     fprintf(f, "<figure><img src=\"img/%s\" alt=\"", file);
@@ -494,14 +504,21 @@ static void section_html(FILE *f, const entry *e, const char *twins_dir)
         }
         fprintf(f, "</p>\n");
     }
-    fprintf(f, "<p class=\"ctx\">Measured on %s (", json_str(run, "backend"));
+    fprintf(f, "<p class=\"ctx\">Measured on ");
+    esc(f, json_str(run, "backend"));
+    fprintf(f, " (");
     esc(f, json_str(run, "device"));
-    fprintf(f, ")%s, %s scale, budget %s; parameters:", cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(run, "dry_run"))
-                                                            ? ", a dry run (the allocator's accounting, no compute)"
-                                                            : "",
-            json_str(run, "scale"), size_str(json_num(run, "budget"), b, sizeof b));
-    cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(run, "params")) fprintf(f, " %s=%g", p->string,
-                                                                                    p->valuedouble);
+    fprintf(f, ")%s, ", cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(run, "dry_run"))
+                            ? ", a dry run (the allocator's accounting, no compute)"
+                            : "");
+    esc(f, json_str(run, "scale"));
+    fprintf(f, " scale, budget %s; parameters:", size_str(json_num(run, "budget"), b, sizeof b));
+    cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(run, "params"))
+    {
+        fprintf(f, " ");
+        esc(f, p->string);
+        fprintf(f, "=%g", cJSON_IsNumber(p) ? p->valuedouble : NAN);
+    }
     fprintf(f, ".</p>\n");
     if (s)
         story_html(f, s, run);
@@ -597,10 +614,23 @@ oom_status report_html(const char *const *inputs, size_t n, const char *twins_di
     }
     if (st == OOM_OK && nruns == 0)
         st = fail(err, errcap, OOM_EINVAL, "no run results among the inputs (oomlab run writes SCENARIO.json)");
-    /* everything into OUT.tmp.PID, which replaces OUT when complete */
-    char tmp[1100], img[1200], old[1100];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", out_dir, (long)getpid());
+    /* OUT is replaced only when it is a folder: never a link (the old one is removed, and removing through a link
+     * would empty its target) nor a file */
+    const char *kind = fileio_kind(out_dir);
+    char e1[ECHO_BUF];
+    if (st == OOM_OK && kind && strcmp(kind, "a directory") != 0)
+        st = fail(err, errcap, OOM_EINVAL, "%s is %s, not a folder: not replaced (the report is a folder)",
+                  echo_str(out_dir, e1), kind);
+    /* everything into OUT.tmp.XXXXXX/report (mkdtemp: a folder of ours, never one planted there), which replaces
+     * OUT when complete */
+    char base[1100], tmp[1110], img[1120], old[1100];
+    bool made = false;
+    snprintf(base, sizeof base, "%s.tmp.XXXXXX", out_dir);
     snprintf(old, sizeof old, "%s.old.%ld", out_dir, (long)getpid());
+    if (st == OOM_OK && !(made = mkdtemp(base) != NULL))
+        st = fail(err, errcap, OOM_EIO, "cannot write %s: cannot create a temporary folder beside it",
+                  echo_str(out_dir, e1));
+    snprintf(tmp, sizeof tmp, "%s/report", base);
     snprintf(img, sizeof img, "%s/img", tmp);
     if (st == OOM_OK && fileio_mkdirs(img) != OOM_OK)
         st = fail(err, errcap, OOM_EIO, "%s", oom_error_detail());
@@ -614,13 +644,13 @@ oom_status report_html(const char *const *inputs, size_t n, const char *twins_di
         if (rename(tmp, out_dir) != 0) {
             if (had)
                 rename(old, out_dir);
-            st = fail(err, errcap, OOM_EIO, "cannot write %s", out_dir);
+            st = fail(err, errcap, OOM_EIO, "cannot write %s", echo_str(out_dir, e1));
         } else if (had) {
             remove_tree(old);
         }
     }
-    if (st != OOM_OK)
-        remove_tree(tmp);
+    if (made)
+        remove_tree(base); /* what is left of it: all of it on failure, the empty folder on success */
     for (size_t k = 0; k < scenario_catalog_size; k++) {
         cJSON_Delete(es[k].run);
         cJSON_Delete(es[k].sweep);

@@ -11,7 +11,9 @@
  *     (TWINS/NAME.torch.json, twinlib's shape: tests/twin.c) when the recording exists and was made at the same
  *     parameters and budget; otherwise a line says why there are none;
  *   - each variant's expectations and OOM message, in a <details> element (open without JavaScript).
- * The page and its images are written into a temporary folder beside OUT that replaces OUT only once complete.
+ * The page and its images are written into a temporary folder beside OUT (OUT.tmp.XXXXXX/report, made by mkdtemp:
+ * never one planted there) that replaces OUT only once complete; an OUT that exists and is not a folder (a link,
+ * a file) is refused. Every string of an input on the page goes through one HTML escaping.
  */
 #ifndef OOMLAB_REPORT_HTML_H
 #define OOMLAB_REPORT_HTML_H
@@ -25,7 +27,8 @@ OOM_BEGIN_DECLS
 
 /* inputs: results files (SCENARIO.json, oomlab.run/1; SCENARIO.sweep.json, oomlab.sweep/1) or folders of them
  * (a catalog run's STAMP-BACKEND folder). twins_dir: where the PyTorch recordings are (NULL: none). OOM_EINVAL:
- * an input that is not a results file, no run among them, or two runs of one scenario (err says which); OOM_EIO:
+ * an input that is not a results file (runset_read_file: what compare refuses), no run among them, two runs of
+ * one scenario, or an OUT that is not a folder (err says which); OOM_EIO:
  * a file cannot be read or written, or a plot fails. */
 oom_status report_html(const char *const *inputs, size_t n, const char *twins_dir, const char *out_dir, char *err,
                        size_t errcap);

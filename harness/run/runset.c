@@ -12,6 +12,7 @@
 #include "core/fileio.h"
 #include "core/jsonfile.h"
 #include "run/report.h"
+#include "run/sweep.h"
 
 const cJSON *runset_get(const cJSON *o, const char *key) { return cJSON_GetObjectItemCaseSensitive(o, key); }
 
@@ -91,6 +92,9 @@ static const field sample_fields[] = {
 static const field metric_fields[] = {{"name", T_STR}, {"unit", T_STR}, {"value", T_NUM}};
 static const field expect_fields[] = {{"holds", T_BOOL}, {"text", T_STR}};
 static const field oom_fields[] = {{"step", T_NUM}, {"what", T_STR}, {"requested", T_NUM}};
+static const field caught_fields[] = {{"step", T_NUM}, {"requested", T_NUM}, {"alloc_size", T_NUM},
+                                      {"reserved", T_NUM}};
+static const field segment_fields[] = {{"blocks", T_ARR}};
 static const field device_fields[] = {{"index", T_NUM}, {"peak_allocated", T_NUM}, {"peak_reserved", T_NUM},
                                       {"samples", T_ARR}};
 
@@ -126,6 +130,40 @@ static const char *control_in(const cJSON *o, const char *const *keys)
 
 static const char *const top_names[] = {"scenario", "backend", "device", "scale", NULL};
 static const char *const variant_names[] = {"name", "outcome", NULL};
+
+/* A variant's "oom": its fields, and its layout ("segments", optional) segments of
+ * blocks, each block [size >= 0, "allocated" | "free" | "unmapped"]. */
+static bool check_oom(const cJSON *oom, const char *w, char *err, size_t cap)
+{
+    if (!check_fields(oom, oom_fields, NF(oom_fields), w, err, cap))
+        return false;
+    const cJSON *segs = runset_get(oom, "segments"), *s, *b;
+    if (!segs)
+        return true;
+    if (!cJSON_IsArray(segs))
+        return fail(err, cap, "%s: \"oom\".\"segments\" is not an array", w);
+    if (!check_array(segs, segment_fields, NF(segment_fields), w, "segment", err, cap))
+        return false;
+    int i = 0;
+    cJSON_ArrayForEach(s, segs)
+    {
+        const cJSON *page = runset_get(s, "page");
+        if (page && !(cJSON_IsNumber(page) && page->valuedouble >= 0))
+            return fail(err, cap, "%s: segment %d: \"page\" is not a size", w, i);
+        cJSON_ArrayForEach(b, runset_get(s, "blocks"))
+        {
+            const cJSON *size = cJSON_GetArrayItem(b, 0), *state = cJSON_GetArrayItem(b, 1);
+            if (!cJSON_IsArray(b) || cJSON_GetArraySize(b) != 2 || !cJSON_IsNumber(size) || !(size->valuedouble >= 0) ||
+                !cJSON_IsString(state) ||
+                (strcmp(state->valuestring, "allocated") && strcmp(state->valuestring, "free") &&
+                 strcmp(state->valuestring, "unmapped")))
+                return fail(err, cap, "%s: segment %d: a block is not [size, \"allocated\" | \"free\" | \"unmapped\"]",
+                            w, i);
+        }
+        i++;
+    }
+    return true;
+}
 
 bool runset_validate(const cJSON *j, const char *what, char *err, size_t cap)
 {
@@ -163,8 +201,14 @@ bool runset_validate(const cJSON *j, const char *what, char *err, size_t cap)
             !check_array(runset_get(v, "devices"), device_fields, NF(device_fields), w, "device", err, cap))
             return false;
         const cJSON *oom = runset_get(v, "oom");
-        if (cJSON_IsObject(oom) && !check_fields(oom, oom_fields, NF(oom_fields), w, err, cap))
+        if (cJSON_IsObject(oom) && !check_oom(oom, w, err, cap))
             return false;
+        const cJSON *caught = runset_get(v, "ooms_caught"); /* optional: the OOMs a variant caught, for the plot */
+        if (caught && !cJSON_IsArray(caught))
+            return fail(err, cap, "%s: \"ooms_caught\" is not an array", w);
+        if (caught && !check_array(caught, caught_fields, NF(caught_fields), w, "caught OOM", err, cap))
+            return false;
+
         const cJSON *d;
         cJSON_ArrayForEach(d, runset_get(v, "devices"))
         {
@@ -187,20 +231,85 @@ fileio_limit runset_input_limit(void)
     return max_input ? fileio_limit_of(max_input, "--max-input") : fileio_default_limit();
 }
 
-/* Read (within the bound), parse, check and validate one file into d. */
-static bool load_doc(const char *path, runset_doc *d, char *err, size_t cap)
+static const field sweep_fields[] = {
+    {"scenario", T_STR}, {"backend", T_STR}, {"scale", T_STR}, {"dry_run", T_BOOL}, {"budget", T_NUM},
+    {"param", T_STR},    {"lo", T_NUM},      {"hi", T_NUM},    {"variants", T_ARR},
+};
+static const field sweep_variant_fields[] = {{"name", T_STR}, {"series", T_ARR}, {"largest_fit", T_OBJ},
+                                             {"find_executable_batch_size", T_OBJ_OR_NULL}};
+static const field sweep_point_fields[] = {{"value", T_NUM}, {"outcome", T_STR}, {"peak_allocated", T_NUM},
+                                           {"peak_reserved", T_NUM}};
+static const field search_fields[] = {{"value", T_NUM_OR_NULL}};
+
+bool runset_validate_sweep(const cJSON *j, const char *what, char *err, size_t cap)
+{
+    char e1[ECHO_BUF];
+    const char *schema = runset_str(j, "schema", NULL);
+    if (!cJSON_IsObject(j) || !schema || strcmp(schema, SWEEP_SCHEMA) != 0)
+        return fail(err, cap, "%s: schema '%s', not %s (oomlab run --sweep writes those)", what,
+                    echo_str(schema ? schema : "", e1), SWEEP_SCHEMA);
+    if (!check_fields(j, sweep_fields, NF(sweep_fields), what, err, cap))
+        return false;
+    const cJSON *v;
+    int i = 0;
+    cJSON_ArrayForEach(v, runset_get(j, "variants"))
+    {
+        char w[192];
+        snprintf(w, sizeof w, "%s: variant %d", what, i++);
+        if (!cJSON_IsObject(v))
+            return fail(err, cap, "%s is not an object", w);
+        if (!check_fields(v, sweep_variant_fields, NF(sweep_variant_fields), w, err, cap) ||
+            !check_array(runset_get(v, "series"), sweep_point_fields, NF(sweep_point_fields), w, "point", err, cap) ||
+            !check_fields(runset_get(v, "largest_fit"), search_fields, NF(search_fields), w, err, cap))
+            return false;
+        const cJSON *acc = runset_get(v, "find_executable_batch_size");
+        if (cJSON_IsObject(acc) && !check_fields(acc, search_fields, NF(search_fields), w, err, cap))
+            return false;
+    }
+    if (i == 0)
+        return fail(err, cap, "%s: no variants", what);
+    return true;
+}
+
+/* Read (within --max-input, one open: a FIFO is read once), parse and check the values of one file: NULL with one
+ * line in err, a syntax error's kind and place, or a value that does not arrive exactly (jsonfile.h). */
+static cJSON *parse_file(const char *path, char *err, size_t cap)
 {
     size_t len = 0;
     fileio_limit lim = runset_input_limit();
     char *text = fileio_read_limited(path, &lim, &len, NULL);
-    if (!text)
-        return fail(err, cap, "%s", oom_error_detail());
+    if (!text) {
+        fail(err, cap, "%s", oom_error_detail());
+        return NULL;
+    }
     cJSON *j = jsonfile_parse(path, text, len, err, cap);
     if (j && !jsonfile_check_values(path, text, len, err, cap)) {
         cJSON_Delete(j);
         j = NULL;
     }
     free(text);
+    return j;
+}
+
+oom_status runset_read_file(const char *path, bool sweeps, cJSON **out, char *err, size_t cap)
+{
+    *out = NULL;
+    cJSON *j = parse_file(path, err, cap);
+    if (!j)
+        return OOM_EINVAL;
+    bool sweep = sweeps && strcmp(runset_str(j, "schema", ""), SWEEP_SCHEMA) == 0;
+    if (!(sweep ? runset_validate_sweep(j, path, err, cap) : runset_validate(j, path, err, cap))) {
+        cJSON_Delete(j);
+        return OOM_EINVAL;
+    }
+    *out = j;
+    return OOM_OK;
+}
+
+/* Parse and validate one file into d. */
+static bool load_doc(const char *path, runset_doc *d, char *err, size_t cap)
+{
+    cJSON *j = parse_file(path, err, cap);
     if (!j)
         return false;
     if (!runset_validate(j, path, err, cap)) {

@@ -55,12 +55,21 @@ fileio_limit runset_input_limit(void);
 oom_status runset_load(const char *path, runset *out, char *err, size_t errcap);
 void runset_free(runset *s);
 
+/* One results file read and validated the way runset_load reads each file of a folder: an oomlab.run/1 document
+ * (runset_validate) or, with sweeps, also an oomlab.sweep/1 one (runset_validate_sweep). `oomlab plot` and
+ * `oomlab report` read through here, so they refuse what compare refuses, with the same line. OOM_EINVAL with
+ * one line in err; *out the document (the caller frees it) on OOM_OK, else NULL. */
+oom_status runset_read_file(const char *path, bool sweeps, cJSON **out, char *err, size_t errcap);
+
 /* The document of scenario name, or NULL. */
 const runset_doc *runset_find(const runset *s, const char *name);
 
 /* Check that j is a results document the readers can use: schema oomlab.run/1 and the fields compare, history
  * and export read. false with one line in err (prefixed by what) when not. */
 bool runset_validate(const cJSON *j, const char *what, char *err, size_t errcap);
+
+/* Check that j is a sweep file the figures can draw: schema oomlab.sweep/1, its variants and their series. */
+bool runset_validate_sweep(const cJSON *j, const char *what, char *err, size_t errcap);
 
 /* Field readers of a validated document: NULL / the fallback when absent or of another type. */
 const cJSON *runset_get(const cJSON *o, const char *key);
