@@ -378,7 +378,7 @@ Test(untrusted, plot_and_report_refuse_what_compare_refuses)
         }
         char name[64];
         snprintf(name, sizeof name, "bad-%s.json", cases[k]);
-        char in[128];
+        char in[TEST_TMPDIR_MAX + 64];
         snprintf(in, sizeof in, "%s/%s", dir, name);
         write_json(run, in);
         runset rs;
