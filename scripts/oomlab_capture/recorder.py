@@ -21,10 +21,12 @@ from torch.optim.optimizer import register_optimizer_step_post_hook
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import ext, frames, placeholders
-from .cuda_model import attention, composite, cublas, dropout, foreach, reduction, subclass, unmodelled
+from .cuda_model import attention, composite, cublas, dropout, foreach, reduction, rnn, subclass, unmodelled
 
 aten = torch.ops.aten
 SCHEMA = "oomlab.capture/1"
+# op -> the order (indices into its outputs) in which its CUDA kernel allocates them, where not output order
+ALLOC_ORDER = {**dropout.ALLOC_ORDER, **rnn.ALLOC_ORDER, **composite.ALLOC_ORDER}
 
 
 class RecordMode(TorchDispatchMode):
@@ -54,7 +56,7 @@ class RecordMode(TorchDispatchMode):
             try:
                 out = run(*args, **kwargs)
                 if isinstance(out, (tuple, list)):
-                    perm = dropout.ALLOC_ORDER.get(func)
+                    perm = ALLOC_ORDER.get(func)
                     for t in (out if perm is None else [out[i] for i in perm]):
                         if isinstance(t, torch.Tensor) and t.is_meta:
                             e = x.storage_entry(t)
