@@ -44,7 +44,99 @@ typedef struct parity_case {
     int d_min_expandable;  /* MiB */
     const char *unmodelled; /* the one "not_modelled" entry the prediction reports (NULL: none) */
     int unmodelled_ops;     /* and its count of ops */
+    /* The predicted trace against the recorded one, event by event (each alloc and free_completed as action and
+     * size, in order): EV_EXACT the same sequence; EV_ALLOCS the same allocations in the same order, the frees
+     * the same number (their order may differ); EV_SUBSEQ the predicted allocations are the recorded ones in
+     * order with `missing` left out; EV_COUNT only the number of allocations differs by `missing`. */
+    enum { EV_EXACT, EV_ALLOCS, EV_SUBSEQ, EV_COUNT } events;
+    int missing; /* recorded allocations the prediction does not make */
 } parity_case;
+
+/* A trace's allocs and frees as (action, size), action 'A' or 'F'; *n their number. */
+typedef struct trace_event {
+    char action;
+    long long size;
+} trace_event;
+
+static trace_event *trace_events(const char *path, size_t *n)
+{
+    char *text = fileio_read_all(path, NULL);
+    cr_assert_not_null(text, "cannot read %s", path);
+    cJSON *o = cJSON_Parse(text);
+    free(text);
+    cr_assert_not_null(o, "%s is not JSON", path);
+    const cJSON *evs = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(o, "device_traces"), 0);
+    cr_assert(cJSON_IsArray(evs), "%s: no device_traces[0]", path);
+    trace_event *out = calloc((size_t)cJSON_GetArraySize(evs) + 1, sizeof *out);
+    cr_assert_not_null(out);
+    *n = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, evs)
+    {
+        const char *a = cJSON_GetObjectItemCaseSensitive(e, "action")->valuestring;
+        char k = strcmp(a, "alloc") == 0 ? 'A' : strcmp(a, "free_completed") == 0 ? 'F' : 0;
+        if (k)
+            out[(*n)++] = (trace_event){k, (long long)cJSON_GetObjectItemCaseSensitive(e, "size")->valuedouble};
+    }
+    cJSON_Delete(o);
+    return out;
+}
+
+static size_t count_allocs(const trace_event *v, size_t n)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        k += v[i].action == 'A';
+    return k;
+}
+
+/* The next allocation at or after *i, its size (-1: none left). */
+static long long next_alloc(const trace_event *v, size_t n, size_t *i)
+{
+    while (*i < n && v[*i].action != 'A')
+        (*i)++;
+    return *i < n ? v[(*i)++].size : -1;
+}
+
+static void check_events(const parity_case *c, const char *predicted)
+{
+    char path[256];
+    snprintf(path, sizeof path, DATA "/%s.trace.json", c->name);
+    size_t nr, np;
+    trace_event *r = trace_events(path, &nr), *p = trace_events(predicted, &np);
+    size_t ar = count_allocs(r, nr), ap = count_allocs(p, np);
+    cr_expect_eq(ar - ap, (size_t)c->missing, "%s: %zu allocations recorded, %zu predicted, %d pinned missing",
+                 c->name, ar, ap, c->missing);
+    if (c->events == EV_EXACT) {
+        cr_expect_eq(np, nr, "%s: %zu events predicted, %zu recorded", c->name, np, nr);
+        for (size_t i = 0; i < nr && i < np; i++)
+            if (r[i].action != p[i].action || r[i].size != p[i].size) {
+                cr_expect_fail("%s: event %zu: recorded %c %lld, predicted %c %lld", c->name, i, r[i].action,
+                               r[i].size, p[i].action, p[i].size);
+                break;
+            }
+    } else if (c->events == EV_ALLOCS || c->events == EV_SUBSEQ) {
+        /* every predicted allocation is the next recorded one of its size (EV_ALLOCS: with none skipped) */
+        size_t ir = 0, ip = 0, skipped = 0;
+        long long want;
+        while ((want = next_alloc(p, np, &ip)) >= 0) {
+            long long got;
+            while ((got = next_alloc(r, nr, &ir)) >= 0 && got != want)
+                skipped++;
+            if (got < 0) {
+                cr_expect_fail("%s: predicted allocation of %lld bytes is not in the recording's order", c->name,
+                               want);
+                break;
+            }
+        }
+        if (c->events == EV_ALLOCS) {
+            cr_expect_eq(skipped, 0, "%s: %zu recorded allocations skipped", c->name, skipped);
+            cr_expect_eq(np, nr, "%s: %zu events predicted, %zu recorded", c->name, np, nr);
+        }
+    }
+    free(r);
+    free(p);
+}
 
 static cJSON *read_json(const char *path)
 {
@@ -86,9 +178,9 @@ static void check(const parity_case *c)
     char cmd[1024];
     snprintf(cmd, sizeof cmd,
              "env -u OOMLAB_ALLOC_CONF -u PYTORCH_CUDA_ALLOC_CONF -u PYTORCH_ALLOC_CONF '%s' predict --json "
-             DATA "/scripts/%s %s >'%s' 2>'%s'",
-             b && b[0] ? b : "build/oomlab", c->script, c->args, test_path(tmpdir, "out.json"),
-             test_path(tmpdir, "err"));
+             "--trace '%s' " DATA "/scripts/%s %s >'%s' 2>'%s'",
+             b && b[0] ? b : "build/oomlab", test_path(tmpdir, "trace.json"), c->script, c->args,
+             test_path(tmpdir, "out.json"), test_path(tmpdir, "err"));
     int st = system(cmd);
     cr_assert(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: exit %d", cmd, WEXITSTATUS(st));
 
@@ -124,45 +216,66 @@ static void check(const parity_case *c)
     }
     cJSON_Delete(pred);
     cJSON_Delete(rec);
+    check_events(c, test_path(tmpdir, "trace.json"));
 }
 
-/* Exact on every figure. */
-Test(predict_parity, mlp_sgd) { check(&(parity_case){"mlp_sgd", "mlp_sgd.py", "", 0, 0, 0, 0, NULL, 0}); }
-Test(predict_parity, mlp_adam) { check(&(parity_case){"mlp_adam", "mlp_adam.py", "", 0, 0, 0, 0, NULL, 0}); }
-Test(predict_parity, gru_tbptt) { check(&(parity_case){"gru_tbptt", "gru_tbptt.py", "", 0, 0, 0, 0, NULL, 0}); }
-Test(predict_parity, grad_accum) { check(&(parity_case){"grad_accum", "grad_accum.py", "", 0, 0, 0, 0, NULL, 0}); }
+/* Exact on every figure, and the predicted trace is the recording event for event. gru_tbptt since
+ * _thnn_fused_gru_cell allocates its workspace before hy (cuda_model/rnn.py ALLOC_ORDER, from RNN.cu), and
+ * inference_nograd since _embedding_bag allocates bag_size, offset2bag, then output (composite.py ALLOC_ORDER,
+ * from EmbeddingBag.cu); before, each op's allocations came in the other order. */
+Test(predict_parity, mlp_sgd) { check(&(parity_case){"mlp_sgd", "mlp_sgd.py", "", 0, 0, 0, 0, NULL, 0, EV_EXACT, 0}); }
+Test(predict_parity, mlp_adam)
+{
+    check(&(parity_case){"mlp_adam", "mlp_adam.py", "", 0, 0, 0, 0, NULL, 0, EV_EXACT, 0});
+}
+Test(predict_parity, gru_tbptt)
+{
+    check(&(parity_case){"gru_tbptt", "gru_tbptt.py", "", 0, 0, 0, 0, NULL, 0, EV_EXACT, 0});
+}
 Test(predict_parity, inference_nograd)
 {
-    check(&(parity_case){"inference_nograd", "inference_nograd.py", "", 0, 0, 0, 0, NULL, 0});
+    check(&(parity_case){"inference_nograd", "inference_nograd.py", "", 0, 0, 0, 0, NULL, 0, EV_EXACT, 0});
 }
 Test(predict_parity, finetune_frozen)
 {
-    check(&(parity_case){"finetune_frozen", "finetune_frozen.py", "", 0, 0, 0, 0, NULL, 0});
-}
-/* Exact since autocast's casts are made last argument first, as GCC evaluates WrapFunction_'s pack expansion
- * (cuda_model/autocast.py cast_args); before, expandable_segments:True came out 760 MiB, 6 below PyTorch. */
-Test(predict_parity, autocast_bf16)
-{
-    check(&(parity_case){"autocast_bf16", "autocast_bf16.py", "", 0, 0, 0, 0, NULL, 0});
+    check(&(parity_case){"finetune_frozen", "finetune_frozen.py", "", 0, 0, 0, 0, NULL, 0, EV_EXACT, 0});
 }
 
-/* The predicted trace has the recording's events (action and size, in order), so need and the uncapped peak
- * reserved are exact; a prediction has no addresses, and with segments placed by the sim's model of the driver
- * another free block of the same size is picked once, so blocks split differently: peak allocated 4 MiB above
- * PyTorch and the defaults' minimum budget 12 MiB above, as `oomlab advise` gives on the recorded trace itself
- * (tests/data/predict/known_differences.json). The trace lacks the sort-based embedding backward's temporaries
- * (> 3072 indices, at lengths 512, 256 and 384: 14 allocations per step of 8 to 18,454,528 bytes, freed within
- * the op, below the peak): not modelled, and reported as such (one op per step). */
+/* Exact on every figure. Around each micro-batch's MSE loss (forward and backward) the recording has two
+ * 512-byte temporaries the capture does not make and one 4-byte allocation fewer than the capture: 12 more
+ * allocations over the 12 micro-batches, all below every peak; not yet explained (docs/parity.md). */
+Test(predict_parity, grad_accum)
+{
+    check(&(parity_case){"grad_accum", "grad_accum.py", "", 0, 0, 0, 0, NULL, 0, EV_COUNT, 12});
+}
+
+/* Exact on every figure since autocast's casts are made last argument first, as GCC evaluates WrapFunction_'s
+ * pack expansion, and cross_entropy's log-probs stay in bfloat16 until nll_loss casts them (cuda_model/
+ * autocast.py); before, expandable_segments:True came out 760 MiB, 6 below PyTorch. The allocations are the
+ * recording's in order; only the frees of autocast's cast cache when the region exits come in another order
+ * (a hash map keyed by host addresses: PyTorch's own order changes from process to process). */
+Test(predict_parity, autocast_bf16)
+{
+    check(&(parity_case){"autocast_bf16", "autocast_bf16.py", "", 0, 0, 0, 0, NULL, 0, EV_ALLOCS, 0});
+}
+
+/* The predicted trace is the recording's but for the sort-based embedding backward's temporaries (> 3072
+ * indices, at lengths 512, 256 and 384: 14 allocations per step of 8 to 18,454,528 bytes, freed within the op,
+ * below the peak; not modelled, and reported as such, one op per step), so need and the uncapped peak reserved
+ * are exact. A prediction has no addresses: with segments placed by the sim's model of the driver another free
+ * block of the same size is picked once, so blocks split differently: peak allocated 4 MiB above PyTorch and the
+ * defaults' minimum budget 12 MiB above, as `oomlab advise` gives on the recorded trace itself
+ * (tests/data/predict/known_differences.json). */
 Test(predict_parity, transformer_encoder)
 {
     check(&(parity_case){"transformer_encoder", "transformer_encoder.py", "", 4 * MIB, 0, 12, 0,
-                         "embedding backward's sort path (> 3072 indices)", 3});
+                         "embedding backward's sort path (> 3072 indices)", 3, EV_SUBSEQ, 42});
 }
 
-/* The predicted trace is the recording's event for event (action and size); the sim's placement of segments
- * (no addresses in a prediction) splits one block differently: peak allocated 4 MiB below PyTorch, everything
- * else exact. */
-Test(predict_parity, gpt) { check(&(parity_case){"gpt", "gpt.py", "", -4 * MIB, 0, 0, 0, NULL, 0}); }
+/* The predicted trace is the recording event for event; the sim's placement of segments (no addresses in a
+ * prediction) splits one block differently, as `oomlab advise` on the recorded trace does: peak allocated 4 MiB
+ * below PyTorch, everything else exact. */
+Test(predict_parity, gpt) { check(&(parity_case){"gpt", "gpt.py", "", -4 * MIB, 0, 0, 0, NULL, 0, EV_EXACT, 0}); }
 
 /* cuDNN convolution workspaces are not modelled (cuDNN's heuristics choose them per GPU, library version and
  * shape: aten/src/ATen/native/cudnn/Conv_v8.cpp), so the prediction is LOW, and says so: "not_modelled" names
@@ -173,12 +286,16 @@ Test(predict_parity, gpt) { check(&(parity_case){"gpt", "gpt.py", "", -4 * MIB, 
 Test(predict_parity, resnet18)
 {
     check(&(parity_case){"resnet18", "resnet18.py", "", -11513856, -270532608, -2, -22, "cuDNN convolution workspaces",
-                         120});
+                         120, EV_SUBSEQ, 168});
 }
 
-/* Llama 3.2 1B's shape, built on meta (tests/data/predict/scripts/llama.py --size 1b --batch 1 --seq 512): exact.
- * (The 7B shape is timed, not tested: PyTorch did not record it, an H100 cannot train it.) */
+/* Llama 3.2 1B's shape, built on meta (tests/data/predict/scripts/llama.py --size 1b --batch 1 --seq 512): exact
+ * on every figure. The flash attention backend's own small allocations are not modelled: per layer and step two
+ * 8-byte tensors kept from forward to backward and, in backward, a 256-byte and a 4,260,096-byte temporary (130
+ * allocations in all, below the peak). (The 7B shape is timed, not tested: PyTorch did not record it, an H100
+ * cannot train it.) */
 Test(predict_parity, llama1b)
 {
-    check(&(parity_case){"llama1b", "llama.py", "--size 1b --batch 1 --seq 512", 0, 0, 0, 0, NULL, 0});
+    check(&(parity_case){"llama1b", "llama.py", "--size 1b --batch 1 --seq 512", 0, 0, 0, 0, NULL, 0, EV_SUBSEQ,
+                         130});
 }
