@@ -356,7 +356,7 @@ Test(untrusted, report_escapes_every_string)
     char *t = slurp(tpath("report/index.html"));
     cr_expect_null(strstr(t, "<script"), "markup from the input reached the page");
     cr_expect_null(strstr(t, "<img src=x"), "markup from a parameter's name reached the page");
-    cr_expect_null(strstr(t, "<b>backend") || strstr(t, "<i>scale") || strstr(t, "<u>device"), "markup reached it");
+    cr_expect(!strstr(t, "<b>backend") && !strstr(t, "<i>scale") && !strstr(t, "<u>device"), "markup reached it");
     cr_expect(strstr(t, "<td>&lt;script&gt;alert(1)&lt;/script&gt;</td>"), "the outcome, escaped, in the table");
     cr_expect(strstr(t, "&lt;b&gt;backend&lt;/b&gt;") && strstr(t, "&lt;i&gt;scale&lt;/i&gt;"), "backend, scale");
     cr_expect(strstr(t, " &lt;img src=x onerror=alert(1)&gt;=1"), "the parameter's name, escaped");
