@@ -214,12 +214,13 @@ Test(predict, json_oom_and_trace)
     cr_assert_not_null(o, "not JSON: %s", r.out);
     static const char *const keys[] = {"schema", "script", "gpu",     "budget",       "cap",       "events",
                                        "peak_allocated", "peak_reserved", "fits", "oom", "placeholders",
-                                       "modelled", "capture", "advise"};
+                                       "modelled", "not_modelled", "capture", "advise"};
     size_t n = 0;
     for (const cJSON *k = o->child; k; k = k->next, n++)
         cr_assert_str_eq(k->string, keys[n], "key %zu", n);
     cr_assert_eq(n, sizeof keys / sizeof keys[0]);
     cr_assert_str_eq(get(o, "schema")->valuestring, "oomlab.predict/1");
+    cr_assert_eq(cJSON_GetArraySize(get(o, "not_modelled")), 0); /* the double reports none */
     cr_assert_str_eq(get(get(o, "gpu"), "name")->valuestring, "TEST-64MiB");
     cr_assert_eq(get(get(o, "gpu"), "total_memory")->valuedouble, 67108864);
     cr_assert_eq(get(get(o, "gpu"), "context_bytes")->valuedouble, 8388608);

@@ -244,6 +244,16 @@ void predict_print(const predict_result *res, FILE *out)
                     str_of(m, "source"));
         }
     }
+    const cJSON *nm = cJSON_GetObjectItemCaseSensitive(cap, "not_modelled");
+    if (cJSON_GetArraySize(nm) > 0) {
+        fprintf(out, "not modelled: allocations the CUDA path makes that the capture leaves out (NOT in the trace: "
+                     "the prediction is low by them):\n");
+        const cJSON *m;
+        cJSON_ArrayForEach(m, nm)
+        {
+            fprintf(out, "  %s: %.0f ops (%s)\n", str_of(m, "what"), num_of(m, "ops"), str_of(m, "source"));
+        }
+    }
     if (res->has_advise) {
         fputc('\n', out);
         advise_print(&res->advise, out);
@@ -289,8 +299,8 @@ cJSON *predict_json(const predict_result *res, const char *script)
         cJSON_AddStringToObject(m, "metadata", res->oom_metadata);
         cJSON_AddStringToObject(m, "message", res->oom_message);
     }
-    static const char *const copied[] = {"placeholders", "modelled"};
-    for (size_t i = 0; i < 2; i++) {
+    static const char *const copied[] = {"placeholders", "modelled", "not_modelled"};
+    for (size_t i = 0; i < sizeof copied / sizeof copied[0]; i++) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(res->capture, copied[i]);
         cJSON_AddItemToObject(o, copied[i], cJSON_IsArray(v) ? cJSON_Duplicate(v, true) : cJSON_CreateArray());
     }

@@ -80,13 +80,16 @@ oom_status predict_run(const trace_file *t, const char *path, const predict_opti
 
 void predict_result_free(predict_result *res);
 
-/* The report for people: peaks, fit, the OOM, placeholders and modelled allocations, then advise's. */
+/* The report for people: peaks, fit, the OOM, placeholders, modelled and not modelled allocations, then
+ * advise's. */
 void predict_print(const predict_result *res, FILE *out);
 
 /* The same as one JSON object (schema oomlab.predict/1): schema, script, gpu {name, total_memory, sm_count, arch,
  * context_bytes}, budget (null: the whole device), cap (what the allocator may hold: the budget's cap, or total less
  * the context), events, peak_allocated, peak_reserved, fits, oom (null or
- * {event, step, op, where, metadata, message}), placeholders, modelled, capture {torch, ops, seconds, steps},
+ * {event, step, op, where, metadata, message}), placeholders, modelled, not_modelled ([{what, ops, source}]: ops
+ * whose CUDA allocations the capture leaves out, so the prediction is low by them; [] when none), capture {torch,
+ * ops, seconds, steps},
  * advise (advise's JSON, oomlab.advise/1, or null). NULL when out of memory. */
 cJSON *predict_json(const predict_result *res, const char *script);
 

@@ -134,7 +134,8 @@ static void explored_kinds_line(const run_result *runs, size_t n, FILE *out)
     size_t k_not = 0;
     for (size_t k = 0; k < n; k++)
         for (size_t i = 0; i < runs[k].nvariants; i++)
-            k_not += !runs[k].variants[i].kind_holds && !runs[k].variants[i].kind_promised;
+            k_not += runs[k].variants[i].kind_text[0] && !runs[k].variants[i].kind_holds &&
+                     !runs[k].variants[i].kind_promised; /* checked (an outcome to check), not held, not promised */
     if (k_not)
         fprintf(out, "%zu variant(s) do not do what their kind promises at these parameters (✗ above): a kind is a "
                      "promise at the scenario's own parameters and budget, which --set or --budget changed\n",

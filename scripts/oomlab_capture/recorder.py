@@ -21,10 +21,12 @@ from torch.optim.optimizer import register_optimizer_step_post_hook
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import ext, frames, placeholders
-from .cuda_model import attention, composite, cublas, dropout, foreach, reduction, subclass
+from .cuda_model import attention, composite, cublas, dropout, foreach, reduction, rnn, subclass, unmodelled
 
 aten = torch.ops.aten
 SCHEMA = "oomlab.capture/1"
+# op -> the order (indices into its outputs) in which its CUDA kernel allocates them, where not output order
+ALLOC_ORDER = {**dropout.ALLOC_ORDER, **rnn.ALLOC_ORDER, **composite.ALLOC_ORDER}
 
 
 class RecordMode(TorchDispatchMode):
@@ -36,6 +38,7 @@ class RecordMode(TorchDispatchMode):
         kwargs = kwargs or {}
         cap = self.cap
         cap.begin_op(func)
+        unmodelled.note(cap, func, args, kwargs)
         held = attention.before(cap, func, args, kwargs)
         held_c = composite.before(cap, func, args, kwargs)
         held_f = foreach.before(cap, func, args, kwargs)
@@ -53,7 +56,7 @@ class RecordMode(TorchDispatchMode):
             try:
                 out = run(*args, **kwargs)
                 if isinstance(out, (tuple, list)):
-                    perm = dropout.ALLOC_ORDER.get(func)
+                    perm = ALLOC_ORDER.get(func)
                     for t in (out if perm is None else [out[i] for i in perm]):
                         if isinstance(t, torch.Tensor) and t.is_meta:
                             e = x.storage_entry(t)
@@ -81,6 +84,7 @@ class Capture:
         self.steps = 0            # optimizer.step calls completed
         self.placeholders = {}    # (what, where) -> count
         self.modelled = {}        # (what, source) -> [bytes, count]
+        self.unmodelled = {}      # (what, source) -> ops that make allocations the capture does not model
         self.budget = None        # set_per_process_memory_fraction(f) * total_memory
         self.events = []
         self.seconds = 0.0
@@ -108,6 +112,9 @@ class Capture:
         m = self.modelled.setdefault((what, source), [0, 0])
         m[0] += size
         m[1] += 1
+
+    def count_unmodelled(self, what, source):
+        self.unmodelled[(what, source)] = self.unmodelled.get((what, source), 0) + 1
 
     def placeholder(self, what):
         f = frames.user_frames(1)
@@ -190,6 +197,8 @@ class Capture:
                              for (w, where), n in sorted(self.placeholders.items())],
             "modelled": [{"what": w, "bytes": b, "count": n, "source": s}
                          for (w, s), (b, n) in sorted(self.modelled.items())],
+            "not_modelled": [{"what": w, "ops": n, "source": s}
+                             for (w, s), n in sorted(self.unmodelled.items())],
             "steps": self.steps,
             # torch.cuda.empty_cache() calls: a trace without segments cannot carry them (PyTorch records only
             # the segment_free events they cause); the replay of a prediction knows nothing of them

@@ -13,7 +13,8 @@ One module per concern; each size names the PyTorch 2.11 source it follows:
   rnn.py        GRUCell/LSTMCell through CUDA's fused cell kernels (RNN.cpp, cuda/RNN.cu)
   composite.py  ops CUDA runs differently from meta's function (mean/sum without dim) and the temporaries of
                 embedding, embedding_dense_backward and boolean-mask indexing
-Not modelled: cuDNN convolution workspaces (their size is cuDNN's heuristic choice per GPU and library
-version; the H100 recordings show 40 to 405 per training run, up to 162 MB each, with no rule in the shapes),
-so a prediction with convolutions is low by them.
+  unmodelled.py what is not modelled, counted per op and said in the report: cuDNN convolution workspaces
+                (their size is cuDNN's heuristic choice per GPU and library version; the H100 recordings show 40
+                to 405 per training run, up to 162 MB each, with no rule in the shapes), so a prediction with
+                convolutions is low by them; embedding backward's sort path (> 3072 indices)
 """

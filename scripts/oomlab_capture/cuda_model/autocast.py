@@ -14,8 +14,8 @@ casted tensors are what the op saves), so their allocations and lifetimes come o
 The emulation casts at the torch-function level (devmap.DeviceMap, and the by-name patches of F.linear and
 F.scaled_dot_product_attention, which also reach calls made inside other torch functions such as
 nn.MultiheadAttention's). Calls made inside a torch function that is not patched by name are not cast (the
-function mode does not see them): F.cross_entropy is handled as a whole (log_softmax with dtype=float32, then
-nll_loss), as its CompositeImplicit decomposition runs under AutocastCUDA. Not modelled: the "promote" ops
+function mode does not see them): F.cross_entropy is handled as a whole (log_softmax in the input's dtype, then
+nll_loss on its float32 cast), as its CompositeImplicit decomposition runs under AutocastCUDA. Not modelled: the "promote" ops
 (cat, stack, addcmul, ...), which run in the widest input type.
 """
 import torch
@@ -72,8 +72,17 @@ def _map(cap, x, dtype, lower):
 
 
 def cast_args(cap, args, kwargs, dtype, lower):
-    return (tuple(_map(cap, a, dtype, lower) for a in args),
-            {k: _map(cap, v, dtype, lower) for k, v in kwargs.items()})
+    """The arguments cast, last argument first: autocast_mode.h's WrapFunction_::call is
+    `(*F)(cached_cast(dtype, args, device_type)...)`, a pack expansion in a function call, whose arguments GCC
+    (the compiler of PyTorch's Linux wheels) evaluates right to left on x86-64; the H100 recording of
+    autocast_bf16 shows F.linear's casts as bias, weight, input. A list argument is cast in its order
+    (cached_cast's loop)."""
+    items = [(None, i, a) for i, a in enumerate(args)] + [(k, None, v) for k, v in kwargs.items()]
+    done = {}
+    for key, i, v in reversed(items):
+        done[(key, i)] = _map(cap, v, dtype, lower)
+    return (tuple(done[(None, i)] for i in range(len(args))),
+            {k: done[(k, None)] for k in kwargs})
 
 
 def function(cap, func, args, kwargs):
@@ -104,8 +113,16 @@ def function(cap, func, args, kwargs):
                          args[2:]), **{k: v for k, v in kwargs.items() if k not in ("input", "target")})
         if (_eligible(x) and not extra.get("label_smoothing") and isinstance(target, torch.Tensor)
                 and not target.is_floating_point()):
-            lsm = F.log_softmax(x, 1 if x.dim() > 1 else 0, dtype=torch.float32)
-            return F.nll_loss(lsm, target, weight=extra.get("weight"), ignore_index=extra.get("ignore_index", -100),
+            # native/LossNLL.cpp cross_entropy_loss_symint: log_softmax(self, class_dim, self.scalar_type()), whose
+            # dtype is given, so fp32_set_opt_dtype keeps it (autocast_mode.h set_opt_dtype): the log-probs are in
+            # the input's dtype; then nll_loss, an fp32 op, casts them (and a lower-precision weight) to float32,
+            # the last argument first as every autocast wrapper does (cast_args).
+            lsm = F.log_softmax(x, 1 if x.dim() > 1 else 0, dtype=x.dtype)
+            weight = extra.get("weight")
+            if isinstance(weight, torch.Tensor):
+                weight = cast(cap, weight, torch.float32, False)
+            lsm = cast(cap, lsm, torch.float32, False)
+            return F.nll_loss(lsm, target, weight=weight, ignore_index=extra.get("ignore_index", -100),
                               reduction=extra.get("reduction", "mean"))
     return NotImplemented
 

@@ -39,6 +39,12 @@ SOURCE_EMB_BWD = "aten/src/ATen/native/cuda/Embedding.cu embedding_dense_backwar
 SOURCE_MASK = "aten/src/ATen/native/IndexingUtils.h expandTensors (mask.nonzero())"
 
 
+# op -> the order (indices into its outputs) in which its CUDA kernel allocates them (recorder.ALLOC_ORDER):
+# aten/src/ATen/native/cuda/EmbeddingBag.cu _embedding_bag_cuda (also _embedding_bag_forward_only_cuda's) makes
+# bag_size, offset2bag, output, then max_indices and returns (output, offset2bag, bag_size, max_indices); the H100
+# recording of tests/data/predict/scripts/inference_nograd.py shows that order
+ALLOC_ORDER = {aten._embedding_bag.default: (2, 1, 0, 3), aten._embedding_bag_forward_only.default: (2, 1, 0, 3)}
+
 def before(cap, func, args, kwargs):
     if func is aten.index.Tensor:
         held = []

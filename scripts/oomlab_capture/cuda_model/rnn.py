@@ -6,16 +6,19 @@ _thnn_fused_gru_cell / _thnn_fused_lstm_cell, which adds the biases and keeps a 
 other device (meta included) runs the unfused chunk/sigmoid/tanh formula, which allocates and saves other
 tensors. The model routes the cells through the fused ops. _thnn_fused_lstm_cell has a meta function;
 _thnn_fused_gru_cell and its backward have none, so they get one here, allocating what
-aten/src/ATen/native/cuda/RNN.cu allocates: forward hy = empty_like(hx), then workspace [B, 5H]
-(GRU_WORKSPACE_MULTIPLIER); backward grad_input_gates [B, 3H], grad_hidden_gates [B, 3H], grad_hx, then with
-biases grad_input_gates.sum(0) and grad_hidden_gates.sum(0). Read from the source, not yet checked against
-a recording.
+aten/src/ATen/native/cuda/RNN.cu allocates: forward workspace [B, 5H] (GRU_WORKSPACE_MULTIPLIER), then
+hy = empty_like(hx) (_thnn_fused_gru_cell_cuda; ALLOC_ORDER gives the capture that order, and the H100 recording
+of tests/data/predict/scripts/gru_tbptt.py shows it); backward grad_input_gates [B, 3H], grad_hidden_gates [B, 3H], grad_hx, then with
+biases grad_input_gates.sum(0) and grad_hidden_gates.sum(0) (the recording agrees).
 """
 import torch
 
 aten = torch.ops.aten
 SOURCE = "aten/src/ATen/native/RNN.cpp GRUCell/LSTMCell (is_cuda fused path); native/cuda/RNN.cu"
 _lib = None
+
+# op -> the order (indices into its outputs) in which its CUDA kernel allocates them (recorder.ALLOC_ORDER)
+ALLOC_ORDER = {aten._thnn_fused_gru_cell.default: (1, 0)}
 
 
 def _register():

@@ -1,0 +1,301 @@
+/* test_predict_parity.c - `oomlab predict` against PyTorch on an H100 (issue 17's proof).
+ *
+ * For every script of tests/data/predict/scripts at its recorded arguments (scripts/twins/predict_record.py's
+ * CASES), the real capture (scripts/oomlab_capture in build/venv, torch on the CPU, no GPU) predicts the script
+ * and the prediction is checked against the committed recording NAME.torch.json: peak allocated and peak
+ * reserved bytes (the recording's memory_stats()) and the minimum budget in MiB under the defaults and
+ * expandable_segments:True (advise's table of the prediction vs the budget PyTorch's bisection found).
+ * Every expectation is exact: where the prediction is not PyTorch's, the difference is pinned here, with its
+ * reason (docs/parity.md, "Predicting without a GPU"), so that it fails when the difference changes either way.
+ * The binary is $OOMLAB_BIN (make test: build/checked/oomlab), else build/oomlab; tests run from the repository
+ * root. */
+#include <criterion/criterion.h>
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core/fileio.h"
+#include "testutil.h"
+
+#define DATA "tests/data/predict"
+#define MIB 1048576LL
+
+static char tmpdir[TEST_TMPDIR_MAX];
+
+static void setup(void) { test_tmpdir_make(tmpdir, "predict_parity"); }
+
+static void teardown(void) { test_tmpdir_remove(tmpdir); }
+
+TestSuite(predict_parity, .init = setup, .fini = teardown, .timeout = 600);
+
+/* One case: the script, its arguments (CASES), and the prediction's known difference from the recording
+ * (predicted minus recorded; 0 where exact). */
+typedef struct parity_case {
+    const char *name;
+    const char *script;
+    const char *args;
+    long long d_allocated; /* bytes */
+    long long d_reserved;  /* bytes */
+    int d_min_defaults;    /* MiB */
+    int d_min_expandable;  /* MiB */
+    const char *unmodelled; /* the one "not_modelled" entry the prediction reports (NULL: none) */
+    int unmodelled_ops;     /* and its count of ops */
+    /* The predicted trace against the recorded one, event by event (each alloc and free_completed as action and
+     * size, in order): EV_EXACT the same sequence; EV_ALLOCS the same allocations in the same order, the frees
+     * the same number (their order may differ); EV_SUBSEQ the predicted allocations are the recorded ones in
+     * order with `missing` left out; EV_COUNT only the number of allocations differs by `missing`. */
+    enum { EV_EXACT, EV_ALLOCS, EV_SUBSEQ, EV_COUNT } events;
+    int missing; /* recorded allocations the prediction does not make */
+} parity_case;
+
+/* A trace's allocs and frees as (action, size), action 'A' or 'F'; *n their number. */
+typedef struct trace_event {
+    char action;
+    long long size;
+} trace_event;
+
+static trace_event *trace_events(const char *path, size_t *n)
+{
+    char *text = fileio_read_all(path, NULL);
+    cr_assert_not_null(text, "cannot read %s", path);
+    cJSON *o = cJSON_Parse(text);
+    free(text);
+    cr_assert_not_null(o, "%s is not JSON", path);
+    const cJSON *evs = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(o, "device_traces"), 0);
+    cr_assert(cJSON_IsArray(evs), "%s: no device_traces[0]", path);
+    trace_event *out = calloc((size_t)cJSON_GetArraySize(evs) + 1, sizeof *out);
+    cr_assert_not_null(out);
+    *n = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, evs)
+    {
+        const char *a = cJSON_GetObjectItemCaseSensitive(e, "action")->valuestring;
+        char k = strcmp(a, "alloc") == 0 ? 'A' : strcmp(a, "free_completed") == 0 ? 'F' : 0;
+        if (k)
+            out[(*n)++] = (trace_event){k, (long long)cJSON_GetObjectItemCaseSensitive(e, "size")->valuedouble};
+    }
+    cJSON_Delete(o);
+    return out;
+}
+
+static size_t count_allocs(const trace_event *v, size_t n)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        k += v[i].action == 'A';
+    return k;
+}
+
+/* The next allocation at or after *i, its size (-1: none left). */
+static long long next_alloc(const trace_event *v, size_t n, size_t *i)
+{
+    while (*i < n && v[*i].action != 'A')
+        (*i)++;
+    return *i < n ? v[(*i)++].size : -1;
+}
+
+static void check_events(const parity_case *c, const char *predicted)
+{
+    char path[256];
+    snprintf(path, sizeof path, DATA "/%s.trace.json", c->name);
+    size_t nr, np;
+    trace_event *r = trace_events(path, &nr), *p = trace_events(predicted, &np);
+    size_t ar = count_allocs(r, nr), ap = count_allocs(p, np);
+    cr_expect_eq(ar - ap, (size_t)c->missing, "%s: %zu allocations recorded, %zu predicted, %d pinned missing",
+                 c->name, ar, ap, c->missing);
+    if (c->events == EV_EXACT) {
+        cr_expect_eq(np, nr, "%s: %zu events predicted, %zu recorded", c->name, np, nr);
+        for (size_t i = 0; i < nr && i < np; i++)
+            if (r[i].action != p[i].action || r[i].size != p[i].size) {
+                cr_expect_fail("%s: event %zu: recorded %c %lld, predicted %c %lld", c->name, i, r[i].action,
+                               r[i].size, p[i].action, p[i].size);
+                break;
+            }
+    } else if (c->events == EV_ALLOCS || c->events == EV_SUBSEQ) {
+        /* every predicted allocation is the next recorded one of its size (EV_ALLOCS: with none skipped) */
+        size_t ir = 0, ip = 0, skipped = 0;
+        long long want;
+        while ((want = next_alloc(p, np, &ip)) >= 0) {
+            long long got;
+            while ((got = next_alloc(r, nr, &ir)) >= 0 && got != want)
+                skipped++;
+            if (got < 0) {
+                cr_expect_fail("%s: predicted allocation of %lld bytes is not in the recording's order", c->name,
+                               want);
+                break;
+            }
+        }
+        if (c->events == EV_ALLOCS) {
+            cr_expect_eq(skipped, 0, "%s: %zu recorded allocations skipped", c->name, skipped);
+            cr_expect_eq(np, nr, "%s: %zu events predicted, %zu recorded", c->name, np, nr);
+        }
+    }
+    free(r);
+    free(p);
+}
+
+static cJSON *read_json(const char *path)
+{
+    char *text = fileio_read_all(path, NULL);
+    cr_assert_not_null(text, "cannot read %s", path);
+    cJSON *o = cJSON_Parse(text);
+    free(text);
+    cr_assert_not_null(o, "%s is not JSON", path);
+    return o;
+}
+
+static const cJSON *get(const cJSON *o, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    cr_assert_not_null(v, "no '%s'", key);
+    return v;
+}
+
+static long long num(const cJSON *o, const char *key) { return (long long)get(o, key)->valuedouble; }
+
+/* advise's minimum budget (MiB) for one setting of the prediction's table. */
+static int min_budget(const cJSON *advise, const char *setting)
+{
+    const cJSON *row;
+    cJSON_ArrayForEach(row, get(advise, "settings"))
+    {
+        if (strcmp(get(row, "alloc_conf")->valuestring, setting) == 0)
+            return (int)num(row, "min_budget_mib");
+    }
+    cr_assert_fail("advise has no row '%s'", setting);
+    return -1;
+}
+
+static void check(const parity_case *c)
+{
+    if (access("build/venv/bin/python", X_OK) != 0)
+        cr_skip_test("build/venv is not installed (make test installs it: scripts/predict_venv.sh)");
+    const char *b = getenv("OOMLAB_BIN");
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "env -u OOMLAB_ALLOC_CONF -u PYTORCH_CUDA_ALLOC_CONF -u PYTORCH_ALLOC_CONF '%s' predict --json "
+             "--trace '%s' " DATA "/scripts/%s %s >'%s' 2>'%s'",
+             b && b[0] ? b : "build/oomlab", test_path(tmpdir, "trace.json"), c->script, c->args,
+             test_path(tmpdir, "out.json"), test_path(tmpdir, "err"));
+    int st = system(cmd);
+    cr_assert(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: exit %d", cmd, WEXITSTATUS(st));
+
+    cJSON *pred = read_json(test_path(tmpdir, "out.json"));
+    char path[256];
+    snprintf(path, sizeof path, DATA "/%s.torch.json", c->name);
+    cJSON *rec = read_json(path);
+    cr_assert_eq(num(get(pred, "gpu"), "total_memory"), num(rec, "total_memory"), "the recording's GPU is predict's");
+
+    const cJSON *mins = get(rec, "min_budget_mib");
+    const cJSON *adv = get(pred, "advise");
+    cr_expect_eq(num(pred, "peak_allocated"), num(rec, "peak_allocated") + c->d_allocated,
+                 "%s: peak allocated %lld, recorded %lld, pinned difference %lld", c->name,
+                 num(pred, "peak_allocated"), num(rec, "peak_allocated"), c->d_allocated);
+    cr_expect_eq(num(pred, "peak_reserved"), num(rec, "peak_reserved") + c->d_reserved,
+                 "%s: peak reserved %lld, recorded %lld, pinned difference %lld", c->name, num(pred, "peak_reserved"),
+                 num(rec, "peak_reserved"), c->d_reserved);
+    cr_expect_eq(min_budget(adv, ""), (int)num(mins, "defaults") + c->d_min_defaults,
+                 "%s: minimum budget (defaults) %d MiB, bisected %lld, pinned difference %d", c->name,
+                 min_budget(adv, ""), num(mins, "defaults"), c->d_min_defaults);
+    cr_expect_eq(min_budget(adv, "expandable_segments:True"),
+                 (int)num(mins, "expandable_segments:True") + c->d_min_expandable,
+                 "%s: minimum budget (expandable_segments:True) %d MiB, bisected %lld, pinned difference %d", c->name,
+                 min_budget(adv, "expandable_segments:True"), num(mins, "expandable_segments:True"),
+                 c->d_min_expandable);
+    /* what the capture leaves out is said, never silent */
+    const cJSON *nm = get(pred, "not_modelled");
+    cr_expect_eq(cJSON_GetArraySize(nm), c->unmodelled ? 1 : 0, "%s: %d not_modelled entries", c->name,
+                 cJSON_GetArraySize(nm));
+    if (c->unmodelled && cJSON_GetArraySize(nm) == 1) {
+        cr_expect_str_eq(get(cJSON_GetArrayItem(nm, 0), "what")->valuestring, c->unmodelled);
+        cr_expect_eq(num(cJSON_GetArrayItem(nm, 0), "ops"), c->unmodelled_ops);
+    }
+    cJSON_Delete(pred);
+    cJSON_Delete(rec);
+    check_events(c, test_path(tmpdir, "trace.json"));
+}
+
+/* Exact on every figure, and the predicted trace is the recording event for event. gru_tbptt since
+ * _thnn_fused_gru_cell allocates its workspace before hy (cuda_model/rnn.py ALLOC_ORDER, from RNN.cu), and
+ * inference_nograd since _embedding_bag allocates bag_size, offset2bag, then output (composite.py ALLOC_ORDER,
+ * from EmbeddingBag.cu); before, each op's allocations came in the other order. */
+Test(predict_parity, mlp_sgd) { check(&(parity_case){"mlp_sgd", "mlp_sgd.py", "", 0, 0, 0, 0, NULL, 0, EV_EXACT, 0}); }
+Test(predict_parity, mlp_adam)
+{
+    check(&(parity_case){"mlp_adam", "mlp_adam.py", "", 0, 0, 0, 0, NULL, 0, EV_EXACT, 0});
+}
+Test(predict_parity, gru_tbptt)
+{
+    check(&(parity_case){"gru_tbptt", "gru_tbptt.py", "", 0, 0, 0, 0, NULL, 0, EV_EXACT, 0});
+}
+Test(predict_parity, inference_nograd)
+{
+    check(&(parity_case){"inference_nograd", "inference_nograd.py", "", 0, 0, 0, 0, NULL, 0, EV_EXACT, 0});
+}
+Test(predict_parity, finetune_frozen)
+{
+    check(&(parity_case){"finetune_frozen", "finetune_frozen.py", "", 0, 0, 0, 0, NULL, 0, EV_EXACT, 0});
+}
+
+/* Exact on every figure. Around each micro-batch's MSE loss (forward and backward) the recording has two
+ * 512-byte temporaries the capture does not make and one 4-byte allocation fewer than the capture: 12 more
+ * allocations over the 12 micro-batches, all below every peak; not yet explained (docs/parity.md). */
+Test(predict_parity, grad_accum)
+{
+    check(&(parity_case){"grad_accum", "grad_accum.py", "", 0, 0, 0, 0, NULL, 0, EV_COUNT, 12});
+}
+
+/* Exact on every figure since autocast's casts are made last argument first, as GCC evaluates WrapFunction_'s
+ * pack expansion, and cross_entropy's log-probs stay in bfloat16 until nll_loss casts them (cuda_model/
+ * autocast.py); before, expandable_segments:True came out 760 MiB, 6 below PyTorch. The allocations are the
+ * recording's in order; only the frees of autocast's cast cache when the region exits come in another order
+ * (a hash map keyed by host addresses: PyTorch's own order changes from process to process). */
+Test(predict_parity, autocast_bf16)
+{
+    check(&(parity_case){"autocast_bf16", "autocast_bf16.py", "", 0, 0, 0, 0, NULL, 0, EV_ALLOCS, 0});
+}
+
+/* The predicted trace is the recording's but for the sort-based embedding backward's temporaries (> 3072
+ * indices, at lengths 512, 256 and 384: 14 allocations per step of 8 to 18,454,528 bytes, freed within the op,
+ * below the peak; not modelled, and reported as such, one op per step), so need and the uncapped peak reserved
+ * are exact. A prediction has no addresses: with segments placed by the sim's model of the driver another free
+ * block of the same size is picked once, so blocks split differently: peak allocated 4 MiB above PyTorch and the
+ * defaults' minimum budget 12 MiB above, as `oomlab advise` gives on the recorded trace itself
+ * (tests/data/predict/known_differences.json). */
+Test(predict_parity, transformer_encoder)
+{
+    check(&(parity_case){"transformer_encoder", "transformer_encoder.py", "", 4 * MIB, 0, 12, 0,
+                         "embedding backward's sort path (> 3072 indices)", 3, EV_SUBSEQ, 42});
+}
+
+/* The predicted trace is the recording event for event; the sim's placement of segments (no addresses in a
+ * prediction) splits one block differently, as `oomlab advise` on the recorded trace does: peak allocated 4 MiB
+ * below PyTorch, everything else exact. */
+Test(predict_parity, gpt) { check(&(parity_case){"gpt", "gpt.py", "", -4 * MIB, 0, 0, 0, NULL, 0, EV_EXACT, 0}); }
+
+/* cuDNN convolution workspaces are not modelled (cuDNN's heuristics choose them per GPU, library version and
+ * shape: aten/src/ATen/native/cudnn/Conv_v8.cpp), so the prediction is LOW, and says so: "not_modelled" names
+ * the 120 convolution ops (20 convolutions, forward and backward, 3 steps). The predicted trace is the
+ * recording's but for its 168 workspaces (9,633,808 to 134,522,000 bytes each), freed within their
+ * convolutions: peak allocated 11,513,856 bytes below PyTorch, peak reserved 270,532,608 below, the minimum
+ * budgets 2 MiB (defaults) and 22 MiB (expandable_segments) below. */
+Test(predict_parity, resnet18)
+{
+    check(&(parity_case){"resnet18", "resnet18.py", "", -11513856, -270532608, -2, -22, "cuDNN convolution workspaces",
+                         120, EV_SUBSEQ, 168});
+}
+
+/* Llama 3.2 1B's shape, built on meta (tests/data/predict/scripts/llama.py --size 1b --batch 1 --seq 512): exact
+ * on every figure. The flash attention backend's own small allocations are not modelled: per layer and step two
+ * 8-byte tensors kept from forward to backward and, in backward, a 256-byte and a 4,260,096-byte temporary (130
+ * allocations in all, below the peak). (The 7B shape is timed, not tested: PyTorch did not record it, an H100
+ * cannot train it.) */
+Test(predict_parity, llama1b)
+{
+    check(&(parity_case){"llama1b", "llama.py", "--size 1b --batch 1 --seq 512", 0, 0, 0, 0, NULL, 0, EV_SUBSEQ,
+                         130});
+}
