@@ -1,10 +1,53 @@
 /* hostbuf.c - CPU tensors, pageable or pinned (see hostbuf.h). */
 #include "runtime/hostbuf.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc/hostalloc.h"
 #include "kernels.h"
+
+#ifndef OOM_DEBUG
+#define OOM_DEBUG 0
+#endif
+
+oom_status hostbuf_check(const hostbuf *b, bool expensive, char *why, size_t cap)
+{
+    if (!b || !b->rt)
+        return snprintf(why, cap, "no hostbuf, or no rt behind it"), OOM_ECORRUPT;
+    if (b->ndim < 0 || b->ndim > TENSOR_MAX_DIMS || (unsigned)b->dt >= DT_COUNT)
+        return snprintf(why, cap, "ndim %d or dtype %d out of range", b->ndim, (int)b->dt), OOM_ECORRUPT;
+    size_t n = dtype_size(b->dt);
+    for (int i = 0; i < b->ndim; i++) {
+        if (b->shape[i] < 0 || (b->shape[i] && n > SIZE_MAX / (size_t)b->shape[i]))
+            return snprintf(why, cap, "shape[%d] = %lld", i, (long long)b->shape[i]), OOM_ECORRUPT;
+        n *= (size_t)b->shape[i];
+    }
+    if (b->nbytes != n)
+        return snprintf(why, cap, "nbytes %zu, not numel x dtype_size = %zu", b->nbytes, n), OOM_ECORRUPT;
+    if (b->pinned && b->nbytes && !b->data)
+        return snprintf(why, cap, "pinned, %zu bytes, and no block", b->nbytes), OOM_ECORRUPT;
+    if (expensive && b->pinned && b->data && hostalloc_block_size(b->rt->ha, b->data) < b->nbytes)
+        return snprintf(why, cap, "pinned, but %p is not a live block of rt->ha of %zu bytes or more", b->data,
+                        b->nbytes),
+               OOM_ECORRUPT;
+    return OOM_OK;
+}
+
+/* Checked builds: b's invariants at a function's entry or on what it returns; a broken one aborts. */
+static void debug_check(const hostbuf *b)
+{
+#if OOM_DEBUG >= 2
+    char why[256];
+    if (hostbuf_check(b, OOM_DEBUG >= 3, why, sizeof why) != OOM_OK) {
+        fprintf(stderr, "oomlab: hostbuf invariant broken: %s\n", why);
+        abort();
+    }
+#else
+    (void)b;
+#endif
+}
 
 static oom_status make(rt *r, dtype dt, int ndim, const int64_t *shape, hostbuf **out)
 {
@@ -48,6 +91,7 @@ oom_status hostbuf_randn(rt *r, dtype dt, int ndim, const int64_t *shape, uint64
             return st;
         }
     }
+    debug_check(b);
     *out = b;
     return OOM_OK;
 }
@@ -56,6 +100,7 @@ oom_status hostbuf_pin_memory(const hostbuf *src, hostbuf **out)
 {
     if (!src || !out)
         return OOM_EINVAL;
+    debug_check(src);
     hostbuf *b = NULL;
     oom_status st = make(src->rt, src->dt, src->ndim, src->shape, &b);
     if (st != OOM_OK)
@@ -68,6 +113,7 @@ oom_status hostbuf_pin_memory(const hostbuf *src, hostbuf **out)
     b->pinned = true;
     if (src->data && b->data)
         memcpy(b->data, src->data, b->nbytes);
+    debug_check(b);
     *out = b;
     return OOM_OK;
 }
@@ -76,6 +122,7 @@ void hostbuf_free(hostbuf *b)
 {
     if (!b)
         return;
+    debug_check(b);
     if (b->pinned)
         (void)hostalloc_free(b->rt->ha, b->data); /* an event that cannot be recorded synchronises instead */
     else
@@ -87,6 +134,7 @@ tensor *hostbuf_to_device(const hostbuf *b, bool non_blocking, devstream s)
 {
     if (!b)
         return NULL;
+    debug_check(b);
     rt *r = b->rt;
     tensor *t = tensor_empty(r, b->dt, b->ndim, b->shape);
     if (!t)

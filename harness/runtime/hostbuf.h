@@ -51,6 +51,12 @@ void hostbuf_free(hostbuf *b);
 /* b.to("cuda", non_blocking=non_blocking), the copy on stream s: NULL on failure, recorded in the rt. */
 tensor *hostbuf_to_device(const hostbuf *b, bool non_blocking, devstream s);
 
+/* Validator: the invariants above. Cheap (the struct alone), and with expensive also "a live block of rt->ha" (a
+ * look-up under the host allocator's lock). OOM_OK, or OOM_ECORRUPT with the broken invariant in why[cap]: it
+ * touches no error record, so any thread may call it. Checked builds (OOM_DEBUG >= 2) run it at the entry of
+ * every function taking a hostbuf and on what they return (expensive at OOM_DEBUG >= 3), and abort on failure. */
+oom_status hostbuf_check(const hostbuf *b, bool expensive, char *why, size_t cap);
+
 OOM_END_DECLS
 
 #endif
