@@ -135,6 +135,11 @@ static const cli_command commands[] = {
           false},
          {"--no-fork", NULL, "run the variants in this process (to debug one with gdb): no isolation, no timeout",
           false},
+         {"--jobs", "N",
+          "run N variants' processes at once (the catalog's, a scenario's, a sweep's values); default: the\n"
+          "online cores, on cuda no more than the GPU's free memory holds (budget plus a context each);\n"
+          "output and results files are those of --jobs 1; --no-fork runs one",
+          false},
      }},
     {"faultsweep",
      "[SCENARIO]",
@@ -153,6 +158,7 @@ static const cli_command commands[] = {
          {"--stride", "N", "test every N-th fault point (1, 1+N, 1+2N, ...; default 1: every point)", false},
          {"--timeout", "SECONDS", "a point still running after SECONDS is killed and not clean (default: run's)",
           false},
+         {"--jobs", "N", "run N points at once, as for run (the report is that of --jobs 1)", false},
      }},
     {"plot",
      "RESULTS.json|RUNDIR | --trend HISTORY.csv",
@@ -1032,24 +1038,24 @@ static int take_timeout(const char *arg, double *out)
     return 0;
 }
 
-/* Run one scenario; writes its results file (into *rundir once one is claimed, else claims one in out_dir).
- * Returns 0 or EXIT_BAD_INPUT (the line printed); *res is filled on 0. */
-static int run_one(const scenario *sc, const run_options *o, const char *out_dir, bool write, char *rundir,
-                   size_t rundircap, char *path, size_t pathcap, run_result *res)
+/* The "jobs: N (why)" line of a run's header, when the variants run more than one at a time. */
+static void print_jobs(FILE *f, int jobs, const char *why)
 {
-    char err[ALLOC_CONF_ERR_MAX + 256]; /* an allocator-settings error is never cut */
-    oom_status st = runner_run(sc, o, res, err, sizeof err);
-    if (st != OOM_OK) {
-        fprintf(stderr, "oomlab: %s\n", err);
-        return EXIT_BAD_INPUT;
-    }
+    if (jobs != 1)
+        fprintf(f, "jobs: %d (%s)\n", jobs, why);
+}
+
+/* Write one run's results file (into *rundir once one is claimed, else claims one in out_dir). Returns 0 or
+ * EXIT_BAD_INPUT (the line printed). */
+static int write_one(const run_result *res, const char *out_dir, bool write, char *rundir, size_t rundircap,
+                     char *path, size_t pathcap)
+{
     path[0] = '\0';
     if (!write)
         return 0;
-    st = rundir[0] ? report_write_in(res, rundir, path, pathcap) : report_write(res, out_dir, path, pathcap);
+    oom_status st = rundir[0] ? report_write_in(res, rundir, path, pathcap) : report_write(res, out_dir, path, pathcap);
     if (st != OOM_OK) {
         fprintf(stderr, "oomlab: --out: %s\n", oom_error_detail());
-        run_result_free(res);
         return EXIT_BAD_INPUT;
     }
     const char *slash = strrchr(path, '/');
@@ -1169,6 +1175,12 @@ static int cmd_run(int argc, char **argv)
                 return rc;
         } else if (strcmp(a, "--no-fork") == 0) {
             o.no_fork = true;
+        } else if (strcmp(a, "--jobs") == 0) {
+            long v = 0;
+            int rc = take_count(argc, argv, &i, 1, RUN_MAX_JOBS, "a number of jobs", &v);
+            if (rc)
+                return rc;
+            o.jobs = (int)v;
         } else if (strcmp(a, "--dry-run") == 0) {
             o.dry_run = true;
         } else if (strcmp(a, "--real-addresses") == 0) {
@@ -1223,13 +1235,33 @@ static int cmd_run(int argc, char **argv)
         free(paths);
         return bad_input("%s", "out of host memory");
     }
+    /* every variant of every scenario as a child, --jobs at a time; the results are written in catalog order */
+    const run_options **opts = calloc(n, sizeof *opts);
+    size_t budget = 0;
+    for (size_t k = 0; opts && k < n; k++) {
+        opts[k] = &o;
+        size_t b = o.budget ? o.budget : list[k]->default_budget > list[k]->ci_budget ? list[k]->default_budget
+                                                                                       : list[k]->ci_budget;
+        budget = b > budget ? b : budget;
+    }
+    char why[RUN_JOBS_WHY_MAX];
+    int jobs = runner_jobs(&o, budget, why, sizeof why);
+    print_jobs(json ? stderr : stdout, jobs, why);
+    if (!opts || runner_run_batch(list, opts, n, res, jobs, err, sizeof err) != OOM_OK) {
+        if (!opts)
+            snprintf(err, sizeof err, "out of host memory");
+        free(opts);
+        free(res);
+        free(paths);
+        return bad_input("%s", err);
+    }
+    free(opts);
     char rundir[1024] = "";
     int rc = 0;
-    size_t done = 0;
-    for (; done < n && rc == 0; done++)
-        rc = run_one(list[done], &o, out_dir, write, rundir, sizeof rundir, paths[done], sizeof paths[0], &res[done]);
+    for (size_t k = 0; k < n && rc == 0; k++)
+        rc = write_one(&res[k], out_dir, write, rundir, sizeof rundir, paths[k], sizeof paths[0]);
     if (rc) {
-        for (size_t k = 0; k + 1 < done; k++)
+        for (size_t k = 0; k < n; k++)
             run_result_free(&res[k]);
         free(res);
         free(paths);
@@ -1322,6 +1354,10 @@ static int cmd_faultsweep(int argc, char **argv)
             fo.stride = (uint64_t)v;
         } else if (strcmp(a, "--timeout") == 0) {
             rc = take_timeout(argv[++i], &o->timeout_s);
+        } else if (strcmp(a, "--jobs") == 0) {
+            long v = 0;
+            rc = take_count(argc, argv, &i, 1, RUN_MAX_JOBS, "a number of jobs", &v);
+            o->jobs = (int)v;
         } else if (a[0] == '-' && a[1]) {
             return bad_input("faultsweep: unknown option '%s'", a);
         } else if (!name) {
