@@ -125,7 +125,7 @@ Test(parallel, the_catalog_with_4_jobs_is_the_catalog_with_1, .timeout = 900)
     free(raw1);
     free(one);
     free(four);
-    char d1[TEST_TMPDIR_MAX + 128], d4[TEST_TMPDIR_MAX + 128], p1[TEST_TMPDIR_MAX + 256], p4[TEST_TMPDIR_MAX + 256];
+    char d1[TEST_TMPDIR_MAX + 384], d4[TEST_TMPDIR_MAX + 384], p1[TEST_TMPDIR_MAX + 512], p4[TEST_TMPDIR_MAX + 512];
     run_folder("one", d1, sizeof d1);
     run_folder("four", d4, sizeof d4);
     for (size_t k = 0; k < scenario_catalog_size; k++) {
@@ -169,7 +169,7 @@ Test(parallel, a_fault_sweep_with_4_jobs_is_the_sweep_with_1, .timeout = 600)
 
 Test(parallel, a_sweep_with_4_jobs_is_the_sweep_with_1, .timeout = 600)
 {
-    char args[1024], path[2][TEST_TMPDIR_MAX + 256];
+    char args[1024], path[2][TEST_TMPDIR_MAX + 512];
     const char *dirs[2] = {"one", "four"};
     for (int k = 0; k < 2; k++) {
         snprintf(args, sizeof args, "run oversize_batch --backend sim --sweep batch=64..1024 --jobs %d --out '%s'",
@@ -177,7 +177,7 @@ Test(parallel, a_sweep_with_4_jobs_is_the_sweep_with_1, .timeout = 600)
         char out[32];
         snprintf(out, sizeof out, "%s.txt", dirs[k]);
         cr_assert_eq(oomlab(false, args, out), 0, "%s", args);
-        char d[TEST_TMPDIR_MAX + 128];
+        char d[TEST_TMPDIR_MAX + 384];
         run_folder(dirs[k], d, sizeof d);
         snprintf(path[k], sizeof path[k], "%s/oversize_batch.sweep.json", d);
     }

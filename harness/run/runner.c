@@ -195,7 +195,7 @@ static int64_t stat_in(const memstats *m, const char *key)
     return v;
 }
 
-static void sample_of(const memstats *m, scn_sample *smp)
+void runner_sample_of(const memstats *m, scn_sample *smp)
 {
     smp->allocated = stat_in(m, "allocated_bytes.all.current");
     smp->reserved = stat_in(m, "reserved_bytes.all.current");
@@ -222,7 +222,7 @@ static void device_sample(scn *s, int k, const char *label, const memstats *m)
     memset(smp, 0, sizeof *smp);
     snprintf(smp->label, sizeof smp->label, "%s", label);
     if (m)
-        sample_of(m, smp);
+        runner_sample_of(m, smp);
 }
 
 void scn_step(scn *s, const char *fmt, ...)
@@ -237,7 +237,7 @@ void scn_step(scn *s, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(smp->label, sizeof smp->label, fmt, ap);
     va_end(ap);
-    sample_of(cachealloc_stats(s->r->ca), smp);
+    runner_sample_of(cachealloc_stats(s->r->ca), smp);
     for (size_t k = 1; k <= res->ndevices; k++) /* every other open device, in step */
         device_sample(s, (int)k, smp->label, cachealloc_stats(s->extra[k]->ca));
 }

@@ -200,6 +200,9 @@ typedef struct run_result {
     size_t crashed, timed_out; /* variants that crashed or ran past their timeout */
 } run_result;
 
+/* A sample of the allocator's counters m, as scn_step takes it at every step (the label is the caller's). */
+void runner_sample_of(const memstats *m, scn_sample *smp);
+
 /* The scale a run gets: o->scale unless SCALE_AUTO, then full on cuda (explicit or auto with a GPU) and in a dry
  * run, else ci. */
 run_scale runner_resolve_scale(const run_options *o);
