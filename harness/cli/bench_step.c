@@ -35,7 +35,8 @@ oom_status bench_step(const bench_step_options *opt, FILE *out)
     optimizer *o = optim_sgd(r, params, np, 0.01, 0.9, 0.0, 0.0, false);
     tensor *x = tensor_randn(r, DT_F32, SHAPE(B, W), 0.0, 1.0);
     tensor *y = tensor_randint(r, SHAPE(B), 0, 10);
-    double train[STEP_RUNS], eval[STEP_RUNS], train_cpu[STEP_RUNS], eval_cpu[STEP_RUNS], sampled[STEP_RUNS];
+    double train[STEP_RUNS], eval[STEP_RUNS], train_cpu[STEP_RUNS], eval_cpu[STEP_RUNS], sampled[STEP_RUNS],
+        sample_us[STEP_RUNS];
     /* the measurement's overhead: the same step with a sample of the counters after it, as scn_step takes one
      * (label, 11 counters, the series grown), alternated with the plain step so that drift hits both alike */
     scn_sample *series = NULL;
@@ -65,6 +66,7 @@ oom_status bench_step(const bench_step_options *opt, FILE *out)
         autograd_backward(loss2, NULL, false);
         optim_step(o);
         rt_sync(r);
+        double ts = bench_now_ns() * 1e-6;
         scn_sample *grown = realloc(series, (nseries + 1) * sizeof *series);
         if (grown) {
             series = grown;
@@ -75,6 +77,7 @@ oom_status bench_step(const bench_step_options *opt, FILE *out)
         tensor_release(loss2);
         tensor_release(l2);
         if (i >= 0) {
+            sample_us[i] = (t4 - ts) * 1e3;
             sampled[i] = t4 - t3;
             train[i] = t1 - t0;
             eval[i] = t2 - t1;
@@ -120,8 +123,11 @@ oom_status bench_step(const bench_step_options *opt, FILE *out)
             fprintf(out, "  training step (zero_grad, forward, cross-entropy, backward, SGD)  %9.3f ms\n", tr);
             fprintf(out, "  forward under no_grad                                            %9.3f ms\n", ev);
             double sm = bench_median(sampled, STEP_RUNS);
+            double su = bench_median(sample_us, STEP_RUNS);
             fprintf(out, "  training step and a sample of the counters (scn_step's)          %9.3f ms (%+.2f%%)\n",
                     sm, tr > 0 ? (sm - tr) / tr * 100.0 : 0.0);
+            fprintf(out, "  the sample alone                                                 %9.3f us (%.3f%% of the step)\n",
+                    su, tr > 0 ? su * 1e-3 / tr * 100.0 : 0.0);
         }
     }
     free(series);
