@@ -1246,7 +1246,6 @@ static int cmd_run(int argc, char **argv)
     }
     char why[RUN_JOBS_WHY_MAX];
     int jobs = runner_jobs(&o, budget, why, sizeof why);
-    print_jobs(json ? stderr : stdout, jobs, why);
     if (!opts || runner_run_batch(list, opts, n, res, jobs, err, sizeof err) != OOM_OK) {
         if (!opts)
             snprintf(err, sizeof err, "out of host memory");
@@ -1296,6 +1295,7 @@ static int cmd_run(int argc, char **argv)
         for (size_t k = 0; write && k < n; k++)
             fprintf(stderr, "results: %s\n", paths[k]);
     } else {
+        print_jobs(stdout, jobs, why); /* the header's first line; the JSON has none (it is --jobs 1's) */
         if (one)
             report_table(&res[0], stdout);
         else
