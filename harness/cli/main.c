@@ -1246,6 +1246,11 @@ static int cmd_run(int argc, char **argv)
     }
     char why[RUN_JOBS_WHY_MAX];
     int jobs = runner_jobs(&o, budget, why, sizeof why);
+    size_t nvar = 0; /* no more jobs than variants to run (each --variant names one, checked above) */
+    for (size_t k = 0; k < n; k++)
+        nvar += o.nvariants ? (size_t)o.nvariants : list[k]->nvariants;
+    if (nvar && (size_t)jobs > nvar)
+        jobs = (int)nvar;
     if (!opts || runner_run_batch(list, opts, n, res, jobs, err, sizeof err) != OOM_OK) {
         if (!opts)
             snprintf(err, sizeof err, "out of host memory");
