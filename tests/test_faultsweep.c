@@ -195,7 +195,7 @@ static int sweep_cli(bool fixtures, const char *args, char *out, size_t cap)
 Test(faultsweep, the_command_line)
 {
     static char out[1 << 16];
-    cr_assert_eq(sweep_cli(false, "fragmentation --variant bug --backend sim", out, sizeof out), 0, "%s", out);
+    cr_assert_eq(sweep_cli(false, "fragmentation --variant bug --backend sim --jobs 1", out, sizeof out), 0, "%s", out);
     cr_assert_str_eq(out, "faultsweep: backend sim, scale ci, every fault point\n\n"
                           "scenario           variant                     device points  host points  failures\n"
                           "fragmentation      bug                                    50            0         0  ✓\n"

@@ -13,6 +13,7 @@
 #include "runtime/ops.h"
 #include "runtime/optim.h"
 #include "run/export.h"
+#include "run/runner.h"
 
 #ifndef OOM_DEBUG
 #define OOM_DEBUG 0
@@ -35,7 +36,12 @@ oom_status bench_step(const bench_step_options *opt, FILE *out)
     optimizer *o = optim_sgd(r, params, np, 0.01, 0.9, 0.0, 0.0, false);
     tensor *x = tensor_randn(r, DT_F32, SHAPE(B, W), 0.0, 1.0);
     tensor *y = tensor_randint(r, SHAPE(B), 0, 10);
-    double train[STEP_RUNS], eval[STEP_RUNS], train_cpu[STEP_RUNS], eval_cpu[STEP_RUNS];
+    double train[STEP_RUNS], eval[STEP_RUNS], train_cpu[STEP_RUNS], eval_cpu[STEP_RUNS], sampled[STEP_RUNS],
+        sample_us[STEP_RUNS];
+    /* the measurement's overhead: the same step with a sample of the counters after it, as scn_step takes one
+     * (label, 11 counters, the series grown), alternated with the plain step so that drift hits both alike */
+    scn_sample *series = NULL;
+    size_t nseries = 0;
     for (int i = -3; i < STEP_RUNS && rt_ok(r); i++) { /* three warm-up steps */
         double t0 = (bench_now_ns() * 1e-6), c0 = bench_cpu_ns() * 1e-6;
         optim_zero_grad(o, true);
@@ -54,7 +60,26 @@ oom_status bench_step(const bench_step_options *opt, FILE *out)
             tensor_release(out2);
         }
         double t2 = (bench_now_ns() * 1e-6), c2 = bench_cpu_ns() * 1e-6;
+        double t3 = bench_now_ns() * 1e-6;
+        optim_zero_grad(o, true);
+        tensor *l2 = nn_mlp_forward(m, x);
+        tensor *loss2 = op_cross_entropy(l2, y);
+        autograd_backward(loss2, NULL, false);
+        optim_step(o);
+        rt_sync(r);
+        double ts = bench_now_ns() * 1e-6;
+        scn_sample *grown = realloc(series, (nseries + 1) * sizeof *series);
+        if (grown) {
+            series = grown;
+            snprintf(series[nseries].label, sizeof series[nseries].label, "step %d", i);
+            runner_sample_of(cachealloc_stats(r->ca), &series[nseries++]);
+        }
+        double t4 = bench_now_ns() * 1e-6;
+        tensor_release(loss2);
+        tensor_release(l2);
         if (i >= 0) {
+            sample_us[i] = (t4 - ts) * 1e3;
+            sampled[i] = t4 - t3;
             train[i] = t1 - t0;
             eval[i] = t2 - t1;
             train_cpu[i] = c1 - c0;
@@ -98,8 +123,15 @@ oom_status bench_step(const bench_step_options *opt, FILE *out)
             fprintf(out, "ms per call, median of %d runs after 3 warm-ups\n", STEP_RUNS);
             fprintf(out, "  training step (zero_grad, forward, cross-entropy, backward, SGD)  %9.3f ms\n", tr);
             fprintf(out, "  forward under no_grad                                            %9.3f ms\n", ev);
+            double sm = bench_median(sampled, STEP_RUNS);
+            double su = bench_median(sample_us, STEP_RUNS);
+            fprintf(out, "  training step and a sample of the counters (scn_step's)          %9.3f ms (%+.2f%%)\n",
+                    sm, tr > 0 ? (sm - tr) / tr * 100.0 : 0.0);
+            fprintf(out, "  the sample alone                                                 %9.3f us (%.3f%% of the step)\n",
+                    su, tr > 0 ? su * 1e-3 / tr * 100.0 : 0.0);
         }
     }
+    free(series);
     tensor_release(x);
     tensor_release(y);
     optim_free(o);

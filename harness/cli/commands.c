@@ -81,6 +81,11 @@ const cli_command cli_commands[] = {
           false},
          {"--no-fork", NULL, "run the variants in this process (to debug one with gdb): no isolation, no timeout",
           false},
+         {"--jobs", "N",
+          "run N variants' processes at once (the catalog's, a scenario's, a sweep's values); default: the\n"
+          "online cores, on cuda no more than the GPU's free memory holds (budget plus a context each);\n"
+          "output and results files are those of --jobs 1; --no-fork runs one",
+          false},
      }},
     {"faultsweep", cli_faultsweep, 0,
      "[SCENARIO]",
@@ -99,6 +104,7 @@ const cli_command cli_commands[] = {
          {"--stride", "N", "test every N-th fault point (1, 1+N, 1+2N, ...; default 1: every point)", false},
          {"--timeout", "SECONDS", "a point still running after SECONDS is killed and not clean (default: run's)",
           false},
+         {"--jobs", "N", "run N points at once, as for run (the report is that of --jobs 1)", false},
      }},
     {"plot", cli_plot, 0,
      "RESULTS.json|RUNDIR | --trend HISTORY.csv",

@@ -52,6 +52,10 @@ int cli_faultsweep(int argc, char **argv)
             fo.stride = (uint64_t)v;
         } else if (strcmp(a, "--timeout") == 0) {
             rc = cli_take_timeout(argv[++i], &o->timeout_s);
+        } else if (strcmp(a, "--jobs") == 0) {
+            long v = 0;
+            rc = cli_take_count(argc, argv, &i, 1, RUN_MAX_JOBS, "a number of jobs", &v);
+            o->jobs = (int)v;
         } else if (a[0] == '-' && a[1]) {
             return cli_bad_arg("faultsweep: unknown option '%s'", a);
         } else if (!name) {

@@ -58,24 +58,24 @@ int cli_take_timeout(const char *arg, double *out)
     return 0;
 }
 
-/* Run one scenario; writes its results file (into *rundir once one is claimed, else claims one in out_dir).
- * Returns 0 or CLI_EXIT_BAD_INPUT (the line printed); *res is filled on 0. */
-static int run_one(const scenario *sc, const run_options *o, const char *out_dir, bool write, char *rundir,
-                   size_t rundircap, char *path, size_t pathcap, run_result *res)
+/* The "jobs: N (why)" line of a run's header, when the variants run more than one at a time. */
+static void print_jobs(FILE *f, int jobs, const char *why)
 {
-    char err[ALLOC_CONF_ERR_MAX + 256]; /* an allocator-settings error is never cut */
-    oom_status st = runner_run(sc, o, res, err, sizeof err);
-    if (st != OOM_OK) {
-        fprintf(stderr, "oomlab: %s\n", err);
-        return CLI_EXIT_BAD_INPUT;
-    }
+    if (jobs != 1)
+        fprintf(f, "jobs: %d (%s)\n", jobs, why);
+}
+
+/* Write one run's results file (into *rundir once one is claimed, else claims one in out_dir). Returns 0 or
+ * CLI_EXIT_BAD_INPUT (the line printed). */
+static int write_one(const run_result *res, const char *out_dir, bool write, char *rundir, size_t rundircap,
+                     char *path, size_t pathcap)
+{
     path[0] = '\0';
     if (!write)
         return 0;
-    st = rundir[0] ? report_write_in(res, rundir, path, pathcap) : report_write(res, out_dir, path, pathcap);
+    oom_status st = rundir[0] ? report_write_in(res, rundir, path, pathcap) : report_write(res, out_dir, path, pathcap);
     if (st != OOM_OK) {
         fprintf(stderr, "oomlab: --out: %s\n", oom_error_detail());
-        run_result_free(res);
         return CLI_EXIT_BAD_INPUT;
     }
     const char *slash = strrchr(path, '/');
@@ -146,7 +146,8 @@ int cli_run(int argc, char **argv)
         const char *a = argv[i];
         bool has_value = strcmp(a, "--variant") == 0 || strcmp(a, "--backend") == 0 || strcmp(a, "--budget") == 0 ||
                          strcmp(a, "--set") == 0 || strcmp(a, "--alloc-conf") == 0 || strcmp(a, "--out") == 0 ||
-                         strcmp(a, "--scale") == 0 || strcmp(a, "--sweep") == 0 || strcmp(a, "--timeout") == 0;
+                         strcmp(a, "--scale") == 0 || strcmp(a, "--sweep") == 0 || strcmp(a, "--timeout") == 0 ||
+                         strcmp(a, "--jobs") == 0;
         if (has_value && i + 1 >= argc)
             return cli_bad_arg("%s needs a value", a);
         if (strcmp(a, "--variant") == 0) {
@@ -195,6 +196,12 @@ int cli_run(int argc, char **argv)
                 return rc;
         } else if (strcmp(a, "--no-fork") == 0) {
             o.no_fork = true;
+        } else if (strcmp(a, "--jobs") == 0) {
+            long v = 0;
+            int rc = cli_take_count(argc, argv, &i, 1, RUN_MAX_JOBS, "a number of jobs", &v);
+            if (rc)
+                return rc;
+            o.jobs = (int)v;
         } else if (strcmp(a, "--dry-run") == 0) {
             o.dry_run = true;
         } else if (strcmp(a, "--real-addresses") == 0) {
@@ -249,13 +256,37 @@ int cli_run(int argc, char **argv)
         free(paths);
         return cli_bad_arg("%s", "out of host memory");
     }
+    /* every variant of every scenario as a child, --jobs at a time; the results are written in catalog order */
+    const run_options **opts = calloc(n, sizeof *opts);
+    size_t budget = 0;
+    for (size_t k = 0; opts && k < n; k++) {
+        opts[k] = &o;
+        size_t b = o.budget ? o.budget : list[k]->default_budget > list[k]->ci_budget ? list[k]->default_budget
+                                                                                       : list[k]->ci_budget;
+        budget = b > budget ? b : budget;
+    }
+    char why[RUN_JOBS_WHY_MAX];
+    int jobs = runner_jobs(&o, budget, why, sizeof why);
+    size_t nvar = 0; /* no more jobs than variants to run (each --variant names one, checked above) */
+    for (size_t k = 0; k < n; k++)
+        nvar += o.nvariants ? (size_t)o.nvariants : list[k]->nvariants;
+    if (nvar && (size_t)jobs > nvar)
+        jobs = (int)nvar;
+    if (!opts || runner_run_batch(list, opts, n, res, jobs, err, sizeof err) != OOM_OK) {
+        if (!opts)
+            snprintf(err, sizeof err, "out of host memory");
+        free(opts);
+        free(res);
+        free(paths);
+        return cli_bad_arg("%s", err);
+    }
+    free(opts);
     char rundir[1024] = "";
     int rc = 0;
-    size_t done = 0;
-    for (; done < n && rc == 0; done++)
-        rc = run_one(list[done], &o, out_dir, write, rundir, sizeof rundir, paths[done], sizeof paths[0], &res[done]);
+    for (size_t k = 0; k < n && rc == 0; k++)
+        rc = write_one(&res[k], out_dir, write, rundir, sizeof rundir, paths[k], sizeof paths[0]);
     if (rc) {
-        for (size_t k = 0; k + 1 < done; k++)
+        for (size_t k = 0; k < n; k++)
             run_result_free(&res[k]);
         free(res);
         free(paths);
@@ -290,6 +321,7 @@ int cli_run(int argc, char **argv)
         for (size_t k = 0; write && k < n; k++)
             fprintf(stderr, "results: %s\n", paths[k]);
     } else {
+        print_jobs(stdout, jobs, why); /* the header's first line; the JSON has none (it is --jobs 1's) */
         if (one)
             report_table(&res[0], stdout);
         else

@@ -1103,6 +1103,11 @@ oom_status device_cuda_props(device_cuda_info *out)
     prop.name[sizeof out->name - 1] = '\0';
     memcpy(out->name, prop.name, sizeof out->name);
     out->total_bytes = prop.totalGlobalMem;
+    size_t f = 0, t = 0; /* free memory, as the runner's jobs are bounded by it (this creates the context) */
+    if (cudaMemGetInfo(&f, &t) == cudaSuccess)
+        out->free_bytes = f;
+    else
+        (void)cudaGetLastError();
     return OOM_OK;
 }
 

@@ -244,6 +244,7 @@ typedef struct device_cuda_info {
     bool visible;
     char name[96];
     size_t total_bytes;
+    size_t free_bytes; /* cudaMemGetInfo's free when probed (the runner's --jobs bound); 0: not known */
 } device_cuda_info;
 const device_cuda_info *device_cuda_probe(void);
 /* Whether this process has initialised CUDA (device_cuda_visible or a cuda device_open ran here). */

@@ -30,50 +30,84 @@ static const char *unclean(const variant_result *vr)
     return vr->fault.detail[0] ? vr->fault.detail : NULL;
 }
 
-/* One run of variant v under fault f: its result in *vr (run_result kept in *rr for the caller to free). */
-static oom_status run_point(const scenario *sc, const faultsweep_options *o, const scenario_variant *v,
-                            const run_fault *f, run_result *rr, char *err, size_t errcap)
+/* The options of one run of variant v under fault f. */
+static run_options point_options(const faultsweep_options *o, const scenario_variant *v, const run_fault *f)
 {
     run_options one = o->run;
     one.nvariants = 1;
     one.variants[0] = v->name;
     one.fault = f;
     one.no_fork = false; /* a crash at a point is a finding, not the end of the sweep */
+    return one;
+}
+
+/* One run of variant v under fault f: its result in *rr (for the caller to free). */
+static oom_status run_point(const scenario *sc, const faultsweep_options *o, const scenario_variant *v,
+                            const run_fault *f, run_result *rr, char *err, size_t errcap)
+{
+    run_options one = point_options(o, v, f);
     return runner_run(sc, &one, rr, err, errcap);
 }
 
-/* Points n = 1, 1 + stride, ... of one kind, until a run does not reach its fault. */
+/* Points run together: up to this many at a time, past the last the run without a fault reaches by one. */
+#define FAULTSWEEP_BATCH 64
+
+/* Points n = 1, 1 + stride, ... of one kind, until a run does not reach its fault. The points expected to fire
+ * (up to baseline_calls, and the first past it) run in batches of jobs at once; each batch's results are taken in
+ * point order and the sweep stops at the same point, with the same rows, as one point at a time would (a point
+ * run past the stop is dropped: each run is a fork of this process and independent of the others). */
 static oom_status sweep_kind(const scenario *sc, const faultsweep_options *o, faultsweep_row *row, bool host,
-                             uint64_t baseline_calls, char *err, size_t errcap)
+                             uint64_t baseline_calls, int jobs, char *err, size_t errcap)
 {
     uint64_t stride = o->stride > 1 ? o->stride : 1;
     uint64_t *points = host ? &row->host_points : &row->device_points;
     const char *kind = host ? "host" : "device";
     if (baseline_calls == 0) /* a run with the fault armed is the run without one: nothing to fail */
         return OOM_OK;
-    for (uint64_t n = 1;; n += stride) {
+    run_fault f[FAULTSWEEP_BATCH];
+    run_options opts[FAULTSWEEP_BATCH];
+    const run_options *optp[FAULTSWEEP_BATCH];
+    const scenario *scs[FAULTSWEEP_BATCH];
+    run_result rr[FAULTSWEEP_BATCH];
+    for (uint64_t n = 1;;) {
         if (n > FAULTSWEEP_MAX_POINT) {
             if (!add_failure(row, kind, n, "the sweep did not stop: every run reached its fault"))
                 return OOM_ENOMEM_HOST;
             return OOM_OK;
         }
-        run_fault f = {.device_at = host ? 0 : n, .host_at = host ? n : 0};
-        run_result rr;
-        oom_status st = run_point(sc, o, row->v, &f, &rr, err, errcap);
+        size_t nb = 0; /* this batch: n, n + stride, ... through the first point past baseline_calls */
+        for (uint64_t p = n; nb < FAULTSWEEP_BATCH && p <= FAULTSWEEP_MAX_POINT; p += stride) {
+            f[nb] = (run_fault){.device_at = host ? 0 : p, .host_at = host ? p : 0};
+            opts[nb] = point_options(o, row->v, &f[nb]);
+            optp[nb] = &opts[nb];
+            scs[nb] = sc;
+            nb++;
+            if (p > baseline_calls || nb >= (size_t)jobs * 8)
+                break;
+        }
+        oom_status st = runner_run_batch(scs, optp, nb, rr, jobs, err, errcap);
         if (st != OOM_OK)
             return st;
-        const variant_result *vr = &rr.variants[0];
-        bool finished = vr->outcome != OUTCOME_CRASHED && vr->outcome != OUTCOME_TIMEOUT;
-        bool fired = host ? vr->fault.host_fired : vr->fault.device_fired;
-        /* a point that crashed or hung counts while the run without a fault gets that far */
-        bool counts = finished ? fired : n <= baseline_calls;
-        const char *why = counts ? unclean(vr) : NULL;
-        bool ok = !why || add_failure(row, kind, n, why);
-        *points += counts;
-        run_result_free(&rr);
+        bool stop = false, ok = true;
+        for (size_t k = 0; k < nb; k++, n += stride) {
+            if (stop || !ok || n > FAULTSWEEP_MAX_POINT) { /* past the stop: dropped */
+                run_result_free(&rr[k]);
+                continue;
+            }
+            const variant_result *vr = &rr[k].variants[0];
+            bool finished = vr->outcome != OUTCOME_CRASHED && vr->outcome != OUTCOME_TIMEOUT;
+            bool fired = host ? vr->fault.host_fired : vr->fault.device_fired;
+            /* a point that crashed or hung counts while the run without a fault gets that far */
+            bool counts = finished ? fired : n <= baseline_calls;
+            const char *why = counts ? unclean(vr) : NULL;
+            ok = !why || add_failure(row, kind, n, why);
+            *points += counts;
+            stop = !counts;
+            run_result_free(&rr[k]);
+        }
         if (!ok)
             return OOM_ENOMEM_HOST;
-        if (!counts)
+        if (stop)
             return OOM_OK;
     }
 }
@@ -85,9 +119,16 @@ oom_status faultsweep_run(const scenario *const *list, size_t n, const faultswee
     out->stride = o->stride > 1 ? o->stride : 1;
     out->scale = runner_resolve_scale(&o->run);
     out->passed = true;
-    for (size_t k = 0; k < n; k++) /* every scenario's options are checked before anything runs */
+    size_t budget = 0;
+    for (size_t k = 0; k < n; k++) { /* every scenario's options are checked before anything runs */
         if (runner_validate(list[k], &o->run, err, errcap) != OOM_OK)
             return OOM_EINVAL;
+        size_t b = o->run.budget                                ? o->run.budget
+                   : list[k]->default_budget > list[k]->ci_budget ? list[k]->default_budget
+                                                                  : list[k]->ci_budget;
+        budget = b > budget ? b : budget;
+    }
+    out->jobs = runner_jobs(&o->run, budget, out->jobs_why, sizeof out->jobs_why);
     size_t cap = 0;
     for (size_t k = 0; k < n; k++)
         cap += list[k]->nvariants;
@@ -126,9 +167,9 @@ oom_status faultsweep_run(const scenario *const *list, size_t n, const faultswee
             run_result_free(&rr);
             st = ok ? OOM_OK : OOM_ENOMEM_HOST;
             if (st == OOM_OK && o->device)
-                st = sweep_kind(sc, o, row, false, row->device_allocs, err, errcap);
+                st = sweep_kind(sc, o, row, false, row->device_allocs, out->jobs, err, errcap);
             if (st == OOM_OK && o->host)
-                st = sweep_kind(sc, o, row, true, row->host_allocs, err, errcap);
+                st = sweep_kind(sc, o, row, true, row->host_allocs, out->jobs, err, errcap);
             if (st != OOM_OK) {
                 if (st == OOM_ENOMEM_HOST)
                     snprintf(err, errcap, "out of host memory");
@@ -148,6 +189,8 @@ void faultsweep_table(const faultsweep_result *r, FILE *out)
                 run_scale_str(r->scale), (unsigned long long)r->stride);
     else
         fprintf(out, "faultsweep: backend %s, scale %s, every fault point\n", r->backend, run_scale_str(r->scale));
+    if (r->jobs > 1)
+        fprintf(out, "jobs: %d (%s)\n", r->jobs, r->jobs_why);
     fprintf(out, "\n%-18s %-26s %14s %12s %9s\n", "scenario", "variant", "device points", "host points", "failures");
     uint64_t points = 0;
     size_t failures = 0;

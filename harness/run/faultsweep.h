@@ -71,6 +71,8 @@ typedef struct faultsweep_result {
     char backend[8];
     run_scale scale;
     bool passed; /* every point clean */
+    int jobs;    /* points run at once (runner_jobs) and why */
+    char jobs_why[RUN_JOBS_WHY_MAX];
 } faultsweep_result;
 
 /* Sweep the selected variants of each scenario in list. OOM_EINVAL or OOM_ENODEV (err says why) before anything

@@ -217,14 +217,26 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-void isolate_variant(isolate_fn fn, void *arg, double timeout_s, const char *limit_source, variant_result *res,
-                     run_result *run)
+/* A child that is running: its job, process, pipe, start time and the bytes read so far. */
+typedef struct slot {
+    isolate_job *job;
+    pid_t pid;
+    int fd;
+    double t0;
+    buf b;
+} slot;
+
+/* Fork job's child into sl; false (the job marked crashed) when it could not start. The child closes the read
+ * ends of the other running children's pipes (others[0..nothers)); every write end but its own is closed in the
+ * parent right after each fork, so a child's end of the pipe is the only one and its exit is the pipe's end. */
+static bool start(isolate_job *job, slot *sl, const slot *others, size_t nothers)
 {
+    variant_result *res = job->res;
     int fd[2];
     if (pipe(fd) != 0) {
         res->outcome = OUTCOME_CRASHED;
         snprintf(res->error, sizeof res->error, "could not start the variant's process: pipe: %s", strerror(errno));
-        return;
+        return false;
     }
     fflush(NULL); /* what this process has buffered is written once, by this process */
     double t0 = now_s();
@@ -234,70 +246,137 @@ void isolate_variant(isolate_fn fn, void *arg, double timeout_s, const char *lim
         close(fd[1]);
         res->outcome = OUTCOME_CRASHED;
         snprintf(res->error, sizeof res->error, "could not start the variant's process: fork: %s", strerror(errno));
-        return;
+        return false;
     }
     if (pid == 0) { /* the child: run, send, _exit (no atexit handlers: they are the parent's) */
         close(fd[0]);
+        for (size_t k = 0; k < nothers; k++)
+            close(others[k].fd);
         signal(SIGPIPE, SIG_DFL);
-        fn(arg, res, run);
+        job->fn(job->arg, res, job->run);
         buf b = {0};
-        bool sent = encode(&b, res, run) && write_all(fd[1], b.p, b.n);
+        bool sent = encode(&b, res, job->run) && write_all(fd[1], b.p, b.n);
         fflush(NULL);
         _exit(sent ? 0 : 3);
     }
     close(fd[1]);
-    buf b = {0};
-    bool timed_out = false, readable = true;
-    while (readable) {
-        int wait_ms = -1;
-        if (timeout_s > 0) {
-            double left = timeout_s - (now_s() - t0);
-            if (left <= 0) {
-                timed_out = true;
-                break;
-            }
-            wait_ms = left > 86400 ? 86400000 : (int)(left * 1000) + 1;
-        }
-        struct pollfd pfd = {.fd = fd[0], .events = POLLIN};
-        int pr = poll(&pfd, 1, wait_ms);
-        if (pr < 0 && errno == EINTR)
-            continue;
-        if (pr < 0)
-            break;
-        if (pr == 0)
-            continue; /* the deadline is checked above */
-        char chunk[65536];
-        ssize_t r = read(fd[0], chunk, sizeof chunk);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            readable = false; /* the child closed its end: exited, or crashed */
-        else if (!put(&b, chunk, (size_t)r))
-            break;
-    }
-    close(fd[0]);
+    *sl = (slot){.job = job, .pid = pid, .fd = fd[0], .t0 = t0};
+    return true;
+}
+
+/* The child's pipe is at its end (or its deadline passed: timed_out): reap it and decode its result. */
+static void finish(slot *sl, bool timed_out)
+{
+    isolate_job *job = sl->job;
+    variant_result *res = job->res;
+    close(sl->fd);
     if (timed_out)
-        kill(pid, SIGKILL);
+        kill(sl->pid, SIGKILL);
     int wst = 0;
-    while (waitpid(pid, &wst, 0) < 0 && errno == EINTR)
+    while (waitpid(sl->pid, &wst, 0) < 0 && errno == EINTR)
         ;
-    double seconds = now_s() - t0;
+    double seconds = now_s() - sl->t0;
     if (timed_out) {
         res->outcome = OUTCOME_TIMEOUT;
         res->seconds = seconds;
-        snprintf(res->error, sizeof res->error, "timed out: still running after %g s (%s), killed", timeout_s,
-                 limit_source);
+        snprintf(res->error, sizeof res->error, "timed out: still running after %g s (%s), killed", job->timeout_s,
+                 job->limit_source);
     } else if (WIFSIGNALED(wst)) {
         res->outcome = OUTCOME_CRASHED;
         res->signal = WTERMSIG(wst);
         res->seconds = seconds;
         snprintf(res->error, sizeof res->error, "crashed: %s (%s)", isolate_signal_name(res->signal),
                  strsignal(res->signal));
-    } else if (!WIFEXITED(wst) || WEXITSTATUS(wst) != 0 || !decode(&b, res, run)) {
+    } else if (!WIFEXITED(wst) || WEXITSTATUS(wst) != 0 || !decode(&sl->b, res, &job->found)) {
         res->outcome = OUTCOME_CRASHED;
         res->seconds = seconds;
         snprintf(res->error, sizeof res->error, "crashed: the variant's process exited with status %d before it "
                  "reported its result", WIFEXITED(wst) ? WEXITSTATUS(wst) : -1);
     }
-    free(b.p);
+    free(sl->b.p);
+    sl->b = (buf){0};
+}
+
+void isolate_variants(isolate_job *jobs, size_t n, int max_jobs)
+{
+    size_t width = max_jobs < 1 ? 1 : (size_t)max_jobs;
+    if (width > n)
+        width = n;
+    slot *run = calloc(width ? width : 1, sizeof *run);
+    struct pollfd *pfd = calloc(width ? width : 1, sizeof *pfd);
+    if (!run || !pfd)
+        width = 1; /* out of host memory: one child at a time, in the slot below */
+    slot one;
+    slot *slots = run && pfd ? run : &one;
+    struct pollfd one_pfd, *pfds = run && pfd ? pfd : &one_pfd;
+    size_t next = 0, active = 0;
+    for (size_t k = 0; k < n; k++)
+        memset(&jobs[k].found, 0, sizeof jobs[k].found);
+    while (next < n || active > 0) {
+        while (active < width && next < n) { /* fill every free slot, in the jobs' order */
+            isolate_job *job = &jobs[next++];
+            if (start(job, &slots[active], slots, active))
+                active++;
+        }
+        if (active == 0)
+            continue;
+        double now = now_s(), wait = -1; /* the nearest deadline */
+        for (size_t k = 0; k < active; k++) {
+            pfds[k] = (struct pollfd){.fd = slots[k].fd, .events = POLLIN};
+            if (slots[k].job->timeout_s > 0) {
+                double left = slots[k].job->timeout_s - (now - slots[k].t0);
+                if (left < 0)
+                    left = 0;
+                if (wait < 0 || left < wait)
+                    wait = left;
+            }
+        }
+        int wait_ms = wait < 0 ? -1 : wait > 86400 ? 86400000 : (int)(wait * 1000) + 1;
+        int pr = poll(pfds, (nfds_t)active, wait_ms);
+        if (pr < 0 && errno != EINTR)
+            break; /* cannot happen with valid descriptors; the children are reaped below */
+        now = now_s();
+        for (size_t k = active; k-- > 0;) { /* from the end: a finished slot takes the last one's place */
+            bool done = false, timed_out = false;
+            if (pr > 0 && (pfds[k].revents & (POLLIN | POLLHUP | POLLERR))) {
+                char chunk[65536];
+                ssize_t r = read(slots[k].fd, chunk, sizeof chunk);
+                if (r == 0 || (r < 0 && errno != EINTR && errno != EAGAIN))
+                    done = true; /* the child closed its end: exited, or crashed */
+                else if (r > 0 && !put(&slots[k].b, chunk, (size_t)r))
+                    done = true; /* out of host memory: the result cannot be whole, the child is reported */
+            }
+            if (!done && slots[k].job->timeout_s > 0 && now - slots[k].t0 >= slots[k].job->timeout_s)
+                done = timed_out = true;
+            if (done) {
+                finish(&slots[k], timed_out);
+                slots[k] = slots[active - 1];
+                pfds[k] = pfds[active - 1];
+                active--;
+            }
+        }
+    }
+    for (size_t k = 0; k < active; k++) /* only after a failed poll: nothing is left running */
+        finish(&slots[k], true);
+    free(run);
+    free(pfd);
+}
+
+void isolate_variant(isolate_fn fn, void *arg, double timeout_s, const char *limit_source, variant_result *res,
+                     run_result *run)
+{
+    isolate_job job = {.fn = fn, .arg = arg, .timeout_s = timeout_s, .limit_source = limit_source, .res = res,
+                       .run = run};
+    isolate_variants(&job, 1, 1);
+    if (!run->backend[0] && job.found.backend[0]) /* where the variants ran, as the first child found it */
+        isolate_found_merge(run, &job.found);
+}
+
+void isolate_found_merge(run_result *run, const run_result *found)
+{
+    memcpy(run->backend, found->backend, sizeof run->backend);
+    memcpy(run->device, found->device, sizeof run->device);
+    run->device_total = found->device_total;
+    run->cap = found->cap;
+    run->model_order = found->model_order;
 }

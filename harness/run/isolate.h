@@ -9,6 +9,12 @@
  * prepared it, marked OUTCOME_CRASHED or OUTCOME_TIMEOUT with the reason in error. Nothing of the child's
  * reaches the parent but those bytes: its allocator, its output files (none) and its counters stay in it.
  * Standard streams are flushed before the fork; the child flushes its own before _exit.
+ *
+ * isolate_variants() runs several such children at once (runner_run_batch's --jobs): at most max_jobs at a time,
+ * started in the jobs' order, each with its own pipe and deadline, each result decoded into its own job. Each
+ * child's run is a fork of the parent at its start, so what it computes does not depend on what ran beside it;
+ * the run's backend fields a child reports land in its job's `found`, for the caller to take in the jobs' order
+ * (the first that reports, as one at a time would), so the results do not depend on which child ended first.
  */
 #ifndef OOMLAB_ISOLATE_H
 #define OOMLAB_ISOLATE_H
@@ -26,6 +32,24 @@ typedef void (*isolate_fn)(void *arg, variant_result *res, run_result *run);
  * result, or the crash or timeout. */
 void isolate_variant(isolate_fn fn, void *arg, double timeout_s, const char *limit_source, variant_result *res,
                      run_result *run);
+
+/* One child's work for isolate_variants: fn(arg, res, run) in the child; `found` gets the backend fields the child
+ * reported (run_result's backend, device, device_total, cap, model_order; zero when it reported none). */
+typedef struct isolate_job {
+    isolate_fn fn;
+    void *arg;
+    double timeout_s;
+    const char *limit_source;
+    variant_result *res;
+    run_result *run;
+    run_result found;
+} isolate_job;
+
+/* Run every job, at most max_jobs (>= 1) children at once; returns when every child is reaped. */
+void isolate_variants(isolate_job *jobs, size_t n, int max_jobs);
+
+/* Copy the backend fields of found (a job's) into run. */
+void isolate_found_merge(run_result *run, const run_result *found);
 
 /* "SIGSEGV", "SIGABRT", ... ("signal N" for one without a name here). */
 const char *isolate_signal_name(int sig);

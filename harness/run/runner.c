@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "alloc/cachealloc.h"
 #include "core/echo.h"
@@ -194,7 +195,7 @@ static int64_t stat_in(const memstats *m, const char *key)
     return v;
 }
 
-static void sample_of(const memstats *m, scn_sample *smp)
+void runner_sample_of(const memstats *m, scn_sample *smp)
 {
     smp->allocated = stat_in(m, "allocated_bytes.all.current");
     smp->reserved = stat_in(m, "reserved_bytes.all.current");
@@ -221,7 +222,7 @@ static void device_sample(scn *s, int k, const char *label, const memstats *m)
     memset(smp, 0, sizeof *smp);
     snprintf(smp->label, sizeof smp->label, "%s", label);
     if (m)
-        sample_of(m, smp);
+        runner_sample_of(m, smp);
 }
 
 void scn_step(scn *s, const char *fmt, ...)
@@ -236,7 +237,7 @@ void scn_step(scn *s, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(smp->label, sizeof smp->label, fmt, ap);
     va_end(ap);
-    sample_of(cachealloc_stats(s->r->ca), smp);
+    runner_sample_of(cachealloc_stats(s->r->ca), smp);
     for (size_t k = 1; k <= res->ndevices; k++) /* every other open device, in step */
         device_sample(s, (int)k, smp->label, cachealloc_stats(s->extra[k]->ca));
 }
@@ -728,7 +729,8 @@ static void variant_job_run(void *arg, variant_result *res, run_result *run)
 #endif
 }
 
-oom_status runner_run(const scenario *sc, const run_options *o, run_result *out, char *err, size_t errcap)
+/* Everything before the variants run: validate, learn the device, fill out's fields (runner_run's errors). */
+static oom_status runner_prepare(const scenario *sc, const run_options *o, run_result *out, char *err, size_t errcap)
 {
     memset(out, 0, sizeof *out);
     oom_status st = runner_validate(sc, o, err, errcap);
@@ -797,31 +799,130 @@ oom_status runner_run(const scenario *sc, const run_options *o, run_result *out,
     else if (on_cuda && device_cuda_initialised())
         out->isolation = "CUDA was initialised in this process before the run, so a child could not use it: the "
                          "variants ran in this process (no crash or hang isolation, no timeout)";
+    return OOM_OK;
+}
+
+/* A variant's time limit, and where it comes from (for the timeout's message). */
+static double variant_timeout(const scenario *sc, const run_options *o, const char **limit)
+{
     double timeout = o->timeout_s > 0 ? o->timeout_s : o->timeout_s < 0 ? 0 : sc->timeout_s ? (double)sc->timeout_s
                                                                                             : RUN_DEFAULT_TIMEOUT_S;
-    const char *limit = o->timeout_s > 0 ? "--timeout"
-                        : sc->timeout_s  ? "the scenario's limit; --timeout SECONDS changes it"
-                                         : "the default limit; --timeout SECONDS changes it";
-    for (size_t i = 0; i < sc->nvariants; i++) {
-        const scenario_variant *v = &sc->variants[i];
-        if (!variant_selected(o, v))
-            continue;
-        variant_result *res = &out->variants[out->nvariants++];
-        variant_prepare(o, v, res);
-        variant_job job = {sc, o, v};
-        if (out->isolation)
-            variant_job_run(&job, res, out);
-        else
-            isolate_variant(variant_job_run, &job, timeout, limit, res, out);
-        out->crashed += res->outcome == OUTCOME_CRASHED;
-        out->timed_out += res->outcome == OUTCOME_TIMEOUT;
-        out->passed = out->passed && res->passed;
+    *limit = o->timeout_s > 0 ? "--timeout"
+             : sc->timeout_s  ? "the scenario's limit; --timeout SECONDS changes it"
+                              : "the default limit; --timeout SECONDS changes it";
+    return timeout;
+}
+
+int runner_jobs(const run_options *o, size_t budget, char *why, size_t whycap)
+{
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int n = o->jobs > 0 ? o->jobs : cores > 0 ? (int)(cores > RUN_MAX_JOBS ? RUN_MAX_JOBS : cores) : 1;
+    snprintf(why, whycap, o->jobs > 0 ? "--jobs" : "the online cores");
+    if (o->no_fork) {
+        snprintf(why, whycap, "--no-fork runs the variants in this process, one at a time");
+        return 1;
     }
-    if (!out->backend[0]) { /* no variant reported where it ran (each crashed): where they were to run */
-        snprintf(out->backend, sizeof out->backend, "%s", on_cuda ? "cuda" : "sim");
-        snprintf(out->device, sizeof out->device, "%s", on_cuda ? gpu->name : "sim");
+    const device_cuda_info *gpu = device_cuda_probe();
+    bool on_cuda = !o->dry_run && (o->backend == DEVICE_CUDA || (o->backend == DEVICE_AUTO && gpu->visible));
+    if (on_cuda && gpu->free_bytes) { /* each child holds a context and at most its budget's cap */
+        size_t each = budget + DEVICE_SIM_CONTEXT_BYTES;
+        size_t fit = gpu->free_bytes / each;
+        if (fit < 1)
+            fit = 1;
+        if (fit < (size_t)n) {
+            char f[32], b[32];
+            snprintf(why, whycap, "the GPU's %s free over %s a process: the largest budget and a context",
+                     memstats_format_size(gpu->free_bytes, f, sizeof f), memstats_format_size(each, b, sizeof b));
+            n = (int)fit;
+        }
     }
+    return n;
+}
+
+/* One variant of one run, as the batch schedules it. */
+typedef struct batch_variant {
+    variant_job job;
+    size_t run;
+} batch_variant;
+
+oom_status runner_run_batch(const scenario *const *scs, const run_options *const *opts, size_t n, run_result *outs,
+                            int jobs, char *err, size_t errcap)
+{
+    size_t total = 0;
+    for (size_t k = 0; k < n; k++) {
+        oom_status st = runner_prepare(scs[k], opts[k], &outs[k], err, errcap);
+        if (st != OOM_OK) {
+            for (size_t j = 0; j <= k; j++)
+                run_result_free(&outs[j]);
+            return st;
+        }
+        for (size_t i = 0; i < scs[k]->nvariants; i++)
+            total += variant_selected(opts[k], &scs[k]->variants[i]);
+    }
+    batch_variant *bv = calloc(total ? total : 1, sizeof *bv);
+    isolate_job *ij = calloc(total ? total : 1, sizeof *ij);
+    if (!bv || !ij) {
+        free(bv);
+        free(ij);
+        for (size_t k = 0; k < n; k++)
+            run_result_free(&outs[k]);
+        snprintf(err, errcap, "out of host memory");
+        return OOM_ENOMEM_HOST;
+    }
+    /* each variant's result in its run's order; those that run in this process run now, the rest as children */
+    size_t nforked = 0, at = 0;
+    for (size_t k = 0; k < n; k++) {
+        const scenario *sc = scs[k];
+        const char *limit = NULL;
+        double timeout = variant_timeout(sc, opts[k], &limit);
+        for (size_t i = 0; i < sc->nvariants; i++) {
+            const scenario_variant *v = &sc->variants[i];
+            if (!variant_selected(opts[k], v))
+                continue;
+            variant_result *res = &outs[k].variants[outs[k].nvariants++];
+            variant_prepare(opts[k], v, res);
+            bv[at] = (batch_variant){.job = {sc, opts[k], v}, .run = k};
+            if (outs[k].isolation) {
+                variant_job_run(&bv[at].job, res, &outs[k]);
+            } else {
+                ij[nforked++] = (isolate_job){.fn = variant_job_run, .arg = &bv[at].job, .timeout_s = timeout,
+                                              .limit_source = limit, .res = res, .run = &outs[k]};
+            }
+            at++;
+        }
+    }
+    isolate_variants(ij, nforked, jobs);
+    for (size_t j = 0; j < nforked; j++) { /* the backend fields of each run's first child that reported them */
+        run_result *out = ij[j].run;
+        if (!out->backend[0] && ij[j].found.backend[0])
+            isolate_found_merge(out, &ij[j].found);
+    }
+    for (size_t k = 0; k < n; k++) {
+        run_result *out = &outs[k];
+        for (size_t i = 0; i < out->nvariants; i++) {
+            const variant_result *res = &out->variants[i];
+            out->crashed += res->outcome == OUTCOME_CRASHED;
+            out->timed_out += res->outcome == OUTCOME_TIMEOUT;
+            out->passed = out->passed && res->passed;
+        }
+        if (!out->backend[0]) { /* no variant reported where it ran (each crashed): where they were to run */
+            const device_cuda_info *gpu = device_cuda_probe();
+            bool on_cuda = !opts[k]->dry_run &&
+                           (opts[k]->backend == DEVICE_CUDA || (opts[k]->backend == DEVICE_AUTO && gpu->visible));
+            snprintf(out->backend, sizeof out->backend, "%s", on_cuda ? "cuda" : "sim");
+            snprintf(out->device, sizeof out->device, "%s", on_cuda ? gpu->name : "sim");
+        }
+    }
+    free(bv);
+    free(ij);
     return OOM_OK;
+}
+
+oom_status runner_run(const scenario *sc, const run_options *o, run_result *out, char *err, size_t errcap)
+{
+    char why[RUN_JOBS_WHY_MAX];
+    size_t budget = o->budget ? o->budget : sc->default_budget > sc->ci_budget ? sc->default_budget : sc->ci_budget;
+    return runner_run_batch(&sc, &o, 1, out, runner_jobs(o, budget, why, sizeof why), err, errcap);
 }
 
 void run_result_free(run_result *r)

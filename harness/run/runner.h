@@ -82,6 +82,7 @@ typedef struct run_options {
     uint64_t seed;
     bool real_addresses;    /* cuda: order blocks by the driver's addresses (rt_options.real_addresses) */
     bool no_fork;           /* run the variants in this process (a debugger's view): no isolation, no timeout */
+    int jobs;               /* --jobs: variants' processes at once (runner_jobs); 0: the default */
     double timeout_s;       /* seconds per variant; 0: the scenario's timeout_s; < 0: none */
     const run_fault *fault; /* faultsweep: inject and check (NULL: a normal run) */
     bool uncached;          /* caching off (cachealloc_options.uncached), picked by alloc_no_caching_pick */
@@ -199,6 +200,9 @@ typedef struct run_result {
     size_t crashed, timed_out; /* variants that crashed or ran past their timeout */
 } run_result;
 
+/* A sample of the allocator's counters m, as scn_step takes it at every step (the label is the caller's). */
+void runner_sample_of(const memstats *m, scn_sample *smp);
+
 /* The scale a run gets: o->scale unless SCALE_AUTO, then full on cuda (explicit or auto with a GPU) and in a dry
  * run, else ci. */
 run_scale runner_resolve_scale(const run_options *o);
@@ -206,6 +210,24 @@ run_scale runner_resolve_scale(const run_options *o);
 /* Check the options against the scenario (variant, --set names and ranges, allocator settings) without running
  * anything: OOM_EINVAL with one line in err naming the problem. */
 oom_status runner_validate(const scenario *sc, const run_options *o, char *err, size_t errcap);
+
+#define RUN_MAX_JOBS 256    /* --jobs at most */
+#define RUN_JOBS_WHY_MAX 160 /* runner_jobs' reason */
+
+/* How many variants' processes run at once for o (runner_run_batch's jobs), with the reason in why: --jobs, else
+ * the online cores; 1 under --no-fork; on cuda no more than the GPU's free memory (device_cuda_probe) holds
+ * processes of budget (the largest budget of the runs) plus a CUDA context each, every process keeping its own
+ * cap. */
+int runner_jobs(const run_options *o, size_t budget, char *why, size_t whycap);
+
+/* Run n runs (scenario scs[k] under opts[k] into outs[k]) with their variants as children, at most jobs at once:
+ * every run is validated and prepared first (an error frees every outs[k] and returns as runner_run's do), then
+ * the variants run, started in the runs' order; each outs[k] is what runner_run(scs[k], opts[k]) gives alone,
+ * whatever jobs is (each variant is a fork of this process, which writes nothing meanwhile; only the
+ * variants' times differ). Variants of a run whose isolation is set (--no-fork, CUDA already here) run in this
+ * process first. */
+oom_status runner_run_batch(const scenario *const *scs, const run_options *const *opts, size_t n, run_result *outs,
+                            int jobs, char *err, size_t errcap);
 
 /* Validate, then run. OOM_EINVAL (bad input, err says why: also a budget above the device's total) or
  * OOM_ENODEV (no such backend) before anything runs; OOM_OK once every selected variant ran, whatever their

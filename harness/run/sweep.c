@@ -139,34 +139,58 @@ static void non_monotonic_window(sweep_variant *sv)
 
 /* The run of sv's variant at value: made now in a fresh runtime, or the one made before. NULL on a failure that
  * is not a measured result (err says why). */
-static const sweep_point *probe(sweep_result *res, sweep_variant *sv, const run_options *o, int64_t value, char *err,
-                                size_t errcap)
+static const sweep_point *known(const sweep_variant *sv, int64_t value)
 {
     for (size_t i = 0; i < sv->nknown; i++)
         if (sv->known[i].value == value)
             return &sv->known[i];
+    return NULL;
+}
+
+/* The options of sv's run at value. */
+static run_options probe_options(const sweep_result *res, const sweep_variant *sv, const run_options *o,
+                                 int64_t value)
+{
     run_options one = *o;
     one.variants[0] = sv->v->name;
     one.nvariants = 1;
     one.sets[one.nsets].name = res->sc->params[res->param].name;
     one.sets[one.nsets].value = value;
     one.nsets++;
+    return one;
+}
+
+static const sweep_point *record(sweep_result *res, sweep_variant *sv, int64_t value, run_result *rr);
+
+static const sweep_point *probe(sweep_result *res, sweep_variant *sv, const run_options *o, int64_t value, char *err,
+                                size_t errcap)
+{
+    const sweep_point *had = known(sv, value);
+    if (had)
+        return had;
+    run_options one = probe_options(res, sv, o, value);
     run_result rr;
     if (runner_run(res->sc, &one, &rr, err, errcap) != OOM_OK)
         return NULL;
+    return record(res, sv, value, &rr);
+}
+
+/* Record the run rr of sv at value (and free it); the first run recorded gives where the runs ran. */
+static const sweep_point *record(sweep_result *res, sweep_variant *sv, int64_t value, run_result *rr)
+{
     if (res->runs++ == 0) { /* where the runs ran, as the first one found it */
-        memcpy(res->backend, rr.backend, sizeof res->backend);
-        memcpy(res->device, rr.device, sizeof res->device);
-        res->budget = rr.budget;
-        res->scale = rr.scale;
-        res->dry_run = rr.dry_run;
-        res->uncached = rr.uncached;
-        memcpy(res->uncached_source, rr.uncached_source, sizeof res->uncached_source);
-        memcpy(res->started, rr.started, sizeof res->started);
-        memcpy(res->params, rr.params, sizeof res->params);
-        res->params[res->param] = scenario_param_default(&res->sc->params[res->param], rr.scale);
+        memcpy(res->backend, rr->backend, sizeof res->backend);
+        memcpy(res->device, rr->device, sizeof res->device);
+        res->budget = rr->budget;
+        res->scale = rr->scale;
+        res->dry_run = rr->dry_run;
+        res->uncached = rr->uncached;
+        memcpy(res->uncached_source, rr->uncached_source, sizeof res->uncached_source);
+        memcpy(res->started, rr->started, sizeof res->started);
+        memcpy(res->params, rr->params, sizeof res->params);
+        res->params[res->param] = scenario_param_default(&res->sc->params[res->param], rr->scale);
     }
-    const variant_result *vr = &rr.variants[0];
+    const variant_result *vr = &rr->variants[0];
     if (sv->nknown == sv->capknown) {
         sv->capknown = sv->capknown ? sv->capknown * 2 : 32;
         sv->known = xrealloc(sv->known, sv->capknown * sizeof *sv->known);
@@ -185,7 +209,7 @@ static const sweep_point *probe(sweep_result *res, sweep_variant *sv, const run_
     if (vr->outcome == OUTCOME_ERROR)
         snprintf(p->error, sizeof p->error, "%.150s", vr->error);
     res->passed = res->passed && vr->expected;
-    run_result_free(&rr);
+    run_result_free(rr);
     return p;
 }
 
@@ -322,17 +346,49 @@ oom_status runner_sweep(const scenario *sc, const run_options *o, const char *pa
         npow++;
     for (size_t k = 0; k < out->nvariants; k++)
         out->variants[k].series = calloc(npow, sizeof(sweep_point));
-    /* the series: every value, each selected variant at it */
-    for (int64_t p = first_power(lo, hi); p && p <= hi; p = p <= INT64_MAX / 2 ? p * 2 : 0) {
-        for (size_t k = 0; k < out->nvariants; k++) {
+    /* the series: every value, each selected variant at it, run --jobs at a time and recorded in this order */
+    size_t nrun = npow * out->nvariants, at = 0;
+    const scenario **scs = calloc(nrun ? nrun : 1, sizeof *scs);
+    run_options *opts = calloc(nrun ? nrun : 1, sizeof *opts);
+    const run_options **optp = calloc(nrun ? nrun : 1, sizeof *optp);
+    run_result *rr = calloc(nrun ? nrun : 1, sizeof *rr);
+    for (int64_t p = first_power(lo, hi); scs && opts && optp && rr && p && p <= hi;
+         p = p <= INT64_MAX / 2 ? p * 2 : 0) {
+        for (size_t k = 0; k < out->nvariants; k++, at++) {
+            scs[at] = sc;
+            opts[at] = probe_options(out, &out->variants[k], o, p);
+            optp[at] = &opts[at];
+        }
+    }
+    size_t budget = o->budget                                        ? o->budget
+                    : runner_resolve_scale(o) == SCALE_CI && sc->ci_budget ? sc->ci_budget
+                                                                           : sc->default_budget;
+    out->jobs = runner_jobs(o, budget, out->jobs_why, sizeof out->jobs_why);
+    bool ran = scs && opts && optp && rr && runner_run_batch(scs, optp, nrun, rr, out->jobs, err, errcap) == OOM_OK;
+    if (!scs || !opts || !optp || !rr)
+        snprintf(err, errcap, "out of host memory");
+    at = 0;
+    for (int64_t p = first_power(lo, hi); ran && p && p <= hi; p = p <= INT64_MAX / 2 ? p * 2 : 0) {
+        for (size_t k = 0; k < out->nvariants; k++, at++) {
             sweep_variant *sv = &out->variants[k];
-            const sweep_point *pt = probe(out, sv, o, p, err, errcap);
-            if (!pt || !sv->series) {
-                sweep_result_free(out);
-                return OOM_EINVAL;
+            const sweep_point *pt = record(out, sv, p, &rr[at]);
+            if (!sv->series) {
+                ran = false;
+                snprintf(err, errcap, "out of host memory");
+                break;
             }
             sv->series[sv->nseries++] = *pt;
         }
+    }
+    for (size_t j = at; ran == false && j < nrun && rr && scs; j++) /* what was not recorded */
+        run_result_free(&rr[j]);
+    free(scs);
+    free(opts);
+    free(optp);
+    free(rr);
+    if (!ran) {
+        sweep_result_free(out);
+        return OOM_EINVAL;
     }
     for (size_t k = 0; k < out->nvariants; k++) {
         sweep_variant *sv = &out->variants[k];
@@ -392,6 +448,8 @@ void sweep_table(const sweep_result *r, FILE *out)
             run_scale_str(r->scale),
             r->scale == SCALE_CI ? " (the default on sim: --scale full runs the workload PyTorch's twin runs)" : "",
             size_str((int64_t)r->budget, b1, sizeof b1));
+    if (r->jobs > 1)
+        fprintf(out, "jobs: %d (%s)\n", r->jobs, r->jobs_why);
     if (r->uncached) /* no cap is enforced: what fits is the device's, not the budget's */
         fprintf(out, "caching: off (%s=1): no cap is enforced, as in PyTorch\n", r->uncached_source);
     for (size_t k = 0; k < r->nvariants; k++) {

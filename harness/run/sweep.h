@@ -92,6 +92,8 @@ typedef struct sweep_result {
     size_t nvariants;
     int runs;    /* fresh runs made */
     bool passed; /* every run showed what it must */
+    int jobs;    /* the series' runs at once (runner_jobs) and why; the searches run one at a time */
+    char jobs_why[RUN_JOBS_WHY_MAX];
 } sweep_result;
 
 /* Parse "PARAM=LO..HI" (integers). false: not that form. */
