@@ -26,6 +26,8 @@
 #define C_BUDGET "#333333"
 #define C_OOM "#d62728"
 #define C_UNMAPPED "#e0e0e0"
+#define C_PEAK "#fdae6b" /* the allocated peak between two samples */
+#define C_HOST "#7b3fa0" /* pinned host memory */
 
 static oom_status fail(char *err, size_t cap, oom_status st, const char *fmt, ...)
 {
@@ -220,6 +222,42 @@ static void tick_label(FILE *g, const char *s)
     gp_string(g, buf);
 }
 
+/* The pinned host memory at each sample, from the metrics the host allocator's counters gave
+ * ("host.allocated_bytes.current" with its "sample"), NaN where a sample has none; false when the variant has none. */
+static bool host_series(const cJSON *v, double *host, int n)
+{
+    bool any = false;
+    for (int k = 0; k < n; k++)
+        host[k] = NAN;
+    const cJSON *m;
+    cJSON_ArrayForEach(m, json_arr(v, "metrics"))
+    {
+        double k = json_num(m, "sample");
+        if (strcmp(json_str(m, "name"), "host.allocated_bytes.current") == 0 && is_index(k) && k < n)
+            host[(int)k] = json_num(m, "value"), any = true;
+    }
+    return any;
+}
+
+/* A variant's pinned budget (the metric "host.pinned_budget"), NaN when it has none. */
+static double host_budget(const cJSON *v)
+{
+    const cJSON *m;
+    cJSON_ArrayForEach(m, json_arr(v, "metrics")) if (strcmp(json_str(m, "name"), "host.pinned_budget") == 0) return json_num(m, "value");
+    return NAN;
+}
+
+/* Sample k's allocated peak since sample k - 1 ("step_peak", the allocator's window counter), when it is above
+ * both samples' allocated: a peak the samples alone do not show. NaN otherwise, or in an older file without it. */
+static double hidden_peak(const cJSON *smp, double prev_alloc)
+{
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(smp, "step_peak");
+    if (!cJSON_IsNumber(p))
+        return NAN;
+    double pk = p->valuedouble;
+    return pk > json_num(smp, "allocated") && pk > prev_alloc ? pk : NAN;
+}
+
 static oom_status timeline(const cJSON *run, const char *out, char *err, size_t errcap)
 {
     const cJSON *vs = json_arr(run, "variants");
@@ -232,7 +270,12 @@ static oom_status timeline(const cJSON *run, const char *out, char *err, size_t 
         const cJSON *v = cJSON_GetArrayItem(vs, i), *s;
         int n = cJSON_GetArraySize(json_arr(v, "samples"));
         maxn = n > maxn ? n : maxn;
-        cJSON_ArrayForEach(s, json_arr(v, "samples")) top = fmax(top, fmax(json_num(s, "reserved"), json_num(s, "allocated")));
+        cJSON_ArrayForEach(s, json_arr(v, "samples"))
+        {
+            top = fmax(top, fmax(json_num(s, "reserved"), json_num(s, "allocated")));
+            if (cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(s, "step_peak")))
+                top = fmax(top, json_num(s, "step_peak"));
+        }
         cJSON_ArrayForEach(s, json_arr(v, "ooms_caught")) top = fmax(top, json_num(s, "reserved") + json_num(s, "alloc_size"));
     }
     /* a shared y axis, so panels compare; a request far above the budget is cut at 1.6 x and still labelled */
@@ -251,8 +294,35 @@ static oom_status timeline(const cJSON *run, const char *out, char *err, size_t 
     const char *uname;
     double unit = gp_unit(top, &uname), ymax = top / unit * 1.16; /* room for an OOM's label */
     bool labelled = minn <= LABELLED_MAX; /* some panel names its samples: room for their labels */
+    /* what the legend needs besides: a peak between samples, pinned host memory (a right axis of its own) */
+    bool any_peak = false, any_host = false;
+    double host_top = 0, hbudget = NAN;
+    for (int i = 0; i < nv; i++) {
+        const cJSON *v = cJSON_GetArrayItem(vs, i), *s;
+        double prev = 0;
+        cJSON_ArrayForEach(s, json_arr(v, "samples"))
+        {
+            any_peak = any_peak || !isnan(hidden_peak(s, prev));
+            prev = json_num(s, "allocated");
+        }
+        int n = cJSON_GetArraySize(json_arr(v, "samples"));
+        double *h = malloc(((size_t)n + 1) * sizeof *h);
+        if (!h)
+            abort(); /* host bookkeeping without memory: CONTRIBUTING's rule */
+        if (host_series(v, h, n)) {
+            any_host = true;
+            for (int k = 0; k < n; k++)
+                host_top = isnan(h[k]) ? host_top : fmax(host_top, h[k]);
+            double hb = host_budget(v);
+            if (!isnan(hb))
+                hbudget = hb, host_top = fmax(host_top, hb);
+        }
+        free(h);
+    }
+    const char *hname = "MiB";
+    double hunit = any_host ? gp_unit(host_top, &hname) : 1048576.0, h2max = host_top / hunit * 1.5; /* the pinned budget well under the device's */
     layout L;
-    layout_init(&L, nv, 3, 96, labelled ? 400 : 330, 78, 22, 42, labelled ? 140 : 62);
+    layout_init(&L, nv, 3, 96, labelled ? 400 : 330, 78, any_host ? 70 : 22, 42, labelled ? 150 : 62);
     gp_figure f;
     oom_status st = gp_begin(&f, out, WIDTH, L.height, 12, err, errcap);
     if (st != OOM_OK)
@@ -265,9 +335,26 @@ static oom_status timeline(const cJSON *run, const char *out, char *err, size_t 
                         {KEY_LINE, C_ALLOCATED, "allocated"},
                         {KEY_BOX, C_GAP, "reserved but unallocated"},
                         {KEY_DASH, C_BUDGET, "budget"},
-                        {KEY_ARROW, C_OOM, "OOM: the segment asked for, on top of reserved"}};
+                        {KEY_ARROW, C_OOM, "OOM: the segment asked for, on top of reserved"},
+                        {KEY_BOX, C_PEAK, "allocated peak between samples"},
+                        {KEY_LINE, C_HOST, "pinned host memory (right axis)"},
+                        {KEY_DASH, C_HOST, "pinned budget"},
+                        {KEY_CROSS, C_OOM, "pin OOM"}};
     snprintf(keys[3].text, sizeof keys[3].text, "budget (%s)", gp_size(budget, b1, sizeof b1));
-    layout_header(g, &L, title, keys, 5);
+    int nkeys = 5;
+    if (any_peak)
+        keys[nkeys++] = keys[5];
+    if (any_host) {
+        keys[nkeys++] = keys[6];
+        if (!isnan(hbudget)) {
+            keys[nkeys] = keys[7];
+            snprintf(keys[nkeys++].text, sizeof keys[0].text, "pinned budget (%s)", gp_size(hbudget, b1, sizeof b1));
+        }
+        keys[nkeys++] = keys[8];
+    }
+    layout_header(g, &L, title, keys, nkeys);
+    if (any_host)
+        fprintf(g, "set y2range [0:%.6g]\nset y2tics font ',11' tc rgb '" C_HOST "'\n", h2max);
     fprintf(g, "set grid ytics lc rgb '#dddddd'\nset yrange [0:%.6g]\nset ytics font ',11'\n", ymax);
     fprintf(g, "set style fill solid 1.0 noborder\nset border lc rgb '#555555'\n");
     for (int i = 0; i < nv; i++) {
@@ -333,12 +420,62 @@ static oom_status timeline(const cJSON *run, const char *out, char *err, size_t 
             gp_abort(&f);
             return fail(err, errcap, OOM_EIO, "cannot write the plot's data in %s", f.dir);
         }
+        /* the peaks between samples the samples do not show: a bar from the earlier sample's allocated up to the
+         * peak, in the interval before sample k; and the pinned host memory as steps, like the device's */
+        char pkpath[160], hpath[160];
+        double *h = malloc(((size_t)n + 1) * sizeof *h);
+        if (!h)
+            abort(); /* host bookkeeping without memory: CONTRIBUTING's rule */
+        bool has_host = host_series(v, h, n);
+        snprintf(name, sizeof name, "v%d.pk", i);
+        FILE *pk = gp_data(&f, name, pkpath, sizeof pkpath);
+        snprintf(name, sizeof name, "v%d.host", i);
+        FILE *hd = pk ? gp_data(&f, name, hpath, sizeof hpath) : NULL;
+        if (pk) {
+            int k = 0, wrote = 0;
+            cJSON_ArrayForEach(s, ss)
+            {
+                double lo = k > 0 ? al[k - 1] : 0, hp = hidden_peak(s, k > 0 ? al[k - 1] * unit : 0);
+                if (!isnan(hp))
+                    fprintf(pk, "%.2f %.6f %.6f\n", k > 0 ? k - 0.5 : -0.3, lo, hp / unit), wrote++;
+                k++;
+            }
+            if (!wrote)
+                fprintf(pk, "0 NaN NaN\n");
+        }
+        if (hd) {
+            int wrote = 0;
+            for (int k = 0; k < n && has_host; k++)
+                if (!isnan(h[k])) {
+                    fprintf(hd, "%d %.6f\n", k, h[k] / hunit);
+                    if (k + 1 < n)
+                        fprintf(hd, "%d %.6f\n", k + 1, h[k] / hunit);
+                    wrote++;
+                }
+            if (!wrote)
+                fprintf(hd, "0 NaN\n");
+        }
+        ok = pk && hd;
+        ok = (pk ? gp_data_close(pk) : false) && ok;
+        ok = (hd ? gp_data_close(hd) : false) && ok;
+        if (!ok) {
+            free(al);
+            free(re);
+            free(h);
+            gp_abort(&f);
+            return fail(err, errcap, OOM_EIO, "cannot write the plot's data in %s", f.dir);
+        }
         variant_title(v, title, sizeof title);
         layout_panel(g, &L, i);
         fprintf(g, "set title ");
         gp_string(g, title);
         fprintf(g, " font ',13'\nunset label\nunset arrow\n");
         fprintf(g, i % L.cols == 0 ? "set ylabel '%s' offset 1.2,0\n" : "unset ylabel\n", uname);
+        if (any_host)
+            fprintf(g, i % L.cols == L.cols - 1 || i == nv - 1 ? "set y2label 'pinned %s' tc rgb '" C_HOST
+                                                                 "' offset -1.2,0\n"
+                                                               : "unset y2label\n",
+                    hname);
         double xmax = n > 0 ? n - 1 : 0;
         const cJSON *m;
         cJSON_ArrayForEach(m, json_arr(v, "ooms_caught")) xmax = fmax(xmax, json_num(m, "step") - 0.5);
@@ -411,11 +548,30 @@ static oom_status timeline(const cJSON *run, const char *out, char *err, size_t 
             fprintf(g, " at %.2f, %.6f center offset 0,1.1 front font ',10' tc rgb '" C_OOM "'\n", xsum / nm,
                     ytop / unit);
         }
+        /* a pin OOM (the host allocator refused): a cross on the pinned budget line at the step, labelled below */
+        const cJSON *oom = cJSON_GetObjectItemCaseSensitive(v, "oom");
+        if (has_host && cJSON_IsObject(oom) && strcmp(json_str(oom, "kind"), "pinned host") == 0) {
+            double x = json_num(oom, "step") - 0.5, y = isnan(hbudget) ? h2max / 1.5 : hbudget / hunit;
+            bool right_half = (x + 0.6) / (xmax + 1.2) > 0.5;
+            fprintf(g, "set label '' at %.2f, second %.6f point pt 2 ps 2.2 lw 3 lc rgb '" C_OOM "' front\n", x, y);
+            fprintf(g, "set label ");
+            gp_string(g, "pin OOM: cudaHostAlloc refused");
+            fprintf(g, " at %.2f, second %.6f %s offset %s,-1.4 front font ',10' tc rgb '" C_OOM "'\n", x, y,
+                    right_half ? "right" : "left", right_half ? "-0.5" : "0.5");
+        }
         fprintf(g, "plot '%s' using 1:2:3 with filledcurves fc rgb '" C_GAP "' notitle, "
                    "'' using 1:3 with lines lw 2.5 lc rgb '" C_RESERVED "' notitle, "
                    "'' using 1:2 with lines lw 2.5 lc rgb '" C_ALLOCATED "' notitle, "
+                   "'%s' using 1:(($2+$3)/2):(0.18):(($3-$2)/2) with boxxyerror fs solid 1.0 border lc rgb '"
+                   C_ALLOCATED "' fc rgb '" C_PEAK "' notitle, "
                    "%.6f with lines dt 2 lw 2 lc rgb '" C_BUDGET "' notitle",
-                path, budget / unit);
+                path, pkpath, budget / unit);
+        if (has_host) {
+            fprintf(g, ", '%s' using 1:2 axes x1y2 with lines lw 2.5 lc rgb '" C_HOST "' notitle", hpath);
+            if (!isnan(hbudget))
+                fprintf(g, ", %.6f axes x1y2 with lines dt 2 lw 2 lc rgb '" C_HOST "' notitle", hbudget / hunit);
+        }
+        free(h);
         if (n <= 60)
             fprintf(g, ", '%s' using 1:3 with points pt 7 ps 0.55 lc rgb '" C_RESERVED "' notitle, "
                        "'' using 1:2 with points pt 7 ps 0.55 lc rgb '" C_ALLOCATED "' notitle",
