@@ -159,7 +159,7 @@ Test(plot, peaks_and_segments_name_what_they_show, .init = run_fragmentation)
                            "myth-max-split-size", "myth-gc-threshold"};
     for (int i = 0; i < 6; i++)
         cr_expect(strstr(t, names[i]), "the peaks chart has no bar for %s", names[i]);
-    cr_expect(strstr(t, ">OOM<"));
+    cr_expect(strstr(t, ">OOM: +100.00 MiB<"), "the failed request, on the bug's bar");
     free(t);
     cr_assert_eq(plot_segments(json, svg, err, sizeof err), OOM_OK, "%s", err);
     t = slurp(svg);
@@ -270,4 +270,106 @@ Test(plot, report_takes_a_file_named_twice_once, .init = run_fragmentation)
     const char *two[] = {json, copy};
     cr_expect_eq(report_html(two, 2, NULL, out, err, sizeof err), OOM_EINVAL);
     cr_expect(strstr(err, "a second run of fragmentation"), "%s", err);
+}
+
+/* Run a scenario on sim at ci scale into the test's fresh folder (json). */
+static void run_scenario(const char *name)
+{
+    test_tmpdir_make(dir, "plot");
+    run_options o = {.backend = DEVICE_SIM};
+    run_result r;
+    char err[512];
+    cr_assert_eq(runner_run(scenario_find(name), &o, &r, err, sizeof err), OOM_OK, "%s", err);
+    cr_assert_eq(report_write_in(&r, dir, json, sizeof json), OOM_OK, "%s", oom_error_detail());
+    run_result_free(&r);
+}
+
+static int count_of(const char *t, const char *s)
+{
+    int n = 0;
+    for (const char *p = t; (p = strstr(p, s)); p += strlen(s))
+        n++;
+    return n;
+}
+
+/* The allocator's window counter: the most allocated since the last take, then the window starts at current. */
+Test(plot, the_window_peak_is_the_most_allocated_between_two_takes)
+{
+    device *dev = test_device_open(0);
+    cachealloc_options o = {0};
+    alloc_conf_default(&o.conf);
+    cachealloc *ca = NULL;
+    cr_assert_eq(cachealloc_new(dev, &o, &ca), OOM_OK);
+    devptr a = 0, b = 0;
+    cr_assert_eq(cachealloc_malloc(ca, 4 << 20, &a), OOM_OK);
+    cr_assert_eq(cachealloc_malloc(ca, 8 << 20, &b), OOM_OK);
+    cr_assert_eq(cachealloc_free(ca, b), OOM_OK);
+    cr_expect_eq(cachealloc_take_window_peak(ca), 12 << 20, "a and b were alive together");
+    cr_expect_eq(cachealloc_take_window_peak(ca), 4 << 20, "since the last take only a was");
+    cachealloc_reset_peak(ca);
+    cr_assert_eq(cachealloc_malloc(ca, 2 << 20, &b), OOM_OK);
+    cr_assert_eq(cachealloc_free(ca, b), OOM_OK);
+    cr_expect_eq(cachealloc_take_window_peak(ca), 6 << 20, "2 MiB more than the 4 MiB of a");
+    cr_assert_eq(cachealloc_free(ca, a), OOM_OK);
+    cachealloc_delete(ca);
+    device_close(dev);
+}
+
+/* inplace_ops: bug and fix-inplace hold one x at every sample; only the peak between samples tells them apart
+ * (x = x + y holds the old and the new x together). */
+Test(plot, the_timeline_draws_the_peak_between_samples)
+{
+    run_scenario("inplace_ops");
+    char *text = slurp(json);
+    cJSON *j = cJSON_Parse(text);
+    free(text);
+    const cJSON *vs = cJSON_GetObjectItem(j, "variants");
+    const cJSON *bug = cJSON_GetArrayItem(vs, 0), *fix = cJSON_GetArrayItem(vs, 1);
+    cr_assert_str_eq(cJSON_GetObjectItem(fix, "name")->valuestring, "fix-inplace");
+    const cJSON *sb = cJSON_GetArrayItem(cJSON_GetObjectItem(bug, "samples"), 2),
+                *sf = cJSON_GetArrayItem(cJSON_GetObjectItem(fix, "samples"), 2);
+    cr_expect_eq(cJSON_GetObjectItem(sb, "allocated")->valuedouble, 16.0 * 1048576);
+    cr_expect_eq(cJSON_GetObjectItem(sb, "step_peak")->valuedouble, 32.0 * 1048576, "old and new x together");
+    cr_expect_eq(cJSON_GetObjectItem(sf, "allocated")->valuedouble, 16.0 * 1048576);
+    cr_expect_eq(cJSON_GetObjectItem(sf, "step_peak")->valuedouble, 16.0 * 1048576, "add_ makes nothing");
+    cJSON_Delete(j);
+    char svg[1200], err[512];
+    snprintf(svg, sizeof svg, "%s/t.svg", dir);
+    cr_assert_eq(plot_run(json, svg, err, sizeof err), OOM_OK, "%s", err);
+    char *t = slurp(svg);
+    cr_expect_eq(count_of(t, "allocated peak between samples"), 1, "named once, in the legend");
+    cr_expect_eq(count_of(t, "fill = 'rgb(253, 174, 107)' points"), 10 + 0 + 2 + 2 + 10 + 1,
+                 "one bar per hidden peak: bug 10 ops, fix-inplace none, bug-inplace-on-saved and fix-clone the "
+                 "forward's 0.16 MiB and the backward's, myth-same-layout 10; and the legend's");
+    cr_expect_null(strstr(t, "pinned host memory"), "no host series where there is none");
+    free(t);
+}
+
+/* pinned_memory: what runs out is pinned host memory: drawn per sample with its budget and the pin OOM. */
+Test(plot, the_timeline_draws_pinned_host_memory_and_the_pin_oom)
+{
+    run_scenario("pinned_memory");
+    char svg[1200], err[512];
+    snprintf(svg, sizeof svg, "%s/t.svg", dir);
+    cr_assert_eq(plot_run(json, svg, err, sizeof err), OOM_OK, "%s", err);
+    char *t = slurp(svg);
+    cr_expect_eq(count_of(t, "pinned host memory (right axis)"), 1);
+    cr_expect_eq(count_of(t, "pinned budget (62.00 MiB)"), 1);
+    cr_expect_eq(count_of(t, "pin OOM: cudaHostAlloc refused"), 1, "only the bug ran out of pinned memory");
+    cr_expect(strstr(t, "pinned MiB"), "the right axis is named");
+    free(t);
+}
+
+/* The peaks chart: both bars labelled, and the failed request on the bar of a variant that ran out. */
+Test(plot, the_peaks_chart_labels_both_bars_and_stacks_the_failed_request)
+{
+    run_scenario("fragmentation");
+    char svg[1200], err[512];
+    snprintf(svg, sizeof svg, "%s/p.svg", dir);
+    cr_assert_eq(plot_peaks(json, svg, err, sizeof err), OOM_OK, "%s", err);
+    char *t = slurp(svg);
+    cr_expect_eq(count_of(t, ">1000.00 MiB<"), 6, "every reserved bar labelled");
+    cr_expect_eq(count_of(t, ">900.00 MiB<"), 6, "every allocated bar labelled");
+    cr_expect_eq(count_of(t, ">OOM: +100.00 MiB<"), 4, "bug and the three myths asked 100 MiB and failed");
+    free(t);
 }

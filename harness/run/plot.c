@@ -700,11 +700,35 @@ oom_status plot_run(const char *json_path, const char *out_path, char *err, size
 static void kind_colours(const char *kind, unsigned *dark, unsigned *light)
 {
     if (strcmp(kind, "bug") == 0)
-        *dark = 0xd62728, *light = 0xf4b6b6;
+        *dark = 0xb2182b, *light = 0xf4b6b6;
     else if (strcmp(kind, "fix") == 0)
-        *dark = 0x2ca02c, *light = 0xb7e0b0;
+        *dark = 0x1b7837, *light = 0xb7e0b0;
+    else if (strcmp(kind, "partial") == 0)
+        *dark = 0x8c6d1f, *light = 0xf3dfa2;
     else
-        *dark = 0x7f7f7f, *light = 0xd4d4d4;
+        *dark = 0x5f5f5f, *light = 0xd4d4d4;
+}
+
+/* A bar's value label: inside its top when the bar is tall enough to hold it (white on the dark bar, dark on the
+ * light one), else just above it in dark grey. Columns: x, y of the text's centre, text, colour. */
+static void bar_label(FILE *d, double x, double y, double ymax, bool dark, const char *text)
+{
+    bool inside = y > 0.09 * ymax;
+    fprintf(d, "%.2f %.6f \"%s\" %u\n", x, inside ? y - 0.035 * ymax : y + 0.03 * ymax, text,
+            inside && dark ? 0xffffffu : 0x222222u);
+}
+
+/* The request that failed at a variant's OOM, stacked on reserved at that moment: the segment the allocator tried
+ * to get (alloc_size, or the request when none was recorded); 0 when the OOM asked nothing of the device. */
+static double failed_request(const cJSON *v, double *base)
+{
+    const cJSON *oom = cJSON_GetObjectItemCaseSensitive(v, "oom");
+    if (!cJSON_IsObject(oom) || strcmp(json_str(v, "outcome"), "oom") != 0)
+        return 0;
+    double seg = json_num(oom, "alloc_size"), req = json_num(oom, "requested");
+    *base = json_num(oom, "reserved");
+    double asked = seg > 0 ? seg : req > 0 ? req : 0;
+    return isnan(*base) || isnan(asked) ? 0 : asked;
 }
 
 oom_status plot_peaks(const char *json_path, const char *out, char *err, size_t errcap)
@@ -715,10 +739,17 @@ oom_status plot_peaks(const char *json_path, const char *out, char *err, size_t 
         return st;
     const cJSON *vs = json_arr(run, "variants"), *v;
     int nv = cJSON_GetArraySize(vs);
-    double budget = json_num(run, "budget"), top = budget;
-    cJSON_ArrayForEach(v, vs) top = fmax(top, fmax(json_num(v, "peak_reserved"), json_num(v, "peak_allocated")));
+    double budget = json_num(run, "budget"), top = budget, base = budget;
+    cJSON_ArrayForEach(v, vs)
+    {
+        double b0 = 0, asked = failed_request(v, &b0);
+        base = fmax(base, json_num(v, "peak_reserved"));
+        top = fmax(top, fmax(json_num(v, "peak_reserved"), json_num(v, "peak_allocated")));
+        top = fmax(top, b0 + asked);
+    }
+    double cut = fmin(top, base * 1.6); /* a request far past the budget is cut, its label still says its size */
     const char *uname;
-    double unit = gp_unit(top, &uname);
+    double unit = gp_unit(cut, &uname), ymax = cut / unit * 1.14;
     gp_figure f;
     layout L;
     layout_init(&L, 1, 1, 110, 540, 90, 30, 20, 150);
@@ -727,26 +758,45 @@ oom_status plot_peaks(const char *json_path, const char *out, char *err, size_t 
         return st;
     }
     FILE *g = f.gp;
-    char path[160], title[512], ctx[160], b1[32];
-    FILE *d = gp_data(&f, "peaks.dat", path, sizeof path);
-    if (!d) {
+    char path[160], lpath[160], rpath[160], title[512], ctx[160], b1[32], b2[48];
+    FILE *d = gp_data(&f, "peaks.dat", path, sizeof path), *lab = gp_data(&f, "peaks.lab", lpath, sizeof lpath);
+    FILE *rq = gp_data(&f, "peaks.req", rpath, sizeof rpath);
+    if (!d || !lab || !rq) {
         gp_abort(&f);
         cJSON_Delete(run);
         return fail(err, errcap, OOM_EIO, "cannot write the plot's data in %s", f.dir);
     }
-    int i = 0;
+    /* per variant two bars side by side: peak reserved (light, left), peak allocated (dark, right); each labelled
+     * with its size; an OOM's failed request a red box on reserved at the OOM, labelled above it */
+    int i = 0, nreq = 0;
     cJSON_ArrayForEach(v, vs)
     {
         unsigned dark, light;
         kind_colours(json_str(v, "kind"), &dark, &light);
         double r = json_num(v, "peak_reserved"), a = json_num(v, "peak_allocated");
-        bool oom = strcmp(json_str(v, "outcome"), "oom") == 0;
-        fprintf(d, "%d %.6f %.6f %u %u \"%s\" \"%s\"\n", i++, r / unit, a / unit, light, dark,
-                gp_size(r, b1, sizeof b1), oom ? "OOM" : "");
+        fprintf(d, "%d %.6f %.6f %u %u\n", i, r / unit, a / unit, light, dark);
+        bar_label(lab, i - 0.19, r / unit, ymax, false, gp_size(r, b1, sizeof b1));
+        bar_label(lab, i + 0.19, a / unit, ymax, true, gp_size(a, b1, sizeof b1));
+        double b0 = 0, asked = failed_request(v, &b0);
+        if (asked > 0) {
+            double y1 = fmin(b0 + asked, cut);
+            fprintf(rq, "%.2f %.6f %.6f\n", i - 0.19, b0 / unit, y1 / unit);
+            snprintf(b2, sizeof b2, "OOM: +%s", gp_size(asked, b1, sizeof b1));
+            fprintf(lab, "%.2f %.6f \"%s\" %u\n", i - 0.19, y1 / unit + 0.03 * ymax, b2, 0xd62728u);
+            nreq++;
+        } else if (strcmp(json_str(v, "outcome"), "oom") == 0) { /* an OOM that asked nothing of the device */
+            fprintf(lab, "%.2f %.6f \"OOM\" %u\n", i - 0.19, r / unit + 0.075 * ymax, 0xd62728u);
+        }
+        i++;
     }
     if (nv == 0)
-        fprintf(d, "0 NaN NaN 0 0 \"\" \"\"\n");
+        fprintf(d, "0 NaN NaN 0 0\n");
+    fprintf(lab, "0 NaN \"\" 0\n"); /* never empty: gnuplot stops on a file with no points */
+    if (!nreq)
+        fprintf(rq, "0 NaN NaN\n");
     bool ok = gp_data_close(d);
+    ok = gp_data_close(lab) && ok;
+    ok = gp_data_close(rq) && ok;
     if (!ok) {
         gp_abort(&f);
         cJSON_Delete(run);
@@ -757,14 +807,15 @@ oom_status plot_peaks(const char *json_path, const char *out, char *err, size_t 
     key_entry keys[] = {{KEY_BOX, "#f4b6b6", "bug"},
                         {KEY_BOX, "#b7e0b0", "fix"},
                         {KEY_BOX, "#d4d4d4", "myth"},
-                        {KEY_BOX, "#ffffff", "wide light bar: peak reserved, narrow dark bar: peak allocated"},
+                        {KEY_BOX, "#ffffff", "left bar: peak reserved, right bar (dark): peak allocated"},
+                        {KEY_BOX, "#f8c0c0", "OOM: the request that failed, on reserved at the OOM"},
                         {KEY_DASH, C_BUDGET, "budget"}};
-    snprintf(keys[4].text, sizeof keys[4].text, "budget (%s)", gp_size(budget, b1, sizeof b1));
-    layout_header(g, &L, title, keys, 5);
+    snprintf(keys[5].text, sizeof keys[5].text, "budget (%s)", gp_size(budget, b1, sizeof b1));
+    layout_header(g, &L, title, keys, 6);
     layout_panel(g, &L, 0);
     fprintf(g, "set style fill solid 1.0 border lc rgb 'white'\nset grid ytics lc rgb '#dddddd'\n");
-    fprintf(g, "set ylabel '%s'\nset yrange [0:%.6g]\nset xrange [-0.6:%d.4]\nset border lc rgb '#555555'\n", uname,
-            top / unit * 1.18, nv > 0 ? nv - 1 : 0);
+    fprintf(g, "set ylabel '%s'\nset yrange [0:%.6g]\nset xrange [-0.6:%d.6]\nset border lc rgb '#555555'\n", uname,
+            ymax, nv > 0 ? nv - 1 : 0);
     fprintf(g, "set xtics (");
     i = 0;
     cJSON_ArrayForEach(v, vs)
@@ -774,13 +825,13 @@ oom_status plot_peaks(const char *json_path, const char *out, char *err, size_t 
         i++;
     }
     fprintf(g, ") rotate by 30 right font ',11' nomirror\nset ytics font ',11'\n");
-    /* the values inside the bars' tops and "OOM" at their feet: nothing above a bar to collide with the budget */
-    fprintf(g, "plot '%s' using 1:2:(0.72):4 with boxes lc rgb variable notitle, "
-               "'' using 1:3:(0.36):5 with boxes lc rgb variable notitle, "
-               "'' using 1:2:6 with labels offset 0,-0.8 font ',10' notitle, "
-               "'' using 1:(0):7 with labels offset 0,1.0 font ',12' tc rgb 'white' notitle, "
-               "%.6f with lines dt 2 lw 2 lc rgb '" C_BUDGET "' notitle\n",
-            path, budget / unit);
+    fprintf(g, "plot '%s' using ($1-0.19):2:(0.36):4 with boxes lc rgb variable notitle, "
+               "'' using ($1+0.19):3:(0.36):5 with boxes lc rgb variable notitle, "
+               "'%s' using 1:(($2+$3)/2):(0.18):(($3-$2)/2) with boxxyerror fs solid 1.0 border lc rgb '" C_OOM
+               "' fc rgb '#f8c0c0' notitle, "
+               "%.6f with lines dt 2 lw 2 lc rgb '" C_BUDGET "' notitle, "
+               "'%s' using 1:2:3:4 with labels font ',%d' tc rgb variable notitle\n",
+            path, rpath, budget / unit, lpath, nv > 8 ? 8 : 9);
     fprintf(g, "unset multiplot\n");
     cJSON_Delete(run);
     return gp_end(&f, err, errcap);
