@@ -373,3 +373,13 @@ Test(plot, the_peaks_chart_labels_both_bars_and_stacks_the_failed_request)
     cr_expect_eq(count_of(t, ">OOM: +100.00 MiB<"), 4, "bug and the three myths asked 100 MiB and failed");
     free(t);
 }
+
+/* The README's gallery is what make gallery draws, byte for byte (scripts/gallery.sh --check draws it afresh in a
+ * scratch folder with $OOMLAB_BIN and compares). */
+Test(plot, the_committed_gallery_is_what_make_gallery_draws)
+{
+    const char *b = getenv("OOMLAB_BIN");
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "bash scripts/gallery.sh --check '%s' docs/img/gallery >/dev/null", b && b[0] ? b : "build/oomlab");
+    cr_expect_eq(system(cmd), 0, "docs/img/gallery differs from what make gallery draws: run make gallery");
+}
