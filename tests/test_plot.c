@@ -383,3 +383,54 @@ Test(plot, the_committed_gallery_is_what_make_gallery_draws)
     snprintf(cmd, sizeof cmd, "bash scripts/gallery.sh --check '%s' docs/img/gallery >/dev/null", b && b[0] ? b : "build/oomlab");
     cr_expect_eq(system(cmd), 0, "docs/img/gallery differs from what make gallery draws: run make gallery");
 }
+
+/* The whole catalog at full scale, a dry run on sim, into the test's fresh folder. */
+static void run_catalog_dry(void)
+{
+    test_tmpdir_make(dir, "plot");
+    for (size_t k = 0; k < scenario_catalog_size; k++) {
+        run_options o = {.backend = DEVICE_SIM, .dry_run = true};
+        run_result r;
+        char err[512];
+        cr_assert_eq(runner_run(scenario_catalog[k], &o, &r, err, sizeof err), OOM_OK, "%s", err);
+        cr_assert_eq(report_write_in(&r, dir, json, sizeof json), OOM_OK, "%s", oom_error_detail());
+        run_result_free(&r);
+    }
+}
+
+Test(plot, a_story_item_claims_what_it_says)
+{
+    cr_expect_eq(report_story_claim("forward and loss under autocast. It still OOMs in step 2's backward"), CLAIM_OOM,
+                 "the bf16 story that contradicted its measured row");
+    cr_expect_eq(report_story_claim("(peak 1028 MiB allocated: it fits, the allocator releasing cached segments)"),
+                 CLAIM_FITS);
+    cr_expect_eq(report_story_claim("model.half(): half of everything"), CLAIM_NONE);
+}
+
+/* The page of the whole catalog: a contents list in one column, each section's table and timeline first and the
+ * rest folded, no story contradicting its measured row, and pinned_memory's twin compared on what it recorded. */
+Test(plot, the_report_reads_one_screen_per_scenario_and_never_contradicts_itself, .init = run_catalog_dry)
+{
+    char out[256], err[1024], page[300];
+    snprintf(out, sizeof out, "%s/report", dir);
+    const char *inputs[] = {dir};
+    cr_assert_eq(report_html(inputs, 1, "tests/data/twins", out, err, sizeof err), OOM_OK, "%s", err);
+    snprintf(page, sizeof page, "%s/index.html", out);
+    char *t = slurp(page);
+    cr_expect_null(strstr(t, "columns:3"), "the contents list is one column: its long titles collided");
+    cr_expect_eq(count_of(t, "<details><summary>The story:"), 9, "every story folded");
+    cr_expect_eq(count_of(t, "<details><summary>More figures: the peaks"), 9);
+    const char *sec = strstr(t, "<section id=\"oversize_batch\">");
+    cr_assert_not_null(sec);
+    const char *table = strstr(sec, "<table>"), *story = strstr(sec, "<details><summary>The story:");
+    cr_expect(table && story && table < story, "the measured table comes before the folded story");
+    cr_expect_eq(count_of(t, "contradiction"), 0, "a story says what its row does not");
+    const char *pin = strstr(t, "<section id=\"pinned_memory\">");
+    cr_assert_not_null(pin);
+    cr_expect(strstr(pin, "<td class=\"\">ok (recorded without the pinned budget*)</td>"),
+              "the twin's bug: its recorded outcome with a note, not a red mismatch");
+    cr_expect(strstr(pin, "<th>PyTorch: peak pinned host</th>"));
+    cr_expect(strstr(pin, "<td>480.00 MiB</td>"), "oomlab's bug held fifteen 32 MiB pinned blocks");
+    cr_expect(strstr(pin, "<td class=\"same\">480.00 MiB</td>"), "... as PyTorch's twin did");
+    free(t);
+}
