@@ -434,3 +434,25 @@ Test(plot, the_report_reads_one_screen_per_scenario_and_never_contradicts_itself
     cr_expect(strstr(pin, "<td class=\"same\">480.00 MiB</td>"), "... as PyTorch's twin did");
     free(t);
 }
+
+/* Trends from zero: a count that stays 0 has the axis 0..1 (no negative ticks), oom_requested is bytes (MiB), not
+ * raw numbers in scientific notation. */
+Test(plot, trend_axes_start_at_zero_and_bytes_are_mib)
+{
+    test_tmpdir_make(dir, "trend");
+    char csv[128], written[1024], err[512], out[256];
+    snprintf(csv, sizeof csv, "%s/history.csv", dir);
+    write_text(csv, "utc_date,commit,backend,device,scale,scenario,variant,metric,value\n"
+                    "2026-11-01,a,sim,sim,ci,fragmentation,bug,expectations_failed,0\n"
+                    "2026-11-02,b,sim,sim,ci,fragmentation,bug,expectations_failed,0\n"
+                    "2026-11-01,a,sim,sim,ci,fragmentation,bug,oom_requested,104857600\n"
+                    "2026-11-02,b,sim,sim,ci,fragmentation,bug,oom_requested,104857600\n");
+    cr_assert_eq(plot_trend(csv, dir, "svg", written, sizeof written, err, sizeof err), OOM_OK, "%s", err);
+    snprintf(out, sizeof out, "%s/fragmentation-sim-ci.svg", dir);
+    char *t = slurp(out);
+    cr_expect_null(strstr(t, ">-"), "no negative tick");
+    cr_expect_null(strstr(t, "e+0"), "no scientific notation");
+    cr_expect(strstr(t, ">MiB<"), "oom_requested in MiB");
+    cr_expect(strstr(t, ">100<"), "100 MiB asked, a tick at 100");
+    free(t);
+}

@@ -622,6 +622,9 @@ static oom_status sweep(const cJSON *sw, const char *out, char *err, size_t errc
     fprintf(g, "set grid ytics xtics lc rgb '#dddddd'\nset ylabel '%s' offset 1.2,0\nset yrange [0:%.6g]\nset logscale x 2\n"
                "set xtics font ',11' nomirror\nset ytics font ',11'\nset format x '%%g'\nset xrange [%g:%g]\n",
             uname, top / unit * 1.12, json_num(sw, "lo") / 1.3, json_num(sw, "hi") * 1.3);
+    /* a tick every power of two while they are few; else every 4th or 16th, so the labels never run together */
+    double octaves = log2(json_num(sw, "hi") / json_num(sw, "lo"));
+    fprintf(g, "set xtics %g, %d\n", json_num(sw, "lo"), !(octaves > 5) ? 2 : octaves <= 10 ? 4 : 16);
     fprintf(g, "set xlabel ");
     gp_string(g, param);
     fprintf(g, " font ',12' offset 0,0.4\n");
@@ -1073,7 +1076,8 @@ typedef struct trend_row {
 
 static bool is_bytes_metric(const char *m)
 {
-    return strstr(m, "bytes") || strncmp(m, "peak_", 5) == 0 || strstr(m, "allocated") || strstr(m, "reserved");
+    return strstr(m, "bytes") || strncmp(m, "peak_", 5) == 0 || strstr(m, "allocated") || strstr(m, "reserved") ||
+           strstr(m, "requested");
 }
 
 /* A name for a file: letters, digits, '.', '_' and '-' kept, anything else '_'. */
@@ -1240,10 +1244,12 @@ static oom_status trend_figure(trend_row *rows, int nrows, const char *scn, cons
         gp_string(g, metrics.v[m]);
         fprintf(g, " font ',13'\nset ylabel ");
         gp_string(g, bytes ? uname : "");
-        if (bytes && top > 0) /* from 0, with room above the highest point */
-            fprintf(g, "\nset yrange [0:%.9g]\n", top / unit * 1.12);
+        /* from 0 (the history's values are never negative: history_value_problem), room above the highest point;
+         * a count's axis whole numbers, at least 0..1 */
+        if (bytes)
+            fprintf(g, "\nset yrange [0:%.9g]\nset format y '%%g'\n", top > 0 ? top / unit * 1.12 : 1.0);
         else
-            fprintf(g, "\nset yrange [*:*]\nset offsets 0, 0, graph 0.08, graph 0.08\n");
+            fprintf(g, "\nset yrange [0:%.9g]\nset format y '%%g'\n", fmax(top * 1.12, 1.0));
         fprintf(g, "plot ");
         for (int v = 0; v < variants.n; v++)
             fprintf(g, "%s'%s' index %d using 1:2 with linespoints lw 2 pt 7 ps 0.7 lc rgb '%s' notitle",
