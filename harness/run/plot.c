@@ -292,7 +292,7 @@ static oom_status timeline(const cJSON *run, const char *out, char *err, size_t 
     top = fmin(top, base * 1.6);
     cut = top;
     const char *uname;
-    double unit = gp_unit(top, &uname), ymax = top / unit * 1.16; /* room for an OOM's label */
+    double unit = gp_unit(top, &uname), ymax = top / unit * 1.24; /* room for an OOM's label */
     bool labelled = minn <= LABELLED_MAX; /* some panel names its samples: room for their labels */
     /* what the legend needs besides: a peak between samples, pinned host memory (a right axis of its own) */
     bool any_peak = false, any_host = false;
@@ -431,6 +431,7 @@ static oom_status timeline(const cJSON *run, const char *out, char *err, size_t 
         FILE *pk = gp_data(&f, name, pkpath, sizeof pkpath);
         snprintf(name, sizeof name, "v%d.host", i);
         FILE *hd = pk ? gp_data(&f, name, hpath, sizeof hpath) : NULL;
+        int peaks = 0; /* hidden peaks drawn in this panel */
         if (pk) {
             int k = 0, wrote = 0;
             cJSON_ArrayForEach(s, ss)
@@ -442,6 +443,7 @@ static oom_status timeline(const cJSON *run, const char *out, char *err, size_t 
             }
             if (!wrote)
                 fprintf(pk, "0 NaN NaN\n");
+            peaks = wrote;
         }
         if (hd) {
             int wrote = 0;
@@ -492,7 +494,8 @@ static oom_status timeline(const cJSON *run, const char *out, char *err, size_t 
                        "nomirror\n");
         }
         /* the gap named where it is widest, if it is wide enough to hold the words */
-        if (best_k >= 0 && best_gap > 0.2 * ymax) { /* ... and over at least a sixth of the panel's width */
+        /* (not where peak bars stand in the gap: the words would cover them; the legend names the gap anyway) */
+        if (!peaks && best_k >= 0 && best_gap > 0.2 * ymax) { /* ... and over at least a sixth of the width */
             double a = al[best_k], r = re[best_k];
             int lo = best_k, hi = best_k; /* the run of intervals around it with nearly the same gap */
             while (lo > 0 && !(re[lo - 1] - al[lo - 1] < 0.8 * best_gap || fabs(al[lo - 1] - a) > 0.25 * best_gap))
@@ -535,8 +538,10 @@ static oom_status timeline(const cJSON *run, const char *out, char *err, size_t 
             bool right_half = (x + 0.6) / (xmax + 1.2) > 0.5;
             fprintf(g, "set label ");
             gp_string(g, text);
-            fprintf(g, " at %.2f, %.6f %s offset %s,-0.2 front font ',10' tc rgb '" C_OOM "'\n", x, ytop / unit,
-                    right_half ? "right" : "left", right_half ? "-0.8" : "0.8");
+            /* above the arrow's head and the budget line, beside the arrow: never on the data or the budget */
+            fprintf(g, " at %.2f, %.6f %s offset %s,%s front font ',10' tc rgb '" C_OOM "'\n", x,
+                    fmin(fmax(ytop, budget), cut) / unit, right_half ? "right" : "left", right_half ? "-0.8" : "0.8",
+                    seg > req * 1.01 ? "1.6" : "0.9");
         } else if (nm > 1) {
             char text[96];
             if (same)
