@@ -456,3 +456,23 @@ Test(plot, trend_axes_start_at_zero_and_bytes_are_mib)
     cr_expect(strstr(t, ">100<"), "100 MiB asked, a tick at 100");
     free(t);
 }
+
+/* dangling_tensors at full scale: myth-keep-loss and myth-keep-output have 724 samples (forward, backward and
+ * optimizer step of 240 steps), drawn a value per step, not a solid band; the fixes' step labels drawn whole. */
+Test(plot, long_series_are_drawn_per_step_and_labels_whole)
+{
+    test_tmpdir_make(dir, "plot");
+    run_options o = {.backend = DEVICE_SIM, .dry_run = true};
+    run_result r;
+    char err[512], svg[1200];
+    cr_assert_eq(runner_run(scenario_find("dangling_tensors"), &o, &r, err, sizeof err), OOM_OK, "%s", err);
+    cr_assert_eq(report_write_in(&r, dir, json, sizeof json), OOM_OK, "%s", oom_error_detail());
+    run_result_free(&r);
+    snprintf(svg, sizeof svg, "%s/t.svg", dir);
+    cr_assert_eq(plot_run(json, svg, err, sizeof err), OOM_OK, "%s", err);
+    char *t = slurp(svg);
+    cr_expect_eq(count_of(t, "sample (each training step at its largest)"), 2, "the two myths of 724 samples");
+    cr_expect(strstr(t, ">4096 MiB request again: served, then freed<"), "a step label whole, not cut");
+    cr_expect_null(strstr(t, "...<"), "no label cut");
+    free(t);
+}

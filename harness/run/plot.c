@@ -206,16 +206,17 @@ static void variant_title(const cJSON *v, char *buf, size_t cap)
 
 #define LABELLED_MAX 8 /* samples per variant up to which the x ticks are the samples' labels */
 
-/* The part of a label that fits a tick: up to 28 characters, cut at a character boundary. */
+/* The part of a label that fits a tick: up to 44 characters (the samples' labels are up to 40 or so: whole),
+ * cut at a character boundary. */
 static void tick_label(FILE *g, const char *s)
 {
-    char buf[40];
+    char buf[56];
     size_t n = strlen(s);
-    if (n <= 28) {
+    if (n <= 44) {
         gp_string(g, s);
         return;
     }
-    size_t k = 25;
+    size_t k = 41;
     while (k > 0 && ((unsigned char)s[k] & 0xC0) == 0x80) /* not inside a UTF-8 sequence */
         k--;
     snprintf(buf, sizeof buf, "%.*s...", (int)k, s);
@@ -256,6 +257,16 @@ static double hidden_peak(const cJSON *smp, double prev_alloc)
         return NAN;
     double pk = p->valuedouble;
     return pk > json_num(smp, "allocated") && pk > prev_alloc ? pk : NAN;
+}
+
+#define SUMMARY_MIN 300 /* samples past which a variant's training steps are drawn one value each */
+
+/* N of a sample label "step N ..." (a training step's sample), or -1. */
+static long step_of(const char *label)
+{
+    if (strncmp(label, "step ", 5) != 0 || label[5] < '0' || label[5] > '9')
+        return -1;
+    return strtol(label + 5, NULL, 10);
 }
 
 static oom_status timeline(const cJSON *run, const char *out, char *err, size_t errcap)
@@ -322,7 +333,7 @@ static oom_status timeline(const cJSON *run, const char *out, char *err, size_t 
     const char *hname = "MiB";
     double hunit = any_host ? gp_unit(host_top, &hname) : 1048576.0, h2max = host_top / hunit * 1.5; /* the pinned budget well under the device's */
     layout L;
-    layout_init(&L, nv, 3, 96, labelled ? 400 : 330, 78, any_host ? 70 : 22, 42, labelled ? 150 : 62);
+    layout_init(&L, nv, 3, 96, labelled ? 440 : 330, 78, any_host ? 70 : 22, 42, labelled ? 190 : 62);
     gp_figure f;
     oom_status st = gp_begin(&f, out, WIDTH, L.height, 12, err, errcap);
     if (st != OOM_OK)
@@ -374,6 +385,29 @@ static oom_status timeline(const cJSON *run, const char *out, char *err, size_t 
             if (k0 < LABELLED_MAX)
                 labels[k0] = json_str(s, "label");
             k0++;
+        }
+        /* a long series (a step's forward, backward and optimizer samples, thousands of them) would draw a solid
+         * band: each training step's samples ("step N ...") are drawn at the step's largest allocated and
+         * reserved, so the line moves only from step to step */
+        bool summarised = n > SUMMARY_MIN;
+        if (summarised) {
+            long cur = -1;
+            int first = 0, k = 0;
+            cJSON_ArrayForEach(s, ss)
+            {
+                long step = step_of(json_str(s, "label"));
+                if (step < 0 || step != cur) {
+                    first = k;
+                    cur = step;
+                }
+                for (int j = first; j < k; j++) { /* the group so far takes the new maximum */
+                    al[j] = fmax(al[j], al[k]);
+                    re[j] = fmax(re[j], re[k]);
+                }
+                if (k > first)
+                    al[k] = al[first], re[k] = re[first];
+                k++;
+            }
         }
         char name[32];
         snprintf(name, sizeof name, "v%d.dat", i);
@@ -436,7 +470,8 @@ static oom_status timeline(const cJSON *run, const char *out, char *err, size_t 
             int k = 0, wrote = 0;
             cJSON_ArrayForEach(s, ss)
             {
-                double lo = k > 0 ? al[k - 1] : 0, hp = hidden_peak(s, k > 0 ? al[k - 1] * unit : 0);
+                double lo = k > 0 ? al[k - 1] : 0,
+                       hp = summarised ? NAN : hidden_peak(s, k > 0 ? al[k - 1] * unit : 0);
                 if (!isnan(hp))
                     fprintf(pk, "%.2f %.6f %.6f\n", k > 0 ? k - 0.5 : -0.3, lo, hp / unit), wrote++;
                 k++;
@@ -490,8 +525,9 @@ static oom_status timeline(const cJSON *run, const char *out, char *err, size_t 
             }
             fprintf(g, ") rotate by 30 right font ',10' nomirror\n");
         } else {
-            fprintf(g, "set xlabel 'sample' font ',11' offset 0,0.5\nset xtics autofreq font ',11' norotate "
-                       "nomirror\n");
+            fprintf(g, "set xlabel '%s' font ',11' offset 0,0.5\nset xtics autofreq font ',11' norotate "
+                       "nomirror\n",
+                    summarised ? "sample (each training step at its largest)" : "sample");
         }
         /* the gap named where it is widest, if it is wide enough to hold the words */
         /* (not where peak bars stand in the gap: the words would cover them; the legend names the gap anyway) */
