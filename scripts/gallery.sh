@@ -11,6 +11,7 @@ if [ "${1:-}" = "--check" ]; then check=1; shift; fi
 bin=${1:?usage: gallery.sh [--check] OOMLAB [DIR]}
 case "$bin" in /*) ;; *) bin="$PWD/$bin" ;; esac
 dest=${2:-docs/img/gallery}
+# and advise's figure of the README's "Is my OOM fragmentation?" (docs/img/advise-addr_transformer.png)
 # one gallery image per failure mode: the figure that shows it best
 images="dangling_tensors.png retained_graph.png unzeroed_grads.png oversize_batch.sweep.png inplace_ops.png
 fragmentation-segments.png inference_oom-peaks.png model_too_large.png pinned_memory.png"
@@ -24,6 +25,9 @@ trap 'rm -rf "$work"' EXIT
         "$bin" run oversize_batch --sweep batch=64..16384 --dry-run --plot >sweep.log 2>&1 || { cat sweep.log >&2; exit 2; }
 )
 mkdir -p "$work/out"
+env -u OOMLAB_ALLOC_CONF -u PYTORCH_CUDA_ALLOC_CONF -u PYTORCH_ALLOC_CONF \
+    "$bin" advise tests/data/addr_transformer.trace.json --plot "$work/out/advise-addr_transformer.png" >/dev/null
+advise_dest="$dest/../advise-addr_transformer.png"
 for img in $images; do
     found=$(find "$work/results" -name "$img" -type f | head -n 1)
     [ -n "$found" ] || { echo "gallery.sh: the runs drew no $img" >&2; exit 2; }
@@ -34,9 +38,11 @@ if [ $check = 1 ]; then
     for img in $images; do
         cmp -s "$work/out/$img" "$dest/$img" || { echo "gallery.sh: $dest/$img differs from what make gallery draws" >&2; bad=1; }
     done
-    [ $bad = 0 ] && echo "gallery: the 9 images equal what make gallery draws"
+    cmp -s "$work/out/advise-addr_transformer.png" "$advise_dest" || { echo "gallery.sh: $advise_dest differs from what make gallery draws" >&2; bad=1; }
+    [ $bad = 0 ] && echo "gallery: the 10 images equal what make gallery draws"
     exit $bad
 fi
 mkdir -p "$dest"
 for img in $images; do cp "$work/out/$img" "$dest/$img"; done
-echo "gallery: 9 images in $dest"
+cp "$work/out/advise-addr_transformer.png" "$advise_dest"
+echo "gallery: 9 images in $dest, and $advise_dest"

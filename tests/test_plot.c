@@ -8,7 +8,9 @@
 #include <unistd.h>
 
 #include "alloc/cachealloc.h"
+#include "alloc/trace.h"
 #include "core/fileio.h"
+#include "run/advise.h"
 #include "run/plot.h"
 #include "run/report.h"
 #include "run/report_html.h"
@@ -474,5 +476,29 @@ Test(plot, long_series_are_drawn_per_step_and_labels_whole)
     cr_expect_eq(count_of(t, "sample (each training step at its largest)"), 2, "the two myths of 724 samples");
     cr_expect(strstr(t, ">4096 MiB request again: served, then freed<"), "a step label whole, not cut");
     cr_expect_null(strstr(t, "...<"), "no label cut");
+    free(t);
+}
+
+/* advise's figure in the house style: every setting's bar labelled with its minimum budget. */
+Test(plot, advise_labels_every_bar)
+{
+    test_tmpdir_make(dir, "plot");
+    trace_file tf;
+    char err[600] = "", svg[1200];
+    cr_assert_eq(trace_load("tests/data/addr_transformer.trace.json", &tf, err, sizeof err), OOM_OK, "%s", err);
+    advise_options opt = {.series = true};
+    advise_result res;
+    cr_assert_eq(advise_run(&tf, "addr_transformer", &opt, &res, err, sizeof err), OOM_OK, "%s", err);
+    snprintf(svg, sizeof svg, "%s/a.svg", dir);
+    oom_status st = advise_plot(&res, svg, err, sizeof err);
+    size_t nrows = res.nrows;
+    advise_result_free(&res);
+    trace_free(&tf);
+    cr_assert_eq(st, OOM_OK, "%s", err);
+    char *t = slurp(svg);
+    cr_expect_eq(nrows, 9);
+    cr_expect(strstr(t, ">2128 MiB<"), "the defaults' bar");
+    cr_expect(strstr(t, ">1878 MiB<"), "max_split_size_mb:32's bar, the best");
+    cr_expect(strstr(t, ">2264 MiB<"), "garbage_collection_threshold:0.6's bar");
     free(t);
 }
