@@ -11,7 +11,8 @@ if [ "${1:-}" = "--check" ]; then check=1; shift; fi
 bin=${1:?usage: gallery.sh [--check] OOMLAB [DIR]}
 case "$bin" in /*) ;; *) bin="$PWD/$bin" ;; esac
 dest=${2:-docs/img/gallery}
-# and advise's figure of the README's "Is my OOM fragmentation?" (docs/img/advise-addr_transformer.png)
+# and the README's two other figures: advise's in "Is my OOM fragmentation?" (docs/img/advise-addr_transformer.png)
+# and fragmentation's timeline at ci scale (docs/img/fragmentation-sim.png)
 # one gallery image per failure mode: the figure that shows it best
 images="dangling_tensors.png retained_graph.png unzeroed_grads.png oversize_batch.sweep.png inplace_ops.png
 fragmentation-segments.png inference_oom-peaks.png model_too_large.png pinned_memory.png"
@@ -27,7 +28,14 @@ trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/out"
 env -u OOMLAB_ALLOC_CONF -u PYTORCH_CUDA_ALLOC_CONF -u PYTORCH_ALLOC_CONF \
     "$bin" advise tests/data/addr_transformer.trace.json --plot "$work/out/advise-addr_transformer.png" >/dev/null
-advise_dest="$dest/../advise-addr_transformer.png"
+# the README's first figure: `oomlab run fragmentation --plot` as the README runs it (sim, ci scale)
+(
+    cd "$work" && mkdir ci && cd ci
+    env -u OOMLAB_ALLOC_CONF -u PYTORCH_CUDA_ALLOC_CONF -u PYTORCH_ALLOC_CONF \
+        "$bin" run fragmentation --plot >run.log 2>&1 || { cat run.log >&2; exit 2; }
+)
+cp "$(find "$work/ci/results" -name fragmentation.png -type f | head -n 1)" "$work/out/fragmentation-sim.png"
+advise_dest="$dest/../advise-addr_transformer.png" frag_dest="$dest/../fragmentation-sim.png"
 for img in $images; do
     found=$(find "$work/results" -name "$img" -type f | head -n 1)
     [ -n "$found" ] || { echo "gallery.sh: the runs drew no $img" >&2; exit 2; }
@@ -39,10 +47,12 @@ if [ $check = 1 ]; then
         cmp -s "$work/out/$img" "$dest/$img" || { echo "gallery.sh: $dest/$img differs from what make gallery draws" >&2; bad=1; }
     done
     cmp -s "$work/out/advise-addr_transformer.png" "$advise_dest" || { echo "gallery.sh: $advise_dest differs from what make gallery draws" >&2; bad=1; }
-    [ $bad = 0 ] && echo "gallery: the 10 images equal what make gallery draws"
+    cmp -s "$work/out/fragmentation-sim.png" "$frag_dest" || { echo "gallery.sh: $frag_dest differs from what make gallery draws" >&2; bad=1; }
+    [ $bad = 0 ] && echo "gallery: the 11 images equal what make gallery draws"
     exit $bad
 fi
 mkdir -p "$dest"
 for img in $images; do cp "$work/out/$img" "$dest/$img"; done
 cp "$work/out/advise-addr_transformer.png" "$advise_dest"
-echo "gallery: 9 images in $dest, and $advise_dest"
+cp "$work/out/fragmentation-sim.png" "$frag_dest"
+echo "gallery: 9 images in $dest, and $advise_dest and $frag_dest"
