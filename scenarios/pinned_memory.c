@@ -286,8 +286,6 @@ static oom_status run(scn *s, const scenario_variant *v)
         cap = lim; /* sim: the host's RAM; cuda: not known (0) */
         scn_note(s, "pinned_mib=0: no pinned budget but the host's (%s)", lim ? "its RAM" : "not known on cuda");
     }
-    if (cap) /* the figure's pinned budget line (plot.h) */
-        scn_metric(s, "host.pinned_budget", "bytes", (double)cap);
     devstream cs = 0;
     oom_status st = device_stream_create(r->dev, &cs);
     if (st != OOM_OK)

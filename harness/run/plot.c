@@ -240,12 +240,12 @@ static bool host_series(const cJSON *v, double *host, int n)
     return any;
 }
 
-/* A variant's pinned budget (the metric "host.pinned_budget"), NaN when it has none. */
-static double host_budget(const cJSON *v)
+/* The run's pinned host budget: its parameter pinned_mib (pinned_memory's, the budget the host allocator was given:
+ * rt_set_pinned_budget), NaN when it has none or it is 0 (no budget but the host's). */
+static double host_budget(const cJSON *run)
 {
-    const cJSON *m;
-    cJSON_ArrayForEach(m, json_arr(v, "metrics")) if (strcmp(json_str(m, "name"), "host.pinned_budget") == 0) return json_num(m, "value");
-    return NAN;
+    double mib = json_num(cJSON_GetObjectItemCaseSensitive(run, "params"), "pinned_mib");
+    return mib > 0 ? mib * 1048576.0 : NAN;
 }
 
 /* Sample k's allocated peak since sample k - 1 ("step_peak", the allocator's window counter), when it is above
@@ -324,7 +324,7 @@ static oom_status timeline(const cJSON *run, const char *out, char *err, size_t 
             any_host = true;
             for (int k = 0; k < n; k++)
                 host_top = isnan(h[k]) ? host_top : fmax(host_top, h[k]);
-            double hb = host_budget(v);
+            double hb = host_budget(run);
             if (!isnan(hb))
                 hbudget = hb, host_top = fmax(host_top, hb);
         }

@@ -10,7 +10,7 @@
  *             since the previous sample, the allocator's window counter) is above both samples' allocated, a
  *             light orange bar from the earlier sample's allocated up to it, between the two: the peak inside a
  *             step. A variant with "host.allocated_bytes.current" metrics (pinned_memory) has them drawn as pinned
- *             host memory on a right axis of its own, with its "host.pinned_budget" and its pin OOM (an "oom" of
+ *             host memory on a right axis of its own, with its budget (the run's parameter pinned_mib) and its pin OOM (an "oom" of
  *             kind "pinned host") as a cross on that budget. Sample labels name the x ticks when every
  *             variant has at most 8 samples; otherwise the ticks are sample numbers. One legend, above the
  *             panels, so it never covers data.
