@@ -59,7 +59,7 @@ ifneq ($(NVCC),)
               -Xcompiler -Wall,-Wextra,-Werror
 endif
 
-.PHONY: all run test predict-deps bench debug asan fuzz deps clean gpu-bundle report report-check baseline nightly mdlint FORCE
+.PHONY: all run test predict-deps bench debug asan fuzz deps clean gpu-bundle report report-check gallery baseline nightly mdlint FORCE
 
 all: $(BUILD)/oomlab
 
@@ -248,6 +248,12 @@ report: deps
 	  echo "runs: $$dir $$sw"; \
 	  $(BUILD)/oomlab report "$$dir" "$$sw" -o results/report || exit $$?; \
 	  [ $$rc = 0 ] || { echo "make report: some expectation failed (exit $$rc): see the page" >&2; exit $$rc; }
+
+# The README's gallery (docs/img/gallery): the catalog at full scale (dry run on sim) and oversize_batch's sweep,
+# drawn by scripts/gallery.sh; tests/test_plot.c checks that the committed images are byte for byte what it draws.
+gallery: deps
+	$(MAKE) --no-print-directory $(BUILD)/oomlab
+	bash scripts/gallery.sh $(BUILD)/oomlab docs/img/gallery
 
 # The page as a reader gets it: headless chromium (Debian's, installed here when missing, not part of PACKAGES)
 # renders it, every section and image is checked, and docs/img/report.png is its screenshot.

@@ -8,7 +8,9 @@
 #include <unistd.h>
 
 #include "alloc/cachealloc.h"
+#include "alloc/trace.h"
 #include "core/fileio.h"
+#include "run/advise.h"
 #include "run/plot.h"
 #include "run/report.h"
 #include "run/report_html.h"
@@ -159,7 +161,7 @@ Test(plot, peaks_and_segments_name_what_they_show, .init = run_fragmentation)
                            "myth-max-split-size", "myth-gc-threshold"};
     for (int i = 0; i < 6; i++)
         cr_expect(strstr(t, names[i]), "the peaks chart has no bar for %s", names[i]);
-    cr_expect(strstr(t, ">OOM<"));
+    cr_expect(strstr(t, ">OOM: +100.00 MiB<"), "the failed request, on the bug's bar");
     free(t);
     cr_assert_eq(plot_segments(json, svg, err, sizeof err), OOM_OK, "%s", err);
     t = slurp(svg);
@@ -270,4 +272,233 @@ Test(plot, report_takes_a_file_named_twice_once, .init = run_fragmentation)
     const char *two[] = {json, copy};
     cr_expect_eq(report_html(two, 2, NULL, out, err, sizeof err), OOM_EINVAL);
     cr_expect(strstr(err, "a second run of fragmentation"), "%s", err);
+}
+
+/* Run a scenario on sim at ci scale into the test's fresh folder (json). */
+static void run_scenario(const char *name)
+{
+    test_tmpdir_make(dir, "plot");
+    run_options o = {.backend = DEVICE_SIM};
+    run_result r;
+    char err[512];
+    cr_assert_eq(runner_run(scenario_find(name), &o, &r, err, sizeof err), OOM_OK, "%s", err);
+    cr_assert_eq(report_write_in(&r, dir, json, sizeof json), OOM_OK, "%s", oom_error_detail());
+    run_result_free(&r);
+}
+
+static int count_of(const char *t, const char *s)
+{
+    int n = 0;
+    for (const char *p = t; (p = strstr(p, s)); p += strlen(s))
+        n++;
+    return n;
+}
+
+/* The allocator's window counter: the most allocated since the last take, then the window starts at current. */
+Test(plot, the_window_peak_is_the_most_allocated_between_two_takes)
+{
+    device *dev = test_device_open(0);
+    cachealloc_options o = {0};
+    alloc_conf_default(&o.conf);
+    cachealloc *ca = NULL;
+    cr_assert_eq(cachealloc_new(dev, &o, &ca), OOM_OK);
+    devptr a = 0, b = 0;
+    cr_assert_eq(cachealloc_malloc(ca, 4 << 20, &a), OOM_OK);
+    cr_assert_eq(cachealloc_malloc(ca, 8 << 20, &b), OOM_OK);
+    cr_assert_eq(cachealloc_free(ca, b), OOM_OK);
+    cr_expect_eq(cachealloc_take_window_peak(ca), 12 << 20, "a and b were alive together");
+    cr_expect_eq(cachealloc_take_window_peak(ca), 4 << 20, "since the last take only a was");
+    cachealloc_reset_peak(ca);
+    cr_assert_eq(cachealloc_malloc(ca, 2 << 20, &b), OOM_OK);
+    cr_assert_eq(cachealloc_free(ca, b), OOM_OK);
+    cr_expect_eq(cachealloc_take_window_peak(ca), 6 << 20, "2 MiB more than the 4 MiB of a");
+    cr_assert_eq(cachealloc_free(ca, a), OOM_OK);
+    cachealloc_delete(ca);
+    device_close(dev);
+}
+
+/* inplace_ops: bug and fix-inplace hold one x at every sample; only the peak between samples tells them apart
+ * (x = x + y holds the old and the new x together). */
+Test(plot, the_timeline_draws_the_peak_between_samples)
+{
+    run_scenario("inplace_ops");
+    char *text = slurp(json);
+    cJSON *j = cJSON_Parse(text);
+    free(text);
+    const cJSON *vs = cJSON_GetObjectItem(j, "variants");
+    const cJSON *bug = cJSON_GetArrayItem(vs, 0), *fix = cJSON_GetArrayItem(vs, 1);
+    cr_assert_str_eq(cJSON_GetObjectItem(fix, "name")->valuestring, "fix-inplace");
+    const cJSON *sb = cJSON_GetArrayItem(cJSON_GetObjectItem(bug, "samples"), 2),
+                *sf = cJSON_GetArrayItem(cJSON_GetObjectItem(fix, "samples"), 2);
+    cr_expect_eq(cJSON_GetObjectItem(sb, "allocated")->valuedouble, 16.0 * 1048576);
+    cr_expect_eq(cJSON_GetObjectItem(sb, "step_peak")->valuedouble, 32.0 * 1048576, "old and new x together");
+    cr_expect_eq(cJSON_GetObjectItem(sf, "allocated")->valuedouble, 16.0 * 1048576);
+    cr_expect_eq(cJSON_GetObjectItem(sf, "step_peak")->valuedouble, 16.0 * 1048576, "add_ makes nothing");
+    cJSON_Delete(j);
+    char svg[1200], err[512];
+    snprintf(svg, sizeof svg, "%s/t.svg", dir);
+    cr_assert_eq(plot_run(json, svg, err, sizeof err), OOM_OK, "%s", err);
+    char *t = slurp(svg);
+    cr_expect_eq(count_of(t, "allocated peak between samples"), 1, "named once, in the legend");
+    cr_expect_eq(count_of(t, "fill = 'rgb(253, 174, 107)' points"), 10 + 0 + 2 + 2 + 10 + 1,
+                 "one bar per hidden peak: bug 10 ops, fix-inplace none, bug-inplace-on-saved and fix-clone the "
+                 "forward's 0.16 MiB and the backward's, myth-same-layout 10; and the legend's");
+    cr_expect_null(strstr(t, "pinned host memory"), "no host series where there is none");
+    free(t);
+}
+
+/* pinned_memory: what runs out is pinned host memory: drawn per sample with its budget and the pin OOM. */
+Test(plot, the_timeline_draws_pinned_host_memory_and_the_pin_oom)
+{
+    run_scenario("pinned_memory");
+    char svg[1200], err[512];
+    snprintf(svg, sizeof svg, "%s/t.svg", dir);
+    cr_assert_eq(plot_run(json, svg, err, sizeof err), OOM_OK, "%s", err);
+    char *t = slurp(svg);
+    cr_expect_eq(count_of(t, "pinned host memory (right axis)"), 1);
+    cr_expect_eq(count_of(t, "pinned budget (62.00 MiB)"), 1);
+    cr_expect_eq(count_of(t, "pin OOM: cudaHostAlloc refused"), 1, "only the bug ran out of pinned memory");
+    cr_expect(strstr(t, "pinned MiB"), "the right axis is named");
+    free(t);
+}
+
+/* The peaks chart: both bars labelled, and the failed request on the bar of a variant that ran out. */
+Test(plot, the_peaks_chart_labels_both_bars_and_stacks_the_failed_request)
+{
+    run_scenario("fragmentation");
+    char svg[1200], err[512];
+    snprintf(svg, sizeof svg, "%s/p.svg", dir);
+    cr_assert_eq(plot_peaks(json, svg, err, sizeof err), OOM_OK, "%s", err);
+    char *t = slurp(svg);
+    cr_expect_eq(count_of(t, ">1000.00 MiB<"), 6, "every reserved bar labelled");
+    cr_expect_eq(count_of(t, ">900.00 MiB<"), 6, "every allocated bar labelled");
+    cr_expect_eq(count_of(t, ">OOM: +100.00 MiB<"), 4, "bug and the three myths asked 100 MiB and failed");
+    free(t);
+}
+
+/* The README's gallery is what make gallery draws, byte for byte (scripts/gallery.sh --check draws it afresh in a
+ * scratch folder with $OOMLAB_BIN and compares). */
+Test(plot, the_committed_gallery_is_what_make_gallery_draws)
+{
+    const char *b = getenv("OOMLAB_BIN");
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "bash scripts/gallery.sh --check '%s' docs/img/gallery >/dev/null", b && b[0] ? b : "build/oomlab");
+    cr_expect_eq(system(cmd), 0, "docs/img/gallery differs from what make gallery draws: run make gallery");
+}
+
+/* The whole catalog at full scale, a dry run on sim, into the test's fresh folder. */
+static void run_catalog_dry(void)
+{
+    test_tmpdir_make(dir, "plot");
+    for (size_t k = 0; k < scenario_catalog_size; k++) {
+        run_options o = {.backend = DEVICE_SIM, .dry_run = true};
+        run_result r;
+        char err[512];
+        cr_assert_eq(runner_run(scenario_catalog[k], &o, &r, err, sizeof err), OOM_OK, "%s", err);
+        cr_assert_eq(report_write_in(&r, dir, json, sizeof json), OOM_OK, "%s", oom_error_detail());
+        run_result_free(&r);
+    }
+}
+
+Test(plot, a_story_item_claims_what_it_says)
+{
+    cr_expect_eq(report_story_claim("forward and loss under autocast. It still OOMs in step 2's backward"), CLAIM_OOM,
+                 "the bf16 story that contradicted its measured row");
+    cr_expect_eq(report_story_claim("(peak 1028 MiB allocated: it fits, the allocator releasing cached segments)"),
+                 CLAIM_FITS);
+    cr_expect_eq(report_story_claim("model.half(): half of everything"), CLAIM_NONE);
+}
+
+/* The page of the whole catalog: a contents list in one column, each section's table and timeline first and the
+ * rest folded, no story contradicting its measured row, and pinned_memory's twin compared on what it recorded. */
+Test(plot, the_report_reads_one_screen_per_scenario_and_never_contradicts_itself, .init = run_catalog_dry)
+{
+    char out[256], err[1024], page[300];
+    snprintf(out, sizeof out, "%s/report", dir);
+    const char *inputs[] = {dir};
+    cr_assert_eq(report_html(inputs, 1, "tests/data/twins", out, err, sizeof err), OOM_OK, "%s", err);
+    snprintf(page, sizeof page, "%s/index.html", out);
+    char *t = slurp(page);
+    cr_expect_null(strstr(t, "columns:3"), "the contents list is one column: its long titles collided");
+    cr_expect_eq(count_of(t, "<details><summary>The story:"), 9, "every story folded");
+    cr_expect_eq(count_of(t, "<details><summary>More figures: the peaks"), 9);
+    const char *sec = strstr(t, "<section id=\"oversize_batch\">");
+    cr_assert_not_null(sec);
+    const char *table = strstr(sec, "<table>"), *story = strstr(sec, "<details><summary>The story:");
+    cr_expect(table && story && table < story, "the measured table comes before the folded story");
+    cr_expect_eq(count_of(t, "contradiction"), 0, "a story says what its row does not");
+    const char *pin = strstr(t, "<section id=\"pinned_memory\">");
+    cr_assert_not_null(pin);
+    cr_expect(strstr(pin, "<td class=\"\">ok (recorded without the pinned budget*)</td>"),
+              "the twin's bug: its recorded outcome with a note, not a red mismatch");
+    cr_expect(strstr(pin, "<th>PyTorch: peak pinned host</th>"));
+    cr_expect(strstr(pin, "<td>480.00 MiB</td>"), "oomlab's bug held fifteen 32 MiB pinned blocks");
+    cr_expect(strstr(pin, "<td class=\"same\">480.00 MiB</td>"), "... as PyTorch's twin did");
+    free(t);
+}
+
+/* Trends from zero: a count that stays 0 has the axis 0..1 (no negative ticks), oom_requested is bytes (MiB), not
+ * raw numbers in scientific notation. */
+Test(plot, trend_axes_start_at_zero_and_bytes_are_mib)
+{
+    test_tmpdir_make(dir, "trend");
+    char csv[128], written[1024], err[512], out[256];
+    snprintf(csv, sizeof csv, "%s/history.csv", dir);
+    write_text(csv, "utc_date,commit,backend,device,scale,scenario,variant,metric,value\n"
+                    "2026-11-01,a,sim,sim,ci,fragmentation,bug,expectations_failed,0\n"
+                    "2026-11-02,b,sim,sim,ci,fragmentation,bug,expectations_failed,0\n"
+                    "2026-11-01,a,sim,sim,ci,fragmentation,bug,oom_requested,104857600\n"
+                    "2026-11-02,b,sim,sim,ci,fragmentation,bug,oom_requested,104857600\n");
+    cr_assert_eq(plot_trend(csv, dir, "svg", written, sizeof written, err, sizeof err), OOM_OK, "%s", err);
+    snprintf(out, sizeof out, "%s/fragmentation-sim-ci.svg", dir);
+    char *t = slurp(out);
+    cr_expect_null(strstr(t, ">-"), "no negative tick");
+    cr_expect_null(strstr(t, "e+0"), "no scientific notation");
+    cr_expect(strstr(t, ">MiB<"), "oom_requested in MiB");
+    cr_expect(strstr(t, ">100<"), "100 MiB asked, a tick at 100");
+    free(t);
+}
+
+/* dangling_tensors at full scale: myth-keep-loss and myth-keep-output have 724 samples (forward, backward and
+ * optimizer step of 240 steps), drawn a value per step, not a solid band; the fixes' step labels drawn whole. */
+Test(plot, long_series_are_drawn_per_step_and_labels_whole)
+{
+    test_tmpdir_make(dir, "plot");
+    run_options o = {.backend = DEVICE_SIM, .dry_run = true};
+    run_result r;
+    char err[512], svg[1200];
+    cr_assert_eq(runner_run(scenario_find("dangling_tensors"), &o, &r, err, sizeof err), OOM_OK, "%s", err);
+    cr_assert_eq(report_write_in(&r, dir, json, sizeof json), OOM_OK, "%s", oom_error_detail());
+    run_result_free(&r);
+    snprintf(svg, sizeof svg, "%s/t.svg", dir);
+    cr_assert_eq(plot_run(json, svg, err, sizeof err), OOM_OK, "%s", err);
+    char *t = slurp(svg);
+    cr_expect_eq(count_of(t, "sample (each training step at its largest)"), 2, "the two myths of 724 samples");
+    cr_expect(strstr(t, ">4096 MiB request again: served, then freed<"), "a step label whole, not cut");
+    cr_expect_null(strstr(t, "...<"), "no label cut");
+    free(t);
+}
+
+/* advise's figure in the house style: every setting's bar labelled with its minimum budget. */
+Test(plot, advise_labels_every_bar)
+{
+    test_tmpdir_make(dir, "plot");
+    trace_file tf;
+    char err[600] = "", svg[1200];
+    cr_assert_eq(trace_load("tests/data/addr_transformer.trace.json", &tf, err, sizeof err), OOM_OK, "%s", err);
+    advise_options opt = {.series = true};
+    advise_result res;
+    cr_assert_eq(advise_run(&tf, "addr_transformer", &opt, &res, err, sizeof err), OOM_OK, "%s", err);
+    snprintf(svg, sizeof svg, "%s/a.svg", dir);
+    oom_status st = advise_plot(&res, svg, err, sizeof err);
+    size_t nrows = res.nrows;
+    advise_result_free(&res);
+    trace_free(&tf);
+    cr_assert_eq(st, OOM_OK, "%s", err);
+    char *t = slurp(svg);
+    cr_expect_eq(nrows, 9);
+    cr_expect(strstr(t, ">2128 MiB<"), "the defaults' bar");
+    cr_expect(strstr(t, ">1878 MiB<"), "max_split_size_mb:32's bar, the best");
+    cr_expect(strstr(t, ">2264 MiB<"), "garbage_collection_threshold:0.6's bar");
+    free(t);
 }

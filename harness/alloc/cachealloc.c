@@ -95,6 +95,7 @@ struct cachealloc {
     device *dev;
     alloc_conf conf;
     memstats stats;
+    int64_t window_peak; /* the most allocated_bytes.all.current since cachealloc_take_window_peak last ran */
     ca_pool small_blocks, large_blocks;
     size_t total_allocated_memory; /* bytes held from the driver */
     bool capped;                   /* allowed_memory_maximum.has_value() */
@@ -1093,6 +1094,8 @@ static ca_block *alloc_found_block(cachealloc *ca, alloc_params *p, size_t orig_
     table_insert(ca, block);
     stat_array_increase(ca->stats.allocation, pst, 1);
     stat_array_increase(ca->stats.allocated_bytes, pst, (int64_t)block->size);
+    if (ca->stats.allocated_bytes[STAT_ALL].current > ca->window_peak)
+        ca->window_peak = ca->stats.allocated_bytes[STAT_ALL].current;
     stat_array_increase(ca->stats.active, pst, 1);
     stat_array_increase(ca->stats.active_bytes, pst, (int64_t)block->size);
     stat_array_increase(ca->stats.requested_bytes, pst, (int64_t)block->requested_size);
@@ -1460,6 +1463,13 @@ bool cachealloc_would_release(const cachealloc *ca, size_t nbytes)
 const memstats *cachealloc_stats(const cachealloc *ca) { return &ca->stats; }
 
 void cachealloc_reset_peak(cachealloc *ca) { memstats_reset_peak(&ca->stats); }
+
+int64_t cachealloc_take_window_peak(cachealloc *ca)
+{
+    int64_t cur = ca->stats.allocated_bytes[STAT_ALL].current, peak = ca->window_peak > cur ? ca->window_peak : cur;
+    ca->window_peak = cur;
+    return peak;
+}
 
 void cachealloc_reset_accumulated(cachealloc *ca) { memstats_reset_accumulated(&ca->stats); }
 

@@ -131,6 +131,10 @@ bool cachealloc_would_release(const cachealloc *ca, size_t nbytes);
 
 const memstats *cachealloc_stats(const cachealloc *ca);
 void cachealloc_reset_peak(cachealloc *ca);        /* reset_peak_memory_stats */
+/* The most allocated_bytes.all.current was since the last call (or since the allocator was made), then the window
+ * starts again at current: the peak between two samples, which memory_stats()'s peak (since the last reset) cannot
+ * tell once an earlier step went higher. Untouched by reset_peak_memory_stats. */
+int64_t cachealloc_take_window_peak(cachealloc *ca);
 void cachealloc_reset_accumulated(cachealloc *ca); /* reset_accumulated_memory_stats */
 const alloc_conf *cachealloc_conf(const cachealloc *ca);
 /* The cap in force in bytes (allowed_memory_maximum), or 0 when none is active. */

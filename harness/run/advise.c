@@ -821,42 +821,62 @@ static bool write_plot(const advise_result *res, gp_figure *f)
     FILE *d = gp_data(f, "advise.dat", dat, sizeof dat), *g = f->gp;
     if (!d)
         return false;
+    double top = mib(res->need);
     for (size_t i = 0; i < res->nrows; i++) /* the settings' names are the x ticks, in the script (gp_string) */
+        top = res->rows[i].fits && mib(res->rows[i].min_budget) > top ? mib(res->rows[i].min_budget) : top;
+    for (size_t i = 0; i < res->nrows; i++)
         fprintf(d, "%zu %.3f\n", i, res->rows[i].fits ? mib(res->rows[i].min_budget) : 0.0);
     fprintf(d, "\n\n");
     for (size_t k = 0; k < res->npoints; k++)
         fprintf(d, "%.0f %.3f %.3f %.3f %.3f\n", (double)res->events * ((double)k + 0.5) / (double)res->npoints,
                 mib((size_t)res->series[0][k]), mib((size_t)res->series[1][k]), mib((size_t)res->series[2][k]),
                 mib((size_t)res->series[3][k]));
+    fprintf(d, "\n\n");
+    for (size_t i = 0; i < res->nrows; i++) { /* index 2: each bar's label just above it, or that nothing fits */
+        char lab[48];
+        double v = res->rows[i].fits ? mib(res->rows[i].min_budget) : 0.0;
+        if (res->rows[i].fits)
+            snprintf(lab, sizeof lab, "%.0f MiB", v);
+        else
+            snprintf(lab, sizeof lab, "does not fit");
+        fprintf(d, "%zu %.3f \"%s\"\n", i, v + 0.035 * top * 1.15, lab);
+    }
     const advise_row *def = &res->rows[0], *best = res->best >= 0 ? &res->rows[res->best] : def;
     fprintf(g, "set multiplot layout 2,1 title ");
     char title[700];
     snprintf(title, sizeof title, "oomlab advise: %s (cuda:%d)", res->path, res->device);
     gp_string(g, title);
-    fprintf(g, " font '" GP_FONT ",12'\n");
-    fprintf(g, "set title 'minimum budget per setting (MiB); dashed: the need'\nset style fill solid 0.6\n"
-               "set boxwidth 0.7\nset grid ytics\nset ylabel 'MiB'\nset yrange [0:*]\n"
-               "set xtics rotate by 25 right font '" GP_FONT ",8'\nset bmargin 9\nunset key\n");
+    fprintf(g, " font ',15'\n");
+    /* the house style (plot.c): white background, grey border and grid, one colour per meaning, every bar
+     * labelled, the legend outside the data */
+    fprintf(g, "set border lc rgb '#555555'\nset grid ytics lc rgb '#dddddd'\nset xtics nomirror\nset ytics nomirror "
+               "font ',11'\nset lmargin 12\nset rmargin 4\n"); /* fixed: both panels align, whatever the ticks */
+    fprintf(g, "set title 'minimum budget per setting (the allocator replaying the trace); dashed: the need (its "
+               "peak allocated)' font ',13'\nset style fill solid 1.0 border lc rgb 'white'\n"
+               "set boxwidth 0.7\nset ylabel 'MiB'\nset yrange [0:%.3f]\n"
+               "set xtics rotate by 25 right font ',10'\nset bmargin 9\nunset key\n",
+            top * 1.15 > 0 ? top * 1.15 : 1.0);
     fprintf(g, "set xtics (");
     for (size_t i = 0; i < res->nrows; i++) {
         gp_string(g, res->rows[i].conf[0] ? res->rows[i].conf : "defaults");
         fprintf(g, " %zu%s", i, i + 1 < res->nrows ? ", " : "");
     }
     fprintf(g, ")\n");
-    fprintf(g, "plot '%s' index 0 using 1:2 with boxes lc rgb '#1f77b4', %.3f with lines dt 2 lc rgb "
-               "'#d62728'\n",
-            dat, mib(res->need));
+    fprintf(g, "plot '%s' index 0 using 1:2 with boxes lc rgb '#1f5fa8', %.3f with lines dt 2 lw 2 lc rgb "
+               "'#d62728', '%s' index 2 using 1:2:3 with labels font ',10' tc rgb '#222222'\n",
+            dat, mib(res->need), dat);
+    fprintf(g, "unset label\n");
     fprintf(g, "set title ");
     snprintf(title, sizeof title, "over the trace: defaults at %.0f MiB, %s at %.0f MiB (highest per %zu-event run)",
              mib(def->min_budget), best->conf[0] ? best->conf : "defaults", mib(best->min_budget),
              res->npoints ? (res->events + res->npoints - 1) / res->npoints : 0);
     gp_string(g, title);
-    fprintf(g, "\nset xlabel 'trace event'\nset xtics auto norotate font '" GP_FONT ",9'\nset bmargin 4\n"
-               "set key top left font '" GP_FONT ",9' box opaque\n");
-    fprintf(g, "plot '%s' index 1 using 1:3 with lines lw 2 lc rgb '#1f77b4' title 'defaults: reserved', "
-               "'' index 1 using 1:2 with lines lw 1 lc rgb '#1f77b4' dt 2 title 'defaults: allocated', "
-               "'' index 1 using 1:5 with lines lw 2 lc rgb '#2ca02c' title 'best: reserved', "
-               "'' index 1 using 1:4 with lines lw 1 lc rgb '#2ca02c' dt 2 title 'best: allocated'\n",
+    fprintf(g, " font ',13'\nset xlabel 'trace event' font ',11'\nset xtics auto norotate font ',11'\nset bmargin 5\n"
+               "set yrange [0:*]\nset key outside top center horizontal font ',11'\n");
+    fprintf(g, "plot '%s' index 1 using 1:3 with lines lw 2.5 lc rgb '#1f5fa8' title 'defaults: reserved', "
+               "'' index 1 using 1:2 with lines lw 1.5 lc rgb '#1f5fa8' dt 2 title 'defaults: allocated', "
+               "'' index 1 using 1:5 with lines lw 2.5 lc rgb '#2ca02c' title 'best: reserved', "
+               "'' index 1 using 1:4 with lines lw 1.5 lc rgb '#2ca02c' dt 2 title 'best: allocated'\n",
             dat);
     fprintf(g, "unset multiplot\n");
     bool ok = !ferror(g);
@@ -870,7 +890,7 @@ oom_status advise_plot(const advise_result *res, const char *out_path, char *err
         return OOM_EINVAL;
     }
     gp_figure f;
-    oom_status st = gp_begin(&f, out_path, 1100, 900, 10, err, errcap);
+    oom_status st = gp_begin(&f, out_path, 1280, 960, 12, err, errcap);
     if (st != OOM_OK)
         return st;
     if (!write_plot(res, &f)) {

@@ -35,7 +35,7 @@ static const char *const known_variant[] = {
     "ooms_caught", "expectations", "samples", "memory_stats", "devices", NULL};
 static const char *const known_sample[] = {"label", "allocated", "reserved", "active", "inactive_split",
                                            "allocated_peak", "reserved_peak", "segments", "num_device_alloc",
-                                           "num_device_free", "num_alloc_retries", "num_ooms", NULL};
+                                           "num_device_free", "num_alloc_retries", "num_ooms", "step_peak", NULL};
 static const char *const known_oom[] = {"step", "what", "kind", "requested", "alloc_size", "allocated", "reserved",
                                         "reserved_unallocated", "largest_free_block", "ooms", "device", "message",
                                         "segments", NULL};

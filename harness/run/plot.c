@@ -26,6 +26,8 @@
 #define C_BUDGET "#333333"
 #define C_OOM "#d62728"
 #define C_UNMAPPED "#e0e0e0"
+#define C_PEAK "#fdae6b" /* the allocated peak between two samples */
+#define C_HOST "#7b3fa0" /* pinned host memory */
 
 static oom_status fail(char *err, size_t cap, oom_status st, const char *fmt, ...)
 {
@@ -204,20 +206,67 @@ static void variant_title(const cJSON *v, char *buf, size_t cap)
 
 #define LABELLED_MAX 8 /* samples per variant up to which the x ticks are the samples' labels */
 
-/* The part of a label that fits a tick: up to 28 characters, cut at a character boundary. */
+/* The part of a label that fits a tick: up to 44 characters (the samples' labels are up to 40 or so: whole),
+ * cut at a character boundary. */
 static void tick_label(FILE *g, const char *s)
 {
-    char buf[40];
+    char buf[56];
     size_t n = strlen(s);
-    if (n <= 28) {
+    if (n <= 44) {
         gp_string(g, s);
         return;
     }
-    size_t k = 25;
+    size_t k = 41;
     while (k > 0 && ((unsigned char)s[k] & 0xC0) == 0x80) /* not inside a UTF-8 sequence */
         k--;
     snprintf(buf, sizeof buf, "%.*s...", (int)k, s);
     gp_string(g, buf);
+}
+
+/* The pinned host memory at each sample, from the metrics the host allocator's counters gave
+ * ("host.allocated_bytes.current" with its "sample"), NaN where a sample has none; false when the variant has none. */
+static bool host_series(const cJSON *v, double *host, int n)
+{
+    bool any = false;
+    for (int k = 0; k < n; k++)
+        host[k] = NAN;
+    const cJSON *m;
+    cJSON_ArrayForEach(m, json_arr(v, "metrics"))
+    {
+        double k = json_num(m, "sample");
+        if (strcmp(json_str(m, "name"), "host.allocated_bytes.current") == 0 && is_index(k) && k < n)
+            host[(int)k] = json_num(m, "value"), any = true;
+    }
+    return any;
+}
+
+/* The run's pinned host budget: its parameter pinned_mib (pinned_memory's, the budget the host allocator was given:
+ * rt_set_pinned_budget), NaN when it has none or it is 0 (no budget but the host's). */
+static double host_budget(const cJSON *run)
+{
+    double mib = json_num(cJSON_GetObjectItemCaseSensitive(run, "params"), "pinned_mib");
+    return mib > 0 ? mib * 1048576.0 : NAN;
+}
+
+/* Sample k's allocated peak since sample k - 1 ("step_peak", the allocator's window counter), when it is above
+ * both samples' allocated: a peak the samples alone do not show. NaN otherwise, or in an older file without it. */
+static double hidden_peak(const cJSON *smp, double prev_alloc)
+{
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(smp, "step_peak");
+    if (!cJSON_IsNumber(p))
+        return NAN;
+    double pk = p->valuedouble;
+    return pk > json_num(smp, "allocated") && pk > prev_alloc ? pk : NAN;
+}
+
+#define SUMMARY_MIN 300 /* samples past which a variant's training steps are drawn one value each */
+
+/* N of a sample label "step N ..." (a training step's sample), or -1. */
+static long step_of(const char *label)
+{
+    if (strncmp(label, "step ", 5) != 0 || label[5] < '0' || label[5] > '9')
+        return -1;
+    return strtol(label + 5, NULL, 10);
 }
 
 static oom_status timeline(const cJSON *run, const char *out, char *err, size_t errcap)
@@ -232,7 +281,12 @@ static oom_status timeline(const cJSON *run, const char *out, char *err, size_t 
         const cJSON *v = cJSON_GetArrayItem(vs, i), *s;
         int n = cJSON_GetArraySize(json_arr(v, "samples"));
         maxn = n > maxn ? n : maxn;
-        cJSON_ArrayForEach(s, json_arr(v, "samples")) top = fmax(top, fmax(json_num(s, "reserved"), json_num(s, "allocated")));
+        cJSON_ArrayForEach(s, json_arr(v, "samples"))
+        {
+            top = fmax(top, fmax(json_num(s, "reserved"), json_num(s, "allocated")));
+            if (cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(s, "step_peak")))
+                top = fmax(top, json_num(s, "step_peak"));
+        }
         cJSON_ArrayForEach(s, json_arr(v, "ooms_caught")) top = fmax(top, json_num(s, "reserved") + json_num(s, "alloc_size"));
     }
     /* a shared y axis, so panels compare; a request far above the budget is cut at 1.6 x and still labelled */
@@ -249,10 +303,37 @@ static oom_status timeline(const cJSON *run, const char *out, char *err, size_t 
     top = fmin(top, base * 1.6);
     cut = top;
     const char *uname;
-    double unit = gp_unit(top, &uname), ymax = top / unit * 1.16; /* room for an OOM's label */
+    double unit = gp_unit(top, &uname), ymax = top / unit * 1.24; /* room for an OOM's label */
     bool labelled = minn <= LABELLED_MAX; /* some panel names its samples: room for their labels */
+    /* what the legend needs besides: a peak between samples, pinned host memory (a right axis of its own) */
+    bool any_peak = false, any_host = false;
+    double host_top = 0, hbudget = NAN;
+    for (int i = 0; i < nv; i++) {
+        const cJSON *v = cJSON_GetArrayItem(vs, i), *s;
+        double prev = 0;
+        cJSON_ArrayForEach(s, json_arr(v, "samples"))
+        {
+            any_peak = any_peak || !isnan(hidden_peak(s, prev));
+            prev = json_num(s, "allocated");
+        }
+        int n = cJSON_GetArraySize(json_arr(v, "samples"));
+        double *h = malloc(((size_t)n + 1) * sizeof *h);
+        if (!h)
+            abort(); /* host bookkeeping without memory: CONTRIBUTING's rule */
+        if (host_series(v, h, n)) {
+            any_host = true;
+            for (int k = 0; k < n; k++)
+                host_top = isnan(h[k]) ? host_top : fmax(host_top, h[k]);
+            double hb = host_budget(run);
+            if (!isnan(hb))
+                hbudget = hb, host_top = fmax(host_top, hb);
+        }
+        free(h);
+    }
+    const char *hname = "MiB";
+    double hunit = any_host ? gp_unit(host_top, &hname) : 1048576.0, h2max = host_top / hunit * 1.5; /* the pinned budget well under the device's */
     layout L;
-    layout_init(&L, nv, 3, 96, labelled ? 400 : 330, 78, 22, 42, labelled ? 140 : 62);
+    layout_init(&L, nv, 3, 96, labelled ? 440 : 330, 78, any_host ? 70 : 22, 42, labelled ? 190 : 62);
     gp_figure f;
     oom_status st = gp_begin(&f, out, WIDTH, L.height, 12, err, errcap);
     if (st != OOM_OK)
@@ -265,9 +346,26 @@ static oom_status timeline(const cJSON *run, const char *out, char *err, size_t 
                         {KEY_LINE, C_ALLOCATED, "allocated"},
                         {KEY_BOX, C_GAP, "reserved but unallocated"},
                         {KEY_DASH, C_BUDGET, "budget"},
-                        {KEY_ARROW, C_OOM, "OOM: the segment asked for, on top of reserved"}};
+                        {KEY_ARROW, C_OOM, "OOM: the segment asked for, on top of reserved"},
+                        {KEY_BOX, C_PEAK, "allocated peak between samples"},
+                        {KEY_LINE, C_HOST, "pinned host memory (right axis)"},
+                        {KEY_DASH, C_HOST, "pinned budget"},
+                        {KEY_CROSS, C_OOM, "pin OOM"}};
     snprintf(keys[3].text, sizeof keys[3].text, "budget (%s)", gp_size(budget, b1, sizeof b1));
-    layout_header(g, &L, title, keys, 5);
+    int nkeys = 5;
+    if (any_peak)
+        keys[nkeys++] = keys[5];
+    if (any_host) {
+        keys[nkeys++] = keys[6];
+        if (!isnan(hbudget)) {
+            keys[nkeys] = keys[7];
+            snprintf(keys[nkeys++].text, sizeof keys[0].text, "pinned budget (%s)", gp_size(hbudget, b1, sizeof b1));
+        }
+        keys[nkeys++] = keys[8];
+    }
+    layout_header(g, &L, title, keys, nkeys);
+    if (any_host)
+        fprintf(g, "set y2range [0:%.6g]\nset y2tics font ',11' tc rgb '" C_HOST "'\n", h2max);
     fprintf(g, "set grid ytics lc rgb '#dddddd'\nset yrange [0:%.6g]\nset ytics font ',11'\n", ymax);
     fprintf(g, "set style fill solid 1.0 noborder\nset border lc rgb '#555555'\n");
     for (int i = 0; i < nv; i++) {
@@ -287,6 +385,29 @@ static oom_status timeline(const cJSON *run, const char *out, char *err, size_t 
             if (k0 < LABELLED_MAX)
                 labels[k0] = json_str(s, "label");
             k0++;
+        }
+        /* a long series (a step's forward, backward and optimizer samples, thousands of them) would draw a solid
+         * band: each training step's samples ("step N ...") are drawn at the step's largest allocated and
+         * reserved, so the line moves only from step to step */
+        bool summarised = n > SUMMARY_MIN;
+        if (summarised) {
+            long cur = -1;
+            int first = 0, k = 0;
+            cJSON_ArrayForEach(s, ss)
+            {
+                long step = step_of(json_str(s, "label"));
+                if (step < 0 || step != cur) {
+                    first = k;
+                    cur = step;
+                }
+                for (int j = first; j < k; j++) { /* the group so far takes the new maximum */
+                    al[j] = fmax(al[j], al[k]);
+                    re[j] = fmax(re[j], re[k]);
+                }
+                if (k > first)
+                    al[k] = al[first], re[k] = re[first];
+                k++;
+            }
         }
         char name[32];
         snprintf(name, sizeof name, "v%d.dat", i);
@@ -333,12 +454,65 @@ static oom_status timeline(const cJSON *run, const char *out, char *err, size_t 
             gp_abort(&f);
             return fail(err, errcap, OOM_EIO, "cannot write the plot's data in %s", f.dir);
         }
+        /* the peaks between samples the samples do not show: a bar from the earlier sample's allocated up to the
+         * peak, in the interval before sample k; and the pinned host memory as steps, like the device's */
+        char pkpath[160], hpath[160];
+        double *h = malloc(((size_t)n + 1) * sizeof *h);
+        if (!h)
+            abort(); /* host bookkeeping without memory: CONTRIBUTING's rule */
+        bool has_host = host_series(v, h, n);
+        snprintf(name, sizeof name, "v%d.pk", i);
+        FILE *pk = gp_data(&f, name, pkpath, sizeof pkpath);
+        snprintf(name, sizeof name, "v%d.host", i);
+        FILE *hd = pk ? gp_data(&f, name, hpath, sizeof hpath) : NULL;
+        int peaks = 0; /* hidden peaks drawn in this panel */
+        if (pk) {
+            int k = 0, wrote = 0;
+            cJSON_ArrayForEach(s, ss)
+            {
+                double lo = k > 0 ? al[k - 1] : 0,
+                       hp = summarised ? NAN : hidden_peak(s, k > 0 ? al[k - 1] * unit : 0);
+                if (!isnan(hp))
+                    fprintf(pk, "%.2f %.6f %.6f\n", k > 0 ? k - 0.5 : -0.3, lo, hp / unit), wrote++;
+                k++;
+            }
+            if (!wrote)
+                fprintf(pk, "0 NaN NaN\n");
+            peaks = wrote;
+        }
+        if (hd) {
+            int wrote = 0;
+            for (int k = 0; k < n && has_host; k++)
+                if (!isnan(h[k])) {
+                    fprintf(hd, "%d %.6f\n", k, h[k] / hunit);
+                    if (k + 1 < n)
+                        fprintf(hd, "%d %.6f\n", k + 1, h[k] / hunit);
+                    wrote++;
+                }
+            if (!wrote)
+                fprintf(hd, "0 NaN\n");
+        }
+        ok = pk && hd;
+        ok = (pk ? gp_data_close(pk) : false) && ok;
+        ok = (hd ? gp_data_close(hd) : false) && ok;
+        if (!ok) {
+            free(al);
+            free(re);
+            free(h);
+            gp_abort(&f);
+            return fail(err, errcap, OOM_EIO, "cannot write the plot's data in %s", f.dir);
+        }
         variant_title(v, title, sizeof title);
         layout_panel(g, &L, i);
         fprintf(g, "set title ");
         gp_string(g, title);
         fprintf(g, " font ',13'\nunset label\nunset arrow\n");
         fprintf(g, i % L.cols == 0 ? "set ylabel '%s' offset 1.2,0\n" : "unset ylabel\n", uname);
+        if (any_host)
+            fprintf(g, i % L.cols == L.cols - 1 || i == nv - 1 ? "set y2label 'pinned %s' tc rgb '" C_HOST
+                                                                 "' offset -1.2,0\n"
+                                                               : "unset y2label\n",
+                    hname);
         double xmax = n > 0 ? n - 1 : 0;
         const cJSON *m;
         cJSON_ArrayForEach(m, json_arr(v, "ooms_caught")) xmax = fmax(xmax, json_num(m, "step") - 0.5);
@@ -351,11 +525,13 @@ static oom_status timeline(const cJSON *run, const char *out, char *err, size_t 
             }
             fprintf(g, ") rotate by 30 right font ',10' nomirror\n");
         } else {
-            fprintf(g, "set xlabel 'sample' font ',11' offset 0,0.5\nset xtics autofreq font ',11' norotate "
-                       "nomirror\n");
+            fprintf(g, "set xlabel '%s' font ',11' offset 0,0.5\nset xtics autofreq font ',11' norotate "
+                       "nomirror\n",
+                    summarised ? "sample (each training step at its largest)" : "sample");
         }
         /* the gap named where it is widest, if it is wide enough to hold the words */
-        if (best_k >= 0 && best_gap > 0.2 * ymax) { /* ... and over at least a sixth of the panel's width */
+        /* (not where peak bars stand in the gap: the words would cover them; the legend names the gap anyway) */
+        if (!peaks && best_k >= 0 && best_gap > 0.2 * ymax) { /* ... and over at least a sixth of the width */
             double a = al[best_k], r = re[best_k];
             int lo = best_k, hi = best_k; /* the run of intervals around it with nearly the same gap */
             while (lo > 0 && !(re[lo - 1] - al[lo - 1] < 0.8 * best_gap || fabs(al[lo - 1] - a) > 0.25 * best_gap))
@@ -398,8 +574,10 @@ static oom_status timeline(const cJSON *run, const char *out, char *err, size_t 
             bool right_half = (x + 0.6) / (xmax + 1.2) > 0.5;
             fprintf(g, "set label ");
             gp_string(g, text);
-            fprintf(g, " at %.2f, %.6f %s offset %s,-0.2 front font ',10' tc rgb '" C_OOM "'\n", x, ytop / unit,
-                    right_half ? "right" : "left", right_half ? "-0.8" : "0.8");
+            /* above the arrow's head and the budget line, beside the arrow: never on the data or the budget */
+            fprintf(g, " at %.2f, %.6f %s offset %s,%s front font ',10' tc rgb '" C_OOM "'\n", x,
+                    fmin(fmax(ytop, budget), cut) / unit, right_half ? "right" : "left", right_half ? "-0.8" : "0.8",
+                    seg > req * 1.01 ? "1.6" : "0.9");
         } else if (nm > 1) {
             char text[96];
             if (same)
@@ -411,11 +589,30 @@ static oom_status timeline(const cJSON *run, const char *out, char *err, size_t 
             fprintf(g, " at %.2f, %.6f center offset 0,1.1 front font ',10' tc rgb '" C_OOM "'\n", xsum / nm,
                     ytop / unit);
         }
+        /* a pin OOM (the host allocator refused): a cross on the pinned budget line at the step, labelled below */
+        const cJSON *oom = cJSON_GetObjectItemCaseSensitive(v, "oom");
+        if (has_host && cJSON_IsObject(oom) && strcmp(json_str(oom, "kind"), "pinned host") == 0) {
+            double x = json_num(oom, "step") - 0.5, y = isnan(hbudget) ? h2max / 1.5 : hbudget / hunit;
+            bool right_half = (x + 0.6) / (xmax + 1.2) > 0.5;
+            fprintf(g, "set label '' at %.2f, second %.6f point pt 2 ps 2.2 lw 3 lc rgb '" C_OOM "' front\n", x, y);
+            fprintf(g, "set label ");
+            gp_string(g, "pin OOM: cudaHostAlloc refused");
+            fprintf(g, " at %.2f, second %.6f %s offset %s,-1.4 front font ',10' tc rgb '" C_OOM "'\n", x, y,
+                    right_half ? "right" : "left", right_half ? "-0.5" : "0.5");
+        }
         fprintf(g, "plot '%s' using 1:2:3 with filledcurves fc rgb '" C_GAP "' notitle, "
                    "'' using 1:3 with lines lw 2.5 lc rgb '" C_RESERVED "' notitle, "
                    "'' using 1:2 with lines lw 2.5 lc rgb '" C_ALLOCATED "' notitle, "
+                   "'%s' using 1:(($2+$3)/2):(0.18):(($3-$2)/2) with boxxyerror fs solid 1.0 border lc rgb '"
+                   C_ALLOCATED "' fc rgb '" C_PEAK "' notitle, "
                    "%.6f with lines dt 2 lw 2 lc rgb '" C_BUDGET "' notitle",
-                path, budget / unit);
+                path, pkpath, budget / unit);
+        if (has_host) {
+            fprintf(g, ", '%s' using 1:2 axes x1y2 with lines lw 2.5 lc rgb '" C_HOST "' notitle", hpath);
+            if (!isnan(hbudget))
+                fprintf(g, ", %.6f axes x1y2 with lines dt 2 lw 2 lc rgb '" C_HOST "' notitle", hbudget / hunit);
+        }
+        free(h);
         if (n <= 60)
             fprintf(g, ", '%s' using 1:3 with points pt 7 ps 0.55 lc rgb '" C_RESERVED "' notitle, "
                        "'' using 1:2 with points pt 7 ps 0.55 lc rgb '" C_ALLOCATED "' notitle",
@@ -466,6 +663,9 @@ static oom_status sweep(const cJSON *sw, const char *out, char *err, size_t errc
     fprintf(g, "set grid ytics xtics lc rgb '#dddddd'\nset ylabel '%s' offset 1.2,0\nset yrange [0:%.6g]\nset logscale x 2\n"
                "set xtics font ',11' nomirror\nset ytics font ',11'\nset format x '%%g'\nset xrange [%g:%g]\n",
             uname, top / unit * 1.12, json_num(sw, "lo") / 1.3, json_num(sw, "hi") * 1.3);
+    /* a tick every power of two while they are few; else every 4th or 16th, so the labels never run together */
+    double octaves = log2(json_num(sw, "hi") / json_num(sw, "lo"));
+    fprintf(g, "set xtics %g, %d\n", json_num(sw, "lo"), !(octaves > 5) ? 2 : octaves <= 10 ? 4 : 16);
     fprintf(g, "set xlabel ");
     gp_string(g, param);
     fprintf(g, " font ',12' offset 0,0.4\n");
@@ -544,11 +744,35 @@ oom_status plot_run(const char *json_path, const char *out_path, char *err, size
 static void kind_colours(const char *kind, unsigned *dark, unsigned *light)
 {
     if (strcmp(kind, "bug") == 0)
-        *dark = 0xd62728, *light = 0xf4b6b6;
+        *dark = 0xb2182b, *light = 0xf4b6b6;
     else if (strcmp(kind, "fix") == 0)
-        *dark = 0x2ca02c, *light = 0xb7e0b0;
+        *dark = 0x1b7837, *light = 0xb7e0b0;
+    else if (strcmp(kind, "partial") == 0)
+        *dark = 0x8c6d1f, *light = 0xf3dfa2;
     else
-        *dark = 0x7f7f7f, *light = 0xd4d4d4;
+        *dark = 0x5f5f5f, *light = 0xd4d4d4;
+}
+
+/* A bar's value label: inside its top when the bar is tall enough to hold it (white on the dark bar, dark on the
+ * light one), else just above it in dark grey. Columns: x, y of the text's centre, text, colour. */
+static void bar_label(FILE *d, double x, double y, double ymax, bool dark, const char *text)
+{
+    bool inside = y > 0.09 * ymax;
+    fprintf(d, "%.2f %.6f \"%s\" %u\n", x, inside ? y - 0.035 * ymax : y + 0.03 * ymax, text,
+            inside && dark ? 0xffffffu : 0x222222u);
+}
+
+/* The request that failed at a variant's OOM, stacked on reserved at that moment: the segment the allocator tried
+ * to get (alloc_size, or the request when none was recorded); 0 when the OOM asked nothing of the device. */
+static double failed_request(const cJSON *v, double *base)
+{
+    const cJSON *oom = cJSON_GetObjectItemCaseSensitive(v, "oom");
+    if (!cJSON_IsObject(oom) || strcmp(json_str(v, "outcome"), "oom") != 0)
+        return 0;
+    double seg = json_num(oom, "alloc_size"), req = json_num(oom, "requested");
+    *base = json_num(oom, "reserved");
+    double asked = seg > 0 ? seg : req > 0 ? req : 0;
+    return isnan(*base) || isnan(asked) ? 0 : asked;
 }
 
 oom_status plot_peaks(const char *json_path, const char *out, char *err, size_t errcap)
@@ -559,10 +783,17 @@ oom_status plot_peaks(const char *json_path, const char *out, char *err, size_t 
         return st;
     const cJSON *vs = json_arr(run, "variants"), *v;
     int nv = cJSON_GetArraySize(vs);
-    double budget = json_num(run, "budget"), top = budget;
-    cJSON_ArrayForEach(v, vs) top = fmax(top, fmax(json_num(v, "peak_reserved"), json_num(v, "peak_allocated")));
+    double budget = json_num(run, "budget"), top = budget, base = budget;
+    cJSON_ArrayForEach(v, vs)
+    {
+        double b0 = 0, asked = failed_request(v, &b0);
+        base = fmax(base, json_num(v, "peak_reserved"));
+        top = fmax(top, fmax(json_num(v, "peak_reserved"), json_num(v, "peak_allocated")));
+        top = fmax(top, b0 + asked);
+    }
+    double cut = fmin(top, base * 1.6); /* a request far past the budget is cut, its label still says its size */
     const char *uname;
-    double unit = gp_unit(top, &uname);
+    double unit = gp_unit(cut, &uname), ymax = cut / unit * 1.14;
     gp_figure f;
     layout L;
     layout_init(&L, 1, 1, 110, 540, 90, 30, 20, 150);
@@ -571,26 +802,45 @@ oom_status plot_peaks(const char *json_path, const char *out, char *err, size_t 
         return st;
     }
     FILE *g = f.gp;
-    char path[160], title[512], ctx[160], b1[32];
-    FILE *d = gp_data(&f, "peaks.dat", path, sizeof path);
-    if (!d) {
+    char path[160], lpath[160], rpath[160], title[512], ctx[160], b1[32], b2[48];
+    FILE *d = gp_data(&f, "peaks.dat", path, sizeof path), *lab = gp_data(&f, "peaks.lab", lpath, sizeof lpath);
+    FILE *rq = gp_data(&f, "peaks.req", rpath, sizeof rpath);
+    if (!d || !lab || !rq) {
         gp_abort(&f);
         cJSON_Delete(run);
         return fail(err, errcap, OOM_EIO, "cannot write the plot's data in %s", f.dir);
     }
-    int i = 0;
+    /* per variant two bars side by side: peak reserved (light, left), peak allocated (dark, right); each labelled
+     * with its size; an OOM's failed request a red box on reserved at the OOM, labelled above it */
+    int i = 0, nreq = 0;
     cJSON_ArrayForEach(v, vs)
     {
         unsigned dark, light;
         kind_colours(json_str(v, "kind"), &dark, &light);
         double r = json_num(v, "peak_reserved"), a = json_num(v, "peak_allocated");
-        bool oom = strcmp(json_str(v, "outcome"), "oom") == 0;
-        fprintf(d, "%d %.6f %.6f %u %u \"%s\" \"%s\"\n", i++, r / unit, a / unit, light, dark,
-                gp_size(r, b1, sizeof b1), oom ? "OOM" : "");
+        fprintf(d, "%d %.6f %.6f %u %u\n", i, r / unit, a / unit, light, dark);
+        bar_label(lab, i - 0.19, r / unit, ymax, false, gp_size(r, b1, sizeof b1));
+        bar_label(lab, i + 0.19, a / unit, ymax, true, gp_size(a, b1, sizeof b1));
+        double b0 = 0, asked = failed_request(v, &b0);
+        if (asked > 0) {
+            double y1 = fmin(b0 + asked, cut);
+            fprintf(rq, "%.2f %.6f %.6f\n", i - 0.19, b0 / unit, y1 / unit);
+            snprintf(b2, sizeof b2, "OOM: +%s", gp_size(asked, b1, sizeof b1));
+            fprintf(lab, "%.2f %.6f \"%s\" %u\n", i - 0.19, y1 / unit + 0.03 * ymax, b2, 0xd62728u);
+            nreq++;
+        } else if (strcmp(json_str(v, "outcome"), "oom") == 0) { /* an OOM that asked nothing of the device */
+            fprintf(lab, "%.2f %.6f \"OOM\" %u\n", i - 0.19, r / unit + 0.075 * ymax, 0xd62728u);
+        }
+        i++;
     }
     if (nv == 0)
-        fprintf(d, "0 NaN NaN 0 0 \"\" \"\"\n");
+        fprintf(d, "0 NaN NaN 0 0\n");
+    fprintf(lab, "0 NaN \"\" 0\n"); /* never empty: gnuplot stops on a file with no points */
+    if (!nreq)
+        fprintf(rq, "0 NaN NaN\n");
     bool ok = gp_data_close(d);
+    ok = gp_data_close(lab) && ok;
+    ok = gp_data_close(rq) && ok;
     if (!ok) {
         gp_abort(&f);
         cJSON_Delete(run);
@@ -601,14 +851,15 @@ oom_status plot_peaks(const char *json_path, const char *out, char *err, size_t 
     key_entry keys[] = {{KEY_BOX, "#f4b6b6", "bug"},
                         {KEY_BOX, "#b7e0b0", "fix"},
                         {KEY_BOX, "#d4d4d4", "myth"},
-                        {KEY_BOX, "#ffffff", "wide light bar: peak reserved, narrow dark bar: peak allocated"},
+                        {KEY_BOX, "#ffffff", "left bar: peak reserved, right bar (dark): peak allocated"},
+                        {KEY_BOX, "#f8c0c0", "OOM: the request that failed, on reserved at the OOM"},
                         {KEY_DASH, C_BUDGET, "budget"}};
-    snprintf(keys[4].text, sizeof keys[4].text, "budget (%s)", gp_size(budget, b1, sizeof b1));
-    layout_header(g, &L, title, keys, 5);
+    snprintf(keys[5].text, sizeof keys[5].text, "budget (%s)", gp_size(budget, b1, sizeof b1));
+    layout_header(g, &L, title, keys, 6);
     layout_panel(g, &L, 0);
     fprintf(g, "set style fill solid 1.0 border lc rgb 'white'\nset grid ytics lc rgb '#dddddd'\n");
-    fprintf(g, "set ylabel '%s'\nset yrange [0:%.6g]\nset xrange [-0.6:%d.4]\nset border lc rgb '#555555'\n", uname,
-            top / unit * 1.18, nv > 0 ? nv - 1 : 0);
+    fprintf(g, "set ylabel '%s'\nset yrange [0:%.6g]\nset xrange [-0.6:%d.6]\nset border lc rgb '#555555'\n", uname,
+            ymax, nv > 0 ? nv - 1 : 0);
     fprintf(g, "set xtics (");
     i = 0;
     cJSON_ArrayForEach(v, vs)
@@ -618,13 +869,13 @@ oom_status plot_peaks(const char *json_path, const char *out, char *err, size_t 
         i++;
     }
     fprintf(g, ") rotate by 30 right font ',11' nomirror\nset ytics font ',11'\n");
-    /* the values inside the bars' tops and "OOM" at their feet: nothing above a bar to collide with the budget */
-    fprintf(g, "plot '%s' using 1:2:(0.72):4 with boxes lc rgb variable notitle, "
-               "'' using 1:3:(0.36):5 with boxes lc rgb variable notitle, "
-               "'' using 1:2:6 with labels offset 0,-0.8 font ',10' notitle, "
-               "'' using 1:(0):7 with labels offset 0,1.0 font ',12' tc rgb 'white' notitle, "
-               "%.6f with lines dt 2 lw 2 lc rgb '" C_BUDGET "' notitle\n",
-            path, budget / unit);
+    fprintf(g, "plot '%s' using ($1-0.19):2:(0.36):4 with boxes lc rgb variable notitle, "
+               "'' using ($1+0.19):3:(0.36):5 with boxes lc rgb variable notitle, "
+               "'%s' using 1:(($2+$3)/2):(0.18):(($3-$2)/2) with boxxyerror fs solid 1.0 border lc rgb '" C_OOM
+               "' fc rgb '#f8c0c0' notitle, "
+               "%.6f with lines dt 2 lw 2 lc rgb '" C_BUDGET "' notitle, "
+               "'%s' using 1:2:3:4 with labels font ',%d' tc rgb variable notitle\n",
+            path, rpath, budget / unit, lpath, nv > 8 ? 8 : 9);
     fprintf(g, "unset multiplot\n");
     cJSON_Delete(run);
     return gp_end(&f, err, errcap);
@@ -866,7 +1117,8 @@ typedef struct trend_row {
 
 static bool is_bytes_metric(const char *m)
 {
-    return strstr(m, "bytes") || strncmp(m, "peak_", 5) == 0 || strstr(m, "allocated") || strstr(m, "reserved");
+    return strstr(m, "bytes") || strncmp(m, "peak_", 5) == 0 || strstr(m, "allocated") || strstr(m, "reserved") ||
+           strstr(m, "requested");
 }
 
 /* A name for a file: letters, digits, '.', '_' and '-' kept, anything else '_'. */
@@ -1033,10 +1285,12 @@ static oom_status trend_figure(trend_row *rows, int nrows, const char *scn, cons
         gp_string(g, metrics.v[m]);
         fprintf(g, " font ',13'\nset ylabel ");
         gp_string(g, bytes ? uname : "");
-        if (bytes && top > 0) /* from 0, with room above the highest point */
-            fprintf(g, "\nset yrange [0:%.9g]\n", top / unit * 1.12);
+        /* from 0 (the history's values are never negative: history_value_problem), room above the highest point;
+         * a count's axis whole numbers, at least 0..1 */
+        if (bytes)
+            fprintf(g, "\nset yrange [0:%.9g]\nset format y '%%g'\n", top > 0 ? top / unit * 1.12 : 1.0);
         else
-            fprintf(g, "\nset yrange [*:*]\nset offsets 0, 0, graph 0.08, graph 0.08\n");
+            fprintf(g, "\nset yrange [0:%.9g]\nset format y '%%g'\n", fmax(top * 1.12, 1.0));
         fprintf(g, "plot ");
         for (int v = 0; v < variants.n; v++)
             fprintf(g, "%s'%s' index %d using 1:2 with linespoints lw 2 pt 7 ps 0.7 lc rgb '%s' notitle",

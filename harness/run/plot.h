@@ -6,12 +6,20 @@
  *             steps (a sample is an instant: the counter holds its value until the next sample shows another),
  *             the gap between them shaded and labelled "reserved but unallocated", the budget as a line, and
  *             each OOM caught as a red arrow standing on reserved at that moment, as tall as the segment the
- *             allocator tried to get, labelled with the request's size. Sample labels name the x ticks when every
+ *             allocator tried to get, labelled with the request's size. Where a sample's "step_peak" (the most allocated
+ *             since the previous sample, the allocator's window counter) is above both samples' allocated, a
+ *             light orange bar from the earlier sample's allocated up to it, between the two: the peak inside a
+ *             step. A variant with "host.allocated_bytes.current" metrics (pinned_memory) has them drawn as pinned
+ *             host memory on a right axis of its own, with its budget (the run's parameter pinned_mib) and its pin OOM (an "oom" of
+ *             kind "pinned host") as a cross on that budget. Sample labels name the x ticks when every
  *             variant has at most 8 samples; otherwise the ticks are sample numbers. One legend, above the
  *             panels, so it never covers data.
  *   peaks     (plot_peaks) one bar pair per variant, bug, fixes and myths side by side in the scenario's
- *             order: peak reserved (light) around peak allocated (dark), coloured by kind (bug red, fix green,
- *             myth grey), the budget as a line, "OOM" over the variants that ran out.
+ *             order: peak reserved (light, left) beside peak allocated (dark, right), coloured by kind (bug red,
+ *             fix green, partial amber, myth grey), each labelled with its size (inside its top when it is tall
+ *             enough: white on the dark bar, dark on the light one); the budget as a line; on a variant that ran
+ *             out, the request that failed (the segment asked, else the request) stacked on reserved at the OOM
+ *             in red, labelled "OOM: +SIZE".
  *   segments  (plot_segments) the allocator's layout at each variant's first OOM, as PyTorch's memory_viz
  *             draws its Allocator State History: one row per segment in address order, its blocks allocated,
  *             free (cached) or, in an expandable range, unmapped. An expandable range is drawn one page per

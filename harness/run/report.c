@@ -482,6 +482,8 @@ static void samples_json(cJSON *o, const scn_sample *samples, size_t n, bool *ok
             add_int(e, "inactive_split", s->inactive_split, ok);
             add_int(e, "allocated_peak", s->allocated_peak, ok);
             add_int(e, "reserved_peak", s->reserved_peak, ok);
+            if (s->step_peak >= 0)
+                add_int(e, "step_peak", s->step_peak, ok);
             add_int(e, "segments", s->segments, ok);
             add_int(e, "num_device_alloc", s->device_allocs, ok);
             add_int(e, "num_device_free", s->device_frees, ok);

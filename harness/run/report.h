@@ -40,7 +40,9 @@
  *                  "expectations": [{"holds", "text"}],
  *                  "samples": [{"label", "allocated", "reserved", "active", "inactive_split",
  *                               "allocated_peak", "reserved_peak", "segments", "num_device_alloc",
- *                               "num_device_free", "num_alloc_retries", "num_ooms"}],
+ *                               "num_device_free", "num_alloc_retries", "num_ooms",
+ *                               "step_peak": the most allocated at any moment since the previous sample (the
+ *                               allocator's window counter, cachealloc_take_window_peak; absent in older files)}],
  *                  "memory_stats": {the 122 keys of torch.cuda.memory_stats()},
  *                  "devices": [] | [{"index" (1..), "name", "logical", "cap", "peak_allocated", "peak_reserved",
  *                                    "samples": [as above, one per sample of the variant], "memory_stats"}]}]}

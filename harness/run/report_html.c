@@ -176,7 +176,10 @@ static const char *const css =
     "body{font-family:'DejaVu Sans',sans-serif;max-width:1320px;margin:0 auto;padding:0 1em 3em;color:#222;"
     "line-height:1.45}\n"
     "h1{font-size:1.8em}h2{margin-top:2.2em;border-bottom:2px solid #1f5fa8;padding-bottom:.2em}\n"
-    "nav ol{columns:3}pre{background:#f4f4f4;padding:.6em .9em;overflow-x:auto;font-size:.92em}\n"
+    "nav ol{padding-left:1.6em}nav li{margin:.15em 0}nav a{font-weight:bold;margin-right:.4em}\n"
+    "details{margin:.8em 0;border:1px solid #dde5f0;border-radius:4px;padding:.3em .8em}"
+    "summary{cursor:pointer;color:#1f5fa8;font-weight:bold}\n"
+    "pre{background:#f4f4f4;padding:.6em .9em;overflow-x:auto;font-size:.92em}\n"
     "img{max-width:100%;height:auto;border:1px solid #ddd}figure{margin:1.2em 0}figcaption{color:#555;"
     "font-size:.92em}\n"
     "table{border-collapse:collapse;margin:1em 0;font-size:.92em}th,td{border:1px solid #ccc;padding:.25em .5em;"
@@ -187,9 +190,23 @@ static const char *const css =
     ".kind-myth{color:#666;font-weight:bold}\n"
     ".lead{font-size:1.1em;font-style:italic}.ctx{color:#555}.no{color:#d62728}\n";
 
-/* What the run measured for variant v, in one line. */
-static void measured_line(FILE *f, const cJSON *v)
+story_claim report_story_claim(const char *text)
 {
+    if (strstr(text, "still OOMs") || strstr(text, "It OOMs") || strstr(text, "OOMs in step"))
+        return CLAIM_OOM;
+    if (strstr(text, "it fits") || strstr(text, "It fits"))
+        return CLAIM_FITS;
+    return CLAIM_NONE;
+}
+
+/* What the run measured for variant v, in one line; and, when the story's item (its claim) says otherwise, that
+ * it does, in red: a story must never contradict the row beside it. */
+static void measured_line(FILE *f, const cJSON *v, story_claim claim)
+{
+    bool oomed = strcmp(json_str(v, "outcome"), "oom") == 0;
+    if ((claim == CLAIM_OOM && !oomed) || (claim == CLAIM_FITS && oomed))
+        fprintf(f, "<span class=\"measured no contradiction\">the story says %s; this run measured otherwise</span>\n",
+                claim == CLAIM_OOM ? "it runs out of memory" : "it fits");
     char a[32], r[32], q[32];
     const cJSON *oom = cJSON_GetObjectItemCaseSensitive(v, "oom");
     bool passed = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(v, "passed"));
@@ -220,6 +237,7 @@ static const cJSON *variant_named(const cJSON *run, const char *name, size_t len
 static void story_html(FILE *f, const scenario_story *s, const cJSON *run)
 {
     enum { NONE, PARA, CODE, ITEM } mode = NONE;
+    char itext[4096] = ""; /* the open item's text, its lines joined by spaces: what it claims */
     const cJSON *item = NULL, *bug = NULL, *v0;
     bool sees = false; /* in the paragraph "What the user sees.": the bug's measurement goes after it */
     cJSON_ArrayForEach(v0, json_arr(run, "variants")) if (!bug && strcmp(json_str(v0, "kind"), "bug") == 0) bug = v0;
@@ -234,14 +252,14 @@ static void story_html(FILE *f, const scenario_story *s, const cJSON *run)
         const cJSON *v = ind == 2 ? variant_named(run, word, wl) : NULL;
         if (!*word) { /* a blank line ends what is open */
             if (mode == PARA && sees && bug)
-                measured_line(f, bug);
+                measured_line(f, bug, CLAIM_NONE);
             sees = false;
             if (mode == PARA)
                 fprintf(f, "</p>\n");
             if (mode == CODE)
                 fprintf(f, "</pre>\n");
             if (mode == ITEM) {
-                measured_line(f, item);
+                measured_line(f, item, report_story_claim(itext));
                 fprintf(f, "</li></ul>\n");
             }
             mode = NONE;
@@ -253,7 +271,7 @@ static void story_html(FILE *f, const scenario_story *s, const cJSON *run)
             if (mode == CODE)
                 fprintf(f, "</pre>\n");
             if (mode == ITEM) {
-                measured_line(f, item);
+                measured_line(f, item, report_story_claim(itext));
                 fprintf(f, "</li>\n");
             } else {
                 fprintf(f, "<ul>\n");
@@ -263,17 +281,20 @@ static void story_html(FILE *f, const scenario_story *s, const cJSON *run)
             fprintf(f, "</b> ");
             esc(f, word + wl + strspn(word + wl, " "));
             fprintf(f, "\n");
+            snprintf(itext, sizeof itext, "%s", word + wl + strspn(word + wl, " "));
             mode = ITEM;
             item = v;
             continue;
         }
         if (mode == ITEM && ind >= 4) { /* the item goes on */
+            size_t used = strlen(itext);
+            snprintf(itext + used, sizeof itext - used, " %s", word);
             esc(f, word);
             fprintf(f, "\n");
             continue;
         }
         if (mode == ITEM) { /* text at the margin ends the list */
-            measured_line(f, item);
+            measured_line(f, item, report_story_claim(itext));
             fprintf(f, "</li></ul>\n");
             mode = NONE;
         }
@@ -302,7 +323,7 @@ static void story_html(FILE *f, const scenario_story *s, const cJSON *run)
     if (mode == CODE)
         fprintf(f, "</pre>\n");
     if (mode == ITEM) {
-        measured_line(f, item);
+        measured_line(f, item, report_story_claim(itext));
         fprintf(f, "</li></ul>\n");
     }
 }
@@ -362,14 +383,41 @@ static void cell_bytes(FILE *f, double ours, double theirs)
             size_str(theirs, b, sizeof b));
 }
 
+/* The most pinned host memory a variant held: its largest "host.allocated_bytes.peak" metric (the host allocator's
+ * counter), NaN when it recorded none. */
+static double pinned_peak(const cJSON *v)
+{
+    double best = NAN;
+    const cJSON *m;
+    cJSON_ArrayForEach(m, json_arr(v, "metrics")) if (strcmp(json_str(m, "name"), "host.allocated_bytes.peak") == 0 &&
+                                                    (isnan(best) || json_num(m, "value") > best)) best =
+        json_num(m, "value");
+    return best;
+}
+
+/* Ours ran out of pinned host memory where the twin's recording has no OOM at all: the recording was made before
+ * the twin emulated the pinned budget (scripts/twins/pinned_memory.py), so its outcome is no measurement of it. */
+static bool twin_predates_pin_oom(const cJSON *v, const cJSON *tv)
+{
+    const cJSON *oom = cJSON_GetObjectItemCaseSensitive(v, "oom");
+    return tv && cJSON_IsObject(oom) && strcmp(json_str(oom, "kind"), "pinned host") == 0 &&
+           !cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(tv, "oom")) && strcmp(json_str(tv, "outcome"), "oom") != 0;
+}
+
 static void table_html(FILE *f, const cJSON *run, const cJSON *twin, const char *why)
 {
     char b1[32], b2[32], b3[32], b4[32];
+    bool pinned = false, predates = false; /* a column of pinned peaks; a note under the table */
+    const cJSON *v0;
+    cJSON_ArrayForEach(v0, json_arr(run, "variants")) pinned = pinned || !isnan(pinned_peak(v0));
     fprintf(f, "<table>\n<tr><th class=\"l\">variant</th><th>outcome</th><th>peak allocated</th>"
                "<th>peak reserved</th><th>reserved but unallocated at the OOM</th><th>largest free block at the OOM"
                "</th><th>as expected</th>");
+    if (pinned)
+        fprintf(f, "<th>peak pinned host</th>");
     if (twin)
-        fprintf(f, "<th>PyTorch: outcome</th><th>PyTorch: peak allocated</th><th>PyTorch: peak reserved</th>");
+        fprintf(f, "<th>PyTorch: outcome</th><th>PyTorch: peak allocated</th><th>PyTorch: peak reserved</th>%s",
+                pinned ? "<th>PyTorch: peak pinned host</th>" : "");
     fprintf(f, "</tr>\n");
     const cJSON *v;
     cJSON_ArrayForEach(v, json_arr(run, "variants"))
@@ -387,16 +435,22 @@ static void table_html(FILE *f, const cJSON *run, const cJSON *twin, const char 
                 has ? size_str(json_num(oom, "largest_free_block"), b4, sizeof b4) : "-",
                 cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(v, "passed")) ? "&#10003;"
                                                                              : "<span class=\"no\">&#10007;</span>");
+        if (pinned)
+            fprintf(f, "<td>%s</td>", isnan(pinned_peak(v)) ? "-" : size_str(pinned_peak(v), b1, sizeof b1));
         if (twin) {
             const cJSON *tv = twin_variant(twin, json_str(v, "name"));
             const cJSON *ss = tv ? json_arr(tv, "samples") : NULL;
             const cJSON *last = ss ? cJSON_GetArrayItem(ss, cJSON_GetArraySize(ss) - 1) : NULL;
             const char *to = tv ? json_str(tv, "outcome") : "";
-            fprintf(f, "<td class=\"%s\">", !tv ? "" : strcmp(to, json_str(v, "outcome")) == 0 ? "same" : "diff");
+            bool old = twin_predates_pin_oom(v, tv);
+            predates = predates || old;
+            fprintf(f, "<td class=\"%s\">", !tv || old ? "" : strcmp(to, json_str(v, "outcome")) == 0 ? "same" : "diff");
             esc(f, !tv ? "not recorded" : strcmp(to, "oom") == 0 ? "OOM" : to);
-            fprintf(f, "</td>");
+            fprintf(f, "%s</td>", old ? " (recorded without the pinned budget*)" : "");
             cell_bytes(f, json_num(v, "peak_allocated"), last ? json_num(last, "allocated_bytes.all.peak") : NAN);
             cell_bytes(f, json_num(v, "peak_reserved"), last ? json_num(last, "reserved_bytes.all.peak") : NAN);
+            if (pinned)
+                cell_bytes(f, pinned_peak(v), tv ? pinned_peak(tv) : NAN);
         }
         fprintf(f, "</tr>\n");
     }
@@ -409,6 +463,11 @@ static void table_html(FILE *f, const cJSON *run, const cJSON *twin, const char 
         fprintf(f, " on ");
         esc(f, json_str(twin, "device"));
         fprintf(f, " (the last sample's <code>memory_stats()</code> peaks); green where they equal oomlab's.</p>\n");
+        if (predates)
+            fprintf(f, "<p class=\"ctx\">* The twin's recording was made before it emulated the pinned budget "
+                       "(scripts/twins/pinned_memory.py now refuses a block past pinned_mib, as oomlab does): its "
+                       "outcome is what it recorded, not a measurement of the pin OOM. Compare the pinned peaks: "
+                       "the blocks held when the next one is refused.</p>\n");
     } else {
         fprintf(f, "<p class=\"ctx\">No PyTorch numbers beside these: ");
         esc(f, why);
@@ -520,14 +579,24 @@ static void section_html(FILE *f, const entry *e, const char *twins_dir)
         fprintf(f, "=%g", cJSON_IsNumber(p) ? p->valuedouble : NAN);
     }
     fprintf(f, ".</p>\n");
-    if (s)
-        story_html(f, s, run);
+    /* one screen: the lead, the measured table and the timeline; the story and the other figures folded below */
+    cJSON *twin = twin_for(twins_dir, run, why, sizeof why);
+    table_html(f, run, twin, why);
+    cJSON_Delete(twin);
     snprintf(cap, sizeof cap, "%s: allocated and reserved memory at each sample, per variant; the shaded gap is "
                               "reserved but unallocated; red arrows are the OOMs, as tall as the segment asked for.",
              n);
     char file[128];
     snprintf(file, sizeof file, "%s.png", n);
     figure(f, file, "allocated and reserved memory at each sample, per variant", cap);
+    if (s) {
+        fprintf(f, "<details><summary>The story: the cause, what the user sees, each variant against its "
+                   "measurement</summary>\n");
+        story_html(f, s, run);
+        fprintf(f, "</details>\n");
+    }
+    fprintf(f, "<details><summary>More figures: the peaks%s%s</summary>\n",
+            plot_has_segments(e->run_path) ? ", the segments at the OOM" : "", e->sweep ? ", the sweep" : "");
     snprintf(file, sizeof file, "%s-peaks.png", n);
     snprintf(cap, sizeof cap, "%s: each variant's peak allocated and reserved memory against the budget.", n);
     figure(f, file, "peak memory per variant", cap);
@@ -545,9 +614,7 @@ static void section_html(FILE *f, const entry *e, const char *twins_dir)
                  n, json_str(e->sweep, "param"));
         figure(f, file, "peak memory against the swept parameter", cap);
     }
-    cJSON *twin = twin_for(twins_dir, run, why, sizeof why);
-    table_html(f, run, twin, why);
-    cJSON_Delete(twin);
+    fprintf(f, "</details>\n");
     details_html(f, run);
     fprintf(f, "</section>\n");
 }

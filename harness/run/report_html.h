@@ -30,6 +30,11 @@ OOM_BEGIN_DECLS
  * an input that is not a results file (runset_read_file: what compare refuses), no run among them, two runs of
  * one scenario, or an OUT that is not a folder (err says which); OOM_EIO:
  * a file cannot be read or written, or a plot fails. */
+/* What a story's variant item claims of its outcome: CLAIM_OOM ("still OOMs", "It OOMs", "OOMs in step"),
+ * CLAIM_FITS ("it fits"), else CLAIM_NONE. The page marks an item whose claim its measured row contradicts. */
+typedef enum story_claim { CLAIM_NONE, CLAIM_OOM, CLAIM_FITS } story_claim;
+story_claim report_story_claim(const char *text);
+
 oom_status report_html(const char *const *inputs, size_t n, const char *twins_dir, const char *out_dir, char *err,
                        size_t errcap);
 

@@ -208,6 +208,7 @@ void runner_sample_of(const memstats *m, scn_sample *smp)
     smp->device_frees = stat_in(m, "num_device_free");
     smp->alloc_retries = stat_in(m, "num_alloc_retries");
     smp->ooms = stat_in(m, "num_ooms");
+    smp->step_peak = -1; /* the caller takes it from its allocator */
 }
 
 /* Append a sample to device k's series (m NULL: zeros, a step before it was opened). */
@@ -220,6 +221,7 @@ static void device_sample(scn *s, int k, const char *label, const memstats *m)
     }
     scn_sample *smp = &d->samples[d->nsamples++];
     memset(smp, 0, sizeof *smp);
+    smp->step_peak = -1;
     snprintf(smp->label, sizeof smp->label, "%s", label);
     if (m)
         runner_sample_of(m, smp);
@@ -238,8 +240,12 @@ void scn_step(scn *s, const char *fmt, ...)
     vsnprintf(smp->label, sizeof smp->label, fmt, ap);
     va_end(ap);
     runner_sample_of(cachealloc_stats(s->r->ca), smp);
-    for (size_t k = 1; k <= res->ndevices; k++) /* every other open device, in step */
+    smp->step_peak = cachealloc_take_window_peak(s->r->ca);
+    for (size_t k = 1; k <= res->ndevices; k++) { /* every other open device, in step */
         device_sample(s, (int)k, smp->label, cachealloc_stats(s->extra[k]->ca));
+        scn_device_result *d = &res->devices[k - 1];
+        d->samples[d->nsamples - 1].step_peak = cachealloc_take_window_peak(s->extra[k]->ca);
+    }
 }
 
 void scn_remedy(scn *s, const char *fmt, ...)

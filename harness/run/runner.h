@@ -94,6 +94,8 @@ typedef struct scn_sample {
     char label[64];
     int64_t allocated, reserved, active, inactive_split; /* *_bytes.all.current */
     int64_t allocated_peak, reserved_peak;               /* *_bytes.all.peak */
+    int64_t step_peak;                                   /* the most allocated since the previous sample
+                                                          * (cachealloc_take_window_peak); -1: not taken */
     int64_t segments;                                    /* segment.all.current */
     int64_t device_allocs, device_frees;                 /* num_device_alloc, num_device_free */
     int64_t alloc_retries, ooms;                         /* num_alloc_retries, num_ooms */

@@ -200,6 +200,15 @@ bool runset_validate(const cJSON *j, const char *what, char *err, size_t cap)
                          cap) ||
             !check_array(runset_get(v, "devices"), device_fields, NF(device_fields), w, "device", err, cap))
             return false;
+        int k = 0;
+        const cJSON *smp;
+        cJSON_ArrayForEach(smp, runset_get(v, "samples")) /* optional (newer files): a number when there */
+        {
+            const cJSON *sp = runset_get(smp, "step_peak");
+            if (sp && !has_type(sp, T_NUM))
+                return fail(err, cap, "%s: sample %d: \"step_peak\" is not %s", w, k, type_names[T_NUM]);
+            k++;
+        }
         const cJSON *oom = runset_get(v, "oom");
         if (cJSON_IsObject(oom) && !check_oom(oom, w, err, cap))
             return false;
