@@ -7,7 +7,7 @@
  * with the bytes it saves), then each variant's expectations, ✓ or ✗,
  * and its OOM message.
  *
- * The results JSON, schema "oomlab.run/1":
+ * The results JSON, schema "oomlab.run/2" (REPORT_SCHEMA; readers accept /1 too):
  *   {"schema", "scenario", "title", "backend", "device", "dry_run", "scale": "ci"|"full",
  *    "budget" (B), "cap" (the cap in force: set_per_process_memory_fraction(B / device_total); null when none),
  *    "device_total", "alloc_conf_source" ("--alloc-conf", the variable's name from ALLOC_CONF_ENV_VARS, or
@@ -62,7 +62,10 @@
 
 OOM_BEGIN_DECLS
 
-#define REPORT_SCHEMA "oomlab.run/1"
+#define REPORT_SCHEMA "oomlab.run/2"
+/* The earlier version the readers still accept: /2 added every sample's "step_peak" (the allocator's peak since the
+ * sample before) and each variant's "story_ooms", "kind_check" and "saved"; a /1 file reads with those absent. */
+#define REPORT_SCHEMA_V1 "oomlab.run/1"
 
 void report_table(const run_result *r, FILE *out);
 /* The line under a table's title: backend, device, dry run, scale (and that ci is the default on sim), budget. */

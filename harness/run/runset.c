@@ -173,9 +173,9 @@ bool runset_validate(const cJSON *j, const char *what, char *err, size_t cap)
     if (!schema)
         return fail(err, cap, "%s: no \"schema\": not a results document of schema %s", what, REPORT_SCHEMA);
     char e1[ECHO_BUF];
-    if (strcmp(schema, REPORT_SCHEMA) != 0)
-        return fail(err, cap, "%s: schema '%s', not %s (oomlab run writes those)", what, echo_str(schema, e1),
-                    REPORT_SCHEMA);
+    if (strcmp(schema, REPORT_SCHEMA) != 0 && strcmp(schema, REPORT_SCHEMA_V1) != 0)
+        return fail(err, cap, "%s: schema '%s', not %s or %s (oomlab run writes those)", what, echo_str(schema, e1),
+                    REPORT_SCHEMA, REPORT_SCHEMA_V1);
     if (!check_fields(j, top_fields, NF(top_fields), what, err, cap))
         return false;
     const char *bad = control_in(j, top_names);
