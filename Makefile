@@ -184,7 +184,8 @@ debug:
 # instrumentation). `make asan` runs the CI-scale catalog and the suite under it; .ci/run runs it.
 SAN_CC    ?= clang
 SAN_FLAGS := -fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=all -fno-omit-frame-pointer
-SAN_ENV   := ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+SAN_ENV   := ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+             LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0
 asan fuzz: PACKAGES += clang libclang-rt-14-dev
 asan: deps
 	$(MAKE) --no-print-directory BUILD=build/asan CC=$(SAN_CC) NVCC= DEBUG=3 OPT=-O1 SANITIZE="$(SAN_FLAGS)" \
