@@ -160,12 +160,12 @@ Test(faultsweep, finds_a_leak_and_a_crash_on_the_oom_path)
     cr_assert_eq(crash->nfailures, 4);
     cr_assert(strncmp(crash->failures[0].what, "crashed: SIGSEGV (", 18) == 0, "%s", crash->failures[0].what);
     cr_assert_eq(host->device_points, 4);
-#ifdef TEST_LSAN
-    cr_assert_eq(host->nfailures, 4, "LeakSanitizer finds the lost buffer at every point");
-    cr_assert_str_eq(host->failures[0].what, "LeakSanitizer found a host leak (its report is on stderr)");
-#else
+#ifndef TEST_LSAN
     cr_assert_eq(host->nfailures, 0, "without LeakSanitizer (make asan) a lost host buffer is not seen");
 #endif
+    /* Under make asan, LeakSanitizer in a child forked from Criterion's worker (whose IPC threads run on) may
+     * miss the leak ("Running thread N was not suspended"): leak_sanitizer_finds_a_lost_host_buffer checks it
+     * from the single-threaded oomlab_fixtures, as a user runs it. */
     faultsweep_result_free(&r);
 }
 
@@ -191,6 +191,26 @@ static int sweep_cli(bool fixtures, const char *args, char *out, size_t cap)
     cr_assert(WIFEXITED(st));
     return WEXITSTATUS(st);
 }
+
+#ifdef TEST_LSAN
+/* A host buffer lost on the OOM path, found by LeakSanitizer at every one of the four fault points. */
+Test(faultsweep, leak_sanitizer_finds_a_lost_host_buffer)
+{
+    static char out[1 << 16];
+    cr_assert_eq(sweep_cli(true, "leaky_fixture --variant leak-host-on-oom --backend sim --stride 1 --jobs 1",
+                           out, sizeof out),
+                 1, "%s", out);
+    for (int at = 1; at <= 4; at++) {
+        char line[256];
+        snprintf(line, sizeof line,
+                 "\nleaky_fixture/leak-host-on-oom, device allocation %d and later failing: LeakSanitizer found a "
+                 "host leak (its report is on stderr)\n",
+                 at);
+        cr_assert_not_null(strstr(out, line), "no LeakSanitizer finding at point %d:\n%s", at, out);
+    }
+    cr_assert_not_null(strstr(out, "\n4 fault points in 1 variant: 4 not clean (✗ above)\n"), "%s", out);
+}
+#endif
 
 Test(faultsweep, the_command_line)
 {
