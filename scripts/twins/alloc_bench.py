@@ -15,8 +15,10 @@ oomlab reported. Each side starts every round with an empty cache (oomlab: a new
 torch.cuda.empty_cache()). cudaMalloc and cudaMallocAsync come from oomlab's run (bench_cuda.cu).
 
 Printed: per pattern the median and p90 over the rounds of ns per pair on each side and the ratio of the medians
-(PyTorch / oomlab). Written to --out (default alloc-bench-out): alloc_bench.txt (that table and the machine),
-alloc_bench.json (every round's figure), alloc_bench.tsv (for the plot), workload.txt, oomlab_round_N.json.
+(PyTorch / oomlab). Written to --out (default $OUT, else alloc-bench-out): alloc_bench.txt (that table and the machine), alloc_bench.md
+(the same as a Markdown table, for BENCHMARKS.md), alloc_bench.json (every round's figure), alloc_bench.tsv (for the
+plot), workload.txt, oomlab_round_N.json (each oomlab run's own JSON). The commit is `git rev-parse HEAD` where
+the checkout has .git, else $OOMLAB_COMMIT.
 
 `plot` draws ns per pair by pattern for oomlab, PyTorch and cudaMallocAsync (median, the bar up to p90), log
 scale, with gnuplot (scripts/twins/alloc_bench.gp) from that TSV.
@@ -103,13 +105,23 @@ def torch_round(torch, h, workload, iters):
     return figs, f"{whash.value:016x}"
 
 
+def oomlab_env(binary):
+    """The environment of oomlab's processes: a bundle's libraries (make gpu-bundle: BIN beside lib/) for it alone,
+    never for this process, whose torch loads its own."""
+    env = dict(os.environ)
+    lib = os.path.join(os.path.dirname(os.path.abspath(binary)), "lib")
+    if os.path.isdir(lib):
+        env["LD_LIBRARY_PATH"] = lib + (os.pathsep + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+    return env
+
+
 def oomlab_round(args, rnd, workload_out):
     """One `oomlab bench alloc --runs 1 --json` process: its JSON, and {name: ns} of every figure it gives."""
     cmd = [args.oomlab, "bench", "alloc", "--backend", args.backend, "--runs", "1", "--iters", str(args.iters),
            "--seed", str(args.seed), "--json"]
     if workload_out:
         cmd += ["--workload-out", workload_out]
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    r = subprocess.run(cmd, capture_output=True, text=True, env=oomlab_env(args.oomlab))
     if r.returncode != 0:
         sys.exit(f"alloc_bench: {' '.join(cmd)} exited {r.returncode}: {r.stderr.strip()[:500]}")
     doc = json.loads(r.stdout)
@@ -161,7 +173,8 @@ def measure(args):
         torch.empty(1, device="cuda")  # initialise CUDA and the caching allocator
         h = build_torch_side(torch, os.path.join(REPO, "build", "torch_extensions", "oomlab_alloc_bench"))
     info = machine(torch)
-    info["oomlab"] = subprocess.run([args.oomlab, "--version"], capture_output=True, text=True).stdout.strip()
+    info["oomlab"] = subprocess.run([args.oomlab, "--version"], capture_output=True, text=True,
+                                    env=oomlab_env(args.oomlab)).stdout.strip()
     workload = os.path.join(args.out, "workload.txt")
     samples = {"oomlab": {}, "torch": {}, "cudaMalloc": {}, "cudaMallocAsync": {}}
     rounds, oomlab_hash = [], None
@@ -200,6 +213,13 @@ def measure(args):
     hdr = f"{'pattern':<16} {'oomlab':>15} {'PyTorch':>17} {'ratio':>7} {'cudaMallocAsync':>17} {'cudaMalloc':>19}"
     lines.append(hdr)
     tsv = ["# pattern\toomlab_median\toomlab_p90\ttorch_median\ttorch_p90\tasync_median\tasync_p90"]
+    md = [f"{info['date']}, {info.get('gpu', 'no GPU')} (name, memory, driver), host {info['host_cpu']}; oomlab "
+          f"commit {info['commit']} (`make bench`'s build), torch {info.get('torch', '-')}; {args.rounds} rounds, "
+          f"{args.iters} pairs per figure per round; ns per malloc+free pair, median / p90 over the rounds.", "",
+          "| pattern | oomlab | PyTorch `raw_alloc` | PyTorch / oomlab | cudaMallocAsync | cudaMalloc |",
+          "|---|---:|---:|---:|---:|---:|"]
+    if skipped:
+        md.insert(1, skipped)
 
     def pair(v):
         return f"{median(v):8.1f} / {p90(v):8.1f}" if v else f"{'-':>8} / {'-':>8}"
@@ -215,10 +235,16 @@ def measure(args):
         lines.append(f"{n:<16} {pair(o):>15} {pair(t):>17} {ratio:>7} {pair(a):>17} {pair(m):>19}")
         tsv.append("\t".join([n, num(median(o)), num(p90(o)), num(median(t)), num(p90(t)), num(median(a)),
                               num(p90(a))]))
+
+        def cell(v):
+            return f"{median(v):,.1f} / {p90(v):,.1f}" if v else "-"
+        md.append(f"| {n} | {cell(o)} | {cell(t)} | {ratio.strip() if o and t else '-'} | {cell(a)} | {cell(m)} |")
     text = "\n".join(lines) + "\n"
     sys.stdout.write(text)
     with open(os.path.join(args.out, "alloc_bench.txt"), "w") as f:
         f.write(text)
+    with open(os.path.join(args.out, "alloc_bench.md"), "w") as f:
+        f.write("\n".join(md) + "\n")
     with open(os.path.join(args.out, "alloc_bench.tsv"), "w") as f:
         f.write("\n".join(tsv) + "\n")
     with open(os.path.join(args.out, "alloc_bench.json"), "w") as f:
