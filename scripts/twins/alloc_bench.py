@@ -11,7 +11,7 @@ even ones, so that a drift of the machine falls on both. Both time the same patt
 malloc+free pair of 1 KiB, 1 MiB, 20 MiB and 256 MiB with 1 and with 64 outstanding (after a warm-up round that
 makes the segments), and the mixed workload, which oomlab generates from the seed and writes once
 (`--workload-out`); PyTorch replays that file and hashes its lines, and the run stops unless the hash is the one
-oomlab reported. Each side starts every round with an empty cache (oomlab: a new process; PyTorch:
+oomlab reported. Each side starts every pattern with an empty cache (oomlab: a new allocator; PyTorch:
 torch.cuda.empty_cache()). cudaMalloc and cudaMallocAsync come from oomlab's run (bench_cuda.cu).
 
 Printed: per pattern the median and p90 over the rounds of ns per pair on each side and the ratio of the medians
@@ -89,12 +89,13 @@ def build_torch_side(torch, folder):
 
 
 def torch_round(torch, h, workload, iters):
-    """One round of PyTorch's side: {cell name: ns per pair}, and the workload's hash."""
+    """One round of PyTorch's side: {cell name: ns per pair}, and the workload's hash. Each pattern starts from an
+    empty cache, as each of oomlab's starts from a new allocator, and the round leaves none behind."""
     torch.cuda.synchronize()
-    torch.cuda.empty_cache()
     out, err = (ctypes.c_double * 1)(), ctypes.create_string_buffer(512)
     figs, whash = {}, ctypes.c_uint64(0)
     for c in CELLS:
+        torch.cuda.empty_cache()
         if c[1]:
             rc = h.oomlab_torch_hot(c[1], c[2], iters, 1, out, err, len(err))
         else:
@@ -102,6 +103,7 @@ def torch_round(torch, h, workload, iters):
         if rc != 0:
             sys.exit(f"alloc_bench: PyTorch's side failed on {cell_name(c)}: {err.value.decode(errors='replace')}")
         figs[cell_name(c)] = out[0]
+    torch.cuda.empty_cache()
     return figs, f"{whash.value:016x}"
 
 
