@@ -11,6 +11,9 @@
 #                        OOM_DEBUG=2, the allocator validator after every call) and run the Criterion suite on it (sim)
 #   make test BACKEND=cuda   the same suite on a real GPU (one job at a time)
 #   make bench           build with OOM_DEBUG=0 and run the benchmarks
+#   make bench-torch     oomlab's allocator against PyTorch's in one run, alternating (a GPU and torch needed;
+#                        scripts/twins/alloc_bench.py, ARGS="--rounds 15"; on the GPU machine run that script
+#                        with .gpubundle/oomlab-bench)
 #   make baseline [BACKEND=cuda]   regenerate results/baselines/BACKEND/ (sim: the committed ones), showing what changes
 #   make nightly [BACKEND=...]     run the catalog, compare with the baseline, append to results/history.csv
 #   make report          the catalog and oversize_batch's sweep at full scale (REPORT_ARGS, default --dry-run),
@@ -59,7 +62,7 @@ ifneq ($(NVCC),)
               -Xcompiler -Wall,-Wextra,-Werror
 endif
 
-.PHONY: all run test predict-deps bench debug asan fuzz deps clean gpu-bundle report report-check gallery baseline nightly mdlint FORCE
+.PHONY: all run test predict-deps bench bench-torch debug asan fuzz deps clean gpu-bundle report report-check gallery baseline nightly mdlint FORCE
 
 all: $(BUILD)/oomlab
 
@@ -175,6 +178,10 @@ bench:
 	build/bench/oomlab bench step --backend sim
 	build/bench/oomlab bench replay
 	$(if $(filter cuda,$(BACKEND)),build/bench/oomlab bench step --backend cuda)
+
+bench-torch:
+	$(MAKE) --no-print-directory BUILD=build/bench DEBUG=0 OPT="-O3 -march=x86-64-v3" build/bench/oomlab
+	python3 scripts/twins/alloc_bench.py --oomlab build/bench/oomlab $(ARGS)
 
 debug:
 	$(MAKE) --no-print-directory BUILD=build/debug DEBUG=3 OPT=-O0 build/debug/oomlab build/debug/oomlab_tests

@@ -152,6 +152,42 @@ Test(trace, bad_input)
     trace_free(&t);
 }
 
+/* The reader's shortcuts (keys PyTorch writes matched in place, whole numbers of up to 15 digits read in one pass)
+ * against their near misses: a longer key, an escaped one, 15, 16 and 17 digits, a zero, a leading zero, a key cut
+ * by the end of the text. Each must read as the general path reads it. */
+Test(trace, shortcuts_and_near_misses)
+{
+    trace_file t = load_ok(write_file(
+        "near.json", "{\"device_traces\": [[\n"
+                     "{\"action\": \"alloc\", \"addrx\": 5, \"addr\": 999999999999999, \"size\": 1000000000000000},\n"
+                     "{\"actions\": 1, \"action\": \"free_requested\", \"addr\": 0, \"sizes\": 3, \"size\": 512},\n"
+                     "{\"action\": \"alloc\", \"addr\": 4096, \"size\": 9007199254740992, \"stream\": 0, "
+                     "\"time_us\": 1764000000000000, \"frames\": [{\"filename\": \"a.py\", \"line\": 7, \"name\": "
+                     "\"f\"}], \"compile_context\": \"N/A\", \"user_metadata\": \"\"}\n"
+                     "]]}\n"));
+    cr_assert_eq(t.dev[0].n, 3);
+    cr_assert_eq(t.dev[0].ev[0].addr, 999999999999999ULL);
+    cr_assert_eq(t.dev[0].ev[0].size, 1000000000000000ULL);
+    cr_assert_eq(t.dev[0].ev[1].action, CA_FREE_REQUESTED);
+    cr_assert_eq(t.dev[0].ev[1].addr, 0);
+    cr_assert_eq(t.dev[0].ev[1].size, 512);
+    cr_assert_eq(t.dev[0].ev[2].size, 9007199254740992ULL);
+    trace_free(&t);
+    /* "siz\u0065" is not the key size (keys are compared as written, as before) */
+    load_fails(write_file("esckey.json",
+                          "{\"device_traces\": [[{\"action\": \"alloc\", \"addr\": 1, \"siz\\u0065\": 512}]]}"),
+               "cuda:0 event 0 (alloc): 'size' is missing");
+    load_fails(write_file("d17.json",
+                          "{\"device_traces\": [[{\"action\": \"alloc\", \"addr\": 12345678901234567, \"size\": 1}]]}"),
+               "cuda:0 event 0 (alloc): 'addr' 12345678901234568 is above 2^53");
+    load_fails(write_file("lead0.json", "{\"device_traces\": [[{\"action\": \"alloc\", \"addr\": 01, \"size\": 1}]]}"),
+               "not valid JSON");
+    load_fails(write_file("cutkey.json", "{\"device_traces\": [[{\"action\": \"alloc\", \"addr\": 1, \"size"),
+               "is truncated");
+    load_fails(write_file("cutnum.json", "{\"device_traces\": [[{\"action\": \"alloc\", \"addr\": 1, \"size\": 12"),
+               "is truncated");
+}
+
 /* ---- advise ---- */
 
 TestSuite(advise, .init = make_tmpdir, .fini = remove_tmpdir);

@@ -988,6 +988,68 @@ Test(cli, fragmentation_labels_say_what_happened)
                  "OOM after 93 of 120 pairs");
 }
 
+/* bench alloc's mixed workload: the file it writes is the seed's sequence (the same bytes twice, another seed another
+ * sequence), every malloc freed, its lines hashing to what the JSON reports; a folder as the target is refused. */
+Test(cli, bench_alloc_workload_file)
+{
+    char args[1024], hash[17] = "";
+    size_t len[3] = {0};
+    char *text[3] = {NULL};
+    for (int k = 0; k < 3; k++) {
+        char name[16];
+        snprintf(name, sizeof name, "w%d.txt", k);
+        snprintf(args, sizeof args, "bench alloc --backend sim --iters 64 --runs 1 --seed %d --json --workload-out %s",
+                 k == 2 ? 2 : 1, tpath(name));
+        run_result r = run(NULL, args);
+        cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+        text[k] = fileio_read_all(tpath(name), &len[k]);
+        cr_assert_not_null(text[k]);
+        cJSON *o = cJSON_Parse(r.out);
+        cr_assert_not_null(o, "%s", r.out);
+        const cJSON *h = get(get(o, "context"), "oomlab_workload_fnv1a");
+        cr_assert(cJSON_IsString(h), "%s", r.out);
+        if (k == 0)
+            snprintf(hash, sizeof hash, "%s", h->valuestring);
+        const cJSON *last = cJSON_GetArrayItem(get(o, "benchmarks"), cJSON_GetArraySize(get(o, "benchmarks")) - 1);
+        cr_assert_str_eq(get(last, "name")->valuestring, "cachealloc/mixed/live:128");
+        cJSON_Delete(o);
+        run_free(&r);
+    }
+    cr_assert(len[0] == len[1] && memcmp(text[0], text[1], len[0]) == 0, "seed 1 gave two workloads");
+    cr_assert(len[0] != len[2] || memcmp(text[0], text[2], len[0]) != 0, "seeds 1 and 2 gave one workload");
+    /* the header, then lines that hash (FNV-1a 64) to the JSON's value, 4096 mallocs each freed once */
+    const char *body = strchr(text[0], '\n') + 1;
+    char want[160];
+    snprintf(want, sizeof want, "oomlab.alloc_workload/1 seed 1 ops 8192 slots 128 fnv1a %s\n", hash);
+    cr_assert_eq(strncmp(text[0], want, strlen(want)), 0, "header: %.100s", text[0]);
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (const char *c = body; *c; c++)
+        h = (h ^ (unsigned char)*c) * 0x100000001b3ULL;
+    char got[17];
+    snprintf(got, sizeof got, "%016llx", (unsigned long long)h);
+    cr_assert_str_eq(got, hash);
+    int live[128] = {0}, mallocs = 0;
+    for (const char *c = body; *c; c = strchr(c, '\n') + 1) {
+        unsigned slot = 0;
+        unsigned long long bytes = 0;
+        if (sscanf(c, "a %u %llu", &slot, &bytes) == 2) {
+            cr_assert(slot < 128 && !live[slot] && bytes >= 512 && bytes < (128ULL << 20), "%.40s", c);
+            live[slot] = 1;
+            mallocs++;
+        } else {
+            cr_assert(sscanf(c, "f %u", &slot) == 1 && slot < 128 && live[slot], "%.40s", c);
+            live[slot] = 0;
+        }
+    }
+    cr_assert_eq(mallocs, 4096);
+    for (int i = 0; i < 128; i++)
+        cr_assert_eq(live[i], 0, "slot %d live at the end", i);
+    for (int k = 0; k < 3; k++)
+        free(text[k]);
+    snprintf(args, sizeof args, "bench alloc --backend sim --workload-out %s", tmpdir);
+    expect_bad_input(NULL, args, "--workload-out");
+}
+
 Test(cli, bench_step_prints_its_debug_level)
 {
     run_result r = run(NULL, "bench step --backend sim --width 8 --batch 2");

@@ -13,6 +13,10 @@
 #include "core/fileio.h"
 #include "core/jsonfile.h"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #define TRACE_MAX_DEPTH 1000 /* cJSON's CJSON_NESTING_LIMIT: deeper documents are errors for both */
 
 static void set_err(char *err, size_t cap, const char *fmt, ...)
@@ -51,14 +55,68 @@ static void ws(scanner *s)
 
 static bool is_hex(char c) { return isxdigit((unsigned char)c) != 0; }
 
+/* The first byte at or after p that is '"', '\\' or NUL (the text's NUL at end stops it). 16 bytes at a time
+ * (SSE2, every x86-64) while 16 remain before end, so nothing outside the text is ever read; byte by byte after. */
+static inline const char *find_string_end(const char *p, const char *end)
+{
+#if defined(__SSE2__)
+    const __m128i quote = _mm_set1_epi8('"'), bslash = _mm_set1_epi8('\\'), nul = _mm_setzero_si128();
+    while (end - p >= 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+        __m128i hit = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, bslash)),
+                                   _mm_cmpeq_epi8(v, nul));
+        unsigned m = (unsigned)_mm_movemask_epi8(hit);
+        if (m)
+            return p + __builtin_ctz(m);
+        p += 16;
+    }
+#else
+    (void)end;
+#endif
+    while (*p != '"' && *p != '\\' && *p != '\0')
+        p++;
+    return p;
+}
+
+static inline uint64_t load8(const char *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
+static inline uint32_t load4(const char *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+/* a[0..n) == lit[0..n), reading neither past n: whole words, the last one overlapping (gcc left memcmp a call
+ * here, a tenth of the parse). With n a constant it is a few loads. */
+static inline bool same_bytes(const char *a, const char *lit, size_t n)
+{
+    if (n >= 8) {
+        for (size_t i = 0; i + 8 < n; i += 8)
+            if (load8(a + i) != load8(lit + i))
+                return false;
+        return load8(a + n - 8) == load8(lit + n - 8);
+    }
+    if (n >= 4)
+        return load4(a) == load4(lit) && load4(a + n - 4) == load4(lit + n - 4);
+    for (size_t i = 0; i < n; i++)
+        if (a[i] != lit[i])
+            return false;
+    return true;
+}
+
 /* At '"': the string's raw text (between the quotes, escapes as written) in [*a, *b); past the closing quote. */
 static void scan_string(scanner *s, const char **a, const char **b)
 {
     const char *p = s->p + 1;
     *a = p;
     for (;;) {
-        while (*p != '"' && *p != '\\' && *p != '\0')
-            p++;
+        p = find_string_end(p, s->end);
         if (*p == '"')
             break;
         if (*p == '\0' || p >= s->end) {
@@ -92,9 +150,59 @@ static bool scan_key(scanner *s, const char **a, const char **b)
         fail(s, s->p);
         return false;
     }
-    scan_string(s, a, b);
-    if (!s->p)
-        return false;
+    /* The keys PyTorch writes, matched in place: the literal and then its closing quote. A literal holds no '"',
+     * '\\' or NUL, so that is the whole string, found without a scan for its end (a third of the parse). */
+    const char *k = s->p + 1;
+    size_t left = (size_t)(s->end - k), n = 0;
+#define KNOWN(lit) (left > sizeof(lit) - 1 && same_bytes(k, lit, sizeof(lit) - 1) && k[sizeof(lit) - 1] == '"')
+#define TRY(lit)                                                                                                   \
+    if (!n && KNOWN(lit))                                                                                          \
+    n = sizeof(lit) - 1
+    switch (*k) {
+    case 'a':
+        TRY("action");
+        TRY("addr");
+        break;
+    case 's':
+        TRY("size");
+        TRY("stream");
+        break;
+    case 't':
+        TRY("time_us");
+        break;
+    case 'f':
+        TRY("frames");
+        TRY("filename");
+        break;
+    case 'c':
+        TRY("compile_context");
+        break;
+    case 'u':
+        TRY("user_metadata");
+        break;
+    case 'd':
+        TRY("device_free");
+        break;
+    case 'n':
+        TRY("name");
+        break;
+    case 'l':
+        TRY("line");
+        break;
+    default:
+        break;
+    }
+#undef TRY
+#undef KNOWN
+    if (n) {
+        *a = k;
+        *b = k + n;
+        s->p = k + n + 1;
+    } else {
+        scan_string(s, a, b);
+        if (!s->p)
+            return false;
+    }
     ws(s);
     if (*s->p != ':') {
         fail(s, s->p);
@@ -253,18 +361,26 @@ static uint64_t scan_u64(scanner *s, bool *ok)
         skip_value(s, 1);
         return 0;
     }
-    bool plain;
-    scan_number(s, &plain);
-    if (!s->p)
-        return 0;
-    size_t len = (size_t)(s->p - a);
-    if (plain && len <= 15) {
-        uint64_t v = 0;
-        for (size_t i = 0; i < len; i++)
-            v = v * 10 + (uint64_t)(a[i] - '0');
+    /* the common case in one pass: 1 to 15 digits, not followed by what makes a number fractional or longer */
+    const char *p = a;
+    uint64_t v = 0;
+    if (*p >= '1' && *p <= '9') {
+        while (*p >= '0' && *p <= '9' && p - a < 16)
+            v = v * 10 + (uint64_t)(*p++ - '0');
+    } else if (*p == '0') {
+        p++;
+    }
+    if (p > a && p - a <= 15 && !(*p >= '0' && *p <= '9') && *p != '.' && *p != 'e' && *p != 'E') {
+        s->p = p;
         *ok = true;
         return v;
     }
+    bool plain;
+    scan_number(s, &plain);
+    (void)plain;
+    if (!s->p)
+        return 0;
+    size_t len = (size_t)(s->p - a); /* a sign, a fraction, an exponent or 16 digits and more: through strtod */
     char buf[64];
     if (len >= sizeof buf)
         return 0;
@@ -388,7 +504,7 @@ static bool note_metadata(trace_file *t, trace_device *d, size_t i, const char *
 {
     size_t len = (size_t)(b - a);
     const char *cur = d->nmarks ? t->strpool + d->marks[d->nmarks - 1].text : "";
-    if (d->cur_len == len && memcmp(cur, a, len) == 0)
+    if (d->cur_len == len && (len == 0 || memcmp(cur, a, len) == 0))
         return true;
     d->cur_len = len;
     if (!grow((void **)&t->strpool, &t->strpool_cap, t->strpool_len + len + 1, 1) ||
@@ -404,8 +520,8 @@ static bool note_metadata(trace_file *t, trace_device *d, size_t i, const char *
 /* Status of a structural problem found while scanning: the message is in err. */
 typedef enum scan_rc { SCAN_OK, SCAN_SYNTAX, SCAN_SHAPE, SCAN_NOMEM } scan_rc;
 
-/* The raw text [a, b) is the literal name (a constant-length compare the compiler inlines). */
-#define key_is(a, b, name) ((size_t)((b) - (a)) == sizeof(name) - 1 && memcmp((a), (name), sizeof(name) - 1) == 0)
+/* The raw text [a, b) is the literal name. */
+#define key_is(a, b, name) ((size_t)((b) - (a)) == sizeof(name) - 1 && same_bytes((a), (name), sizeof(name) - 1))
 
 /* The action named by the raw text [a, b); false for an unknown name. */
 static bool action_of(const char *a, const char *b, ca_action *out)
@@ -428,7 +544,7 @@ static bool action_of(const char *a, const char *b, ca_action *out)
     };
     size_t len = (size_t)(b - a);
     for (int i = 0; i < CA_ACTION_COUNT; i++)
-        if (names[i].len == len && memcmp(a, names[i].name, len) == 0) {
+        if (names[i].len == len && same_bytes(a, names[i].name, len)) {
             *out = (ca_action)i;
             return true;
         }

@@ -21,16 +21,32 @@ double bench_median(double *v, int n);
 typedef struct bench_options {
     device_kind kind; /* backend under the allocator; sim runs dry (accounting only) */
     long iters;       /* malloc+free pairs per cell; 0 = a default that takes well under a second */
+    int runs;         /* timed runs per cell (the median and p90 are over them); 0 = 7 */
+    uint64_t seed;    /* the mixed workload's seed; 0 = 1 */
+    const char *workload_out; /* write the mixed workload there (text), or NULL */
     bool json;
 } bench_options;
+
+/* One operation of the mixed workload: malloc `bytes` into slot, or (bytes == 0) free slot. */
+typedef struct bench_op {
+    uint32_t slot;
+    size_t bytes;
+} bench_op;
+
+/* The mixed workload of `bench alloc` for a seed: 4096 mallocs of 512 B to 64 MiB (70% at most 1 MiB), each
+ * freed, up to 128 outstanding, every slot free at the end; *ops is malloc'ed. The same seed gives the same
+ * sequence on every machine (integer arithmetic only). */
+oom_status bench_workload_make(uint64_t seed, bench_op **ops, size_t *n);
 
 /* --json (every benchmark): Google Benchmark's JSON (run/export.h's gbench_context and gbench_add): "context" with
  * oomlab_backend, oomlab_device, oomlab_debug_level and oomlab_benchmark, and one entry of "benchmarks" per figure
  * (real_time and, where the host's CPU does the work, cpu_time; the rest as user counters). */
 
 /* Time cachealloc_malloc+cachealloc_free pairs for 1 KiB, 1 MiB, 20 MiB and 256 MiB with 1 and 64 allocations
- * outstanding (median of 7 runs), and on cuda also cudaMalloc/cudaFree and cudaMallocAsync/cudaFreeAsync.
- * Writes a table (or JSON) to out. OOM_ENODEV when cuda is asked for and absent. */
+ * outstanding and for the mixed workload (median and p90 of the runs), and on cuda also cudaMalloc/cudaFree and
+ * cudaMallocAsync/cudaFreeAsync for the four sizes. Writes a table (or JSON) to out; the workload to
+ * opt->workload_out first when set (OOM_EINVAL, its line printed, when it cannot be written). OOM_ENODEV when
+ * cuda is asked for and absent. */
 oom_status bench_alloc(const bench_options *opt, FILE *out);
 
 /* cuda only (bench_cuda.cu): mean ns per cudaMalloc+cudaFree pair (async=false), or per
