@@ -1,7 +1,60 @@
 /* data_parallel.c - DistributedDataParallel runs out where the same model and batch fit on one GPU: its gradient
  * buckets are a second copy of the gradients.
  *
- * STORY
+ * Cause. DistributedDataParallel does not split the model: every rank holds all of it, its own .grad tensors, and
+ * besides them the Reducer's gradient buckets (torch/csrc/distributed/c10d/reducer.cpp): flat tensors, made when
+ * the model is wrapped, that every gradient is copied into (divided by the world size) as backward produces it, so
+ * that NCCL can all-reduce a bucket at a time. With gradient_as_bucket_view=False, PyTorch's default, the buckets
+ * are a second copy of every gradient: from DDP(model) on, each rank holds the parameters and a bucket copy of the
+ * same size before any gradient exists, and backward adds the .grad tensors beside them. With
+ * find_unused_parameters=False the first iteration's assignment is one bucket of every parameter
+ * (bucket_size_limits = [sys.maxsize] in _ddp_init_helper); at the second forward the reducer rebuilds them in the
+ * order the first backward produced the gradients, with limits [dist._DEFAULT_FIRST_BUCKET_BYTES (1 MiB),
+ * bucket_cap_mb (25)]: the old bucket freed, the new ones allocated. Wrapping also broadcasts rank 0's parameters
+ * (_sync_module_states: flat buckets of at least 250 MiB, two in flight). NCCL's own buffers are cudaMalloc'd by
+ * libnccl outside the caching allocator: they are the OOM message's non-PyTorch memory (device/devcomm.h).
+ *
+ * What the user sees. MLP(4096, 4) (256.22 MiB of float32 parameters) with a per-rank batch of 2048 trains on one
+ * GPU under an 880 MiB budget (peak 640.46 MiB allocated). Under DDP on 2 GPUs, each rank holds 256.22 MiB of
+ * parameters and 256.22 MiB of buckets after DDP(model), and the first backward runs out on every rank: "Tried to
+ * allocate 64.00 MiB ... Including non-PyTorch memory, this process has 1.34 GiB memory in use. 880.00 MiB allowed;
+ * Of the allocated memory 832.66 MiB is allocated by PyTorch, and 3.34 MiB is reserved by PyTorch but
+ * unallocated." The process figure counts the CUDA context, the 836 MiB reserved and NCCL's buffers (20 MiB per
+ * rank on sim, modelled; measured on the GPUs). The CI scale (MLP(1024, 4), batch 256, under 62 MiB) runs out at
+ * the same step.
+ *
+ * The PyTorch code it mirrors (scripts/twins/data_parallel.py runs it with torchrun --nproc_per_node 2):
+ *     dist.init_process_group("nccl"); torch.cuda.set_device(rank)
+ *     model = nn.Sequential(*[m for _ in range(depth) for m in (nn.Linear(width, width), nn.ReLU())],
+ *                           nn.Linear(width, 10)).cuda()
+ *     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+ *     model = DDP(model, device_ids=[rank], bucket_cap_mb=25, gradient_as_bucket_view=False)
+ *     for step in range(steps):
+ *         opt.zero_grad()                           # set_to_none: no .grad before forward
+ *         x = torch.randn(batch, width, device="cuda")
+ *         y = torch.randint(0, 10, (batch,), device="cuda")
+ *         loss = F.cross_entropy(model(x), y)
+ *         loss.backward()                           # torch.OutOfMemoryError in step 1, on every rank
+ *         opt.step()
+ * The ranks run in one oomlab process, one simulated device (or GPU) each, their steps interleaved phase by phase;
+ * each rank's allocator sees exactly its own process's sequence: the collectives allocate nothing from it.
+ *
+ * The fixes, and why they work.
+ *   fix-bucket-view  DDP(model, gradient_as_bucket_view=True): as each gradient is copied into its bucket, .grad is
+ *       pointed at the bucket's view and the gradient autograd made is freed. The buckets are the gradients: after
+ *       backward a rank holds 256.22 MiB less than the bug (peak 832.47 MiB allocated, 868 MiB reserved).
+ *   fix-smaller-batch  a per-rank batch of 512 (small_batch): the activations that backward still holds when the
+ *       gradients arrive shrink by 4, and the buckets fit beside them (peak 784.66 MiB). The global batch is then
+ *       512 x ranks: more ranks, or gradient accumulation, restore it.
+ * The myths.
+ *   myth-smaller-buckets  bucket_cap_mb=1 "to make the buckets smaller": the cap sets how the gradients are cut, not
+ *       how many bytes the buckets hold; together they are always every gradient. And the first iteration, where
+ *       this OOM happens, does not use the cap at all: one bucket of every parameter. The same OOM, at the same
+ *       allocation.
+ *   myth-ddp-shards  "DDP splits the model over the GPUs, so each needs less than one GPU did": every rank first
+ *       trains alone (peak 640.46 MiB under 880 MiB), then under DDP the same model and batch run out. Each rank
+ *       needs the whole model, its gradients and their buckets: more than one GPU, not half. Sharding is FSDP's
+ *       (fully_shard) or ZeRO's, not DDP's.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,12 +83,12 @@ static const scenario_param params[] = {
     /* name, help, full, min, max, ci */
     {"width", "features of every layer of MLP(width, depth)", 4096, 16, 8192, 1024},
     {"depth", "hidden [Linear(width, width), ReLU] blocks before Linear(width, 10)", 4, 1, MAX_DEPTH, 0},
-    {"batch", "rows of each rank's randn(batch, width) input per step", 2048, 1, 65536, 0},
-    {"small_batch", "the per-rank batch of fix-smaller-batch", 512, 1, 65536, 0},
+    {"batch", "rows of each rank's randn(batch, width) input per step", 2048, 1, 65536, 256},
+    {"small_batch", "the per-rank batch of fix-smaller-batch", 512, 1, 65536, 64},
     {"bucket_cap_mib", "DDP's bucket_cap_mb (the bug's: PyTorch's default 25)", 25, 1, 4096, 0},
     {"small_bucket_cap_mib", "bucket_cap_mb of myth-smaller-buckets", 1, 1, 4096, 0},
     {"ranks", "processes (one GPU each) in the process group", 2, 2, 4, 0},
-    {"steps", "training steps (zero_grad, forward, backward, SGD step)", 3, 2, MAX_STEPS, 0},
+    {"steps", "training steps (zero_grad, forward, backward, SGD step)", 3, 2, MAX_STEPS, 2},
 };
 
 static const scenario_variant variants[] = {
@@ -280,13 +333,11 @@ static void io_free(rank_io *io)
     tensor_assign(&io->loss, NULL);
 }
 
-/* zero_grad, the batch, forward and loss on rank k; false on an OOM (not caught here) */
+/* opt.zero_grad(); x, y = the batch; loss = F.cross_entropy(model(x), y) on one rank (the previous step's x, y and
+ * loss are released as each is rebound); false on an OOM (not caught here) */
 static bool forward(ddp *d, rank_io *io, int64_t batch, bool wrapped)
 {
     optim_zero_grad(d->opt, true);
-    tensor_assign(&io->loss, NULL);
-    if (wrapped && !ddp_rebuild(d))
-        return false;
     tensor *x = tensor_randn(d->r, DT_F32, SHAPE(batch, d->model->width), 0.0, 1.0);
     if (!x)
         return false;
@@ -295,6 +346,8 @@ static bool forward(ddp *d, rank_io *io, int64_t batch, bool wrapped)
     if (!y)
         return false;
     tensor_assign(&io->y, y);
+    if (wrapped && !ddp_rebuild(d)) /* model(x): DDP's _pre_forward */
+        return false;
     tensor *out = nn_mlp_forward(d->model, io->x);
     tensor *loss = out ? op_cross_entropy(out, io->y) : NULL;
     tensor_release(out);
@@ -513,9 +566,13 @@ static oom_status run(scn *s, const scenario_variant *v)
 const scenario scenario_data_parallel = {
     .name = "data_parallel",
     .title = "DDP runs out where one GPU did not: gradient buckets are a second copy of the gradients",
-    .story = "STORY",
-    .default_budget = (size_t)928 << 20,
-    .ci_budget = (size_t)96 << 20,
+    .story = "DistributedDataParallel replicates the model on every rank and adds the Reducer's gradient buckets, "
+             "a second copy of every gradient (gradient_as_bucket_view=False, the default): MLP(4096, 4) at batch "
+             "2048 trains on one GPU under 880 MiB, but under DDP on 2 GPUs the first backward runs out on every "
+             "rank. gradient_as_bucket_view=True makes .grad views into the buckets and fits; a smaller per-rank "
+             "batch fits; a smaller bucket_cap_mb changes how gradients are cut, not their bytes.",
+    .default_budget = (size_t)880 << 20,
+    .ci_budget = (size_t)62 << 20,
     .params = params,
     .nparams = sizeof params / sizeof params[0],
     .variants = variants,
