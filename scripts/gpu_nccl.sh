@@ -18,7 +18,14 @@ scenarios=${*:-data_parallel}
 out=${OUT:-gpu-out}
 mkdir -p "$out/twins" "$out/cuda" "$out/sim"
 B=.gpubundle
-nccl_lib=$(python3 -c 'import os, nvidia.nccl as n; print(os.path.join(list(n.__path__)[0], "lib"))' 2>/dev/null)
+# the folder of PyTorch's libnccl.so.2 (its wheel's nvidia-nccl package: site-packages/nvidia/nccl/lib, or nvidia/cu13/lib)
+nccl_lib=$(python3 - <<'PY' 2>/dev/null
+import glob, os, torch
+site = os.path.dirname(os.path.dirname(torch.__file__))
+hits = sorted(glob.glob(os.path.join(site, "nvidia", "**", "libnccl.so.2"), recursive=True))
+print(os.path.dirname(hits[0]) if hits else "")
+PY
+)
 export LD_LIBRARY_PATH="$PWD/$B/lib${nccl_lib:+:$nccl_lib}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
 rc=0
