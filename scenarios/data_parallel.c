@@ -278,8 +278,10 @@ static bool sync_module_states(ddp *const *ds, int n, devcomm *c)
                 tensor_release(v);
                 off += tensor_nbytes(ds[k]->ps[i]);
             }
-            tensor_assign(&flat[f][k], NULL);
         }
+    for (size_t f = 0; f < 2; f++) /* finished, or left by an OOM part way through flattening */
+        for (int k = 0; k < n; k++)
+            tensor_assign(&flat[f][k], NULL);
     return ok;
 }
 
