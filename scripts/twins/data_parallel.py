@@ -10,7 +10,7 @@ the budget as its own memory fraction. Parameters (the scenario's --set names an
 depth 4, batch 2048, small_batch 512, bucket_cap_mib 25, small_bucket_cap_mib 1, ranks 2, steps 3; budget 880 MiB.
 Samples carry the scenario's labels on every rank (rank 0's are the variant's, rank 1's its "devices" entry). Each
 rank notes NCCL's buffers as measured (nccl_buffers_bytes: free memory before init_process_group less free memory
-after DDP's construction broadcast, less what the caching allocator reserved meanwhile).
+after the variant's last step, less what the caching allocator holds reserved then).
 """
 import sys
 
@@ -59,7 +59,6 @@ def body(t, variant, p):
     ddp = DDP(model, device_ids=[t.device], bucket_cap_mb=cap,
               gradient_as_bucket_view=(variant == "fix-bucket-view"))
     t.step("DDP(model): buckets")
-    t.nccl_probe()
 
     x = y = loss = None
     failed = None
@@ -83,6 +82,7 @@ def body(t, variant, p):
         if failed:  # sampled after the except block, once the traceback's frames are gone
             t.step("%s: OOM" % failed)
             break
+    t.nccl_probe()  # after the collectives this variant ran (NCCL connects its channels on first use)
     del loss, y, x, ddp, opt, model, layers
     t.step("everything released")
 
