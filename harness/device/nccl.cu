@@ -89,13 +89,15 @@ static int nccl_dtype(dtype dt)
 
 static void *vp(devptr p) { return (void *)(uintptr_t)p; }
 
-/* cudaMemGetInfo's free on each rank's GPU */
+/* cudaMemGetInfo's free on each rank's GPU. Every function here sets GPUs with cudaSetDevice (NCCL does too) and puts
+ * back the GPU that was current when it was called, which cuda.cu's record of the current GPU (device_make_current)
+ * names: that record stays true. */
 static void free_of(device *const *devs, int n, size_t *out)
 {
     for (int k = 0; k < n; k++) {
         size_t total = 0;
         out[k] = 0;
-        device_make_current(devs[k]);
+        cudaSetDevice(device_cuda_ordinal(devs[k]));
         if (cudaMemGetInfo(&out[k], &total) != cudaSuccess)
             out[k] = 0;
     }
@@ -104,9 +106,11 @@ static void free_of(device *const *devs, int n, size_t *out)
 oom_status devnccl_run(struct devnccl *c, devcomm_op op, const devptr *send, const devptr *recv, size_t count,
                        dtype dt, int root)
 {
+    int saved = 0; /* as in devnccl_init: the current GPU is put back when done */
+    cudaGetDevice(&saved);
     oom_status st = nccl_status(nc.group_start(), "ncclGroupStart");
     for (int k = 0; k < c->n && st == OOM_OK; k++) {
-        device_make_current(c->devs[k]);
+        cudaSetDevice(device_cuda_ordinal(c->devs[k]));
         int t = nccl_dtype(dt);
         ncclResult_t r = 0;
         switch (op) {
@@ -129,13 +133,14 @@ oom_status devnccl_run(struct devnccl *c, devcomm_op op, const devptr *send, con
     if (st == OOM_OK)
         st = end;
     for (int k = 0; k < c->n && st == OOM_OK; k++) { /* work.wait() and the host's next step */
-        device_make_current(c->devs[k]);
+        cudaSetDevice(device_cuda_ordinal(c->devs[k]));
         cudaError_t e = cudaStreamSynchronize(0);
         if (e != cudaSuccess) {
             OOM_ERROR(OOM_ECUDA, "NCCL: %s: %s", devcomm_op_str(op), cudaGetErrorString(e));
             st = OOM_ECUDA;
         }
     }
+    cudaSetDevice(saved);
     return st;
 }
 
@@ -156,11 +161,14 @@ oom_status devnccl_init(device *const *devs, int n, struct devnccl **out, size_t
         c->devs[k] = devs[k];
         ords[k] = device_cuda_ordinal(devs[k]);
     }
+    int saved = 0; /* put back on every return below (free_of's comment) */
+    cudaGetDevice(&saved);
     size_t before[DEVCOMM_MAX_RANKS], after[DEVCOMM_MAX_RANKS];
     free_of(devs, n, before);
     oom_status st = nccl_status(nc.init_all(c->comms, n, ords), "ncclCommInitAll");
     if (st != OOM_OK) {
         free(c);
+        cudaSetDevice(saved);
         return st;
     }
     /* a first collective of each kind (NCCL connects its channels on first use), on a scratch buffer of 32 MiB per
@@ -169,7 +177,7 @@ oom_status devnccl_init(device *const *devs, int n, struct devnccl **out, size_t
     devptr buf[DEVCOMM_MAX_RANKS] = {0};
     for (int k = 0; k < n && st == OOM_OK; k++) {
         void *p = NULL;
-        device_make_current(devs[k]);
+        cudaSetDevice(device_cuda_ordinal(devs[k]));
         if (cudaMalloc(&p, scratch) != cudaSuccess) {
             OOM_ERROR(OOM_ENOMEM_DEVICE, "NCCL: no room for the first collective's scratch buffer on GPU %d", ords[k]);
             st = OOM_ENOMEM_DEVICE;
@@ -182,14 +190,16 @@ oom_status devnccl_init(device *const *devs, int n, struct devnccl **out, size_t
                          DT_F32, 0);
     for (int k = 0; k < n; k++)
         if (buf[k]) {
-            device_make_current(devs[k]);
+            cudaSetDevice(device_cuda_ordinal(devs[k]));
             cudaFree(vp(buf[k]));
         }
     if (st != OOM_OK) {
         devnccl_free(c);
+        cudaSetDevice(saved);
         return st;
     }
     free_of(devs, n, after);
+    cudaSetDevice(saved);
     for (int k = 0; k < n; k++)
         external[k] = before[k] > after[k] ? before[k] - after[k] : 0;
     int v = 0;
@@ -204,8 +214,11 @@ void devnccl_free(struct devnccl *c)
 {
     if (!c)
         return;
+    int saved = 0;
+    cudaGetDevice(&saved);
     for (int k = 0; k < c->n; k++)
         if (c->comms[k])
             nc.destroy(c->comms[k]);
+    cudaSetDevice(saved);
     free(c);
 }
