@@ -6,7 +6,8 @@
 #      measured (the note nccl_buffers_bytes);
 #   2. runs oomlab's cuda backend on the two GPUs (oomlab run NAME --backend cuda: one rank per GPU, NCCL loaded from
 #      PyTorch's wheel, site-packages/nvidia/nccl/lib) into $OUT/cuda/, and sim at full scale (--dry-run) into
-#      $OUT/sim/;
+#      $OUT/sim/; --jobs 1 on cuda, since NCCL's buffers are measured with cudaMemGetInfo, which sees the whole
+#      GPU (a variant beside it would count);
 #   3. compares them per rank: cuda against sim (scripts/cuda_vs_sim.py: every counter of every sample of every
 #      device) into $OUT/cuda_vs_sim.txt, and the twin against sim (scripts/twins/compare_ranks.py) into
 #      $OUT/twin_vs_sim.txt.
@@ -37,7 +38,7 @@ for s in $scenarios; do
   timeout 240 python3 "scripts/twins/$s.py" --json "$out/twins/$s.torch.json" 2>"$out/twins/$s.log" || rc=1
   tail -n 8 "$out/twins/$s.log"
   echo "== $s: oomlab on cuda (two GPUs) and on sim"
-  timeout 240 "$B/oomlab" run "$s" --backend cuda --out "$out/cuda" >"$out/cuda/$s.txt" 2>&1 || rc=1
+  timeout 300 "$B/oomlab" run "$s" --backend cuda --jobs 1 --out "$out/cuda" >"$out/cuda/$s.txt" 2>&1 || rc=1
   tail -n 3 "$out/cuda/$s.txt"
   "$B/oomlab" run "$s" --backend sim --dry-run --out "$out/sim" >"$out/sim/$s.txt" 2>&1 || rc=1
   grep -h -E "NCCL|collectives" "$out/cuda/$s.txt" | sort -u | head -4
