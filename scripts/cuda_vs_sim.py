@@ -27,19 +27,33 @@ def load(folder):
     return runs
 
 
+def sample_difference(xa, xb, where=""):
+    if len(xa) != len(xb):
+        return f"{where}{len(xa)} samples vs {len(xb)}"
+    for i, (p, q) in enumerate(zip(xa, xb)):
+        for k in COUNTERS:
+            if p.get(k) != q.get(k):
+                return f"{where}sample {i} ({p.get('label')}): {k} {p.get(k)} vs {q.get(k)}"
+    return None
+
+
 def first_difference(a, b):
     if a.get("outcome") != b.get("outcome"):
         return f"outcome {a.get('outcome')} vs {b.get('outcome')}"
     sa, sb = (a.get("oom") or {}).get("step"), (b.get("oom") or {}).get("step")
     if sa != sb:
         return f"oom step {sa} vs {sb}"
-    xa, xb = a.get("samples", []), b.get("samples", [])
-    if len(xa) != len(xb):
-        return f"{len(xa)} samples vs {len(xb)}"
-    for i, (p, q) in enumerate(zip(xa, xb)):
-        for k in COUNTERS:
-            if p.get(k) != q.get(k):
-                return f"sample {i} ({p.get('label')}): {k} {p.get(k)} vs {q.get(k)}"
+    why = sample_difference(a.get("samples", []), b.get("samples", []))
+    if why:
+        return why
+    # a variant on several devices (one rank each in data_parallel): every device's samples too, rank by rank
+    da, db = a.get("devices", []), b.get("devices", [])
+    if len(da) != len(db):
+        return f"{len(da)} other devices vs {len(db)}"
+    for x, y in zip(da, db):
+        why = sample_difference(x.get("samples", []), y.get("samples", []), f"device {x.get('index')}: ")
+        if why:
+            return why
     return None
 
 
@@ -62,7 +76,7 @@ def main(argv):
             why = "missing on " + ("sim" if a is None else "cuda") if a is None or b is None else first_difference(a, b)
             same += why is None
             print(f"{scenario:<18} {variant:<28} {why or 'identical'}")
-    print(f"{same} of {total} variants identical on every counter of every sample")
+    print(f"{same} of {total} variants identical on every counter of every sample (every device's)")
     return 0 if same == total else 1
 
 

@@ -15,7 +15,7 @@ dest=${2:-docs/img/gallery}
 # and fragmentation's timeline at ci scale (docs/img/fragmentation-sim.png)
 # one gallery image per failure mode: the figure that shows it best
 images="dangling_tensors.png retained_graph.png unzeroed_grads.png oversize_batch.sweep.png inplace_ops.png
-fragmentation-segments.png inference_oom-peaks.png model_too_large.png pinned_memory.png"
+fragmentation-segments.png inference_oom-peaks.png model_too_large.png pinned_memory.png data_parallel.png"
 work=$(mktemp -d "${TMPDIR:-/tmp}/oomlab_gallery.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 (
@@ -48,11 +48,11 @@ if [ $check = 1 ]; then
     done
     cmp -s "$work/out/advise-addr_transformer.png" "$advise_dest" || { echo "gallery.sh: $advise_dest differs from what make gallery draws" >&2; bad=1; }
     cmp -s "$work/out/fragmentation-sim.png" "$frag_dest" || { echo "gallery.sh: $frag_dest differs from what make gallery draws" >&2; bad=1; }
-    [ $bad = 0 ] && echo "gallery: the 11 images equal what make gallery draws"
+    [ $bad = 0 ] && echo "gallery: the 12 images equal what make gallery draws"
     exit $bad
 fi
 mkdir -p "$dest"
 for img in $images; do cp "$work/out/$img" "$dest/$img"; done
 cp "$work/out/advise-addr_transformer.png" "$advise_dest"
 cp "$work/out/fragmentation-sim.png" "$frag_dest"
-echo "gallery: 9 images in $dest, and $advise_dest and $frag_dest"
+echo "gallery: 10 images in $dest, and $advise_dest and $frag_dest"

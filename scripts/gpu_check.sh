@@ -63,8 +63,13 @@ fi
 if want twins; then
 step "PyTorch twins: every scenario that has one (scripts/twins/NAME.py), then MLP parity"
 mkdir -p "$logs/twins"
+ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
 for name in $($B/oomlab list | awk '{print $1}'); do
   [ -f "scripts/twins/$name.py" ] || continue
+  if grep -q "nproc=" "scripts/twins/$name.py" && [ "$ngpu" -lt 2 ]; then
+    echo "$name: a distributed twin (torchrun, a GPU per rank): skipped on $ngpu GPU; scripts/gpu_nccl.sh records it"
+    continue
+  fi
   timeout 300 python3 "scripts/twins/$name.py" --json "$logs/twins/$name.torch.json" >"$logs/twins/$name.txt" 2>&1 || rc=1
   echo "$name:"; cat "$logs/twins/$name.txt"
 done

@@ -1083,7 +1083,13 @@ static const device_ops cuda_ops = {
     cu_note_kernel_launch,
     cu_close,
     cu_processes,
+    NULL, /* external: libnccl's own cudaMalloc charges the GPU */
 };
+
+int device_cuda_ordinal(const device *dev)
+{
+    return dev && dev->kind == DEVICE_CUDA ? ((const cuda_dev *)dev->impl)->ordinal : -1;
+}
 
 static bool cuda_touched; /* a CUDA call has run in this process */
 

@@ -1,5 +1,6 @@
 /* device.c - backend selection, the op wrappers and fault injection (see device.h). */
 #include "device/device.h"
+#include "device/devcomm.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -35,6 +36,25 @@ oom_status device_cuda_props(device_cuda_info *out)
     return OOM_ENODEV;
 }
 int device_cuda_count(void) { return 0; }
+int device_cuda_ordinal(const device *dev)
+{
+    (void)dev;
+    return -1;
+}
+/* devcomm.h's NCCL engine needs the cuda backend */
+oom_status devnccl_init(device *const *devs, int n, struct devnccl **out, size_t *external, char *why, size_t whycap)
+{
+    (void)devs, (void)n, (void)out, (void)external;
+    snprintf(why, whycap, "NCCL: this build has no cuda backend");
+    return OOM_EUNSUPPORTED;
+}
+oom_status devnccl_run(struct devnccl *c, devcomm_op op, const devptr *send, const devptr *recv, size_t count,
+                       dtype dt, int root)
+{
+    (void)c, (void)op, (void)send, (void)recv, (void)count, (void)dt, (void)root;
+    return OOM_EUNSUPPORTED;
+}
+void devnccl_free(struct devnccl *c) { (void)c; }
 void device_cuda_make_current(device *dev) { (void)dev; }
 oom_status device_cuda_copy_peer(device *dst, devptr d, device *src, devptr s, size_t bytes)
 {
@@ -347,6 +367,19 @@ oom_status device_mem_free(device *dev, devptr p, size_t bytes)
     if (st == OOM_OK)
         shadow_remove(dev, p, device_mem_free);
     return st;
+}
+
+oom_status device_external_charge(device *dev, size_t bytes)
+{
+    if (!dev)
+        return OOM_EINVAL;
+    return dev->ops->external ? dev->ops->external(dev->impl, bytes, true) : OOM_OK;
+}
+
+void device_external_release(device *dev, size_t bytes)
+{
+    if (dev && dev->ops->external)
+        (void)dev->ops->external(dev->impl, bytes, false);
 }
 
 oom_status device_processes(device *dev, device_proc *out, size_t cap, size_t *count)

@@ -152,6 +152,12 @@ typedef struct device_ops {
      * DEVICE_SIM_CONTEXT_NVML_BYTES. OOM_EUNSUPPORTED when there is nothing to report (no NVML; a sim of
      * another capacity): PyTorch then leaves the line out. */
     oom_status (*processes)(void *impl, device_proc *out, size_t cap, size_t *count);
+    /* Memory another library takes on the device outside the caching allocator (NCCL's buffers, which libnccl
+     * cudaMallocs itself: devcomm.h), charged (charge) or given back. sim: charged against its capacity and
+     * counted in the process's memory (cudaMemGetInfo's free and NVML's line move) but kept out of its address
+     * model, as the driver's placement of libnccl's memory is out of sight of oomlab's model on cuda too;
+     * OOM_ENOMEM_DEVICE when the capacity has no room. NULL (cuda): the library's own cudaMalloc did it. */
+    oom_status (*external)(void *impl, size_t bytes, bool charge);
 } device_ops;
 
 /* The device handle. Fields are read-only for callers. */
@@ -287,6 +293,9 @@ void *device_host_view(device *dev, devptr p);
 oom_status device_processes(device *dev, device_proc *out, size_t cap, size_t *count);
 void device_addr_hint(device *dev, devptr addr, size_t bytes);
 void device_note_kernel_launch(device *dev);
+/* device_ops.external: charge bytes another library holds on the device, or release them (see device_ops). */
+oom_status device_external_charge(device *dev, size_t bytes);
+void device_external_release(device *dev, size_t bytes);
 
 /* The host's RAM: physical pages x page size, capped by the cgroup's memory.max when one is set (sim's default
  * pinned budget). */
@@ -300,6 +309,8 @@ oom_status device_cuda_copy_peer(device *dst, devptr d, device *src, devptr s, s
 bool device_cuda_visible(void);                                       /* a GPU is there (cuda built in) */
 /* Ordinal 0's name and total, and whether a GPU is visible, asked in this process (device_cuda_probe's child). */
 oom_status device_cuda_props(device_cuda_info *out);
+/* The GPU ordinal of a cuda device (-1 on sim). */
+int device_cuda_ordinal(const device *dev);
 
 OOM_END_DECLS
 

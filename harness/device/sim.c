@@ -487,6 +487,19 @@ static oom_status sim_processes(void *impl, device_proc *out, size_t cap, size_t
     return OOM_OK;
 }
 
+static oom_status sim_external(void *impl, size_t bytes, bool charge)
+{
+    sim_dev *s = impl;
+    if (!charge) {
+        s->in_use -= bytes < s->in_use - s->context ? bytes : s->in_use - s->context;
+        return OOM_OK;
+    }
+    if (bytes > s->capacity - s->in_use)
+        return OOM_ENOMEM_DEVICE;
+    s->in_use += bytes;
+    return OOM_OK;
+}
+
 static oom_status sim_mem_info(void *impl, size_t *free_bytes, size_t *total_bytes)
 {
     sim_dev *s = impl;
@@ -1034,6 +1047,7 @@ static const device_ops sim_ops = {
     .note_kernel_launch = sim_note_kernel_launch,
     .close = sim_close,
     .processes = sim_processes,
+    .external = sim_external,
 };
 
 oom_status device_sim_open(const device_options *opt, device *dev)

@@ -1,5 +1,6 @@
 /* runner.c - runs a scenario's variants in fresh runtimes and records samples, OOMs and expectations. */
 #include "run/runner.h"
+#include "device/devcomm.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -38,6 +39,7 @@ struct scn {
     rt *extra[SCN_MAX_DEVICES];
     size_t capdevsamples[SCN_MAX_DEVICES];
     device_fault_plan plan; /* under o->fault: shared by every device of the variant */
+    struct devcomm *comm;   /* scn_comm's, closed when the variant ends */
 };
 
 static void *xrealloc(void *p, size_t n)
@@ -395,6 +397,38 @@ rt *scn_rt_device(scn *s, int k)
 
 int scn_devices(const scn *s) { return 1 + (int)s->res->ndevices; }
 
+devcomm *scn_comm(scn *s, int n)
+{
+    if (s->comm) {
+        if (s->comm->n == n)
+            return s->comm;
+        rt_fail(s->r, OOM_EINVAL, "scn_comm: a communicator of %d ranks is open, not %d", s->comm->n, n);
+        return NULL;
+    }
+    if (n < 1 || n > DEVCOMM_MAX_RANKS || n > SCN_MAX_DEVICES) {
+        rt_fail(s->r, OOM_EINVAL, "scn_comm: %d ranks (1 to %d)", n, DEVCOMM_MAX_RANKS);
+        return NULL;
+    }
+    device *devs[DEVCOMM_MAX_RANKS];
+    for (int k = 0; k < n; k++) {
+        rt *r = scn_rt_device(s, k);
+        if (!r)
+            return NULL;
+        devs[k] = r->dev;
+    }
+    oom_status st = devcomm_open(devs, n, &s->comm);
+    if (st != OOM_OK) {
+        rt_fail(s->r, st, "cannot open a communicator over %d devices: %s", n, oom_error_msg());
+        return NULL;
+    }
+    scn_note(s, "%s", s->comm->why);
+    char b[32];
+    scn_note(s, "NCCL's buffers, outside the caching allocator (non-PyTorch memory): %s per rank, %s",
+             memstats_format_size(s->comm->external[0], b, sizeof b),
+             s->comm->engine == DEVCOMM_NCCL ? "measured" : s->comm->modelled ? "modelled" : "none (no NCCL)");
+    return s->comm;
+}
+
 int64_t scn_stat_device(const scn *s, int k, const char *key)
 {
     if (k == 0)
@@ -668,6 +702,8 @@ static void run_variant(const scenario *sc, const run_options *o, run_result *ru
     st = sc->run(&s, v);
     res->seconds = now_s() - t0;
     res->cpu_seconds = cpu_now_s() - c0;
+    devcomm_close(s.comm); /* NCCL's buffers go before the devices do */
+    s.comm = NULL;
     for (size_t k = 1; k <= res->ndevices && rt_ok(r); k++) /* a failure left on another device */
         if (!rt_ok(s.extra[k]))
             rt_fail(r, rt_status(s.extra[k]), "device %zu: %s", k, rt_message(s.extra[k]));

@@ -184,6 +184,12 @@ rt *scn_rt_device(scn *s, int k);
 int scn_devices(const scn *s);
 int64_t scn_stat_device(const scn *s, int k, const char *key);
 
+/* A communicator over devices 0 .. n-1 of the variant (device/devcomm.h: one rank per device, opening those not
+ * yet open), made on first use and closed when the variant ends, after its run function returns. Its engine and
+ * NCCL's buffers per rank (outside the caching allocator: the OOM message's non-PyTorch memory) are noted for the
+ * reader. NULL on failure, recorded in scn_rt(s); a second call with another n fails the same way. */
+struct devcomm *scn_comm(scn *s, int n);
+
 /* ---- the catalog (registry.c) --------------------------------------------------------------------------- */
 
 extern const scenario *const scenario_catalog[];

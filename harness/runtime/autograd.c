@@ -357,9 +357,26 @@ void ag_rebase_history(tensor *self, ag_node *n)
  * grad mode off (backward without create_graph), later gradients are added in place, `variable_grad += new_grad`,
  * whatever else holds .grad (no use_count condition on that path). The engine drops the new gradient when this
  * returns, so while it is added both are held: the peak of a backward into existing gradients. */
+void autograd_set_post_accumulate_hook(rt *r, oom_status (*hook)(void *ctx, tensor *leaf), void *ctx)
+{
+    r->post_acc_hook = hook;
+    r->post_acc_ctx = hook ? ctx : NULL;
+}
+
+static oom_status accumulate_grad_run(ag_node *n, tensor *grad);
+
+/* AccumulateGrad, then its post hook (the engine's call_function runs post hooks after the node's apply). */
 static oom_status accumulate_grad_apply(ag_node *n, tensor *grad, tensor **grads)
 {
     (void)grads;
+    oom_status st = accumulate_grad_run(n, grad);
+    if (st == OOM_OK && grad && n->rt->post_acc_hook)
+        st = n->rt->post_acc_hook(n->rt->post_acc_ctx, n->variable);
+    return st;
+}
+
+static oom_status accumulate_grad_run(ag_node *n, tensor *grad)
+{
     tensor *var = n->variable;
     rt *r = n->rt;
     if (!grad)

@@ -132,6 +132,12 @@ tensor *autograd_checkpoint(ag_checkpoint_fn fn, void *ctx, tensor *x);
  * NULL when an op gives NULL (the early stop ends it that way). */
 tensor *autograd_checkpoint_nr(ag_checkpoint_fn fn, void *ctx, tensor *x);
 
+/* A post hook on every parameter's AccumulateGrad node of r (NULL removes it): called with the leaf once its .grad
+ * holds the new gradient, as DDP's Reducer registers its autograd_hook on each parameter's grad accumulator
+ * (add_post_hook). The hook may replace leaf->grad (the reducer points it into a bucket). A failure it returns stops
+ * the backward as an op's would. */
+void autograd_set_post_accumulate_hook(rt *r, oom_status (*hook)(void *ctx, tensor *leaf), void *ctx);
+
 OOM_END_DECLS
 
 #endif

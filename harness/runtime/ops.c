@@ -195,6 +195,22 @@ static oom_status mul_scalar_backward(ag_node *n, tensor *grad, tensor **grads)
 }
 static const ag_fn mul_scalar_fn = {"MulBackward0", mul_scalar_backward, false};
 
+tensor *op_copy_(tensor *self, tensor *src)
+{
+    if (!LIVE(self) || !LIVE(src) || !need_contiguous(self, "copy_") || !need_contiguous(src, "copy_"))
+        return NULL;
+    rt *r = self->rt;
+    if (self->dt != src->dt || tensor_numel(self) != tensor_numel(src)) {
+        rt_fail(r, OOM_EINVAL, "copy_: %s of %lld elements from %s of %lld", dtype_str(self->dt),
+                (long long)tensor_numel(self), dtype_str(src->dt), (long long)tensor_numel(src));
+        return NULL;
+    }
+    if (!KRUN(r, copy(self->dt, tensor_data(self), tensor_data(src), tensor_numel(self))))
+        return NULL;
+    tensor_bump_version(self);
+    return self;
+}
+
 tensor *op_mul_(tensor *self, double s)
 {
     if (!LIVE(self) || !need_contiguous(self, "mul_") || !is_float(self, "mul_") || !inplace_ok(self, NULL))

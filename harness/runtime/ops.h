@@ -47,6 +47,9 @@ tensor *op_add_(tensor *self, tensor *other, double alpha); /* self += alpha * o
 tensor *op_mul(tensor *a, tensor *b);
 tensor *op_mul_(tensor *self, double s); /* self *= s (x.mul_(2)), in place; returns self (borrowed) */
 tensor *op_clone(tensor *t);
+/* self.copy_(src) of equal shape and dtype, both contiguous, in place, outside autograd (the way DDP's reducer copies
+ * a gradient into its bucket and back, under no_grad): nothing allocated; returns self (borrowed) or NULL. */
+tensor *op_copy_(tensor *self, tensor *src);
 tensor *op_t(tensor *t);                                  /* 2-D transpose view */
 tensor *op_view(tensor *t, int ndim, const int64_t *shape); /* reshape of a contiguous tensor */
 tensor *op_narrow(tensor *t, int64_t start, int64_t length); /* rows [start, start+length) of dim 0: a view */

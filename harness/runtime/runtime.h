@@ -49,6 +49,7 @@ typedef struct rt_options {
  * Invariants: dev and ca are non-NULL for the rt's life; computes == !dry_run; status == OOM_OK exactly when
  * message is empty; live_tensors and live_nodes count objects not yet freed (0 again once a scenario has
  * released everything: the leak check of the tests). */
+struct tensor;
 typedef struct rt {
     device *dev;
     cachealloc *ca;
@@ -73,6 +74,9 @@ typedef struct rt {
     bool ck_stop;                  /* the recompute has every tensor it needs: ops return NULL (early stop) */
     uint64_t graph_tasks, graph_task; /* backward calls so far; the one running (0: none) */
     bool launched;                    /* a kernel has been launched (rt_note_kernel) */
+    /* autograd.c: a post hook on every AccumulateGrad node (autograd_set_post_accumulate_hook) */
+    oom_status (*post_acc_hook)(void *ctx, struct tensor *leaf);
+    void *post_acc_ctx;
 } rt;
 
 /* Open a device and a caching allocator on it. OOM_ENODEV when cuda is asked for and absent, OOM_EINVAL for

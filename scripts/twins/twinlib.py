@@ -23,6 +23,12 @@ output is one JSON object: {"scenario", "torch", "device", "total_memory", "budg
 "oom": null|{"step", "what", "message"}, "error", "samples": [{"label", KEYS...}], "metrics": [{"name", "unit",
 "value", "sample"}], "notes": [text], "devices": [{"index", "name", "samples"}] (t.devices: the other devices of a
 variant on several devices, as the results JSON's "devices"; [] for one)}]}.
+
+A distributed twin passes nproc=N to main: each variant then runs as `torchrun --standalone --nproc_per_node N`,
+every rank a process with its own GPU (torch.cuda.set_device(LOCAL_RANK)), its own memory fraction and its own
+memory_stats(); body(t, variant, params) runs on every rank, with t.rank, t.world and t.device set and the process
+group initialised (dist.init_process_group("nccl", device_id=...)), and t.nccl_probe() measuring NCCL's buffers. Rank
+0's samples are the variant's, rank k's its "devices" entry k, as oomlab's per-rank results are.
 """
 import json
 import os
@@ -46,6 +52,7 @@ class Twin:
         self.samples, self.metrics, self.notes = [], [], []
         self.devices = []  # a variant on several devices: [{"index", "name", "samples"}] for devices 1..
         self.oom = None
+        self.rank, self.world, self.device = 0, 1, 0
         torch.cuda.init()
         self.total = torch.cuda.get_device_properties(0).total_memory
         torch.cuda.set_per_process_memory_fraction(budget / self.total)
@@ -70,6 +77,15 @@ class Twin:
         """A text the recording keeps (scn_note): an exception's message the scenario expects, say."""
         self.notes.append(str(text))
 
+    def nccl_probe(self):
+        """NCCL's buffers on this rank, outside the caching allocator: cudaMemGetInfo's free before
+        init_process_group less free now, less what the caching allocator reserved meanwhile. Call it after the
+        first collectives; kept as a note ("nccl_buffers_bytes N")."""
+        free_now = self.torch.cuda.mem_get_info()[0]
+        grown = self.free_before_nccl - free_now - self.torch.cuda.memory_reserved()
+        self.notes.append("nccl_buffers_bytes %d" % grown)
+        return grown
+
     def clock(self):
         """torch.cuda.synchronize(), then a monotonic clock (scn_clock)."""
         import time
@@ -80,12 +96,26 @@ class Twin:
 def _child(name, variant, alloc_conf, params, budget, body):
     import torch
     torch.manual_seed(0)
+    rank = int(os.environ.get("RANK", "0"))
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    if world > 1:
+        torch.cuda.set_device(local)  # before the Twin: the fraction and memory_stats() are this GPU's
     t = Twin(torch, budget)
+    t.rank, t.world, t.device = rank, world, local
+    if world > 1:
+        import torch.distributed as dist
+        free0 = torch.cuda.mem_get_info()[0]
+        dist.init_process_group("nccl", device_id=torch.device("cuda", local))
+        t.free_before_nccl = free0
     res = {"variant": variant, "alloc_conf": alloc_conf, "outcome": "ok", "error": None}
     try:
         body(t, variant, params)
     except Exception as e:  # an error the scenario did not expect: the variant is an error, as in oomlab
         res["outcome"], res["error"] = "error", "%s: %s" % (type(e).__name__, e)
+    if world > 1:
+        import torch.distributed as dist
+        dist.destroy_process_group()
     if res["outcome"] == "ok" and t.oom is not None:
         res["outcome"] = "oom"
     res.update({"oom": t.oom, "samples": t.samples, "metrics": t.metrics, "notes": t.notes, "devices": t.devices,
@@ -94,7 +124,30 @@ def _child(name, variant, alloc_conf, params, budget, body):
     return res
 
 
-def main(doc, name, variants, params, budget, body, argv=None):
+def _run_ranks(cmd, nproc, base_env):
+    """A variant as torchrun runs it: every rank writes its result into a folder; rank 0's is the variant's, the
+    others' samples are its "devices"."""
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        env = dict(base_env)
+        env["OOMLAB_TWIN_RANK_DIR"] = d
+        full = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc)] + cmd[1:]
+        p = subprocess.run(full, env=env, capture_output=True, text=True)
+        ranks = []
+        for k in range(nproc):
+            path = os.path.join(d, "rank%d.json" % k)
+            if not os.path.exists(path):
+                return None, p.stderr
+            with open(path) as f:
+                ranks.append(json.load(f))
+        res = ranks[0]
+        res["devices"] = [{"index": k, "name": "cuda:%d (rank %d)" % (k, k), "samples": r["samples"],
+                           "notes": r["notes"], "oom": r["oom"], "outcome": r["outcome"]}
+                          for k, r in enumerate(ranks) if k > 0]
+        return res, p.stderr
+
+
+def main(doc, name, variants, params, budget, body, argv=None, nproc=1):
     argv = list(sys.argv[1:] if argv is None else argv)
     out, chosen, workspaces = None, [], False
     params = dict(params)
@@ -116,7 +169,13 @@ def main(doc, name, variants, params, budget, body, argv=None):
             elif a == "--child":
                 variant = argv[i + 1]
                 conf = variants[variant]
-                print(json.dumps(_child(name, variant, conf, json.loads(argv[i + 2]), budget, body)))
+                res = _child(name, variant, conf, json.loads(argv[i + 2]), budget, body)
+                rank_dir = os.environ.get("OOMLAB_TWIN_RANK_DIR")
+                if rank_dir:  # one rank of a torchrun
+                    with open(os.path.join(rank_dir, "rank%s.json" % os.environ.get("RANK", "0")), "w") as f:
+                        json.dump(res, f)
+                else:
+                    print(json.dumps(res))
                 return 0
             elif a.startswith("-"):
                 raise ValueError("unknown option '%s'" % a)
@@ -136,6 +195,18 @@ def main(doc, name, variants, params, budget, body, argv=None):
             env["CUBLAS_WORKSPACE_CONFIG"] = ":0:0"
             env["CUBLASLT_WORKSPACE_SIZE"] = "0"
         cmd = [sys.executable, sys.argv[0], "--budget", str(budget), "--child", v, json.dumps(params)]
+        if nproc > 1:
+            res, err = _run_ranks(cmd, nproc, env)
+            if res is None:
+                results.append({"variant": v, "alloc_conf": variants[v], "outcome": "error",
+                                "error": "twin crashed: %s" % err.strip()[-2000:], "oom": None, "samples": [],
+                                "metrics": [], "notes": []})
+            else:
+                results.append(res)
+            r = results[-1]
+            print("%-28s %-5s %s" % (v, r["outcome"], (r["oom"] or {}).get("what", r.get("error") or "")),
+                  file=sys.stderr)
+            continue
         p = subprocess.run(cmd, env=env, capture_output=True, text=True)
         if p.returncode != 0 or not p.stdout.strip():
             results.append({"variant": v, "alloc_conf": variants[v], "outcome": "error",
