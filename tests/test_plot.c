@@ -75,8 +75,20 @@ Test(plot, results_json_has_the_layout_at_the_oom, .init = run_fragmentation)
     const cJSON *caught = cJSON_GetObjectItem(bug, "ooms_caught");
     cr_assert_eq(cJSON_GetArraySize(caught), 1);
     cr_expect_eq(cJSON_GetObjectItem(cJSON_GetArrayItem(caught, 0), "requested")->valuedouble, 100.0 * 1048576);
-    cr_expect_null(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "variants"), 1), "ooms_caught"),
-                   "fix-expandable-segments has no OOM");
+    const cJSON *fix = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "variants"), 1);
+    cr_expect_null(cJSON_GetObjectItem(fix, "ooms_caught"), "fix-expandable-segments has no OOM");
+    /* a fix's layout at its peak, for the segment map's fix panel: one expandable range holding the request */
+    cr_expect(cJSON_IsNull(cJSON_GetObjectItem(bug, "fix_layout")), "a bug has no fix layout");
+    const cJSON *fl = cJSON_GetObjectItem(fix, "fix_layout");
+    cr_assert(cJSON_IsObject(fl), "fix-expandable-segments has its layout at its peak");
+    const cJSON *fsegs = cJSON_GetObjectItem(fl, "segments");
+    cr_expect_eq(cJSON_GetArraySize(fsegs), 1);
+    cr_expect(cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetArrayItem(fsegs, 0), "expandable")));
+    cr_expect_str_eq(cJSON_GetObjectItem(fl, "label")->valuestring, "holding the 100 MiB tensor");
+    const cJSON *fs = cJSON_GetArrayItem(cJSON_GetObjectItem(fix, "samples"), (int)cJSON_GetObjectItem(fl, "step")->valuedouble);
+    cr_expect_eq(cJSON_GetObjectItem(fl, "reserved")->valuedouble, cJSON_GetObjectItem(fix, "peak_reserved")->valuedouble,
+                 "taken at the fix's peak reserved");
+    cr_expect_eq(cJSON_GetObjectItem(fs, "reserved")->valuedouble, cJSON_GetObjectItem(fl, "reserved")->valuedouble);
     cJSON_Delete(j);
 }
 
@@ -165,10 +177,17 @@ Test(plot, peaks_and_segments_name_what_they_show, .init = run_fragmentation)
     free(t);
     cr_assert_eq(plot_segments(json, svg, err, sizeof err), OOM_OK, "%s", err);
     t = slurp(svg);
-    cr_expect(strstr(t, "bug: 50 segments"));
+    /* one OOM panel (the bug's; the myths' layouts at their OOMs are the same, named, not drawn) beside the first
+     * fix's layout at its peak */
+    cr_expect(strstr(t, "bug: OOM with 50 segments"), "the bug's panel");
     cr_expect(strstr(t, "largest free block 6.00 MiB"));
-    cr_expect(strstr(t, "myth-gc-threshold: 50 segments"));
-    cr_expect_null(strstr(t, "fix-long-lived-first:"), "a variant with no OOM has no map");
+    cr_expect(strstr(t, "the same at the OOM of myth-empty-cache, myth-max-split-size, myth-gc-threshold"));
+    cr_expect_null(strstr(t, "myth-gc-threshold: OOM"), "no panel of its own for a myth with the bug's layout");
+    cr_expect(strstr(t, "fix-expandable-segments: no OOM, 1 segment (expandable: a row per page)"), "the fix's panel");
+    cr_expect(strstr(t, "at its peak, &apos;holding the 100 MiB tensor&apos;") ||
+                  strstr(t, "at its peak, 'holding the 100 MiB tensor'"),
+              "the fix's panel says when its layout was taken");
+    cr_expect_null(strstr(t, "fix-long-lived-first:"), "one fix panel");
     free(t);
 }
 
