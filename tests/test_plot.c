@@ -181,7 +181,8 @@ Test(plot, peaks_and_segments_name_what_they_show, .init = run_fragmentation)
      * fix's layout at its peak */
     cr_expect(strstr(t, "bug: OOM with 50 segments"), "the bug's panel");
     cr_expect(strstr(t, "largest free block 6.00 MiB"));
-    cr_expect(strstr(t, "the same at the OOM of myth-empty-cache, myth-max-split-size, myth-gc-threshold"));
+    cr_expect(strstr(t, "the same at the OOM of myth-empty-cache, myth-max-split-size,"), "the myths named, wrapped");
+    cr_expect(strstr(t, ">myth-gc-threshold<"), "the last myth on a line of its own");
     cr_expect_null(strstr(t, "myth-gc-threshold: OOM"), "no panel of its own for a myth with the bug's layout");
     cr_expect(strstr(t, "fix-expandable-segments: no OOM, 1 segment (expandable: a row per page)"), "the fix's panel");
     cr_expect(strstr(t, "at its peak, &apos;holding the 100 MiB tensor&apos;") ||
@@ -189,6 +190,35 @@ Test(plot, peaks_and_segments_name_what_they_show, .init = run_fragmentation)
               "the fix's panel says when its layout was taken");
     cr_expect_null(strstr(t, "fix-long-lived-first:"), "one fix panel");
     free(t);
+}
+
+/* A results file's "fix_layout" is input like the rest: a malformed one is refused in one line, nothing drawn. */
+Test(plot, a_malformed_fix_layout_is_refused, .init = run_fragmentation)
+{
+    char *text = slurp(json);
+    cJSON *j = cJSON_Parse(text);
+    free(text);
+    cJSON *fix = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "variants"), 1);
+    cJSON *fl = cJSON_GetObjectItem(fix, "fix_layout");
+    cr_assert(cJSON_IsObject(fl));
+    cJSON *blocks = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(fl, "segments"), 0), "blocks");
+    cJSON_ReplaceItemInArray(cJSON_GetArrayItem(blocks, 0), 1, cJSON_CreateString("leaked"));
+    char *bad = cJSON_Print(j);
+    char path[1200], out[1200], err[512] = "";
+    snprintf(path, sizeof path, "%s/bad.json", dir);
+    snprintf(out, sizeof out, "%s/bad.png", dir);
+    cr_assert_eq(fileio_write_atomic(path, bad, strlen(bad)), OOM_OK);
+    cr_expect_eq(plot_segments(path, out, err, sizeof err), OOM_EINVAL);
+    cr_expect(strstr(err, "fix-expandable-segments") && strstr(err, "segment 0: a block is not"), "%s", err);
+    cJSON_DeleteItemFromObject(fl, "label");
+    free(bad);
+    bad = cJSON_Print(j);
+    cr_assert_eq(fileio_write_atomic(path, bad, strlen(bad)), OOM_OK);
+    cr_expect_eq(plot_segments(path, out, err, sizeof err), OOM_EINVAL);
+    cr_expect(strstr(err, "\"fix_layout\" needs \"step\", \"label\" and \"reserved\""), "%s", err);
+    cr_expect_eq(access(out, F_OK), -1, "nothing drawn");
+    free(bad);
+    cJSON_Delete(j);
 }
 
 Test(plot, bad_output_and_input_are_refused, .init = run_fragmentation)

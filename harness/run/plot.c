@@ -1021,17 +1021,41 @@ oom_status plot_segments(const char *json_path, const char *out, char *err, size
         pan[np++] = (map_panel){v, fix_segments_of(v), true};
         break;
     }
-    /* the other OOMs: the same layout as the one drawn, or another */
-    char same[240] = "", other[240] = "";
-    cJSON_ArrayForEach(v, vs)
-    {
-        const cJSON *segs = segments_of(v);
-        if (v == pan[0].v || !segs || cJSON_GetArraySize(segs) == 0)
-            continue;
-        char *list = cJSON_Compare(segs, pan[0].segs, true) ? same : other;
-        size_t n = strlen(list);
-        snprintf(list + n, 240 - n, "%s%s", n ? ", " : "", json_str(v, "name"));
+    /* the OOM panel's title: what it shows, then the other OOMs, the same layout as the one drawn or another,
+     * their names wrapped so that no line is wider than its panel */
+    char oom_title[1024], b1[32], b3[32];
+    const cJSON *oom0 = cJSON_GetObjectItemCaseSensitive(pan[0].v, "oom");
+    int nseg0 = cJSON_GetArraySize(pan[0].segs);
+    snprintf(oom_title, sizeof oom_title, "%s: OOM with %d segment%s\nasked %s, largest free block %s",
+             json_str(pan[0].v, "name"), nseg0, nseg0 == 1 ? "" : "s",
+             gp_size(json_num(oom0, "requested"), b1, sizeof b1),
+             gp_size(json_num(oom0, "largest_free_block"), b3, sizeof b3));
+    for (int same = 1; same >= 0; same--) {
+        bool first = true;
+        size_t line = 0; /* the current line's length */
+        cJSON_ArrayForEach(v, vs)
+        {
+            const cJSON *segs = segments_of(v);
+            if (v == pan[0].v || !segs || cJSON_GetArraySize(segs) == 0 ||
+                (bool)cJSON_Compare(segs, pan[0].segs, true) != (bool)same)
+                continue;
+            size_t n = strlen(oom_title);
+            const char *name = json_str(v, "name");
+            if (first)
+                line = (size_t)snprintf(oom_title + n, sizeof oom_title - n, "\n%s %s",
+                                        same ? "the same at the OOM of" : "other segments (not drawn) at the OOM of",
+                                        name) - 1;
+            else if (line + strlen(name) + 2 > 64)
+                line = (size_t)snprintf(oom_title + n, sizeof oom_title - n, ",\n%s", name) - 2;
+            else
+                line += (size_t)snprintf(oom_title + n, sizeof oom_title - n, ", %s", name);
+            first = false;
+        }
     }
+    int title_lines = 1;
+    for (const char *c = oom_title; *c; c++)
+        title_lines += *c == '\n';
+    title_lines = title_lines < 3 ? 3 : title_lines;
     /* the rows of each map first (a pass that writes nowhere), to size the canvas */
     gp_figure f;
     int maxrows = 0;
@@ -1060,13 +1084,14 @@ oom_status plot_segments(const char *json_path, const char *out, char *err, size
     }
     double row_px = fmax(3.0, fmin(14.0, 620.0 / (maxrows > 0 ? maxrows : 1)));
     layout L; /* the OOM's map beside the fix's */
-    layout_init(&L, np, 2, 96, (int)(row_px * maxrows) + 150, 62, 18, 94, 54);
+    int pad_t = 46 + 16 * title_lines;
+    layout_init(&L, np, 2, 96, (int)(row_px * maxrows) + pad_t + 56, 62, 18, pad_t, 54);
     if ((st = gp_begin(&f, out, WIDTH, L.height, 12, err, errcap)) != OOM_OK) {
         cJSON_Delete(run);
         return st;
     }
     FILE *g = f.gp;
-    char title[512], ctx[160], path[160], lpath[160], b1[32], b2[32], b3[32];
+    char title[512], ctx[160], path[160], lpath[160], b2[32];
     run_context(run, ctx, sizeof ctx);
     snprintf(title, sizeof title, "%s: the allocator's segments at the OOM of %s%s (%s)", json_str(run, "scenario"),
              json_str(pan[0].v, "name"), np > 1 ? " and at a fix's peak" : "", ctx);
@@ -1104,16 +1129,7 @@ oom_status plot_segments(const char *json_path, const char *out, char *err, size
         }
         int nseg = cJSON_GetArraySize(segs);
         if (!pan[p].fix) {
-            const cJSON *oom = cJSON_GetObjectItemCaseSensitive(pan[p].v, "oom");
-            int len = snprintf(title, sizeof title, "%s: OOM with %d segment%s\nasked %s, largest free block %s",
-                               json_str(pan[p].v, "name"), nseg, nseg == 1 ? "" : "s",
-                               gp_size(json_num(oom, "requested"), b1, sizeof b1),
-                               gp_size(json_num(oom, "largest_free_block"), b3, sizeof b3));
-            if (same[0] && len > 0 && (size_t)len < sizeof title)
-                len += snprintf(title + len, sizeof title - (size_t)len, "\nthe same at the OOM of %s", same);
-            if (other[0] && len > 0 && (size_t)len < sizeof title)
-                snprintf(title + len, sizeof title - (size_t)len, "\nother segments at the OOM of %s (not drawn)",
-                         other);
+            snprintf(title, sizeof title, "%s", oom_title);
         } else {
             const cJSON *fl = cJSON_GetObjectItemCaseSensitive(pan[p].v, "fix_layout");
             const cJSON *s0 = cJSON_GetArrayItem(segs, 0);
@@ -1131,7 +1147,7 @@ oom_status plot_segments(const char *json_path, const char *out, char *err, size
         /* the first segment at the top, as memory_viz lists them */
         fprintf(g, "set yrange [%d.5:-0.5]\nset xrange [0:%.6f]\n", maxrows > 0 ? maxrows - 1 : 0,
                 w.width / 1048576.0 * 1.001);
-        int step = n <= 12 ? 1 : n <= 60 ? 5 : n <= 150 ? 10 : 50;
+        int step = maxrows <= 12 ? 1 : maxrows <= 60 ? 5 : maxrows <= 150 ? 10 : 50; /* the panels' common scale */
         fprintf(g, "set ytics (");
         for (int k = 0; k < n; k += step)
             fprintf(g, "'%d' %d%s", k + 1, k, k + step < n ? ", " : "");
