@@ -186,15 +186,16 @@ static oom_status run_loop(scn *s, const loop_cfg *c, devstream cs, loop_out *ou
         if (c->pin && !out->block)
             out->block = hostalloc_block_size(r->ha, batch->data);
         out->batch_bytes = batch->nbytes;
-        /* the copy takes its time on the loader's clock: from pinned memory it holds cs until then, so the block's
-         * event completes then */
-        st = loader_copy(l, cs);
-        if (st != OOM_OK)
-            break;
         tensor *nx = hostbuf_to_device(batch, true, cs);
         if (!nx)
             break;
         tensor_assign(&x, nx);
+        /* the copy takes its time on the loader's clock: from pinned memory it holds cs until then, so the event the
+         * block gets when it is freed (on cs) completes no sooner. Held after the allocation and the copy, as on cuda
+         * a held stream is a spinning kernel */
+        st = loader_copy(l, cs);
+        if (st != OOM_OK)
+            break;
         if (cuda) /* the step: a real wait on cuda too */
             sleep_ms(c->step_ms);
         loader_step_done(l);

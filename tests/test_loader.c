@@ -70,9 +70,9 @@ static void consume(rt *r, const loader_options *o, int64_t stop_after, trace *t
             break;
         hostbuf_free(batch);
         batch = nb;
-        cr_assert_eq(loader_copy(l, cs), OOM_OK);
         tensor_assign(&x, hostbuf_to_device(batch, true, cs));
         cr_assert(rt_ok(r), "%s", rt_message(r));
+        cr_assert_eq(loader_copy(l, cs), OOM_OK);
         loader_step_done(l);
         t->in_flight[i] = loader_in_flight(l);
         t->blocks[i] = hstat(r, "allocations.current");

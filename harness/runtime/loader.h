@@ -20,9 +20,9 @@
  *   - the pin thread pins batch k (in index order) from ps_k = max(finish of batch k, pe_(k-1)): it allocates the
  *     block at ps_k and copies the batch until pe_k = ps_k + nbytes / pin_gbps (the pageable->pinned memcpy);
  *   - the consumer receives batch i at T_i = max(pe_i, its clock), and holds it for step_ms (loader_step_done);
- *   - its copy to the device (loader_copy, before hostbuf_to_device): from pinned memory it holds the stream from
- *     T_i until nbytes / h2d_gbps later (after the stream's previous copy), so the event recorded on the block
- *     completes then and the freed block is not reused before; from pageable memory it is synchronous: the
+ *   - its copy to the device (loader_copy, after hostbuf_to_device): from pinned memory it holds the stream from
+ *     T_i until nbytes / h2d_gbps later (after the stream's previous copy), so the event the block gets when it is
+ *     freed completes no sooner and the block is not reused before; from pageable memory it is synchronous: the
  *     consumer's clock moves on by nbytes / h2d_pageable_gbps.
  * Everything that falls at or before the consumer's clock happens before the consumer's next action, in time order;
  * at equal times a copy completes before a pin allocates (an event query at its completion time sees it done) and
@@ -98,10 +98,11 @@ oom_status loader_new(rt *r, const loader_options *o, uint64_t seed, loader **ou
  * every batch has been received; the batch's own failure (OOM_ENOMEM_PINNED when its pinning failed, or what
  * making it failed with) with *out NULL. */
 oom_status loader_next(loader *l, hostbuf **out);
-/* The consumer copies the batch it received to the device on stream s (call it before hostbuf_to_device): with
- * pin_memory the copy holds s (device_stream_hold) until the clock passes its end, so the event the copy records
- * on the block completes then; without, the clock moves on by the synchronous copy's time (and the pins within it
- * are done). OOM_OK, or device_stream_hold's failure. */
+/* The consumer copied the batch it received to the device on stream s (call it after hostbuf_to_device): with
+ * pin_memory the copy holds s (device_stream_hold) until the clock passes its end, so the event the block gets
+ * on s when it is freed (hostalloc_free records it then, as PyTorch does) completes no sooner; without, the clock
+ * moves on by the synchronous copy's time (and the pins within it are done). OOM_OK, or device_stream_hold's
+ * failure. */
 oom_status loader_copy(loader *l, devstream s);
 /* The consumer's step on the batch it received is over: the virtual clock moves on by step_ms, and the pins and
  * copy completions that fall within it are done before this returns. */
