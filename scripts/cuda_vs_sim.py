@@ -22,7 +22,7 @@ def load(folder):
         if name.endswith(".json"):
             with open(os.path.join(folder, name), encoding="utf-8") as f:
                 doc = json.load(f)
-            if isinstance(doc, dict) and doc.get("schema") in ("oomlab.run/1", "oomlab.run/2"):
+            if isinstance(doc, dict) and doc.get("schema") in ("oomlab.run/1", "oomlab.run/2", "oomlab.run/3"):
                 runs[doc["scenario"]] = {v["name"]: v for v in doc["variants"]}
     return runs
 

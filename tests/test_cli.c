@@ -571,7 +571,7 @@ Test(cli, run_fragmentation_table_and_results)
     cr_assert_not_null(strstr(r.out, "results: "), "the table names the results file");
     cJSON *o = cJSON_Parse(text);
     cr_assert_not_null(o, "the results do not parse");
-    cr_assert_str_eq(get(o, "schema")->valuestring, "oomlab.run/2");
+    cr_assert_str_eq(get(o, "schema")->valuestring, "oomlab.run/3");
     cr_assert_str_eq(get(o, "backend")->valuestring, "sim");
     cr_assert(cJSON_IsTrue(get(o, "passed")));
     cr_assert_eq((long long)get(o, "budget")->valuedouble, 1LL << 30);
@@ -829,7 +829,7 @@ Test(cli, run_plot_draws_a_png_beside_the_results)
     run_free(&r);
     write_file("notrun.json", "{\"schema\": \"something else\"}\n");
     snprintf(args, sizeof args, "plot %s", tpath("notrun.json"));
-    expect_bad_input(NULL, args, "schema 'something else', not oomlab.run/2 or oomlab.run/1");
+    expect_bad_input(NULL, args, "schema 'something else', not oomlab.run/3, oomlab.run/2 or oomlab.run/1");
     cr_assert(!exists(tpath("notrun.png")), "a plot was written for bad input");
     expect_bad_input(NULL, "run fragmentation --plot --no-write", "--plot");
 }

@@ -262,7 +262,7 @@ Test(compare, bad_input_is_one_line_and_exit_2)
     cJSON *j = cJSON_Parse(text);
     cJSON_ReplaceItemInObject(j, "schema", cJSON_CreateString("oomlab.sweep/1"));
     write_json(j, tpath("sweep.json"));
-    expect_bad_input(run("compare %s %s", tpath("sweep.json"), base), "schema 'oomlab.sweep/1', not oomlab.run/2 or oomlab.run/1");
+    expect_bad_input(run("compare %s %s", tpath("sweep.json"), base), "schema 'oomlab.sweep/1', not oomlab.run/3, oomlab.run/2 or oomlab.run/1");
     expect_bad_input(run("compare tests/data/train_mlp.trace.json %s", base), "no \"schema\"");
     /* a results file missing what compare reads */
     j = cJSON_Parse(text);
@@ -849,20 +849,27 @@ Test(compare, unknown_keys_are_reported_and_memory_caching_must_match)
                      "this run");
 }
 
-/* The results schema went to oomlab.run/2 (step_peak per sample; story_ooms, kind_check, saved per variant): a
- * file of the version before is still read, and compared against a /2 run as one. */
+/* The results schema went to oomlab.run/2 (step_peak per sample; story_ooms, kind_check, saved per variant), then
+ * /3 (fix_layout per variant): files of the versions before are still read, and compared against a /3 run as one. */
 Test(compare, a_results_file_of_the_version_before_is_still_read)
 {
     const char *one = a_run("a");
     cJSON *doc = read_json(one);
-    cr_assert_str_eq(cJSON_GetObjectItem(doc, "schema")->valuestring, "oomlab.run/2");
+    cr_assert_str_eq(cJSON_GetObjectItem(doc, "schema")->valuestring, "oomlab.run/3");
     cJSON_SetValuestring(cJSON_GetObjectItem(doc, "schema"), "oomlab.run/1");
     write_json(doc, tpath("v1.json"));
     out r = run("compare %s %s", tpath("v1.json"), one);
     cr_assert_eq(r.rc, 0, "exit %d: %s %s", r.rc, r.out, r.err);
     out_free(&r);
+    cJSON *two = read_json(one);
+    cJSON_SetValuestring(cJSON_GetObjectItem(two, "schema"), "oomlab.run/2");
+    write_json(two, tpath("v2.json"));
+    r = run("compare %s %s", tpath("v2.json"), one);
+    cr_assert_eq(r.rc, 0, "exit %d: %s %s", r.rc, r.out, r.err);
+    out_free(&r);
     cJSON *bad = read_json(one);
-    cJSON_SetValuestring(cJSON_GetObjectItem(bad, "schema"), "oomlab.run/3");
-    write_json(bad, tpath("v3.json"));
-    expect_bad_input(run("compare %s %s", tpath("v3.json"), one), "schema 'oomlab.run/3', not oomlab.run/2 or oomlab.run/1");
+    cJSON_SetValuestring(cJSON_GetObjectItem(bad, "schema"), "oomlab.run/4");
+    write_json(bad, tpath("v4.json"));
+    expect_bad_input(run("compare %s %s", tpath("v4.json"), one),
+                     "schema 'oomlab.run/4', not oomlab.run/3, oomlab.run/2 or oomlab.run/1");
 }

@@ -23,6 +23,16 @@ static loader_options opts(int w, int p, int64_t n, bool pin, int64_t produce_ms
     return o;
 }
 
+/* The same with the copies' bandwidths, GB/s (bytes per ns): a 64,000-byte batch takes 64000 / gbps ns. */
+static loader_options timed(int w, int p, int64_t n, int64_t produce_ms, int64_t step_ms, double pin_gbps,
+                            double h2d_gbps)
+{
+    loader_options o = opts(w, p, n, true, produce_ms, step_ms);
+    o.pin_gbps = pin_gbps;
+    o.h2d_gbps = h2d_gbps;
+    return o;
+}
+
 static int64_t hstat(rt *r, const char *key)
 {
     hostalloc_stats st;
@@ -62,8 +72,7 @@ static void consume(rt *r, const loader_options *o, int64_t stop_after, trace *t
         batch = nb;
         tensor_assign(&x, hostbuf_to_device(batch, true, cs));
         cr_assert(rt_ok(r), "%s", rt_message(r));
-        device_stream_hold(r->dev, cs);
-        device_stream_complete(r->dev, cs, 1);
+        cr_assert_eq(loader_copy(l, cs), OOM_OK);
         loader_step_done(l);
         t->in_flight[i] = loader_in_flight(l);
         t->blocks[i] = hstat(r, "allocations.current");
@@ -115,6 +124,57 @@ Test(loader, fast_consumer_pins_as_the_workers_finish)
     for (int64_t i = 0; i < 24; i++)
         cr_expect_leq(t.in_flight[i], 8);
     rt_close(r);
+}
+
+/* The pin thread's copy takes time (1 ms a batch here), the consumer none: the pin thread is the bottleneck, and the
+ * consumer holds one batch while the next is pinned and the one before is freed as it takes the next (the pin
+ * allocates first at equal times): 3 blocks, whatever the number of workers. Without the copy's time every
+ * worker's batch is pinned the moment it is made: W + 1 (the test above). */
+Test(loader, fast_consumer_waits_for_the_pin_copy)
+{
+    for (int w = 4; w <= 8; w += 4) {
+        rt *r = test_rt_open(0, NULL);
+        loader_options o = timed(w, 2, 24, 50, 0, 0.064, 0); /* 64,000 B at 0.064 B/ns: 1 ms */
+        trace t;
+        consume(r, &o, 1000, &t);
+        cr_assert_eq(t.received, 24);
+        cr_expect_eq(t.blocks[0], 2, "W %d: step 0 holds batch 0 and batch 1's block (%lld)", w,
+                     (long long)t.blocks[0]);
+        cr_expect_eq(hstat(r, "allocations.peak"), 3, "W %d: %lld blocks at the peak, want 3", w,
+                     (long long)hstat(r, "allocations.peak"));
+        cr_expect_eq(t.num_alloc[23], 3, "W %d: blocks made (%lld)", w, (long long)t.num_alloc[23]);
+        rt_close(r);
+    }
+}
+
+/* A host-to-device copy slower than the pin copy (4 ms against 1 ms): a freed batch's block waits for its copy's
+ * event, so the pin thread cannot reuse it and makes another. Batches 0-3 are received at 51..54 ms, their copies
+ * end at 55, 59, 63 and 67 ms (one stream, in order): batch 3's pin at 53 ms finds batch 0's block freed but its
+ * copy running: a fourth block. The next batches come at 100 ms, every copy done: no more. */
+Test(loader, a_running_copy_keeps_its_block_from_reuse)
+{
+    rt *r = test_rt_open(0, NULL);
+    loader_options o = timed(4, 2, 24, 50, 0, 0.064, 0.016);
+    trace t;
+    consume(r, &o, 1000, &t);
+    cr_assert_eq(t.received, 24);
+    cr_expect_eq(hstat(r, "allocations.peak"), 4, "%lld blocks at the peak, want 4",
+                 (long long)hstat(r, "allocations.peak"));
+    cr_expect_eq(t.num_alloc[23], 4);
+    rt_close(r);
+}
+
+/* The copies' times on the clock are deterministic too: two runs with every copy timed give the same counters. */
+Test(loader, timed_copies_the_same_run_to_run)
+{
+    trace a, b;
+    for (int run = 0; run < 2; run++) {
+        rt *r = test_rt_open(0, NULL);
+        loader_options o = timed(3, 3, 25, 13, 1, 0.05, 0.02);
+        consume(r, &o, 1000, run ? &b : &a);
+        rt_close(r);
+    }
+    cr_assert_eq(memcmp(&a, &b, sizeof a), 0, "two runs differ");
 }
 
 Test(loader, batches_arrive_in_index_order)
@@ -212,6 +272,12 @@ Test(loader, bad_options_are_refused)
     cr_assert_eq(loader_new(r, &o, 1, &l), OOM_EINVAL);
     o = opts(2, 2, -1, true, 1, 1);
     cr_assert_eq(loader_new(r, &o, 1, &l), OOM_EINVAL);
+    o = timed(2, 2, 10, 1, 1, -1, 0);
+    cr_assert_eq(loader_new(r, &o, 1, &l), OOM_EINVAL, "a negative bandwidth");
+    o = timed(2, 2, 10, 1, 1, 1e-12, 0);
+    cr_assert_eq(loader_new(r, &o, 1, &l), OOM_EINVAL, "a copy past LOADER_MAX_MS");
+    o = opts(2, 2, 10, true, LOADER_MAX_MS + 1, 1);
+    cr_assert_eq(loader_new(r, &o, 1, &l), OOM_EINVAL, "produce_ms past LOADER_MAX_MS");
     cr_assert_null(l);
     rt_close(r);
 }

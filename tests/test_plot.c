@@ -75,8 +75,20 @@ Test(plot, results_json_has_the_layout_at_the_oom, .init = run_fragmentation)
     const cJSON *caught = cJSON_GetObjectItem(bug, "ooms_caught");
     cr_assert_eq(cJSON_GetArraySize(caught), 1);
     cr_expect_eq(cJSON_GetObjectItem(cJSON_GetArrayItem(caught, 0), "requested")->valuedouble, 100.0 * 1048576);
-    cr_expect_null(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "variants"), 1), "ooms_caught"),
-                   "fix-expandable-segments has no OOM");
+    const cJSON *fix = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "variants"), 1);
+    cr_expect_null(cJSON_GetObjectItem(fix, "ooms_caught"), "fix-expandable-segments has no OOM");
+    /* a fix's layout at its peak, for the segment map's fix panel: one expandable range holding the request */
+    cr_expect(cJSON_IsNull(cJSON_GetObjectItem(bug, "fix_layout")), "a bug has no fix layout");
+    const cJSON *fl = cJSON_GetObjectItem(fix, "fix_layout");
+    cr_assert(cJSON_IsObject(fl), "fix-expandable-segments has its layout at its peak");
+    const cJSON *fsegs = cJSON_GetObjectItem(fl, "segments");
+    cr_expect_eq(cJSON_GetArraySize(fsegs), 1);
+    cr_expect(cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetArrayItem(fsegs, 0), "expandable")));
+    cr_expect_str_eq(cJSON_GetObjectItem(fl, "label")->valuestring, "holding the 100 MiB tensor");
+    const cJSON *fs = cJSON_GetArrayItem(cJSON_GetObjectItem(fix, "samples"), (int)cJSON_GetObjectItem(fl, "step")->valuedouble);
+    cr_expect_eq(cJSON_GetObjectItem(fl, "reserved")->valuedouble, cJSON_GetObjectItem(fix, "peak_reserved")->valuedouble,
+                 "taken at the fix's peak reserved");
+    cr_expect_eq(cJSON_GetObjectItem(fs, "reserved")->valuedouble, cJSON_GetObjectItem(fl, "reserved")->valuedouble);
     cJSON_Delete(j);
 }
 
@@ -165,11 +177,48 @@ Test(plot, peaks_and_segments_name_what_they_show, .init = run_fragmentation)
     free(t);
     cr_assert_eq(plot_segments(json, svg, err, sizeof err), OOM_OK, "%s", err);
     t = slurp(svg);
-    cr_expect(strstr(t, "bug: 50 segments"));
+    /* one OOM panel (the bug's; the myths' layouts at their OOMs are the same, named, not drawn) beside the first
+     * fix's layout at its peak */
+    cr_expect(strstr(t, "bug: OOM with 50 segments"), "the bug's panel");
     cr_expect(strstr(t, "largest free block 6.00 MiB"));
-    cr_expect(strstr(t, "myth-gc-threshold: 50 segments"));
-    cr_expect_null(strstr(t, "fix-long-lived-first:"), "a variant with no OOM has no map");
+    cr_expect(strstr(t, "the same at the OOM of myth-empty-cache, myth-max-split-size,"), "the myths named, wrapped");
+    cr_expect(strstr(t, ">myth-gc-threshold<"), "the last myth on a line of its own");
+    cr_expect_null(strstr(t, "myth-gc-threshold: OOM"), "no panel of its own for a myth with the bug's layout");
+    cr_expect(strstr(t, "fix-expandable-segments: no OOM, 1 segment (expandable: a row per page)"), "the fix's panel");
+    cr_expect(strstr(t, "at its peak, &apos;holding the 100 MiB tensor&apos;") ||
+                  strstr(t, "at its peak, 'holding the 100 MiB tensor'"),
+              "the fix's panel says when its layout was taken");
+    cr_expect_null(strstr(t, "fix-long-lived-first:"), "one fix panel");
     free(t);
+}
+
+/* A results file's "fix_layout" is input like the rest: a malformed one is refused in one line, nothing drawn. */
+Test(plot, a_malformed_fix_layout_is_refused, .init = run_fragmentation)
+{
+    char *text = slurp(json);
+    cJSON *j = cJSON_Parse(text);
+    free(text);
+    cJSON *fix = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "variants"), 1);
+    cJSON *fl = cJSON_GetObjectItem(fix, "fix_layout");
+    cr_assert(cJSON_IsObject(fl));
+    cJSON *blocks = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(fl, "segments"), 0), "blocks");
+    cJSON_ReplaceItemInArray(cJSON_GetArrayItem(blocks, 0), 1, cJSON_CreateString("leaked"));
+    char *bad = cJSON_Print(j);
+    char path[1200], out[1200], err[512] = "";
+    snprintf(path, sizeof path, "%s/bad.json", dir);
+    snprintf(out, sizeof out, "%s/bad.png", dir);
+    cr_assert_eq(fileio_write_atomic(path, bad, strlen(bad)), OOM_OK);
+    cr_expect_eq(plot_segments(path, out, err, sizeof err), OOM_EINVAL);
+    cr_expect(strstr(err, "fix-expandable-segments") && strstr(err, "segment 0: a block is not"), "%s", err);
+    cJSON_DeleteItemFromObject(fl, "label");
+    free(bad);
+    bad = cJSON_Print(j);
+    cr_assert_eq(fileio_write_atomic(path, bad, strlen(bad)), OOM_OK);
+    cr_expect_eq(plot_segments(path, out, err, sizeof err), OOM_EINVAL);
+    cr_expect(strstr(err, "\"fix_layout\" needs \"step\", \"label\" and \"reserved\""), "%s", err);
+    cr_expect_eq(access(out, F_OK), -1, "nothing drawn");
+    free(bad);
+    cJSON_Delete(j);
 }
 
 Test(plot, bad_output_and_input_are_refused, .init = run_fragmentation)

@@ -86,7 +86,7 @@ static void expect_shape(const char *args, const char *schema)
     free(errs);
 }
 
-Test(schemas, run) { expect_shape("run fragmentation --backend sim --json --no-write", "oomlab.run/2"); }
+Test(schemas, run) { expect_shape("run fragmentation --backend sim --json --no-write", "oomlab.run/3"); }
 
 Test(schemas, sweep)
 {

@@ -104,9 +104,16 @@ static void check_doc(const scenario *sc, const cJSON *twin)
         if (vr->outcome == OUTCOME_OOM && vr->oom.pinned && strcmp(want, "ok") == 0 && !cJSON_IsObject(oom) &&
             notes_mention(p, "in pin memory thread"))
             want = "oom"; /* recorded before a pinning failure was an OOM: "ok", the pin thread's error in a note */
-        /* twinlib records "oom" when any OOM was raised; oomlab's outcome leaves out an OOM of the story, caught
-         * before the remedy (scn_remedy: fix-del's request before del), so compare that it was raised */
-        const char *mine = vr->outcome == OUTCOME_OK && vr->story_ooms ? "oom" : variant_outcome_str(vr->outcome);
+        /* A recording with "story_ooms" (twinlib's t.remedy) has oomlab's outcome: the OOMs before the remedy are
+         * steps of the story, and their count must match. One made before it recorded "oom" when any OOM was
+         * raised (fix-del's request before del), so there compare that it was raised. */
+        const cJSON *story = cJSON_GetObjectItemCaseSensitive(p, "story_ooms");
+        const char *mine = vr->outcome == OUTCOME_OK && vr->story_ooms && !cJSON_IsNumber(story)
+                               ? "oom"
+                               : variant_outcome_str(vr->outcome);
+        if (cJSON_IsNumber(story))
+            cr_expect_eq(vr->story_ooms, (int)story->valuedouble, "%s: %d OOMs before the remedy, PyTorch %d", vn,
+                         vr->story_ooms, (int)story->valuedouble);
         cr_expect_str_eq(mine, want, "%s: outcome (%s)", vn,
                          vr->outcome == OUTCOME_ERROR ? vr->error : "");
         if (cJSON_IsObject(oom) && vr->ooms) {

@@ -59,7 +59,7 @@ const cli_command cli_commands[] = {
           "not by where sim's model of the driver (PyTorch's process) puts segments (the default)",
           false},
          {"--json", NULL,
-          "print the results JSON (schema oomlab.run/2; an array for the catalog) instead of the\n"
+          "print the results JSON (schema oomlab.run/3; an array for the catalog) instead of the\n"
           "table; the file is still written, its path on stderr",
           false},
          {"--plot", NULL,

@@ -32,7 +32,7 @@ static const char *const known_top[] = {
 static const char *const known_variant[] = {
     "name", "kind", "summary", "alloc_conf", "outcome", "passed", "error", "peak_allocated", "peak_reserved",
     "seconds", "cpu_seconds", "reproduced", "story_ooms", "kind_check", "saved", "notes", "metrics", "oom",
-    "ooms_caught", "expectations", "samples", "memory_stats", "devices", NULL};
+    "ooms_caught", "fix_layout", "expectations", "samples", "memory_stats", "devices", NULL};
 static const char *const known_sample[] = {"label", "allocated", "reserved", "active", "inactive_split",
                                            "allocated_peak", "reserved_peak", "segments", "num_device_alloc",
                                            "num_device_free", "num_alloc_retries", "num_ooms", "step_peak", NULL};

@@ -59,7 +59,16 @@ static bool put(buf *b, const void *src, size_t n)
     return true;
 }
 
-/* The result, each array after it, then the run's backend fields. */
+/* A layout (cachealloc_layout's): its segments, then each segment's blocks in order. */
+static bool put_layout(buf *b, const ca_snap_segment *segs, size_t n)
+{
+    bool ok = put(b, segs, n * sizeof *segs);
+    for (size_t k = 0; ok && k < n; k++)
+        ok = put(b, segs[k].blocks, segs[k].nblocks * sizeof *segs[k].blocks);
+    return ok;
+}
+
+/* The result, each array after it, the layouts, then the run's backend fields. */
 static bool encode(buf *b, const variant_result *res, const run_result *run)
 {
     uint32_t magic = ISOLATE_MAGIC;
@@ -69,12 +78,10 @@ static bool encode(buf *b, const variant_result *res, const run_result *run)
               put(b, res->metrics, res->nmetrics * sizeof *res->metrics) &&
               put(b, res->notes, res->nnotes * sizeof *res->notes) &&
               put(b, res->devices, res->ndevices * sizeof *res->devices) &&
-              put(b, res->oom_marks, res->noom_marks * sizeof *res->oom_marks) &&
-              put(b, res->oom_layout, res->oom_nlayout * sizeof *res->oom_layout);
+              put(b, res->oom_marks, res->noom_marks * sizeof *res->oom_marks);
     for (size_t k = 0; ok && k < res->ndevices; k++)
         ok = put(b, res->devices[k].samples, res->devices[k].nsamples * sizeof *res->devices[k].samples);
-    for (size_t k = 0; ok && k < res->oom_nlayout; k++)
-        ok = put(b, res->oom_layout[k].blocks, res->oom_layout[k].nblocks * sizeof *res->oom_layout[k].blocks);
+    ok = ok && put_layout(b, res->oom_layout, res->oom_nlayout) && put_layout(b, res->fix_layout, res->fix_nlayout);
     return ok && put(b, run->backend, sizeof run->backend) && put(b, run->device, sizeof run->device) &&
            put(b, &run->device_total, sizeof run->device_total) && put(b, &run->cap, sizeof run->cap) &&
            put(b, &run->model_order, sizeof run->model_order) && put(b, &magic, sizeof magic);
@@ -121,6 +128,38 @@ static void free_arrays(variant_result *v)
     free(v->devices);
     free(v->oom_marks);
     cachealloc_snapshot_free(v->oom_layout, v->oom_nlayout);
+    cachealloc_snapshot_free(v->fix_layout, v->fix_nlayout);
+}
+
+/* A layout written by put_layout, n segments (the child's count): *segs NULL and n 0 when there are none. The
+ * blocks are one array, segment after segment (cachealloc_snapshot_free frees the first segment's). */
+static bool take_layout(reader *r, ca_snap_segment **segs, size_t *n)
+{
+    void *p = NULL;
+    if (!take(r, *n, sizeof **segs, &p)) {
+        *segs = NULL, *n = 0;
+        return false;
+    }
+    *segs = p;
+    if (!p)
+        *n = 0;
+    size_t nblocks = 0;
+    bool ok = true;
+    for (size_t k = 0; k < *n; k++) {
+        (*segs)[k].blocks = NULL;
+        ok = ok && (*segs)[k].nblocks <= SIZE_MAX / sizeof(ca_snap_block) - nblocks;
+        nblocks += ok ? (*segs)[k].nblocks : 0;
+    }
+    void *blocks = NULL;
+    ok = ok && take(r, nblocks, sizeof(ca_snap_block), &blocks);
+    for (size_t k = 0, at = 0; ok && k < *n; at += (*segs)[k].nblocks, k++)
+        (*segs)[k].blocks = (ca_snap_block *)blocks + at;
+    if (!ok) { /* the blocks were not read: free the segments alone */
+        free(blocks);
+        free(*segs);
+        *segs = NULL, *n = 0;
+    }
+    return ok;
 }
 
 /* Decode into res and run; false (res untouched) when the bytes are not one whole result. */
@@ -132,45 +171,37 @@ static bool decode(const buf *b, variant_result *res, run_result *run)
     if (!take_into(&r, &magic, sizeof magic) || magic != ISOLATE_MAGIC || !take_into(&r, &v, sizeof v))
         return false;
     /* the pointers are the child's: replace each with a copy of what follows, NULL until read */
-    void *samples = NULL, *expect = NULL, *metrics = NULL, *notes = NULL, *devices = NULL, *marks = NULL,
-         *layout = NULL;
+    size_t noom = v.oom_nlayout, nfix = v.fix_nlayout;
+    v.oom_layout = v.fix_layout = NULL;
+    v.oom_nlayout = v.fix_nlayout = 0;
+    void *samples = NULL, *expect = NULL, *metrics = NULL, *notes = NULL, *devices = NULL, *marks = NULL;
     bool ok = take(&r, v.nsamples, sizeof *v.samples, &samples) && take(&r, v.nexpect, sizeof *v.expect, &expect) &&
               take(&r, v.nmetrics, sizeof *v.metrics, &metrics) && take(&r, v.nnotes, sizeof *v.notes, &notes) &&
               take(&r, v.ndevices, sizeof *v.devices, &devices) &&
-              take(&r, v.noom_marks, sizeof *v.oom_marks, &marks) &&
-              take(&r, v.oom_nlayout, sizeof *v.oom_layout, &layout);
+              take(&r, v.noom_marks, sizeof *v.oom_marks, &marks);
     v.samples = samples;
     v.expect = expect;
     v.metrics = metrics;
     v.notes = notes;
     v.devices = devices;
     v.oom_marks = marks;
-    v.oom_layout = layout;
     if (!v.devices)
         v.ndevices = 0;
-    if (!v.oom_layout)
-        v.oom_nlayout = 0;
-    for (size_t k = 0; k < v.ndevices; k++) /* each device's samples follow, in order, then each segment's blocks */
+    for (size_t k = 0; k < v.ndevices; k++) /* each device's samples follow, in order, then the layouts */
         v.devices[k].samples = NULL;
-    for (size_t k = 0; k < v.oom_nlayout; k++)
-        v.oom_layout[k].blocks = NULL;
     for (size_t k = 0; ok && k < v.ndevices; k++) {
         void *ds = NULL;
         ok = take(&r, v.devices[k].nsamples, sizeof *v.devices[k].samples, &ds);
         v.devices[k].samples = ds;
     }
-    /* the layout's blocks are one array, segment after segment (cachealloc_snapshot_free frees the first's) */
-    size_t nblocks = 0;
-    for (size_t k = 0; ok && k < v.oom_nlayout; k++) {
-        ok = v.oom_layout[k].nblocks <= SIZE_MAX / sizeof(ca_snap_block) - nblocks;
-        nblocks += ok ? v.oom_layout[k].nblocks : 0;
+    if (ok) {
+        v.oom_nlayout = noom;
+        ok = take_layout(&r, &v.oom_layout, &v.oom_nlayout);
     }
-    void *blocks = NULL;
-    ok = ok && take(&r, nblocks, sizeof(ca_snap_block), &blocks);
-    for (size_t k = 0, at = 0; ok && k < v.oom_nlayout; at += v.oom_layout[k].nblocks, k++)
-        v.oom_layout[k].blocks = (ca_snap_block *)blocks + at;
-    if (!ok)
-        free(blocks);
+    if (ok) {
+        v.fix_nlayout = nfix;
+        ok = take_layout(&r, &v.fix_layout, &v.fix_nlayout);
+    }
     char backend[sizeof run->backend], devname[sizeof run->device];
     size_t total = 0, cap = 0;
     bool model_order = false;

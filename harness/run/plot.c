@@ -982,6 +982,21 @@ static int map_rows(map_writer *w, const cJSON *segs, FILE *labels)
     return w->row;
 }
 
+/* A fix's layout at its peak ("fix_layout", oomlab.run/3), NULL when it has none. */
+static const cJSON *fix_segments_of(const cJSON *v)
+{
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(v, "fix_layout");
+    return cJSON_IsObject(f) ? json_arr(f, "segments") : NULL;
+}
+
+/* The map's panels: the first variant's layout at its OOM (the bug's), and beside it the first fix's at its peak
+ * (what the fix does instead); the other OOMs are named under the first, not drawn: most are myths whose layout is
+ * the bug's, four identical panels that say nothing. */
+typedef struct map_panel {
+    const cJSON *v, *segs;
+    bool fix;
+} map_panel;
+
 oom_status plot_segments(const char *json_path, const char *out, char *err, size_t errcap)
 {
     cJSON *run = NULL;
@@ -989,20 +1004,62 @@ oom_status plot_segments(const char *json_path, const char *out, char *err, size
     if (st != OOM_OK)
         return st;
     const cJSON *vs = json_arr(run, "variants"), *v;
+    map_panel pan[2];
     int np = 0;
-    cJSON_ArrayForEach(v, vs) np += segments_of(v) && cJSON_GetArraySize(segments_of(v)) > 0;
+    cJSON_ArrayForEach(v, vs) if (segments_of(v) && cJSON_GetArraySize(segments_of(v)) > 0)
+    {
+        pan[np++] = (map_panel){v, segments_of(v), false};
+        break;
+    }
     if (np == 0) {
         cJSON_Delete(run);
         return fail(err, errcap, OOM_EINVAL, "%s: no variant ran out of memory, so there is no segment map to draw",
                     json_path);
     }
+    cJSON_ArrayForEach(v, vs) if (fix_segments_of(v) && cJSON_GetArraySize(fix_segments_of(v)) > 0)
+    {
+        pan[np++] = (map_panel){v, fix_segments_of(v), true};
+        break;
+    }
+    /* the OOM panel's title: what it shows, then the other OOMs, the same layout as the one drawn or another,
+     * their names wrapped so that no line is wider than its panel */
+    char oom_title[1024], b1[32], b3[32];
+    const cJSON *oom0 = cJSON_GetObjectItemCaseSensitive(pan[0].v, "oom");
+    int nseg0 = cJSON_GetArraySize(pan[0].segs);
+    snprintf(oom_title, sizeof oom_title, "%s: OOM with %d segment%s\nasked %s, largest free block %s",
+             json_str(pan[0].v, "name"), nseg0, nseg0 == 1 ? "" : "s",
+             gp_size(json_num(oom0, "requested"), b1, sizeof b1),
+             gp_size(json_num(oom0, "largest_free_block"), b3, sizeof b3));
+    for (int same = 1; same >= 0; same--) {
+        bool first = true;
+        size_t line = 0; /* the current line's length */
+        cJSON_ArrayForEach(v, vs)
+        {
+            const cJSON *segs = segments_of(v);
+            if (v == pan[0].v || !segs || cJSON_GetArraySize(segs) == 0 ||
+                (bool)cJSON_Compare(segs, pan[0].segs, true) != (bool)same)
+                continue;
+            size_t n = strlen(oom_title);
+            const char *name = json_str(v, "name");
+            if (first)
+                line = (size_t)snprintf(oom_title + n, sizeof oom_title - n, "\n%s %s",
+                                        same ? "the same at the OOM of" : "other segments (not drawn) at the OOM of",
+                                        name) - 1;
+            else if (line + strlen(name) + 2 > 64)
+                line = (size_t)snprintf(oom_title + n, sizeof oom_title - n, ",\n%s", name) - 2;
+            else
+                line += (size_t)snprintf(oom_title + n, sizeof oom_title - n, ", %s", name);
+            first = false;
+        }
+    }
+    int title_lines = 1;
+    for (const char *c = oom_title; *c; c++)
+        title_lines += *c == '\n';
+    title_lines = title_lines < 3 ? 3 : title_lines;
     /* the rows of each map first (a pass that writes nowhere), to size the canvas */
     gp_figure f;
     int maxrows = 0;
-    cJSON_ArrayForEach(v, vs)
-    {
-        if (!segments_of(v))
-            continue;
+    for (int k = 0; k < np; k++) {
         map_writer w = {.d = fopen("/dev/null", "w")};
         FILE *nul = fopen("/dev/null", "w");
         if (!w.d || !nul) {
@@ -1013,33 +1070,31 @@ oom_status plot_segments(const char *json_path, const char *out, char *err, size
             cJSON_Delete(run);
             return fail(err, errcap, OOM_EIO, "cannot open /dev/null");
         }
-        int n = map_rows(&w, segments_of(v), nul);
+        int n = map_rows(&w, pan[k].segs, nul);
         fclose(w.d);
         fclose(nul);
         if (n < 0) {
             char e1[ECHO_BUF];
             cJSON_Delete(run);
-            return fail(err, errcap, OOM_EINVAL, "%s: variant '%s': its segments at the OOM would take more than %d rows "
-                        "(an expandable segment's \"page\" too small)", json_path, echo_str(json_str(v, "name"), e1),
+            return fail(err, errcap, OOM_EINVAL, "%s: variant '%s': its segments would take more than %d rows "
+                        "(an expandable segment's \"page\" too small)", json_path, echo_str(json_str(pan[k].v, "name"), e1),
                         MAP_ROWS_MAX);
         }
         maxrows = n > maxrows ? n : maxrows;
     }
     double row_px = fmax(3.0, fmin(14.0, 620.0 / (maxrows > 0 ? maxrows : 1)));
-    layout L; /* up to four maps side by side: the bug beside the myths that change nothing */
-    layout_init(&L, np, 4, 96, (int)(row_px * maxrows) + 136, 62, 18, 80, 54);
-    L.cols = np < 4 ? np : 4;
-    L.rows = (np + L.cols - 1) / L.cols;
-    L.height = L.header + L.rows * L.cell_h;
+    layout L; /* the OOM's map beside the fix's */
+    int pad_t = 46 + 16 * title_lines;
+    layout_init(&L, np, 2, 96, (int)(row_px * maxrows) + pad_t + 56, 62, 18, pad_t, 54);
     if ((st = gp_begin(&f, out, WIDTH, L.height, 12, err, errcap)) != OOM_OK) {
         cJSON_Delete(run);
         return st;
     }
     FILE *g = f.gp;
-    char title[512], ctx[160], path[160], lpath[160], b1[32], b2[32], b3[32];
+    char title[512], ctx[160], path[160], lpath[160], b2[32];
     run_context(run, ctx, sizeof ctx);
-    snprintf(title, sizeof title, "%s: the allocator's segments at each variant's first OOM (%s)",
-             json_str(run, "scenario"), ctx);
+    snprintf(title, sizeof title, "%s: the allocator's segments at the OOM of %s%s (%s)", json_str(run, "scenario"),
+             json_str(pan[0].v, "name"), np > 1 ? " and at a fix's peak" : "", ctx);
     const key_entry keys[] = {{KEY_BOX, C_ALLOCATED, "allocated"},
                               {KEY_BOX, C_GAP, "free, cached (reserved but unallocated)"},
                               {KEY_BOX, C_UNMAPPED, "unmapped (expandable segments)"}};
@@ -1047,16 +1102,11 @@ oom_status plot_segments(const char *json_path, const char *out, char *err, size
     fprintf(g, "set style fill solid 1.0 border lc rgb 'white'\nset border lc rgb '#555555'\nset xtics font ',11' "
                "nomirror\nset ytics font ',10' nomirror\nset xlabel 'MiB from the start of the segment' font ',11' "
                "offset 0,0.4\n");
-    int i = 0, p = 0;
-    cJSON_ArrayForEach(v, vs)
-    {
-        i++;
-        const cJSON *segs = segments_of(v);
-        if (!segs || cJSON_GetArraySize(segs) == 0)
-            continue;
+    for (int p = 0; p < np; p++) {
+        const cJSON *segs = pan[p].segs;
         char name[32], lname[32];
-        snprintf(name, sizeof name, "m%d.dat", i);
-        snprintf(lname, sizeof lname, "m%d.lab", i);
+        snprintf(name, sizeof name, "m%d.dat", p);
+        snprintf(lname, sizeof lname, "m%d.lab", p);
         map_writer w = {.d = gp_data(&f, name, path, sizeof path)};
         FILE *labels = gp_data(&f, lname, lpath, sizeof lpath);
         if (!w.d || !labels) {
@@ -1077,11 +1127,18 @@ oom_status plot_segments(const char *json_path, const char *out, char *err, size
             cJSON_Delete(run);
             return fail(err, errcap, OOM_EIO, "cannot write the plot's data in %s", f.dir);
         }
-        const cJSON *oom = cJSON_GetObjectItemCaseSensitive(v, "oom");
-        snprintf(title, sizeof title, "%s: %d segment%s\nasked %s\nlargest free block %s",
-                 json_str(v, "name"), cJSON_GetArraySize(segs), cJSON_GetArraySize(segs) == 1 ? "" : "s",
-                 gp_size(json_num(oom, "requested"), b1, sizeof b1), gp_size(json_num(oom, "largest_free_block"), b3, sizeof b3));
-        (void)b2;
+        int nseg = cJSON_GetArraySize(segs);
+        if (!pan[p].fix) {
+            snprintf(title, sizeof title, "%s", oom_title);
+        } else {
+            const cJSON *fl = cJSON_GetObjectItemCaseSensitive(pan[p].v, "fix_layout");
+            const cJSON *s0 = cJSON_GetArrayItem(segs, 0);
+            bool exp = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(s0, "expandable"));
+            snprintf(title, sizeof title, "%s: no OOM, %d segment%s%s\nat its peak, '%s': %s reserved",
+                     json_str(pan[p].v, "name"), nseg, nseg == 1 ? "" : "s",
+                     exp ? " (expandable: a row per page)" : "", json_str(fl, "label"),
+                     gp_size(json_num(fl, "reserved"), b2, sizeof b2));
+        }
         layout_panel(g, &L, p);
         fprintf(g, "set title ");
         gp_string(g, title);
@@ -1090,12 +1147,11 @@ oom_status plot_segments(const char *json_path, const char *out, char *err, size
         /* the first segment at the top, as memory_viz lists them */
         fprintf(g, "set yrange [%d.5:-0.5]\nset xrange [0:%.6f]\n", maxrows > 0 ? maxrows - 1 : 0,
                 w.width / 1048576.0 * 1.001);
-        int step = n <= 12 ? 1 : n <= 60 ? 5 : n <= 150 ? 10 : 50;
+        int step = maxrows <= 12 ? 1 : maxrows <= 60 ? 5 : maxrows <= 150 ? 10 : 50; /* the panels' common scale */
         fprintf(g, "set ytics (");
         for (int k = 0; k < n; k += step)
             fprintf(g, "'%d' %d%s", k + 1, k, k + step < n ? ", " : "");
         fprintf(g, ")\n");
-        p++;
         fprintf(g, "plot '%s' using (($2+$3)/2):1:(($3-$2)/2):(0.42):4 with boxxyerror lc rgb variable notitle, "
                    "'%s' using (0):1:2 with labels left offset 0.5,0 font ',10' notitle\n",
                 path, lpath);

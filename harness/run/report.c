@@ -425,6 +425,17 @@ static cJSON *variant_json(const variant_result *v, bool *ok)
     } else {
         add(o, "oom", cJSON_CreateNull(), ok);
     }
+    if (v->fix_step >= 0 && (size_t)v->fix_step < v->nsamples) {
+        cJSON *f = add(o, "fix_layout", cJSON_CreateObject(), ok);
+        if (f) {
+            add_int(f, "step", v->fix_step, ok);
+            add_str(f, "label", v->samples[v->fix_step].label, ok);
+            add_int(f, "reserved", v->fix_reserved, ok);
+            layout_json(f, v->fix_layout, v->fix_nlayout, ok);
+        }
+    } else {
+        add(o, "fix_layout", cJSON_CreateNull(), ok);
+    }
     cJSON *ex = add(o, "expectations", cJSON_CreateArray(), ok);
     for (size_t i = 0; i < v->nexpect; i++) {
         cJSON *e = cJSON_CreateObject();

@@ -7,7 +7,7 @@
  * with the bytes it saves), then each variant's expectations, ✓ or ✗,
  * and its OOM message.
  *
- * The results JSON, schema "oomlab.run/2" (REPORT_SCHEMA; readers accept /1 too):
+ * The results JSON, schema "oomlab.run/3" (REPORT_SCHEMA; readers accept /2 and /1 too):
  *   {"schema", "scenario", "title", "backend", "device", "dry_run", "scale": "ci"|"full",
  *    "budget" (B), "cap" (the cap in force: set_per_process_memory_fraction(B / device_total); null when none),
  *    "device_total", "alloc_conf_source" ("--alloc-conf", the variable's name from ALLOC_CONF_ENV_VARS, or
@@ -34,6 +34,9 @@
  *                                   "blocks": [[bytes, "allocated"|"free"|"unmapped"], ...] in address order,
  *                                   tiling the segment ("unmapped": an expandable range's space with no
  *                                   pages)}]},
+ *                  "fix_layout": null | {"step", "label", "reserved", "segments"}: a fix's layout at its peak (the
+ *                                first sample with the most reserved bytes), shaped as "oom"'s "segments", for the
+ *                                segment map's fix panel; null for other kinds,
  *                  "ooms_caught": (only with an OOM) every OOM scn_caught recorded, in order:
  *                                 [{"step", "what", "requested", "alloc_size", "allocated", "reserved",
  *                                   "device"}],
@@ -62,9 +65,11 @@
 
 OOM_BEGIN_DECLS
 
-#define REPORT_SCHEMA "oomlab.run/2"
-/* The earlier version the readers still accept: /2 added every sample's "step_peak" (the allocator's peak since the
- * sample before) and each variant's "story_ooms", "kind_check" and "saved"; a /1 file reads with those absent. */
+#define REPORT_SCHEMA "oomlab.run/3"
+/* The earlier versions the readers still accept: /3 added each variant's "fix_layout"; /2 added every sample's
+ * "step_peak" (the allocator's peak since the sample before) and each variant's "story_ooms", "kind_check" and
+ * "saved"; files of /2 and /1 read with those absent. */
+#define REPORT_SCHEMA_V2 "oomlab.run/2"
 #define REPORT_SCHEMA_V1 "oomlab.run/1"
 
 void report_table(const run_result *r, FILE *out);

@@ -243,6 +243,15 @@ void scn_step(scn *s, const char *fmt, ...)
     va_end(ap);
     runner_sample_of(cachealloc_stats(s->r->ca), smp);
     smp->step_peak = cachealloc_take_window_peak(s->r->ca);
+    if (res->v->kind == VARIANT_FIX && smp->reserved > res->fix_reserved) { /* the fix's new peak: its layout */
+        cachealloc_snapshot_free(res->fix_layout, res->fix_nlayout);
+        res->fix_nlayout = 0;
+        res->fix_layout = cachealloc_layout(s->r->ca, &res->fix_nlayout);
+        if (!res->fix_layout)
+            res->fix_nlayout = 0;
+        res->fix_step = (int)res->nsamples - 1;
+        res->fix_reserved = smp->reserved;
+    }
     for (size_t k = 1; k <= res->ndevices; k++) { /* every other open device, in step */
         device_sample(s, (int)k, smp->label, cachealloc_stats(s->extra[k]->ca));
         scn_device_result *d = &res->devices[k - 1];
@@ -554,6 +563,7 @@ static void variant_prepare(const run_options *o, const scenario_variant *v, var
     memset(res, 0, sizeof *res);
     res->v = v;
     res->reproduced = true;
+    res->fix_step = -1;
     alloc_conf c;
     char cerr[512];
     variant_conf(o, v, &c, cerr, sizeof cerr); /* validated already */
@@ -976,6 +986,7 @@ void run_result_free(run_result *r)
         free(r->variants[i].notes);
         free(r->variants[i].oom_marks);
         cachealloc_snapshot_free(r->variants[i].oom_layout, r->variants[i].oom_nlayout);
+        cachealloc_snapshot_free(r->variants[i].fix_layout, r->variants[i].fix_nlayout);
         for (size_t k = 0; k < r->variants[i].ndevices; k++)
             free(r->variants[i].devices[k].samples);
         free(r->variants[i].devices);

@@ -144,6 +144,12 @@ typedef struct variant_result {
      * oom_nlayout 0 when there was no OOM */
     ca_snap_segment *oom_layout;
     size_t oom_nlayout;
+    /* a fix's layout at its peak: at the first sample with the most reserved bytes (device 0), what the segment map
+     * draws beside the OOM's (cachealloc_layout); NULL with fix_nlayout 0 for other kinds, fix_step -1 */
+    ca_snap_segment *fix_layout;
+    size_t fix_nlayout;
+    int fix_step;           /* the sample it was taken at */
+    int64_t fix_reserved;   /* reserved bytes then */
     memstats stats;             /* at the end of the variant */
     scn_sample *samples;
     size_t nsamples;

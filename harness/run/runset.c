@@ -131,17 +131,15 @@ static const char *control_in(const cJSON *o, const char *const *keys)
 static const char *const top_names[] = {"scenario", "backend", "device", "scale", NULL};
 static const char *const variant_names[] = {"name", "outcome", NULL};
 
-/* A variant's "oom": its fields, and its layout ("segments", optional) segments of
- * blocks, each block [size >= 0, "allocated" | "free" | "unmapped"]. */
-static bool check_oom(const cJSON *oom, const char *w, char *err, size_t cap)
+/* A layout ("segments" of a variant's "oom" or "fix_layout"): segments of blocks, each block [size >= 0,
+ * "allocated" | "free" | "unmapped"]; absent is fine. */
+static bool check_segments(const cJSON *segs, const char *w, char *err, size_t cap)
 {
-    if (!check_fields(oom, oom_fields, NF(oom_fields), w, err, cap))
-        return false;
-    const cJSON *segs = runset_get(oom, "segments"), *s, *b;
+    const cJSON *s, *b;
     if (!segs)
         return true;
     if (!cJSON_IsArray(segs))
-        return fail(err, cap, "%s: \"oom\".\"segments\" is not an array", w);
+        return fail(err, cap, "%s: \"segments\" is not an array", w);
     if (!check_array(segs, segment_fields, NF(segment_fields), w, "segment", err, cap))
         return false;
     int i = 0;
@@ -165,6 +163,27 @@ static bool check_oom(const cJSON *oom, const char *w, char *err, size_t cap)
     return true;
 }
 
+/* A variant's "oom": its fields and its layout. */
+static bool check_oom(const cJSON *oom, const char *w, char *err, size_t cap)
+{
+    return check_fields(oom, oom_fields, NF(oom_fields), w, err, cap) &&
+           check_segments(runset_get(oom, "segments"), w, err, cap);
+}
+
+/* A fix's "fix_layout" (oomlab.run/3): null, or {"step", "label", "reserved", "segments"}. */
+static bool check_fix_layout(const cJSON *f, const char *w, char *err, size_t cap)
+{
+    if (!f || cJSON_IsNull(f))
+        return true;
+    if (!cJSON_IsObject(f))
+        return fail(err, cap, "%s: \"fix_layout\" is not an object or null", w);
+    const cJSON *step = runset_get(f, "step"), *label = runset_get(f, "label"), *res = runset_get(f, "reserved");
+    if (!cJSON_IsNumber(step) || !(step->valuedouble >= 0) || !cJSON_IsString(label) || !cJSON_IsNumber(res) ||
+        !(res->valuedouble >= 0))
+        return fail(err, cap, "%s: \"fix_layout\" needs \"step\", \"label\" and \"reserved\"", w);
+    return check_segments(runset_get(f, "segments"), w, err, cap);
+}
+
 bool runset_validate(const cJSON *j, const char *what, char *err, size_t cap)
 {
     if (!cJSON_IsObject(j))
@@ -173,9 +192,10 @@ bool runset_validate(const cJSON *j, const char *what, char *err, size_t cap)
     if (!schema)
         return fail(err, cap, "%s: no \"schema\": not a results document of schema %s", what, REPORT_SCHEMA);
     char e1[ECHO_BUF];
-    if (strcmp(schema, REPORT_SCHEMA) != 0 && strcmp(schema, REPORT_SCHEMA_V1) != 0)
-        return fail(err, cap, "%s: schema '%s', not %s or %s (oomlab run writes those)", what, echo_str(schema, e1),
-                    REPORT_SCHEMA, REPORT_SCHEMA_V1);
+    if (strcmp(schema, REPORT_SCHEMA) != 0 && strcmp(schema, REPORT_SCHEMA_V2) != 0 &&
+        strcmp(schema, REPORT_SCHEMA_V1) != 0)
+        return fail(err, cap, "%s: schema '%s', not %s, %s or %s (oomlab run writes those)", what,
+                    echo_str(schema, e1), REPORT_SCHEMA, REPORT_SCHEMA_V2, REPORT_SCHEMA_V1);
     if (!check_fields(j, top_fields, NF(top_fields), what, err, cap))
         return false;
     const char *bad = control_in(j, top_names);
@@ -211,6 +231,8 @@ bool runset_validate(const cJSON *j, const char *what, char *err, size_t cap)
         }
         const cJSON *oom = runset_get(v, "oom");
         if (cJSON_IsObject(oom) && !check_oom(oom, w, err, cap))
+            return false;
+        if (!check_fix_layout(runset_get(v, "fix_layout"), w, err, cap))
             return false;
         const cJSON *caught = runset_get(v, "ooms_caught"); /* optional: the OOMs a variant caught, for the plot */
         if (caught && !cJSON_IsArray(caught))

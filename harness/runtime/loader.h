@@ -13,19 +13,30 @@
  * Every batch lives until the caller frees it (hostbuf_free): `for batch in loader` keeps the previous batch
  * until the next one is received, so the caller frees it after loader_next returns the next.
  *
- * The schedule. Which batches are pinned when the main loop receives batch i depends on how fast the workers are
- * against the consumer; real threads race, so the loader follows a virtual clock: a worker takes produce_ms per
- * batch (starting when the batch is dispatched and the worker is free), pinning takes no time, and the consumer
- * receives batch i at T_i = max(finish of batch i, end of step i-1) and holds it for step_ms (loader_step_done).
- * The pin thread pins batch j only once the virtual clock has reached its finish; the main loop waits for those
- * pins before it goes on. Batches finish in index order (a worker's tasks are dispatched in order), so the
- * pinned blocks, their reuse and every counter are the same run to run, whatever the real threads' speed.
- * A slow consumer (step_ms well above produce_ms / W) finds the pipeline full at every step: P x W batches
- * dispatched and pinned, plus the one it holds; a fast one finds the batches pinned as they finish.
+ * The schedule. Which batches are pinned when the main loop receives batch i depends on how fast the workers, the
+ * pin thread's copy and the host-to-device copy are against the consumer; real threads race, so the loader follows
+ * a virtual clock (nanoseconds):
+ *   - a worker takes produce_ms per batch, starting when the batch is dispatched and the worker is free;
+ *   - the pin thread pins batch k (in index order) from ps_k = max(finish of batch k, pe_(k-1)): it allocates the
+ *     block at ps_k and copies the batch until pe_k = ps_k + nbytes / pin_gbps (the pageable->pinned memcpy);
+ *   - the consumer receives batch i at T_i = max(pe_i, its clock), and holds it for step_ms (loader_step_done);
+ *   - its copy to the device (loader_copy, after hostbuf_to_device): from pinned memory it holds the stream from
+ *     T_i until nbytes / h2d_gbps later (after the stream's previous copy), so the event the block gets when it is
+ *     freed completes no sooner and the block is not reused before; from pageable memory it is synchronous: the
+ *     consumer's clock moves on by nbytes / h2d_pageable_gbps.
+ * Everything that falls at or before the consumer's clock happens before the consumer's next action, in time order;
+ * at equal times a copy completes before a pin allocates (an event query at its completion time sees it done) and
+ * a pin allocates before the consumer frees (the consumer wakes after the pin thread). A bandwidth of 0 takes no
+ * time. So the pinned blocks, their reuse and every counter are the same run to run, whatever the real threads'
+ * speed. A slow consumer (step_ms well above produce_ms / W) finds the pipeline full at every step: P x W batches
+ * dispatched and pinned, plus the one it holds. A fast one finds the pin thread's copy the bottleneck: the batch
+ * it holds, the one being pinned and the one it frees as it receives the next (3 blocks); PyTorch's real threads
+ * spread between 2 and W + 1 around that (docs/parity.md).
  *
- * Threads: W worker threads and the pin thread; loader_next, loader_step_done, loader_in_flight and
+ * Threads: W worker threads and the pin thread; loader_next, loader_copy, loader_step_done, loader_in_flight and
  * loader_delete belong to the rt's thread. loader_delete is the iterator's shutdown: it stops and joins every
- * thread and frees the batches made and not received (pinned ones go back to rt->ha with no recorded stream).
+ * thread, lets the device copies still held complete, and frees the batches made and not received (pinned ones go
+ * back to rt->ha with no recorded stream).
  */
 #ifndef OOMLAB_LOADER_H
 #define OOMLAB_LOADER_H
@@ -45,6 +56,21 @@ OOM_BEGIN_DECLS
 
 #define LOADER_MAX_WORKERS 64
 #define LOADER_MAX_BATCHES 100000
+#define LOADER_MAX_MS 3600000 /* the longest a worker's batch, a step or a copy may take: the clock stays in range */
+
+/* The copies' bandwidths on the GPU machine, GB/s (1e9 bytes a second), for loader_options.
+ * LOADER_H2D_PINNED_GBPS and LOADER_H2D_PAGEABLE_GBPS are measured there (H100 80GB HBM3, driver 580.159.04, PyTorch
+ * 2.11): pinned_memory's fix-no-pin-memory, ten 19,267,584-byte copies each, recorded 45.7 and 11.1 GB/s
+ * (tests/data/twins/pinned_memory.torch.json, h2d_pinned_GBps and h2d_pageable_GBps) and 46.5 and 9.8 in a rerun
+ * (docs/measurements/h100-2026-11-25); the committed recording's figures are the ones used.
+ * LOADER_PIN_COPY_GBPS, the pin thread's pageable->pinned memcpy on one CPU thread (_pin_memory_loop calls
+ * torch.set_num_threads(1)), is NOT measured yet: until scripts/twins/pinned_spread.py's measurement of it is
+ * committed, it is the pageable host-to-device figure, 11.1 GB/s, since a copy from pageable memory is a CPU copy
+ * into pinned staging buffers overlapped with the DMA (CUDA C++ Best Practices Guide, "Pinned Memory"; the
+ * DMA at 45.7 GB/s is not what limits it). No vendor documents a host memcpy rate for the H100's host. */
+#define LOADER_H2D_PINNED_GBPS 45.7
+#define LOADER_H2D_PAGEABLE_GBPS 11.1
+#define LOADER_PIN_COPY_GBPS 11.1
 
 typedef struct loader_options {
     int workers;        /* num_workers: 1..LOADER_MAX_WORKERS */
@@ -54,22 +80,32 @@ typedef struct loader_options {
     int ndim;
     int64_t shape[TENSOR_MAX_DIMS]; /* one batch */
     bool pin_memory;
-    int64_t produce_ms; /* the modelled time a worker takes per batch, >= 0 */
-    int64_t step_ms;    /* the modelled time the consumer holds a batch, >= 0 */
+    int64_t produce_ms; /* the modelled time a worker takes per batch, 0..LOADER_MAX_MS */
+    int64_t step_ms;    /* the modelled time the consumer holds a batch, 0..LOADER_MAX_MS */
+    /* the modelled copies' bandwidths, GB/s, >= 0 (0: the copy takes no time): the pin thread's pageable->pinned
+     * copy, and the consumer's host-to-device copy from pinned (non_blocking) and from pageable memory; a batch's
+     * copy may take LOADER_MAX_MS at most */
+    double pin_gbps, h2d_gbps, h2d_pageable_gbps;
 } loader_options;
 
 typedef struct loader loader;
 
-/* Start the workers (and the pin thread) and dispatch the first P x W batches. OOM_EINVAL for bad options,
- * OOM_ENOMEM_HOST when a thread or the bookkeeping cannot be had. Batch k is filled from seed
+/* Start the workers (and the pin thread) and dispatch the first P x W batches. OOM_EINVAL for bad options (out of
+ * the ranges above), OOM_ENOMEM_HOST when a thread or the bookkeeping cannot be had. Batch k is filled from seed
  * oom_rng_hash(seed, k). */
 oom_status loader_new(rt *r, const loader_options *o, uint64_t seed, loader **out);
 /* next(iterator): the next batch in order. OOM_OK with *out the batch (the caller frees it), or *out NULL when
  * every batch has been received; the batch's own failure (OOM_ENOMEM_PINNED when its pinning failed, or what
  * making it failed with) with *out NULL. */
 oom_status loader_next(loader *l, hostbuf **out);
-/* The consumer's step on the batch it received is over: the virtual clock moves on by step_ms, and the pins
- * that fall within it are done before this returns. */
+/* The consumer copied the batch it received to the device on stream s (call it after hostbuf_to_device): with
+ * pin_memory the copy holds s (device_stream_hold) until the clock passes its end, so the event the block gets
+ * on s when it is freed (hostalloc_free records it then, as PyTorch does) completes no sooner; without, the clock
+ * moves on by the synchronous copy's time (and the pins within it are done). OOM_OK, or device_stream_hold's
+ * failure. */
+oom_status loader_copy(loader *l, devstream s);
+/* The consumer's step on the batch it received is over: the virtual clock moves on by step_ms, and the pins and
+ * copy completions that fall within it are done before this returns. */
 void loader_step_done(loader *l);
 /* Batches dispatched and not yet received (<= P x W), and of them those pinned (or made, without pin_memory)
  * and waiting for the main loop. */

@@ -12,7 +12,9 @@ depth x [Linear(width, width), ReLU], then Linear(width, 10), built on the CPU a
   myth-keep-loss, myth-keep-output  a training loop (SGD(lr=1e-3), zero_grad(set_to_none=True)) that keeps
                                  history.append(loss) or history.append(out) after backward
   bug-held-reference, fix-del, myth-empty-cache, myth-gc-collect   seed 002: holding held_mib, request_mib fails;
-                                 then del / torch.cuda.empty_cache() / gc.collect() and the request again
+                                 then del / torch.cuda.empty_cache() / gc.collect() (t.remedy, as the scenario's
+                                 scn_remedy: the first request's OOM is a step of the story) and the request
+                                 again, whose result is the outcome (fix-del: ok)
 Every statement mirrors the scenario's C, and samples carry its labels (scripts/twins/twinlib.py has the format).
 A sample is taken after an `except` block ends, never inside it: the exception's traceback would keep the failed
 forward pass's locals alive.
@@ -162,13 +164,13 @@ def held_reference(t, variant, p):
         if variant == "fix-del":
             del big
             big = None
-            t.step("del the %d MiB tensor" % held)
+            t.remedy("del the %d MiB tensor" % held)
         elif variant == "myth-empty-cache":
             torch.cuda.empty_cache()
-            t.step("torch.cuda.empty_cache()")
+            t.remedy("torch.cuda.empty_cache()")
         else:
             gc.collect()
-            t.step("gc.collect()")
+            t.remedy("gc.collect()")
         ok = True
         try:
             req = empty_mib(request)

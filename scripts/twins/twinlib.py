@@ -4,8 +4,10 @@ read (tests/twin.c).
 
 A twin script defines its variants and a function `body(t, variant, params)` that runs one variant the way the
 scenario (scenarios/NAME.c) does, calling t.step(label) where the scenario calls scn_step, t.caught(exc, what)
-where it calls scn_caught, t.metric(name, unit, value) where it calls scn_metric, and t.note(text) for a text the
-recording must keep (an error message the scenario expects, which scn_note shows). Then:
+where it calls scn_caught, t.remedy(label) where it calls scn_remedy (the OOMs caught before it are steps of the
+variant's story, and its outcome is what follows: fix-del's request before the del), t.metric(name, unit, value)
+where it calls scn_metric, and t.note(text) for a text the recording must keep (an error message the scenario
+expects, which scn_note shows). Then:
 
     if __name__ == "__main__":
         sys.exit(twinlib.main(__doc__, "NAME", VARIANTS, PARAMS, BUDGET, body))
@@ -19,8 +21,9 @@ means the same on both sides). Command line:
 Each variant runs in its own process, with cuBLAS's workspaces off by default (CUBLAS_WORKSPACE_CONFIG=:0:0,
 CUBLASLT_WORKSPACE_SIZE=0: oomlab's GEMM needs none, docs/parity.md), or with them on given --workspaces. The
 output is one JSON object: {"scenario", "torch", "device", "total_memory", "budget", "allowed", "params",
-"cublas_workspaces": "off"|"on", "variants": [{"variant", "alloc_conf", "outcome": "ok"|"oom"|"error",
-"oom": null|{"step", "what", "message"}, "error", "samples": [{"label", KEYS...}], "metrics": [{"name", "unit",
+"cublas_workspaces": "off"|"on", "variants": [{"variant", "alloc_conf", "outcome": "ok"|"oom"|"error" (oom: an OOM
+caught after the remedy, or anywhere without one), "story_ooms": the OOMs caught before t.remedy (0 without one),
+"oom": null|{"step", "what", "message", "kind"} (the first OOM caught, the story's where there is one), "error", "samples": [{"label", KEYS...}], "metrics": [{"name", "unit",
 "value", "sample"}], "notes": [text], "devices": [{"index", "name", "samples"}] (t.devices: the other devices of a
 variant on several devices, as the results JSON's "devices"; [] for one)}]}.
 
@@ -53,6 +56,8 @@ class Twin:
         self.devices = []  # a variant on several devices: [{"index", "name", "samples"}] for devices 1..
         self.oom = None
         self.rank, self.world, self.device = 0, 1, 0
+        self.ooms = 0  # OOMs caught
+        self.story_ooms = 0  # of them, caught before remedy(): steps of the story, not the outcome
         torch.cuda.init()
         self.total = torch.cuda.get_device_properties(0).total_memory
         torch.cuda.set_per_process_memory_fraction(budget / self.total)
@@ -67,8 +72,15 @@ class Twin:
     def caught(self, exc, what, kind="device"):
         """`except torch.OutOfMemoryError as exc`: the first one is the variant's OOM. kind "pinned host" for a
         pinning failure (scn_caught_pinned)."""
+        self.ooms += 1
         if self.oom is None:
             self.oom = {"step": len(self.samples), "what": what, "message": str(exc), "kind": kind}
+
+    def remedy(self, label):
+        """scn_remedy: a sample under label, and every OOM caught so far becomes a step of the story: the outcome
+        is "oom" only if one is caught after this."""
+        self.step(label)
+        self.story_ooms = self.ooms
 
     def metric(self, name, unit, value):
         self.metrics.append({"name": name, "unit": unit, "value": float(value), "sample": len(self.samples) - 1})
@@ -116,9 +128,9 @@ def _child(name, variant, alloc_conf, params, budget, body):
     if world > 1:
         import torch.distributed as dist
         dist.destroy_process_group()
-    if res["outcome"] == "ok" and t.oom is not None:
+    if res["outcome"] == "ok" and t.ooms > t.story_ooms:
         res["outcome"] = "oom"
-    res.update({"oom": t.oom, "samples": t.samples, "metrics": t.metrics, "notes": t.notes, "devices": t.devices,
+    res.update({"story_ooms": t.story_ooms, "oom": t.oom, "samples": t.samples, "metrics": t.metrics, "notes": t.notes, "devices": t.devices,
                 "total_memory": t.total, "allowed": t.allowed,
                 "torch": torch.__version__, "device": torch.cuda.get_device_name(0)})
     return res
