@@ -15,7 +15,7 @@
 #include "run/report.h"
 #include "run/runner.h"
 #include "run/scenario.h"
-#include "run/sweep.h"
+#include "run/sweep_report.h"
 
 /* --set NAME=VALUE with an integer VALUE. */
 bool cli_parse_set(const char *arg, run_set *out, char *name, size_t cap)

@@ -12,7 +12,7 @@
 #include "core/fileio.h"
 #include "core/jsonfile.h"
 #include "run/report.h"
-#include "run/sweep.h"
+#include "run/sweep_report.h"
 
 const cJSON *runset_get(const cJSON *o, const char *key) { return cJSON_GetObjectItemCaseSensitive(o, key); }
 
