@@ -13,14 +13,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "alloc/trace.h"
+#include "trace/trace.h"
 #include "core/fileio.h"
-#include "run/advise.h"
-#include "run/plot.h"
-#include "run/report.h"
-#include "run/report_html.h"
+#include "analysis/advise.h"
+#include "figures/plot.h"
+#include "results/report.h"
+#include "figures/report_html.h"
 #include "run/runner.h"
-#include "run/runset.h"
+#include "results/runset.h"
 #include "run/scenario.h"
 #include "testutil.h"
 

@@ -14,7 +14,7 @@
 #include <time.h>
 
 #include "alloc/cachealloc.h"
-#include "run/export.h"
+#include "results/export.h"
 
 #ifndef OOM_DEBUG
 #define OOM_DEBUG 0

@@ -24,7 +24,7 @@ typedef struct bench_options {
     bool json;
 } bench_options;
 
-/* --json (every benchmark): Google Benchmark's JSON (run/export.h's gbench_context and gbench_add): "context" with
+/* --json (every benchmark): Google Benchmark's JSON (results/export.h's gbench_context and gbench_add): "context" with
  * oomlab_backend, oomlab_device, oomlab_debug_level and oomlab_benchmark, and one entry of "benchmarks" per figure
  * (real_time and, where the host's CPU does the work, cpu_time; the rest as user counters). */
 

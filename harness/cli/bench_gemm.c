@@ -16,7 +16,7 @@
 #include <time.h>
 
 #include "kernels.h"
-#include "run/export.h"
+#include "results/export.h"
 
 #ifndef OOM_DEBUG
 #define OOM_DEBUG 0

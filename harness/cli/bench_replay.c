@@ -23,9 +23,9 @@
 #include <unistd.h>
 
 #include "alloc/cachealloc.h"
-#include "alloc/replay.h"
-#include "alloc/trace.h"
-#include "run/advise.h"
+#include "trace/replay.h"
+#include "trace/trace.h"
+#include "analysis/advise.h"
 
 #ifndef OOM_DEBUG
 #define OOM_DEBUG 0

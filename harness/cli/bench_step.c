@@ -12,7 +12,7 @@
 #include "runtime/nn.h"
 #include "runtime/ops.h"
 #include "runtime/optim.h"
-#include "run/export.h"
+#include "results/export.h"
 #include "run/runner.h"
 
 #ifndef OOM_DEBUG

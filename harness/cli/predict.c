@@ -1,4 +1,4 @@
-/* predict.c - `oomlab predict`: find the Python, run the capture as a child, analyse its trace (run/predict.h).
+/* predict.c - `oomlab predict`: find the Python, run the capture as a child, analyse its trace (analysis/predict.h).
  *
  * The Python is --python, else build/venv/bin/python of the checkout this binary runs from, installed on first
  * use by scripts/predict_venv.sh (said on stderr, with the time it took). The capture runs as
@@ -24,12 +24,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "alloc/trace.h"
+#include "trace/trace.h"
 #include "core/echo.h"
 #include "core/fileio.h"
 #include "core/selfpath.h"
 #include "core/units.h"
-#include "run/predict.h"
+#include "analysis/predict.h"
 
 /* the checkout: where scripts/ has predict_venv.sh (and the capture package, scripts/oomlab_capture) */
 #define CHECKOUT_MARK "scripts/predict_venv.sh"

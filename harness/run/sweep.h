@@ -13,7 +13,7 @@
  *                               power of two that fits and the next value of the series that does not (HI when
  *                               every power of two fits, LO when none does).
  * A run whose result is known already (the same value) is not repeated: runs are deterministic.
- * The table and the results JSON: run/sweep_report.h.
+ * The table and the results JSON: results/sweep_report.h.
  */
 #ifndef OOMLAB_SWEEP_H
 #define OOMLAB_SWEEP_H

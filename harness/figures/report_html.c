@@ -1,5 +1,5 @@
 /* report_html.c - the catalog as one static page. See report_html.h. */
-#include "run/report_html.h"
+#include "figures/report_html.h"
 
 #include <cJSON.h>
 #include <dirent.h>
@@ -15,8 +15,8 @@
 #include "core/echo.h"
 #include "core/fileio.h"
 #include "core/jsonfile.h"
-#include "run/plot.h"
-#include "run/runset.h"
+#include "figures/plot.h"
+#include "results/runset.h"
 #include "run/scenario.h"
 #include "run/story.h"
 

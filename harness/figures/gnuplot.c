@@ -1,5 +1,5 @@
 /* gnuplot.c - one figure drawn by gnuplot. See gnuplot.h. */
-#include "run/gnuplot.h"
+#include "figures/gnuplot.h"
 
 #include <errno.h>
 #include <fcntl.h>

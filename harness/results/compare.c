@@ -1,5 +1,5 @@
 /* compare.c - what moved between two runs. See compare.h. */
-#include "run/compare.h"
+#include "results/compare.h"
 
 #include <ctype.h>
 #include <math.h>

@@ -8,7 +8,7 @@
  * plus 24 bytes an event. A file that is not valid JSON is parsed again with cJSON for the error line (where it
  * is truncated, or the byte, line and column of the bad text), so the messages are cJSON's.
  *
- * `oomlab replay` (alloc/replay.h) and `oomlab advise` (run/advise.h) replay from a trace_file any number of
+ * `oomlab replay` (trace/replay.h) and `oomlab advise` (analysis/advise.h) replay from a trace_file any number of
  * times.
  */
 #ifndef OOMLAB_TRACE_H
@@ -109,7 +109,7 @@ void trace_devices_with_events(const trace_file *t, char *buf, size_t cap);
 
 /* True when device d's list has a segment_alloc, segment_free, segment_map or segment_unmap entry. A list of
  * allocs and frees alone (oomlab predict's capture, a hand-made trace) records no placements to check: its replay
- * is a prediction (alloc/replay.h). */
+ * is a prediction (trace/replay.h). */
 bool trace_has_segment_events(const trace_file *t, size_t d);
 
 /* The user_metadata text in force at event i of device d ("" before the first mark). */

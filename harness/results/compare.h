@@ -29,7 +29,7 @@
 
 #include "core/compat.h"
 #include "core/status.h"
-#include "run/runset.h"
+#include "results/runset.h"
 
 OOM_BEGIN_DECLS
 

@@ -1,5 +1,5 @@
 /* report.c - the run table and the results JSON. See report.h. */
-#include "run/report.h"
+#include "results/report.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,12 +1,12 @@
 /* predict.c - a predicted trace's peaks, fit, OOM and advice. See predict.h. */
-#include "run/predict.h"
+#include "analysis/predict.h"
 
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "alloc/memstats.h"
-#include "alloc/replay.h"
+#include "trace/replay.h"
 #include "core/echo.h"
 
 #define MIB ((size_t)1 << 20)

@@ -1,11 +1,11 @@
 /* sweep_report.c - a sweep as people read it (the table) and as programs read it (the results JSON).
  * See sweep_report.h. */
-#include "run/sweep_report.h"
+#include "results/sweep_report.h"
 
 #include <string.h>
 
 #include "alloc/memstats.h"
-#include "run/report.h"
+#include "results/report.h"
 
 /* ---- the table --------------------------------------------------------------------------------------------- */
 

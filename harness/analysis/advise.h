@@ -1,6 +1,6 @@
 /* advise.h - `oomlab advise`: is an OOM fragmentation, and which allocator setting recovers it?
  *
- * From one recorded trace (alloc/trace.h, parsed once), replayed many times through the allocator model:
+ * From one recorded trace (trace/trace.h, parsed once), replayed many times through the allocator model:
  *   - the workload's need: the peak of the bytes live at once, each request rounded to PyTorch's 512-byte block
  *     (an OOM entry counts its rounded size on top of what was live): no setting runs below it;
  *   - per allocator setting (PyTorch's defaults, expandable_segments, max_split_size_mb, roundup_power2_divisions,
@@ -16,7 +16,7 @@
  *   - growth across repeated phases: step starts from --step-marker (user_metadata set with
  *     torch.cuda.memory._set_memory_metadata) or found from the recorded pattern of allocation sizes, allocated
  *     bytes at each, and steady growth reported as a leak with the sizes of the blocks that accumulate.
- * Every replay is a what-if (alloc/replay.h, fast mode): segments are placed by the sim's model of the driver,
+ * Every replay is a what-if (trace/replay.h, fast mode): segments are placed by the sim's model of the driver,
  * whose first kernel launch opt->kernels places.
  */
 #ifndef OOMLAB_ADVISE_H
@@ -29,8 +29,8 @@
 #include <stdio.h>
 
 #include "alloc/allocconf.h"
-#include "alloc/replay.h"
-#include "alloc/trace.h"
+#include "trace/replay.h"
+#include "trace/trace.h"
 #include "core/compat.h"
 #include "core/status.h"
 
@@ -82,7 +82,7 @@ typedef struct advise_result {
     size_t events;
     size_t device_total;          /* the sim's device memory (an H100's, or opt->device_total) that the budgets
                                    * are fractions of */
-    bool prediction;              /* the trace has no segment events (a prediction: alloc/replay.h) */
+    bool prediction;              /* the trace has no segment events (a prediction: trace/replay.h) */
     size_t need;                  /* the workload's need (above) */
     long need_event;              /* where it peaks */
     advise_row rows[ADVISE_MAX_ROWS];

@@ -33,7 +33,7 @@
 #include "alloc/allocconf.h"
 #include "core/compat.h"
 #include "alloc/memstats.h"
-#include "alloc/trace.h"
+#include "trace/trace.h"
 #include "core/status.h"
 
 OOM_BEGIN_DECLS
@@ -132,7 +132,7 @@ typedef struct replay_report {
 
 oom_status replay_trace(const char *path, const replay_options *opt, replay_report *rep, char *err, size_t errcap);
 
-/* replay_trace of a trace already loaded (alloc/trace.h): any number of replays parse the file once. path names
+/* replay_trace of a trace already loaded (trace/trace.h): any number of replays parse the file once. path names
  * it in messages. */
 oom_status replay_loaded(const trace_file *t, const char *path, const replay_options *opt, replay_report *rep,
                          char *err, size_t errcap);

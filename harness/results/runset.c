@@ -1,5 +1,5 @@
 /* runset.c - results JSON read back. See runset.h. */
-#include "run/runset.h"
+#include "results/runset.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -11,8 +11,8 @@
 #include "core/echo.h"
 #include "core/fileio.h"
 #include "core/jsonfile.h"
-#include "run/report.h"
-#include "run/sweep_report.h"
+#include "results/report.h"
+#include "results/sweep_report.h"
 
 const cJSON *runset_get(const cJSON *o, const char *key) { return cJSON_GetObjectItemCaseSensitive(o, key); }
 

@@ -1,5 +1,5 @@
 /* replay.c - PyTorch snapshot trace replay through the caching allocator model. See replay.h. */
-#include "alloc/replay.h"
+#include "trace/replay.h"
 
 #include <cJSON.h>
 #include <stdarg.h>
@@ -9,8 +9,8 @@
 
 #include "alloc/cachealloc.h"
 #include "device/device.h"
-#include "alloc/snapshot.h"
-#include "alloc/trace.h"
+#include "trace/snapshot.h"
+#include "trace/trace.h"
 
 /* ---- trace addr -> model ptr, open addressing (keys are nonzero addresses) ---- */
 

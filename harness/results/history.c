@@ -1,5 +1,5 @@
 /* history.c - the nightly history and its steps. See history.h. */
-#include "run/history.h"
+#include "results/history.h"
 
 #include <math.h>
 #include <stdarg.h>

@@ -1,5 +1,5 @@
 /* baseline.c - baselines made from runs, written atomically. See baseline.h. */
-#include "run/baseline.h"
+#include "results/baseline.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -2,7 +2,7 @@
  * which allocator setting buys the last gigabyte.
  *
  * The trace is what scripts/oomlab_capture wrote for a user's script run on the CPU (the meta device): PyTorch's
- * snapshot format with allocs and frees only (no segment events: a prediction, alloc/replay.h), each entry's
+ * snapshot format with allocs and frees only (no segment events: a prediction, trace/replay.h), each entry's
  * user_metadata "step S: aten::OP at FILE:LINE", and a top-level "oomlab_capture" object (schema
  * oomlab.capture/1) naming the GPU it modelled {name, total_memory, sm_count, arch, context_bytes, sources}, the
  * placeholders it answered (.item(), data-dependent shapes) and the allocations it modelled (cuBLAS workspaces,
@@ -13,7 +13,7 @@
  *     (cachealloc_budget_cap); without a budget the limit is the device's free memory, total less the context;
  *   - the OOM of that replay, if any: its event, the step and op from the event's user_metadata, and the message
  *     PyTorch prints (cachealloc's text);
- *   - advise (run/advise.h) on the same trace and GPU: the minimum budget per allocator setting, the verdict,
+ *   - advise (analysis/advise.h) on the same trace and GPU: the minimum budget per allocator setting, the verdict,
  *     steps and leaks.
  */
 #ifndef OOMLAB_PREDICT_H
@@ -25,10 +25,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "alloc/trace.h"
+#include "trace/trace.h"
 #include "core/compat.h"
 #include "core/status.h"
-#include "run/advise.h"
+#include "analysis/advise.h"
 
 OOM_BEGIN_DECLS
 

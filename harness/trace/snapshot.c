@@ -1,6 +1,6 @@
 /* snapshot.c - _snapshot()-shaped JSON of the caching allocator, its pickle, and the atomic writer. See
  * snapshot.h. */
-#include "alloc/snapshot.h"
+#include "trace/snapshot.h"
 
 #include <ctype.h>
 #include <math.h>

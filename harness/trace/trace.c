@@ -1,5 +1,5 @@
 /* trace.c - one pass over a snapshot JSON into per-device event arrays. See trace.h. */
-#include "alloc/trace.h"
+#include "trace/trace.h"
 
 #include <cJSON.h>
 #include <ctype.h>
@@ -636,7 +636,7 @@ static scan_rc scan_top(scanner *s, trace_file *t, const char *path, char *err, 
                     }
                     cJSON_Delete(v);
                 } else if (key_is(ka, kb, "oomlab_capture") && !t->capture) {
-                    /* what oomlab predict's capture says about its trace (run/predict.h reads it) */
+                    /* what oomlab predict's capture says about its trace (analysis/predict.h reads it) */
                     if (!(t->capture = parse_small(va, s->p)))
                         return SCAN_NOMEM;
                 } else if (key_is(ka, kb, "budget")) {

@@ -1,5 +1,5 @@
 /* advise.c - minimum budgets per allocator setting by bisection over replays, fragmentation, growth. See advise.h. */
-#include "run/advise.h"
+#include "analysis/advise.h"
 
 #include <stdarg.h>
 #include <stdlib.h>
@@ -8,7 +8,7 @@
 #include "alloc/cachealloc.h"
 #include "alloc/memstats.h"
 #include "device/device.h"
-#include "run/gnuplot.h"
+#include "figures/gnuplot.h"
 
 #define MIB ((size_t)1 << 20)
 

@@ -1,5 +1,5 @@
 /* export.c - a run as JUnit XML, Google Benchmark JSON and a customSmallerIsBetter array. See export.h. */
-#include "run/export.h"
+#include "results/export.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /* plot.c - the figures of plot.h, as gnuplot scripts (gnuplot.h draws them). */
-#include "run/plot.h"
+#include "figures/plot.h"
 
 #include <cJSON.h>
 #include <math.h>
@@ -13,9 +13,9 @@
 #include "core/echo.h"
 #include "core/fileio.h"
 #include "core/jsonfile.h"
-#include "run/gnuplot.h"
-#include "run/history.h"
-#include "run/runset.h"
+#include "figures/gnuplot.h"
+#include "results/history.h"
+#include "results/runset.h"
 
 #define WIDTH 1280 /* every figure: readable projected, and in a README */
 
