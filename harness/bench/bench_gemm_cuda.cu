@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/bench.h"
+#include "bench/bench.h"
 #include "kernels.h"
 
 namespace {

@@ -7,8 +7,7 @@
 #include <stdlib.h>
 
 #include "runtime/autograd.h"
-#include "cli/bench.h"
-#include "cli/command.h"
+#include "bench/bench.h"
 #include "runtime/nn.h"
 #include "runtime/ops.h"
 #include "runtime/optim.h"
@@ -138,22 +137,4 @@ oom_status bench_step(const bench_step_options *opt, FILE *out)
     nn_mlp_free(m);
     rt_close(r);
     return st;
-}
-
-int cli_bench_step(int argc, char **argv)
-{
-    bench_step_options opt = {.kind = DEVICE_AUTO};
-    for (int i = 0; i < argc; i++) {
-        int rc = 0;
-        if (cli_bench_common_option(argc, argv, &i, &opt.json, &opt.kind, &rc)) {
-        } else if (strcmp(argv[i], "--width") == 0 || strcmp(argv[i], "--batch") == 0) {
-            long *v = strcmp(argv[i], "--width") == 0 ? &opt.width : &opt.batch;
-            rc = cli_take_count(argc, argv, &i, 1, 65536, "a size", v);
-        } else {
-            return cli_bad_arg("bench step: unknown option '%s'", argv[i]);
-        }
-        if (rc)
-            return rc;
-    }
-    return cli_bench_exit(bench_step(&opt, stdout));
 }

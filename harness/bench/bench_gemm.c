@@ -7,8 +7,7 @@
  * k_gemm_cuda against cuBLAS.
  * The build's OOM_DEBUG level is printed: only level 0 figures are worth publishing (`make bench`).
  */
-#include "cli/bench.h"
-#include "cli/command.h"
+#include "bench/bench.h"
 
 #include <cJSON.h>
 #include <stdlib.h>
@@ -195,19 +194,4 @@ oom_status bench_gemm(const bench_gemm_options *opt, FILE *out)
         if (cpu_ms[i] < 0)
             return OOM_ENOMEM_HOST;
     return gst;
-}
-
-int cli_bench_gemm(int argc, char **argv)
-{
-    bench_gemm_options opt = {.kind = DEVICE_AUTO};
-    for (int i = 0; i < argc; i++) {
-        int rc;
-        if (cli_bench_common_option(argc, argv, &i, &opt.json, &opt.kind, &rc)) {
-            if (rc)
-                return rc;
-        } else {
-            return cli_bad_arg("bench gemm: unknown option '%s'", argv[i]);
-        }
-    }
-    return cli_bench_exit(bench_gemm(&opt, stdout));
 }

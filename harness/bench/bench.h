@@ -1,4 +1,6 @@
-/* bench.h - `oomlab bench alloc`: the caching allocator's cost per malloc+free pair on a cache hit. */
+/* bench.h - the benchmarks behind `oomlab bench` (cli/bench.c takes their options): alloc, gemm, step, replay.
+ *
+ * alloc: the caching allocator's cost per malloc+free pair on a cache hit. */
 #ifndef OOMLAB_BENCH_H
 #define OOMLAB_BENCH_H
 

@@ -3,7 +3,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
-#include "cli/bench.h"
+#include "bench/bench.h"
 
 #define RAW_MAX_K 64
 

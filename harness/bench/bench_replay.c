@@ -11,8 +11,7 @@
  *   advise  advise_run on the loaded trace, once (s), as `oomlab advise` would.
  * The build's OOM_DEBUG level is printed: only level 0 figures are worth publishing (`make bench`).
  */
-#include "cli/bench.h"
-#include "cli/command.h"
+#include "bench/bench.h"
 
 #include <cJSON.h>
 #include <limits.h>
@@ -264,27 +263,4 @@ oom_status bench_replay(const bench_replay_options *opt, FILE *out)
             c / 1e6, cc / 1e6, (double)nev / (cc / 1e3));
     fprintf(out, "  advise  %7.2f / %7.2f s   %zu replays\n", adv_s, adv_cpu, adv_replays);
     return OOM_OK;
-}
-
-int cli_bench_replay(int argc, char **argv)
-{
-    bench_replay_options opt = {.events = 1000000, .seed = 1};
-    for (int i = 0; i < argc; i++) {
-        int rc = 0;
-        long v = 0;
-        if (strcmp(argv[i], "--json") == 0) {
-            opt.json = true;
-        } else if (strcmp(argv[i], "--events") == 0) {
-            rc = cli_take_count(argc, argv, &i, 1000, 20000000, "a count", &v);
-            opt.events = (size_t)v;
-        } else if (strcmp(argv[i], "--seed") == 0) {
-            rc = cli_take_count(argc, argv, &i, 1, 2147483647, "a seed", &v);
-            opt.seed = (uint64_t)v;
-        } else {
-            return cli_bad_arg("bench replay: unknown option '%s'", argv[i]);
-        }
-        if (rc)
-            return rc;
-    }
-    return cli_bench_exit(bench_replay(&opt, stdout));
 }
