@@ -1,7 +1,6 @@
 /* advise.c - minimum budgets per allocator setting by bisection over replays, fragmentation, growth. See advise.h. */
 #include "analysis/advise.h"
 
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,16 +8,9 @@
 #include "alloc/memstats.h"
 #include "device/device.h"
 #include "figures/gnuplot.h"
+#include "core/fail.h"
 
 #define MIB ((size_t)1 << 20)
-
-static void set_err(char *err, size_t cap, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, cap, fmt, ap);
-    va_end(ap);
-}
 
 /* The settings tried, after the recording's own and before the user's: the keys PyTorch's documentation offers
  * against fragmentation, at a few values each. */
@@ -426,20 +418,20 @@ oom_status advise_run(const trace_file *t, const char *path, const advise_option
             res->device = (int)i;
         }
     if (nwith == 0) {
-        set_err(err, errcap, "%s: no trace events on any device (call torch.cuda.memory._record_memory_history() "
+        errbuf_set(err, errcap, "%s: no trace events on any device (call torch.cuda.memory._record_memory_history() "
                              "before the program allocates, then _dump_snapshot())",
                 path);
         return OOM_EINVAL;
     }
     if (opt->one_device) {
         if (opt->device < 0 || (size_t)opt->device >= t->ndevices || t->dev[opt->device].n == 0) {
-            set_err(err, errcap, "--device: %s has no events on cuda:%d (it has events on %s)", path, opt->device,
+            errbuf_set(err, errcap, "--device: %s has no events on cuda:%d (it has events on %s)", path, opt->device,
                     with);
             return OOM_EINVAL;
         }
         res->device = opt->device;
     } else if (nwith > 1) {
-        set_err(err, errcap, "%s has events on %s: pick one with --device", path, with);
+        errbuf_set(err, errcap, "%s has events on %s: pick one with --device", path, with);
         return OOM_EINVAL;
     }
     const trace_device *d = &t->dev[res->device];
@@ -459,7 +451,7 @@ oom_status advise_run(const trace_file *t, const char *path, const advise_option
         res->recorded_budget = t->budget_bytes;
         res->budget_source = "file";
     } else if (t->budget == TRACE_BUDGET_BAD) {
-        set_err(err, errcap, "%s: 'budget' must be a whole number of bytes > 0 (scripts/snapshot2json.py --budget "
+        errbuf_set(err, errcap, "%s: 'budget' must be a whole number of bytes > 0 (scripts/snapshot2json.py --budget "
                              "writes it)",
                 path);
         return OOM_EINVAL;
@@ -467,7 +459,7 @@ oom_status advise_run(const trace_file *t, const char *path, const advise_option
         res->budget_source = "none";
     }
     if (res->recorded_budget >= res->device_total) {
-        set_err(err, errcap, "--budget: %zu bytes is more than the device's %zu (%s)", res->recorded_budget,
+        errbuf_set(err, errcap, "--budget: %zu bytes is more than the device's %zu (%s)", res->recorded_budget,
                 res->device_total, opt->device_total ? "the GPU's memory" : "an H100's memory, which the sim models");
         return OOM_EINVAL;
     }
@@ -487,18 +479,18 @@ oom_status advise_run(const trace_file *t, const char *path, const advise_option
         char perr[200];
         alloc_conf_default(&c);
         if (alloc_conf_parse(&c, opt->extra[i], perr, sizeof perr) != OOM_OK) {
-            set_err(err, errcap, "--try '%s': %s", opt->extra[i], perr);
+            errbuf_set(err, errcap, "--try '%s': %s", opt->extra[i], perr);
             return OOM_EINVAL;
         }
         if (!add_row(res, opt->extra[i], "--try")) {
-            set_err(err, errcap, "--try: at most %d settings in all", ADVISE_MAX_ROWS);
+            errbuf_set(err, errcap, "--try: at most %d settings in all", ADVISE_MAX_ROWS);
             return OOM_EINVAL;
         }
     }
 
     size_t *freed_at = lifetimes(d);
     if (!freed_at) {
-        set_err(err, errcap, "out of host memory");
+        errbuf_set(err, errcap, "out of host memory");
         return OOM_ENOMEM_HOST;
     }
     find_need(d, freed_at, res);
@@ -539,7 +531,7 @@ oom_status advise_run(const trace_file *t, const char *path, const advise_option
         find_leak(d, freed_at, res);
     free(freed_at);
     if (rc == OOM_OK && !ok) {
-        set_err(err, errcap, "out of host memory");
+        errbuf_set(err, errcap, "out of host memory");
         rc = OOM_ENOMEM_HOST;
     }
     return rc;
@@ -886,7 +878,7 @@ static bool write_plot(const advise_result *res, gp_figure *f)
 oom_status advise_plot(const advise_result *res, const char *out_path, char *err, size_t errcap)
 {
     if (res->npoints == 0) {
-        set_err(err, errcap, "advise ran without series: nothing to plot");
+        errbuf_set(err, errcap, "advise ran without series: nothing to plot");
         return OOM_EINVAL;
     }
     gp_figure f;
@@ -895,7 +887,7 @@ oom_status advise_plot(const advise_result *res, const char *out_path, char *err
         return st;
     if (!write_plot(res, &f)) {
         gp_abort(&f);
-        set_err(err, errcap, "cannot write the plot's inputs");
+        errbuf_set(err, errcap, "cannot write the plot's inputs");
         return OOM_EIO;
     }
     return gp_end(&f, err, errcap);

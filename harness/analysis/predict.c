@@ -1,25 +1,17 @@
 /* predict.c - a predicted trace's peaks, fit, OOM and advice. See predict.h. */
 #include "analysis/predict.h"
 
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "alloc/memstats.h"
 #include "trace/replay.h"
 #include "core/echo.h"
+#include "core/fail.h"
 
 #define MIB ((size_t)1 << 20)
 /* A device no trace fills: the uncapped replay's (dry run: nothing is backed). Placement does not depend on it. */
 #define PREDICT_UNCAPPED_TOTAL ((size_t)1 << 50)
-
-static void set_err(char *err, size_t cap, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, cap, fmt, ap);
-    va_end(ap);
-}
 
 static double mib(size_t b) { return (double)b / (double)MIB; }
 
@@ -39,7 +31,7 @@ static oom_status read_gpu(const trace_file *t, const char *path, predict_gpu *g
     const cJSON *schema = cJSON_GetObjectItemCaseSensitive(t->capture, "schema");
     if (schema && (!cJSON_IsString(schema) || strcmp(schema->valuestring, CAPTURE_SCHEMA) != 0)) {
         char e[ECHO_BUF];
-        set_err(err, errcap, "%s: 'oomlab_capture'.'schema' is '%s', not %s (a capture this oomlab does not read)",
+        errbuf_set(err, errcap, "%s: 'oomlab_capture'.'schema' is '%s', not %s (a capture this oomlab does not read)",
                 path, echo_str(cJSON_IsString(schema) ? schema->valuestring : "(not a string)", e), CAPTURE_SCHEMA);
         return OOM_EINVAL;
     }
@@ -49,7 +41,7 @@ static oom_status read_gpu(const trace_file *t, const char *path, predict_gpu *g
     size_t sm = 0;
     if (!cJSON_IsObject(gpu) || !cJSON_IsString(name) || !json_size(gpu, "total_memory", &g->total) ||
         !json_size(gpu, "context_bytes", &g->context) || g->total == 0 || g->context >= g->total) {
-        set_err(err, errcap, "%s: no 'oomlab_capture'.'gpu' {name, total_memory, context_bytes} (not a trace of "
+        errbuf_set(err, errcap, "%s: no 'oomlab_capture'.'gpu' {name, total_memory, context_bytes} (not a trace of "
                              "scripts/oomlab_capture)",
                 path);
         return OOM_EINVAL;
@@ -98,11 +90,11 @@ oom_status predict_run(const trace_file *t, const char *path, const predict_opti
         return rc;
     res->capture = cJSON_Duplicate(t->capture, true);
     if (!res->capture) {
-        set_err(err, errcap, "out of host memory");
+        errbuf_set(err, errcap, "out of host memory");
         return OOM_ENOMEM_HOST;
     }
     if (opt->budget >= res->gpu.total) {
-        set_err(err, errcap, "--budget: %zu bytes is not below the %s's memory, %zu bytes (PyTorch's memory "
+        errbuf_set(err, errcap, "--budget: %zu bytes is not below the %s's memory, %zu bytes (PyTorch's memory "
                              "fraction is at most 1)",
                 opt->budget, res->gpu.name, res->gpu.total);
         return OOM_EINVAL;

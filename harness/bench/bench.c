@@ -44,6 +44,15 @@ double bench_cpu_ns(void)
     return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
 }
 
+void bench_print_json(cJSON *j, FILE *out)
+{
+    char *s = cJSON_Print(j);
+    if (s)
+        fprintf(out, "%s\n", s);
+    free(s);
+    cJSON_Delete(j);
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -162,11 +171,7 @@ oom_status bench_alloc(const bench_options *opt, FILE *out)
         }
     }
     if (json) {
-        char *s = cJSON_Print(json);
-        if (s)
-            fprintf(out, "%s\n", s);
-        free(s);
-        cJSON_Delete(json);
+        bench_print_json(json, out);
     }
     device_close(dev);
     return st;

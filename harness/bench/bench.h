@@ -19,6 +19,9 @@ OOM_BEGIN_DECLS
 double bench_now_ns(void);
 double bench_cpu_ns(void);
 double bench_median(double *v, int n);
+/* Print a benchmark's --json document j to out, then free it (a struct here: the .cu files see no cJSON.h). */
+struct cJSON;
+void bench_print_json(struct cJSON *j, FILE *out);
 
 typedef struct bench_options {
     device_kind kind; /* backend under the allocator; sim runs dry (accounting only) */

@@ -153,11 +153,7 @@ oom_status bench_gemm(const bench_gemm_options *opt, FILE *out)
                 }
             }
         }
-        char *s = cJSON_Print(json);
-        if (s)
-            fprintf(out, "%s\n", s);
-        free(s);
-        cJSON_Delete(json);
+        bench_print_json(json, out);
     } else {
         fprintf(out, "oomlab bench gemm: backend %s (%s), OOM_DEBUG=%d%s\n", dev->ops->name, dev->name, OOM_DEBUG,
                 OOM_DEBUG ? " (checked build: do not publish these figures; use make bench)" : "");

@@ -242,11 +242,7 @@ oom_status bench_replay(const bench_replay_options *opt, FILE *out)
         cJSON_AddNumberToObject(o, "advise_s", adv_s);
         cJSON_AddNumberToObject(o, "advise_cpu_s", adv_cpu);
         cJSON_AddNumberToObject(o, "advise_replays", (double)adv_replays);
-        char *s = cJSON_Print(o);
-        if (s)
-            fprintf(out, "%s\n", s);
-        free(s);
-        cJSON_Delete(o);
+        bench_print_json(o, out);
         return OOM_OK;
     }
     fprintf(out, "bench replay (OOM_DEBUG=%d%s): a seeded trace (seed %llu) of %zu events, %.1f MB of JSON\n",

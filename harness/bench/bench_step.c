@@ -110,11 +110,7 @@ oom_status bench_step(const bench_step_options *opt, FILE *out)
                     cJSON_AddNumberToObject(b, "batch", (double)B);
                 }
             }
-            char *s = cJSON_Print(j);
-            if (s)
-                fprintf(out, "%s\n", s);
-            free(s);
-            cJSON_Delete(j);
+            bench_print_json(j, out);
         } else {
             fprintf(out, "oomlab bench step: MLP(width %lld, depth %d) batch %lld on %s (%s kernels), OOM_DEBUG=%d%s\n",
                     (long long)W, D, (long long)B, r->dev->ops->name, r->k->name, OOM_DEBUG,

@@ -318,12 +318,7 @@ int cli_advise(int argc, char **argv)
         return cli_bad_input("advise: %s", err);
     }
     if (json) {
-        cJSON *o = advise_json(&res);
-        char *s = o ? cJSON_Print(o) : NULL;
-        if (s)
-            puts(s);
-        free(s);
-        cJSON_Delete(o);
+        cli_print_json(advise_json(&res));
     } else {
         if (pickle)
             printf("converted: %s with scripts/snapshot2json.py --strip-frames\n", file);

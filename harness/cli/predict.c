@@ -361,11 +361,7 @@ static int do_sweep(predict_cli *c)
         else
             cJSON_AddNullToObject(o, "largest_fit");
         cJSON_AddBoolToObject(o, "monotonic", sw.monotonic);
-        char *s = cJSON_Print(o);
-        if (s)
-            puts(s);
-        free(s);
-        cJSON_Delete(o);
+        cli_print_json(o);
         return 0;
     }
     if (sw.found >= sw.lo)
@@ -522,12 +518,7 @@ int cli_predict(int argc, char **argv)
     }
     if (rc == 0) {
         if (c.json) {
-            cJSON *o = predict_json(&res, c.script);
-            char *s = o ? cJSON_Print(o) : NULL;
-            if (s)
-                puts(s);
-            free(s);
-            cJSON_Delete(o);
+            cli_print_json(predict_json(&res, c.script));
         } else {
             predict_print(&res, stdout);
             if (c.trace_out)

@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <spawn.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,18 +13,10 @@
 #include <unistd.h>
 
 #include "core/echo.h"
+#include "core/fail.h"
 #include "core/fileio.h"
 
 extern char **environ;
-
-static oom_status fail(char *err, size_t cap, oom_status st, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, cap, fmt, ap);
-    va_end(ap);
-    return st;
-}
 
 void gp_string(FILE *f, const char *s)
 {
@@ -86,30 +77,30 @@ oom_status gp_begin(gp_figure *f, const char *out, int width, int height, int fo
     else if (dot && dot > (slash ? slash : out) && strcasecmp(dot, ".svg") == 0)
         f->svg = true;
     else
-        return fail(err, errcap, OOM_EINVAL, "%s: a plot is written as .png or .svg", echo_str(out, e1));
+        return errbuf_fail(err, errcap, OOM_EINVAL, "%s: a plot is written as .png or .svg", echo_str(out, e1));
     if (strlen(out) >= sizeof f->out)
-        return fail(err, errcap, OOM_EINVAL, "%s: the output's name is too long", echo_str(out, e1));
+        return errbuf_fail(err, errcap, OOM_EINVAL, "%s: the output's name is too long", echo_str(out, e1));
     if (slash) { /* the folder must be there: gnuplot would only say it cannot open the file */
         char folder[1024];
         struct stat sb;
         snprintf(folder, sizeof folder, "%.*s", (int)(slash == out ? 1 : slash - out), out);
         if (stat(folder, &sb) != 0 || !S_ISDIR(sb.st_mode))
-            return fail(err, errcap, OOM_EIO, "cannot write %s: its folder does not exist", echo_str(out, e1));
+            return errbuf_fail(err, errcap, OOM_EIO, "cannot write %s: its folder does not exist", echo_str(out, e1));
     }
     snprintf(f->out, sizeof f->out, "%s", out);
     snprintf(f->dir, sizeof f->dir, "/tmp/oomlab_plot.XXXXXX");
     if (!mkdtemp(f->dir))
-        return fail(err, errcap, OOM_EIO, "cannot make a temporary directory");
+        return errbuf_fail(err, errcap, OOM_EIO, "cannot make a temporary directory");
     char gp[128];
     snprintf(gp, sizeof gp, "%s/script.gp", f->dir);
     if (!(f->gp = fopen(gp, "w"))) {
         rmdir(f->dir);
-        return fail(err, errcap, OOM_EIO, "cannot write the plot's script in %s", f->dir);
+        return errbuf_fail(err, errcap, OOM_EIO, "cannot write the plot's script in %s", f->dir);
     }
     /* gnuplot draws onto its standard output, this file (created O_EXCL: a link planted at the name is never
      * followed), so no name from the input is in its script and it opens nothing itself */
     if ((f->out_fd = fileio_temp_beside(out, f->out_tmp, sizeof f->out_tmp)) < 0) {
-        fail(err, errcap, OOM_EIO, "cannot write %s: cannot create a temporary file beside it", echo_str(out, e1));
+        errbuf_fail(err, errcap, OOM_EIO, "cannot write %s: cannot create a temporary file beside it", echo_str(out, e1));
         cleanup(f);
         return OOM_EIO;
     }
@@ -235,28 +226,28 @@ oom_status gp_end(gp_figure *f, char *err, size_t errcap)
     oom_status st = OOM_OK;
     int rc = 0, status = 0;
     if (!ok) {
-        st = fail(err, errcap, OOM_EIO, "cannot write the plot's script in %s", f->dir);
+        st = errbuf_fail(err, errcap, OOM_EIO, "cannot write the plot's script in %s", f->dir);
     } else if ((rc = run_gnuplot(script, f->out_fd, gerr, &status)) == ENOENT) {
-        st = fail(err, errcap, OOM_EIO, "cannot run gnuplot: it is not on PATH (install gnuplot-nox: make deps)");
+        st = errbuf_fail(err, errcap, OOM_EIO, "cannot run gnuplot: it is not on PATH (install gnuplot-nox: make deps)");
     } else if (rc != 0 && WIFSIGNALED(status)) {
-        st = fail(err, errcap, OOM_EIO, "cannot write %s: gnuplot was killed by signal %d", echo_str(f->out, e1),
+        st = errbuf_fail(err, errcap, OOM_EIO, "cannot write %s: gnuplot was killed by signal %d", echo_str(f->out, e1),
                   WTERMSIG(status));
     } else if (rc != 0) {
         char *why_gp = fileio_read_all(gerr, NULL);
         const char *line = why_gp ? last_line(why_gp) : "";
         char e2[ECHO_BUF];
-        st = fail(err, errcap, OOM_EIO, "gnuplot failed%s%s", line[0] ? ": " : "", echo_str(line, e2));
+        st = errbuf_fail(err, errcap, OOM_EIO, "gnuplot failed%s%s", line[0] ? ": " : "", echo_str(line, e2));
         free(why_gp);
     } else if (!output_complete(f->out_fd, f->svg, why, sizeof why)) {
-        st = fail(err, errcap, OOM_EIO, "cannot write %s: %s", echo_str(f->out, e1), why);
+        st = errbuf_fail(err, errcap, OOM_EIO, "cannot write %s: %s", echo_str(f->out, e1), why);
     } else {
         int fd = f->out_fd;
         f->out_fd = -1;
         if (close(fd) != 0) {
             unlink(f->out_tmp);
-            st = fail(err, errcap, OOM_EIO, "cannot write %s: %s", echo_str(f->out, e1), strerror(errno));
+            st = errbuf_fail(err, errcap, OOM_EIO, "cannot write %s: %s", echo_str(f->out, e1), strerror(errno));
         } else if ((st = fileio_publish(f->out_tmp, f->out)) != OOM_OK) { /* it removed the temporary file */
-            st = fail(err, errcap, st, "%s", oom_error_detail());
+            st = errbuf_fail(err, errcap, st, "%s", oom_error_detail());
         }
     }
     cleanup(f);

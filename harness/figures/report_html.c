@@ -4,7 +4,6 @@
 #include <cJSON.h>
 #include <dirent.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +12,7 @@
 
 #include "alloc/memstats.h"
 #include "core/echo.h"
+#include "core/fail.h"
 #include "core/fileio.h"
 #include "core/jsonfile.h"
 #include "figures/plot.h"
@@ -20,15 +20,6 @@
 #include "run/scenario.h"
 #include "run/story.h"
 
-
-static oom_status fail(char *err, size_t cap, oom_status st, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, cap, fmt, ap);
-    va_end(ap);
-    return st;
-}
 
 static const char *size_str(double b, char *buf, size_t cap)
 {
@@ -96,7 +87,7 @@ static oom_status take(entry *es, const char *path, char *err, size_t errcap)
     int k = catalog_index(json_str(j, "scenario"));
     if (k < 0) {
         char e1[ECHO_BUF];
-        fail(err, errcap, OOM_EINVAL, "%s: scenario '%s' is not in the catalog", path,
+        errbuf_fail(err, errcap, OOM_EINVAL, "%s: scenario '%s' is not in the catalog", path,
              echo_str(json_str(j, "scenario"), e1));
         cJSON_Delete(j);
         return OOM_EINVAL;
@@ -111,7 +102,7 @@ static oom_status take(entry *es, const char *path, char *err, size_t errcap)
     }
     if (had) {
         cJSON_Delete(j);
-        return fail(err, errcap, OOM_EINVAL, "%s: a second %s of %s (%s has one): give one of each", path,
+        return errbuf_fail(err, errcap, OOM_EINVAL, "%s: a second %s of %s (%s has one): give one of each", path,
                     sweep ? "sweep" : "run", e->sc->name, sweep ? e->sweep_path : e->run_path);
     }
     if (sweep) {
@@ -625,7 +616,7 @@ static oom_status page(entry *es, const char *dir, const char *twins_dir, char *
     snprintf(path, sizeof path, "%s/index.html", dir);
     FILE *f = fopen(path, "w");
     if (!f)
-        return fail(err, errcap, OOM_EIO, "cannot write %s", path);
+        return errbuf_fail(err, errcap, OOM_EIO, "cannot write %s", path);
     fprintf(f, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" "
                "content=\"width=device-width, initial-scale=1\">\n<title>oomlab: GPU out-of-memory failures, "
                "measured</title>\n<style>\n%s</style>\n</head>\n<body>\n",
@@ -658,7 +649,7 @@ static oom_status page(entry *es, const char *dir, const char *twins_dir, char *
     fprintf(f, "</p></footer>\n</body>\n</html>\n");
     bool ok = !ferror(f);
     ok = fclose(f) == 0 && ok;
-    return ok ? OOM_OK : fail(err, errcap, OOM_EIO, "cannot write %s", path);
+    return ok ? OOM_OK : errbuf_fail(err, errcap, OOM_EIO, "cannot write %s", path);
 }
 
 oom_status report_html(const char *const *inputs, size_t n, const char *twins_dir, const char *out_dir, char *err,
@@ -676,17 +667,17 @@ oom_status report_html(const char *const *inputs, size_t n, const char *twins_di
     for (size_t k = 0; k < scenario_catalog_size; k++) {
         nruns += es[k].run != NULL;
         if (st == OOM_OK && es[k].sweep && !es[k].run)
-            st = fail(err, errcap, OOM_EINVAL, "%s: a sweep of %s without a run of it (give its SCENARIO.json too)",
+            st = errbuf_fail(err, errcap, OOM_EINVAL, "%s: a sweep of %s without a run of it (give its SCENARIO.json too)",
                       es[k].sweep_path, es[k].sc->name);
     }
     if (st == OOM_OK && nruns == 0)
-        st = fail(err, errcap, OOM_EINVAL, "no run results among the inputs (oomlab run writes SCENARIO.json)");
+        st = errbuf_fail(err, errcap, OOM_EINVAL, "no run results among the inputs (oomlab run writes SCENARIO.json)");
     /* OUT is replaced only when it is a folder: never a link (the old one is removed, and removing through a link
      * would empty its target) nor a file */
     const char *kind = fileio_kind(out_dir);
     char e1[ECHO_BUF];
     if (st == OOM_OK && kind && strcmp(kind, "a directory") != 0)
-        st = fail(err, errcap, OOM_EINVAL, "%s is %s, not a folder: not replaced (the report is a folder)",
+        st = errbuf_fail(err, errcap, OOM_EINVAL, "%s is %s, not a folder: not replaced (the report is a folder)",
                   echo_str(out_dir, e1), kind);
     /* everything into OUT.tmp.XXXXXX/report (mkdtemp: a folder of ours, never one planted there), which replaces
      * OUT when complete */
@@ -695,12 +686,12 @@ oom_status report_html(const char *const *inputs, size_t n, const char *twins_di
     snprintf(base, sizeof base, "%s.tmp.XXXXXX", out_dir);
     snprintf(old, sizeof old, "%s.old.%ld", out_dir, (long)getpid());
     if (st == OOM_OK && !(made = mkdtemp(base) != NULL))
-        st = fail(err, errcap, OOM_EIO, "cannot write %s: cannot create a temporary folder beside it",
+        st = errbuf_fail(err, errcap, OOM_EIO, "cannot write %s: cannot create a temporary folder beside it",
                   echo_str(out_dir, e1));
     snprintf(tmp, sizeof tmp, "%s/report", base);
     snprintf(img, sizeof img, "%s/img", tmp);
     if (st == OOM_OK && fileio_mkdirs(img) != OOM_OK)
-        st = fail(err, errcap, OOM_EIO, "%s", oom_error_detail());
+        st = errbuf_fail(err, errcap, OOM_EIO, "%s", oom_error_detail());
     for (size_t k = 0; k < scenario_catalog_size && st == OOM_OK; k++)
         if (es[k].run)
             st = draw(&es[k], tmp, err, errcap);
@@ -711,7 +702,7 @@ oom_status report_html(const char *const *inputs, size_t n, const char *twins_di
         if (rename(tmp, out_dir) != 0) {
             if (had)
                 rename(old, out_dir);
-            st = fail(err, errcap, OOM_EIO, "cannot write %s", echo_str(out_dir, e1));
+            st = errbuf_fail(err, errcap, OOM_EIO, "cannot write %s", echo_str(out_dir, e1));
         } else if (had) {
             remove_tree(old);
         }

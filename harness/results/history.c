@@ -8,18 +8,10 @@
 #include <unistd.h>
 
 #include "core/echo.h"
+#include "core/fail.h"
 #include "core/fileio.h"
 #include "core/strbuf.h"
 #include "run/scenario.h"
-
-static oom_status fail(oom_status st, char *err, size_t cap, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, cap, fmt, ap);
-    va_end(ap);
-    return st;
-}
 
 /* ---- reading ----------------------------------------------------------------------------------------------- */
 
@@ -125,20 +117,20 @@ oom_status history_read(const char *path, history *h, char *err, size_t cap)
     fileio_limit lim = runset_input_limit(); /* the bound of every results reader (--max-input) */
     h->text = fileio_read_limited(path, &lim, &len, NULL);
     if (!h->text)
-        return fail(OOM_EINVAL, err, cap, "%s", oom_error_detail());
+        return errbuf_fail(err, cap, OOM_EINVAL, "%s", oom_error_detail());
     size_t lines = 1;
     for (size_t i = 0; i < len; i++)
         lines += h->text[i] == '\n';
     h->rows = calloc(lines, sizeof *h->rows);
     if (!h->rows) {
         history_free(h);
-        return fail(OOM_ENOMEM_HOST, err, cap, "out of host memory");
+        return errbuf_fail(err, cap, OOM_ENOMEM_HOST, "out of host memory");
     }
     /* one row per line: a line is cut out (NUL at its '\n') before it is split, so a bad row (an open quote, a
      * NUL) never reaches into the next */
     if (len == 0) {
         history_free(h);
-        return fail(OOM_EINVAL, err, cap, "%s: line 1 is not the header %s", path, HISTORY_HEADER);
+        return errbuf_fail(err, cap, OOM_EINVAL, "%s: line 1 is not the header %s", path, HISTORY_HEADER);
     }
     char *p = h->text, *end = h->text + len;
     char *f[HISTORY_NCOLS];
@@ -160,7 +152,7 @@ oom_status history_read(const char *path, history *h, char *err, size_t cap)
                 snprintf(header + strlen(header), sizeof header - strlen(header), "%s%s", i ? "," : "", f[i]);
             if (nf != HISTORY_NCOLS || strcmp(header, HISTORY_HEADER) != 0) {
                 history_free(h);
-                return fail(OOM_EINVAL, err, cap, "%s: line 1 is not the header %s", path, HISTORY_HEADER);
+                return errbuf_fail(err, cap, OOM_EINVAL, "%s: line 1 is not the header %s", path, HISTORY_HEADER);
             }
             continue;
         }
@@ -236,7 +228,7 @@ static bool put_row(strbuf *b, const char *const *cols, const char *metric, doub
     if (why) {
         char e1[ECHO_BUF], num[64];
         snprintf(num, sizeof num, "%.17g", value);
-        fail(OOM_EINVAL, err, cap, "%s: variant '%s': %s %s %s: nothing appended", path, echo_str(cols[6], e1),
+        errbuf_fail(err, cap, OOM_EINVAL, "%s: variant '%s': %s %s %s: nothing appended", path, echo_str(cols[6], e1),
              metric, num, why);
         return false;
     }
@@ -270,14 +262,14 @@ static oom_status rows_of(const runset *s, const char *commit, strbuf *b, size_t
         const cJSON *j = s->docs[i].json, *v;
         const char *path = s->docs[i].path;
         if (!runset_str(j, "started", NULL))
-            return fail(OOM_EINVAL, err, cap, "%s: no \"started\": a baseline, not a run (history takes runs)", path);
+            return errbuf_fail(err, cap, OOM_EINVAL, "%s: no \"started\": a baseline, not a run (history takes runs)", path);
         for (size_t k = 0; k < sizeof text_keys / sizeof text_keys[0]; k++)
             if (!text_ok(runset_str(j, text_keys[k], "")))
-                return fail(OOM_EINVAL, err, cap, "%s: \"%s\" '%s' has a control character (a line break?)", path,
+                return errbuf_fail(err, cap, OOM_EINVAL, "%s: \"%s\" '%s' has a control character (a line break?)", path,
                             text_keys[k], echo_str(runset_str(j, text_keys[k], ""), e1));
         const char *scname = runset_str(j, "scenario", "");
         if (!scenario_name_ok(scname))
-            return fail(OOM_EINVAL, err, cap, "%s: scenario '%s' is not a scenario name (a-z, then a-z, 0-9, '_' or "
+            return errbuf_fail(err, cap, OOM_EINVAL, "%s: scenario '%s' is not a scenario name (a-z, then a-z, 0-9, '_' or "
                         "'-', at most %d bytes)", path, echo_str(scname, e1), SCENARIO_NAME_MAX);
         const char *cols[HISTORY_NCOLS - 2] = {runset_str(j, "started", ""), commit, runset_str(j, "backend", ""),
                                                runset_str(j, "device", ""), runset_str(j, "scale", ""), scname, ""};
@@ -285,7 +277,7 @@ static oom_status rows_of(const runset *s, const char *commit, strbuf *b, size_t
         {
             cols[6] = runset_str(v, "name", "");
             if (!scenario_name_ok(cols[6]))
-                return fail(OOM_EINVAL, err, cap, "%s: variant '%s' is not a variant name (a-z, then a-z, 0-9, '_' "
+                return errbuf_fail(err, cap, OOM_EINVAL, "%s: variant '%s' is not a variant name (a-z, then a-z, 0-9, '_' "
                             "or '-', at most %d bytes)", path, echo_str(cols[6], e1), SCENARIO_NAME_MAX);
             const cJSON *ms = runset_get(v, "memory_stats"), *oom = runset_get(v, "oom"), *e;
             int failed = 0;
@@ -308,7 +300,7 @@ static oom_status rows_of(const runset *s, const char *commit, strbuf *b, size_t
                 return OOM_EINVAL;
         }
     }
-    return b->oom ? fail(OOM_ENOMEM_HOST, err, cap, "out of host memory") : OOM_OK;
+    return b->oom ? errbuf_fail(err, cap, OOM_ENOMEM_HOST, "out of host memory") : OOM_OK;
 }
 
 oom_status history_append(const char *path, const runset *s, const char *commit, size_t *added, char *err,
@@ -325,7 +317,7 @@ oom_status history_append(const char *path, const runset *s, const char *commit,
     int fd = -1;
     if ((st = fileio_open_locked(path, &fd)) != OOM_OK) {
         free(rows.s);
-        return fail(st, err, cap, "%s", oom_error_detail());
+        return errbuf_fail(err, cap, st, "%s", oom_error_detail());
     }
     /* under the lock: the header when the file is new, a line break when its last row has none */
     strbuf b = {0};
@@ -336,18 +328,18 @@ oom_status history_append(const char *path, const runset *s, const char *commit,
     if (size > 0 && pread(fd, &last, 1, size - 1) != 1)
         got = -1;
     if (size < 0 || got < 0) {
-        st = fail(OOM_EIO, err, cap, "cannot read %s", path);
+        st = errbuf_fail(err, cap, OOM_EIO, "cannot read %s", path);
     } else if (size > 0 && (memcmp(head, HISTORY_HEADER, hlen) != 0 || (got > (ssize_t)hlen && head[hlen] != '\n' &&
                                                                        head[hlen] != '\r'))) {
-        st = fail(OOM_EINVAL, err, cap, "%s: line 1 is not the header %s: not a history, nothing appended", path,
+        st = errbuf_fail(err, cap, OOM_EINVAL, "%s: line 1 is not the header %s: not a history, nothing appended", path,
                   HISTORY_HEADER);
     } else {
         strbuf_printf(&b, "%s%s%s", size == 0 ? HISTORY_HEADER "\n" : "", last != '\n' ? "\n" : "",
                       rows.s ? rows.s : "");
         if (b.oom)
-            st = fail(OOM_ENOMEM_HOST, err, cap, "out of host memory");
+            st = errbuf_fail(err, cap, OOM_ENOMEM_HOST, "out of host memory");
         else if ((st = fileio_append(fd, path, b.s, b.n)) != OOM_OK)
-            fail(st, err, cap, "%s", oom_error_detail());
+            errbuf_fail(err, cap, st, "%s", oom_error_detail());
     }
     close(fd); /* the lock goes with it */
     free(b.s);

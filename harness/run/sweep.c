@@ -6,16 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-
-static void *xrealloc(void *p, size_t n)
-{
-    void *q = realloc(p, n);
-    if (!q) {
-        fprintf(stderr, "oomlab: out of host memory\n");
-        abort();
-    }
-    return q;
-}
+#include "core/fail.h"
 
 /* An integer spanning exactly [s, end). */
 static bool parse_int(const char *s, const char *end, int64_t *out)
@@ -49,17 +40,6 @@ bool sweep_parse(const char *arg, char *param, size_t cap, int64_t *lo, int64_t 
     return true;
 }
 
-static const scenario_param *param_of(const scenario *sc, const char *name, size_t *idx)
-{
-    for (size_t i = 0; i < sc->nparams; i++) {
-        if (strcmp(sc->params[i].name, name) == 0) {
-            *idx = i;
-            return &sc->params[i];
-        }
-    }
-    return NULL;
-}
-
 /* The smallest power of two >= lo, or 0 when none is <= hi. */
 static int64_t first_power(int64_t lo, int64_t hi)
 {
@@ -73,7 +53,7 @@ oom_status sweep_validate(const scenario *sc, const run_options *o, const char *
                           char *err, size_t errcap)
 {
     size_t idx = 0;
-    const scenario_param *p = param_of(sc, param, &idx);
+    const scenario_param *p = runner_param(sc, param, &idx);
     if (!p) {
         size_t n = (size_t)snprintf(err, errcap, "--sweep: scenario %s has no parameter '%.64s' (parameters:",
                                     sc->name, param);
@@ -300,16 +280,6 @@ static oom_status search_bisection(sweep_result *res, sweep_variant *sv, const r
     return OOM_OK;
 }
 
-static bool selected(const run_options *o, const scenario_variant *v)
-{
-    if (o->nvariants == 0)
-        return true;
-    for (int k = 0; k < o->nvariants; k++)
-        if (strcmp(o->variants[k], v->name) == 0)
-            return true;
-    return false;
-}
-
 oom_status runner_sweep(const scenario *sc, const run_options *o, const char *param, int64_t lo, int64_t hi,
                         sweep_result *out, char *err, size_t errcap)
 {
@@ -323,7 +293,7 @@ oom_status runner_sweep(const scenario *sc, const run_options *o, const char *pa
         return OOM_ENODEV;
     }
     out->sc = sc;
-    param_of(sc, param, &out->param);
+    runner_param(sc, param, &out->param);
     out->lo = lo;
     out->hi = hi;
     out->passed = true;
@@ -333,7 +303,7 @@ oom_status runner_sweep(const scenario *sc, const run_options *o, const char *pa
         return OOM_ENOMEM_HOST;
     }
     for (size_t i = 0; i < sc->nvariants; i++) {
-        if (!selected(o, &sc->variants[i]))
+        if (!runner_selects(o, &sc->variants[i]))
             continue;
         sweep_variant *sv = &out->variants[out->nvariants++];
         sv->v = &sc->variants[i];

@@ -2,7 +2,6 @@
 #include "trace/replay.h"
 
 #include <cJSON.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +10,7 @@
 #include "device/device.h"
 #include "trace/snapshot.h"
 #include "trace/trace.h"
+#include "core/fail.h"
 
 /* ---- trace addr -> model ptr, open addressing (keys are nonzero addresses) ---- */
 
@@ -89,14 +89,6 @@ static bool am_take(addr_map *m, uint64_t k, uint64_t *v)
         m->vals[s] = vv;
     }
     return true;
-}
-
-static void set_err(char *err, size_t cap, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, cap, fmt, ap);
-    va_end(ap);
 }
 
 static bool is_release(ca_action a) { return a == CA_SEGMENT_FREE || a == CA_SEGMENT_UNMAP; }
@@ -212,13 +204,13 @@ static oom_status replay_events(const trace_event *ev, size_t nev, const replay_
                            .sim_capacity_bytes = opt->device_total,
                            .sim_context_bytes = opt->device_context};
     if (device_open(&dopt, &dev) != OOM_OK) {
-        set_err(err, errcap, "cannot open the sim device");
+        errbuf_set(err, errcap, "cannot open the sim device");
         return OOM_ENOMEM_HOST;
     }
     cachealloc_options copt = {.conf = rep->conf, .budget_bytes = rep->budget_bytes};
     cachealloc *ca = NULL;
     if (cachealloc_new(dev, &copt, &ca) != OOM_OK) {
-        set_err(err, errcap, "out of host memory");
+        errbuf_set(err, errcap, "out of host memory");
         device_close(dev);
         return OOM_ENOMEM_HOST;
     }
@@ -230,7 +222,7 @@ static oom_status replay_events(const trace_event *ev, size_t nev, const replay_
     cachealloc_record_history(ca, compare);
     addr_map live;
     if (!am_init(&live, 512)) {
-        set_err(err, errcap, "out of host memory");
+        errbuf_set(err, errcap, "out of host memory");
         rc = OOM_ENOMEM_HOST;
         goto out;
     }
@@ -287,7 +279,7 @@ static oom_status replay_events(const trace_event *ev, size_t nev, const replay_
                 if (e->action == CA_ALLOC)
                     note_divergence(&st, i, "the model ran out of memory where PyTorch allocated");
             } else if (s != OOM_OK) {
-                set_err(err, errcap, "cuda:%d event %zu: device failure %s", res->device, i, oom_status_str(s));
+                errbuf_set(err, errcap, "cuda:%d event %zu: device failure %s", res->device, i, oom_status_str(s));
                 rc = s;
                 goto out;
             } else if (e->action == CA_OOM) {
@@ -295,7 +287,7 @@ static oom_status replay_events(const trace_event *ev, size_t nev, const replay_
                 note_divergence(&st, i, "PyTorch ran out of memory where the model allocated");
                 cachealloc_free(ca, p);
             } else if (!am_put(&live, e->addr, p)) {
-                set_err(err, errcap, "out of host memory");
+                errbuf_set(err, errcap, "out of host memory");
                 rc = OOM_ENOMEM_HOST;
                 goto out;
             } else {
@@ -346,7 +338,7 @@ static oom_status replay_events(const trace_event *ev, size_t nev, const replay_
     if (snap) {
         *snap = snapshot_json(ca);
         if (!*snap) {
-            set_err(err, errcap, "--snapshot: out of host memory");
+            errbuf_set(err, errcap, "--snapshot: out of host memory");
             rc = OOM_ENOMEM_HOST;
             goto out;
         }
@@ -429,20 +421,20 @@ oom_status replay_loaded(const trace_file *t, const char *path, const replay_opt
     char with[200];
     trace_devices_with_events(t, with, sizeof with);
     if (nwith == 0) {
-        set_err(err, errcap, "%s: no trace events on any device (call torch.cuda.memory._record_memory_history() "
+        errbuf_set(err, errcap, "%s: no trace events on any device (call torch.cuda.memory._record_memory_history() "
                              "before the program allocates, then _dump_snapshot())",
                 path);
         goto out;
     }
     if (opt->one_device &&
         (opt->device < 0 || (size_t)opt->device >= t->ndevices || t->dev[opt->device].n == 0)) {
-        set_err(err, errcap, "--device: %s has no events on cuda:%d (it has events on %s)", path, opt->device, with);
+        errbuf_set(err, errcap, "--device: %s has no events on cuda:%d (it has events on %s)", path, opt->device, with);
         goto out;
     }
     rep->recorded = t->recorded;
     if (t->recorded_error[0]) {
         if (!opt->alloc_conf) {
-            set_err(err, errcap, "%s", t->recorded_error);
+            errbuf_set(err, errcap, "%s", t->recorded_error);
             goto out;
         }
         /* --alloc-conf replaces settings the model cannot read: a what-if, as nothing says they are the same */
@@ -453,7 +445,7 @@ oom_status replay_loaded(const trace_file *t, const char *path, const replay_opt
         char perr[ALLOC_CONF_ERR_MAX];
         alloc_conf_default(&rep->conf);
         if (alloc_conf_parse(&rep->conf, opt->alloc_conf, perr, sizeof perr) != OOM_OK) {
-            set_err(err, errcap, "--alloc-conf: %s", perr);
+            errbuf_set(err, errcap, "--alloc-conf: %s", perr);
             goto out;
         }
         char a[ALLOC_CONF_TEXT_MAX], b[ALLOC_CONF_TEXT_MAX];
@@ -468,13 +460,13 @@ oom_status replay_loaded(const trace_file *t, const char *path, const replay_opt
         rep->budget_bytes = t->budget_bytes;
         rep->budget_source = REPLAY_BUDGET_FILE;
     } else if (t->budget == TRACE_BUDGET_BAD) {
-        set_err(err, errcap, "%s: 'budget' must be a whole number of bytes > 0 (scripts/snapshot2json.py --budget "
+        errbuf_set(err, errcap, "%s: 'budget' must be a whole number of bytes > 0 (scripts/snapshot2json.py --budget "
                              "writes it)",
                 path);
         goto out;
     }
     if (rep->budget_bytes > DEVICE_SIM_DEFAULT_CAPACITY) { /* a cap above the memory would never apply */
-        set_err(err, errcap, "%s: %zu bytes is more than the device's %zu (an H100's memory, which the sim models)",
+        errbuf_set(err, errcap, "%s: %zu bytes is more than the device's %zu (an H100's memory, which the sim models)",
                 rep->budget_source == REPLAY_BUDGET_OPTION ? "--budget" : "the file's 'budget'", rep->budget_bytes,
                 (size_t)DEVICE_SIM_DEFAULT_CAPACITY);
         goto out;
@@ -485,7 +477,7 @@ oom_status replay_loaded(const trace_file *t, const char *path, const replay_opt
     snaps = opt->snapshot_path ? calloc(nrep, sizeof *snaps) : NULL;
     nsnaps = snaps ? nrep : 0;
     if (!rep->devices || (opt->snapshot_path && !snaps)) {
-        set_err(err, errcap, "out of host memory");
+        errbuf_set(err, errcap, "out of host memory");
         rc = OOM_ENOMEM_HOST;
         goto out;
     }
@@ -512,7 +504,7 @@ oom_status replay_loaded(const trace_file *t, const char *path, const replay_opt
         rc = all ? snapshot_write_tree(all, opt->snapshot_path) : OOM_ENOMEM_HOST;
         cJSON_Delete(all);
         if (rc != OOM_OK) /* the last-error record reads "EIO at file:line: detail"; the user gets the detail */
-            set_err(err, errcap, "--snapshot: %s", all ? oom_error_detail() : "out of host memory");
+            errbuf_set(err, errcap, "--snapshot: %s", all ? oom_error_detail() : "out of host memory");
     }
 out:
     for (size_t k = 0; k < nsnaps; k++)
@@ -539,7 +531,7 @@ oom_status replay_file(const char *path, const replay_options *opt, replay_resul
         char with[200] = "";
         for (size_t k = 0, n = 0; k < rep.ndevices && n < sizeof with; k++)
             n += (size_t)snprintf(with + n, sizeof with - n, "%scuda:%d", k ? ", " : "", rep.devices[k].device);
-        set_err(err, errcap, "%s has events on %s: pick one device", path, with);
+        errbuf_set(err, errcap, "%s has events on %s: pick one device", path, with);
         rc = OOM_EINVAL;
     }
     if (rc == OOM_OK)

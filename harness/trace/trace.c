@@ -5,23 +5,15 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/fail.h"
 #include "core/fileio.h"
 #include "core/jsonfile.h"
 
 #define TRACE_MAX_DEPTH 1000 /* cJSON's CJSON_NESTING_LIMIT: deeper documents are errors for both */
-
-static void set_err(char *err, size_t cap, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, cap, fmt, ap);
-    va_end(ap);
-}
 
 /* ---- the scanner: a cursor over the NUL-terminated text; p == NULL after a syntax error ---- */
 
@@ -299,9 +291,9 @@ static void syntax_error(const char *path, const char *text, size_t len, const c
 {
     cJSON *root = jsonfile_parse(path, text, len, err, errcap); /* the kind and place of a syntax error */
     if (!root && (ends_with(path, ".pickle") || ends_with(path, ".pkl")))
-        set_err(err, errcap, PICKLE_ERR, path, path);
+        errbuf_set(err, errcap, PICKLE_ERR, path, path);
     else if (root && !cJSON_IsObject(root))
-        set_err(err, errcap, "%s: not a JSON object but a %s (expected the dict of torch.cuda.memory._snapshot())",
+        errbuf_set(err, errcap, "%s: not a JSON object but a %s (expected the dict of torch.cuda.memory._snapshot())",
                 path, cJSON_IsArray(root) ? "list" : cJSON_IsString(root) ? "string" : "number or literal");
     else if (root)
         jsonfile_error(path, text, len, at, err, errcap);
@@ -320,7 +312,7 @@ static oom_status conf_from_settings(const cJSON *settings, alloc_conf *conf, ch
     const cJSON *s = cJSON_GetObjectItemCaseSensitive(settings, "PYTORCH_CUDA_ALLOC_CONF");
     if (cJSON_IsString(s) && s->valuestring[0]) {
         if (alloc_conf_parse(conf, s->valuestring, perr, sizeof perr) != OOM_OK) {
-            set_err(err, errcap, "allocator_settings: %s", perr);
+            errbuf_set(err, errcap, "allocator_settings: %s", perr);
             return OOM_EINVAL;
         }
         return OOM_OK;
@@ -340,26 +332,26 @@ static oom_status conf_from_settings(const cJSON *settings, alloc_conf *conf, ch
     if (n > 0)
         text[n - 1] = '\0';
     if (alloc_conf_parse(conf, text, perr, sizeof perr) != OOM_OK) {
-        set_err(err, errcap, "allocator_settings: %s", perr);
+        errbuf_set(err, errcap, "allocator_settings: %s", perr);
         return OOM_EINVAL;
     }
     /* roundup_power2_divisions as PyTorch records it, {"1": d0, "2": d1, ..., "32768": d15}: each key names its
      * bucket by the bucket's lower bound in MiB, and is checked as --alloc-conf's list form checks [MB:div] */
     const cJSON *rd = cJSON_GetObjectItemCaseSensitive(settings, "roundup_power2_divisions");
     if (rd && !cJSON_IsNull(rd) && !cJSON_IsObject(rd)) {
-        set_err(err, errcap, "allocator_settings: roundup_power2_divisions must be a dict {\"MB\": divisions, ...}");
+        errbuf_set(err, errcap, "allocator_settings: roundup_power2_divisions must be a dict {\"MB\": divisions, ...}");
         return OOM_EINVAL;
     }
     for (const cJSON *e = rd ? rd->child : NULL; e; e = e->next) {
         char *value = cJSON_PrintUnformatted(e); /* the value's JSON text: 4, 3.5, 1.8446744073709552e+19, "4" */
         if (!value) {
-            set_err(err, errcap, "allocator_settings: out of host memory");
+            errbuf_set(err, errcap, "allocator_settings: out of host memory");
             return OOM_ENOMEM_HOST;
         }
         oom_status st = alloc_conf_set_roundup_bucket(conf, e->string, value, perr, sizeof perr);
         free(value);
         if (st != OOM_OK) {
-            set_err(err, errcap, "allocator_settings: %s", perr);
+            errbuf_set(err, errcap, "allocator_settings: %s", perr);
             return st;
         }
     }
@@ -443,7 +435,7 @@ static scan_rc scan_event(scanner *s, trace_file *t, int devidx, size_t i, char 
         skip_value(s, 3);
         if (!s->p)
             return SCAN_SYNTAX;
-        set_err(err, errcap, "cuda:%d event %zu: unknown or missing 'action'", devidx, i);
+        errbuf_set(err, errcap, "cuda:%d event %zu: unknown or missing 'action'", devidx, i);
         return SCAN_SHAPE;
     }
     const char *act_a = NULL, *act_b = NULL;
@@ -506,7 +498,7 @@ static scan_rc scan_event(scanner *s, trace_file *t, int devidx, size_t i, char 
     s->p++;
     ca_action act;
     if (!has_action || !action_of(act_a, act_b, &act)) {
-        set_err(err, errcap, "cuda:%d event %zu: unknown or missing 'action'", devidx, i);
+        errbuf_set(err, errcap, "cuda:%d event %zu: unknown or missing 'action'", devidx, i);
         return SCAN_SHAPE;
     }
     bool oom = act == CA_OOM;
@@ -518,7 +510,7 @@ static scan_rc scan_event(scanner *s, trace_file *t, int devidx, size_t i, char 
         char shown[64] = "";
         if (!isnan(v))
             snprintf(shown, sizeof shown, " %.17g", v);
-        set_err(err, errcap, "cuda:%d event %zu (%s): '%s'%s %s", devidx, i, ca_action_str(act), key, shown,
+        errbuf_set(err, errcap, "cuda:%d event %zu (%s): '%s'%s %s", devidx, i, ca_action_str(act), key, shown,
                 why ? why : "is not valid");
         return SCAN_SHAPE;
     }
@@ -535,7 +527,7 @@ static scan_rc scan_traces(scanner *s, trace_file *t, const char *path, char *er
         skip_value(s, 1);
         if (!s->p)
             return SCAN_SYNTAX;
-        set_err(err, errcap, "%s: not a memory snapshot: no 'device_traces' list", path);
+        errbuf_set(err, errcap, "%s: not a memory snapshot: no 'device_traces' list", path);
         return SCAN_SHAPE;
     }
     s->p++;
@@ -557,7 +549,7 @@ static scan_rc scan_traces(scanner *s, trace_file *t, const char *path, char *er
             skip_value(s, 2);
             if (!s->p)
                 return SCAN_SYNTAX;
-            set_err(err, errcap, "%s: device_traces[%zu] is not a list", path, idx);
+            errbuf_set(err, errcap, "%s: device_traces[%zu] is not a list", path, idx);
             return SCAN_SHAPE;
         }
         s->p++;
@@ -668,7 +660,7 @@ static scan_rc scan_top(scanner *s, trace_file *t, const char *path, char *err, 
         return SCAN_SYNTAX;
     }
     if (!has_traces) {
-        set_err(err, errcap, "%s: not a memory snapshot: no 'device_traces' list", path);
+        errbuf_set(err, errcap, "%s: not a memory snapshot: no 'device_traces' list", path);
         return SCAN_SHAPE;
     }
     return SCAN_OK;
@@ -685,13 +677,13 @@ oom_status trace_read(const char *path, const fileio_limit *lim, trace_text *in,
     DIR *dir = opendir(path); /* O_DIRECTORY: a FIFO is not opened by this */
     if (dir) {
         closedir(dir);
-        set_err(err, errcap, "%s is a directory, not a snapshot JSON file", path);
+        errbuf_set(err, errcap, "%s is a directory, not a snapshot JSON file", path);
         return OOM_EINVAL;
     }
     oom_status st = OOM_OK;
     in->text = fileio_load_limited(path, lim, &in->len, &in->maplen, &st); /* one open: a FIFO is read once */
     if (!in->text) {
-        set_err(err, errcap, "%s", oom_error_detail());
+        errbuf_set(err, errcap, "%s", oom_error_detail());
         return st == OOM_EINVAL ? OOM_EINVAL : OOM_EIO;
     }
     return OOM_OK;
@@ -725,9 +717,9 @@ oom_status trace_parse(const char *path, const char *text, size_t len, trace_fil
     alloc_conf_default(&t->recorded);
     oom_status rc = OOM_EINVAL;
     if (len == 0) {
-        set_err(err, errcap, "%s is empty (expected the JSON of torch.cuda.memory._snapshot())", path);
+        errbuf_set(err, errcap, "%s is empty (expected the JSON of torch.cuda.memory._snapshot())", path);
     } else if ((unsigned char)text[0] == 0x80) { /* pickle protocol 2 and later start with PROTO */
-        set_err(err, errcap, PICKLE_ERR, path, path);
+        errbuf_set(err, errcap, PICKLE_ERR, path, path);
     } else if (strlen(text) != len) { /* a NUL inside: not JSON text */
         syntax_error(path, text, len, text + strlen(text), err, errcap);
     } else {
@@ -736,7 +728,7 @@ oom_status trace_parse(const char *path, const char *text, size_t len, trace_fil
         if (sr == SCAN_OK) {
             rc = OOM_OK;
         } else if (sr == SCAN_NOMEM) {
-            set_err(err, errcap, "%s: out of host memory", path);
+            errbuf_set(err, errcap, "%s: out of host memory", path);
             rc = OOM_ENOMEM_HOST;
         } else if (sr == SCAN_SYNTAX) {
             syntax_error(path, text, len, s.bad, err, errcap);
