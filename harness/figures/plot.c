@@ -3,7 +3,6 @@
 
 #include <cJSON.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +10,7 @@
 
 #include "alloc/memstats.h"
 #include "core/echo.h"
+#include "core/fail.h"
 #include "core/fileio.h"
 #include "core/jsonfile.h"
 #include "figures/gnuplot.h"
@@ -29,15 +29,6 @@
 #define C_PEAK "#fdae6b" /* the allocated peak between two samples */
 #define C_HOST "#7b3fa0" /* pinned host memory */
 
-static oom_status fail(char *err, size_t cap, oom_status st, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, cap, fmt, ap);
-    va_end(ap);
-    return st;
-}
-
 /* A byte count as people read it: "100.00 MiB" (PyTorch's format_size). */
 static const char *gp_size(double bytes, char *buf, size_t cap)
 {
@@ -53,26 +44,7 @@ static bool is_index(double x) { return x >= 0.0 && x <= 2147483647.0 && x == fl
  * sweeps also a sweep file. */
 static oom_status load(const char *path, bool sweeps, cJSON **out, char *err, size_t errcap)
 {
-    oom_status st = runset_read_file(path, sweeps, out, err, errcap);
-    if (st != OOM_OK || !json_arr(*out, "variants"))
-        return st;
-    /* what the figures need besides: each OOM's step a sample index, drawn at x = step (report.h) */
-    int k = 0;
-    const cJSON *v, *m;
-    cJSON_ArrayForEach(v, json_arr(*out, "variants"))
-    {
-        const cJSON *oom = cJSON_GetObjectItemCaseSensitive(v, "oom");
-        bool ok = !cJSON_IsObject(oom) || is_index(json_num(oom, "step"));
-        cJSON_ArrayForEach(m, json_arr(v, "ooms_caught")) ok = ok && is_index(json_num(m, "step"));
-        if (!ok) {
-            cJSON_Delete(*out);
-            *out = NULL;
-            return fail(err, errcap, OOM_EINVAL,
-                        "%s: variants[%d]: an OOM's step is not a sample index (a whole number >= 0)", path, k);
-        }
-        k++;
-    }
-    return OOM_OK;
+    return runset_read_file(path, sweeps, out, err, errcap);
 }
 
 /* A figure's panels, in pixels: a header across the top (the title, and the legend in one row under it, so the
@@ -274,7 +246,7 @@ static oom_status timeline(const cJSON *run, const char *out, char *err, size_t 
     const cJSON *vs = json_arr(run, "variants");
     int nv = cJSON_GetArraySize(vs);
     if (nv == 0)
-        return fail(err, errcap, OOM_EINVAL, "the results have no variants to draw");
+        return errbuf_fail(err, errcap, OOM_EINVAL, "the results have no variants to draw");
     double budget = json_num(run, "budget"), top = budget;
     int maxn = 0;
     for (int i = 0; i < nv; i++) {
@@ -416,7 +388,7 @@ static oom_status timeline(const cJSON *run, const char *out, char *err, size_t 
             free(al);
             free(re);
             gp_abort(&f);
-            return fail(err, errcap, OOM_EIO, "cannot write the plot's data in %s", f.dir);
+            return errbuf_fail(err, errcap, OOM_EIO, "cannot write the plot's data in %s", f.dir);
         }
         /* steps: sample k's values hold from x = k to x = k + 1, where the next sample's take over */
         double best_gap = -1;
@@ -442,7 +414,7 @@ static oom_status timeline(const cJSON *run, const char *out, char *err, size_t 
             free(al);
             free(re);
             gp_abort(&f);
-            return fail(err, errcap, OOM_EIO, "cannot write the plot's data in %s", f.dir);
+            return errbuf_fail(err, errcap, OOM_EIO, "cannot write the plot's data in %s", f.dir);
         }
         for (int k = 0; k < n; k++)
             fprintf(p, "%d %.6f %.6f\n", k, al[k], re[k]);
@@ -452,7 +424,7 @@ static oom_status timeline(const cJSON *run, const char *out, char *err, size_t 
             free(al);
             free(re);
             gp_abort(&f);
-            return fail(err, errcap, OOM_EIO, "cannot write the plot's data in %s", f.dir);
+            return errbuf_fail(err, errcap, OOM_EIO, "cannot write the plot's data in %s", f.dir);
         }
         /* the peaks between samples the samples do not show: a bar from the earlier sample's allocated up to the
          * peak, in the interval before sample k; and the pinned host memory as steps, like the device's */
@@ -500,7 +472,7 @@ static oom_status timeline(const cJSON *run, const char *out, char *err, size_t 
             free(re);
             free(h);
             gp_abort(&f);
-            return fail(err, errcap, OOM_EIO, "cannot write the plot's data in %s", f.dir);
+            return errbuf_fail(err, errcap, OOM_EIO, "cannot write the plot's data in %s", f.dir);
         }
         variant_title(v, title, sizeof title);
         layout_panel(g, &L, i);
@@ -632,7 +604,7 @@ static oom_status sweep(const cJSON *sw, const char *out, char *err, size_t errc
     const cJSON *vs = json_arr(sw, "variants");
     int nv = cJSON_GetArraySize(vs);
     if (nv == 0)
-        return fail(err, errcap, OOM_EINVAL, "the sweep has no variants to draw");
+        return errbuf_fail(err, errcap, OOM_EINVAL, "the sweep has no variants to draw");
     double budget = json_num(sw, "budget"), top = budget;
     for (int i = 0; i < nv; i++) {
         const cJSON *p;
@@ -676,7 +648,7 @@ static oom_status sweep(const cJSON *sw, const char *out, char *err, size_t errc
         FILE *d = gp_data(&f, name, path, sizeof path);
         if (!d) {
             gp_abort(&f);
-            return fail(err, errcap, OOM_EIO, "cannot write the plot's data in %s", f.dir);
+            return errbuf_fail(err, errcap, OOM_EIO, "cannot write the plot's data in %s", f.dir);
         }
         int n = 0;
         cJSON_ArrayForEach(p, json_arr(v, "series"))
@@ -690,7 +662,7 @@ static oom_status sweep(const cJSON *sw, const char *out, char *err, size_t errc
             fprintf(d, "1 NaN NaN 0\n");
         if (!gp_data_close(d)) {
             gp_abort(&f);
-            return fail(err, errcap, OOM_EIO, "cannot write the plot's data in %s", f.dir);
+            return errbuf_fail(err, errcap, OOM_EIO, "cannot write the plot's data in %s", f.dir);
         }
         layout_panel(g, &L, i);
         fprintf(g, "set title ");
@@ -808,7 +780,7 @@ oom_status plot_peaks(const char *json_path, const char *out, char *err, size_t 
     if (!d || !lab || !rq) {
         gp_abort(&f);
         cJSON_Delete(run);
-        return fail(err, errcap, OOM_EIO, "cannot write the plot's data in %s", f.dir);
+        return errbuf_fail(err, errcap, OOM_EIO, "cannot write the plot's data in %s", f.dir);
     }
     /* per variant two bars side by side: peak reserved (light, left), peak allocated (dark, right); each labelled
      * with its size; an OOM's failed request a red box on reserved at the OOM, labelled above it */
@@ -844,7 +816,7 @@ oom_status plot_peaks(const char *json_path, const char *out, char *err, size_t 
     if (!ok) {
         gp_abort(&f);
         cJSON_Delete(run);
-        return fail(err, errcap, OOM_EIO, "cannot write the plot's data in %s", f.dir);
+        return errbuf_fail(err, errcap, OOM_EIO, "cannot write the plot's data in %s", f.dir);
     }
     run_context(run, ctx, sizeof ctx);
     snprintf(title, sizeof title, "%s: peak memory per variant (%s)", json_str(run, "scenario"), ctx);
@@ -993,7 +965,7 @@ oom_status plot_segments(const char *json_path, const char *out, char *err, size
     cJSON_ArrayForEach(v, vs) np += segments_of(v) && cJSON_GetArraySize(segments_of(v)) > 0;
     if (np == 0) {
         cJSON_Delete(run);
-        return fail(err, errcap, OOM_EINVAL, "%s: no variant ran out of memory, so there is no segment map to draw",
+        return errbuf_fail(err, errcap, OOM_EINVAL, "%s: no variant ran out of memory, so there is no segment map to draw",
                     json_path);
     }
     /* the rows of each map first (a pass that writes nowhere), to size the canvas */
@@ -1011,7 +983,7 @@ oom_status plot_segments(const char *json_path, const char *out, char *err, size
             if (nul)
                 fclose(nul);
             cJSON_Delete(run);
-            return fail(err, errcap, OOM_EIO, "cannot open /dev/null");
+            return errbuf_fail(err, errcap, OOM_EIO, "cannot open /dev/null");
         }
         int n = map_rows(&w, segments_of(v), nul);
         fclose(w.d);
@@ -1019,7 +991,7 @@ oom_status plot_segments(const char *json_path, const char *out, char *err, size
         if (n < 0) {
             char e1[ECHO_BUF];
             cJSON_Delete(run);
-            return fail(err, errcap, OOM_EINVAL, "%s: variant '%s': its segments at the OOM would take more than %d rows "
+            return errbuf_fail(err, errcap, OOM_EINVAL, "%s: variant '%s': its segments at the OOM would take more than %d rows "
                         "(an expandable segment's \"page\" too small)", json_path, echo_str(json_str(v, "name"), e1),
                         MAP_ROWS_MAX);
         }
@@ -1066,7 +1038,7 @@ oom_status plot_segments(const char *json_path, const char *out, char *err, size
                 fclose(labels);
             gp_abort(&f);
             cJSON_Delete(run);
-            return fail(err, errcap, OOM_EIO, "cannot write the plot's data in %s", f.dir);
+            return errbuf_fail(err, errcap, OOM_EIO, "cannot write the plot's data in %s", f.dir);
         }
         int n = map_rows(&w, segs, labels);
         fprintf(labels, "-10 \"\"\n"); /* never empty: gnuplot stops on a file with no points */
@@ -1075,7 +1047,7 @@ oom_status plot_segments(const char *json_path, const char *out, char *err, size
         if (!ok) {
             gp_abort(&f);
             cJSON_Delete(run);
-            return fail(err, errcap, OOM_EIO, "cannot write the plot's data in %s", f.dir);
+            return errbuf_fail(err, errcap, OOM_EIO, "cannot write the plot's data in %s", f.dir);
         }
         const cJSON *oom = cJSON_GetObjectItemCaseSensitive(v, "oom");
         snprintf(title, sizeof title, "%s: %d segment%s\nasked %s\nlargest free block %s",
@@ -1259,7 +1231,7 @@ static oom_status trend_figure(trend_row *rows, int nrows, const char *scn, cons
         FILE *d = gp_data(&f, name, path, sizeof path);
         if (!d) {
             gp_abort(&f);
-            st = fail(err, errcap, OOM_EIO, "cannot write the plot's data in %s", f.dir);
+            st = errbuf_fail(err, errcap, OOM_EIO, "cannot write the plot's data in %s", f.dir);
             goto done;
         }
         for (int v = 0; v < variants.n; v++) { /* one gnuplot index per variant, its runs in x order */
@@ -1277,7 +1249,7 @@ static oom_status trend_figure(trend_row *rows, int nrows, const char *scn, cons
         }
         if (!gp_data_close(d)) {
             gp_abort(&f);
-            st = fail(err, errcap, OOM_EIO, "cannot write the plot's data in %s", f.dir);
+            st = errbuf_fail(err, errcap, OOM_EIO, "cannot write the plot's data in %s", f.dir);
             goto done;
         }
         layout_panel(g, &L, m);
@@ -1314,7 +1286,7 @@ oom_status plot_trend(const char *csv_path, const char *out_dir, const char *ext
                       char *err, size_t errcap)
 {
     if (strcmp(ext, "png") != 0 && strcmp(ext, "svg") != 0)
-        return fail(err, errcap, OOM_EINVAL, "trend plots are written as png or svg, not '%s'", ext);
+        return errbuf_fail(err, errcap, OOM_EINVAL, "trend plots are written as png or svg, not '%s'", ext);
     history h; /* the one reader of the history: a bad row is skipped with a warning naming its line */
     oom_status st = history_read(csv_path, &h, err, errcap);
     if (st != OOM_OK)
@@ -1323,7 +1295,7 @@ oom_status plot_trend(const char *csv_path, const char *out_dir, const char *ext
     int nrows = (int)h.n;
     trend_row *rows = NULL;
     if (nrows == 0) {
-        st = fail(err, errcap, OOM_EINVAL, "%s: no rows under the header: nothing to plot", csv_path);
+        st = errbuf_fail(err, errcap, OOM_EINVAL, "%s: no rows under the header: nothing to plot", csv_path);
         goto out;
     }
     rows = calloc(h.n, sizeof *rows);
@@ -1335,7 +1307,7 @@ oom_status plot_trend(const char *csv_path, const char *out_dir, const char *ext
         rows[i].value = h.rows[i].value;
     }
     if (fileio_mkdirs(out_dir) != OOM_OK) { /* only once the history is read: nothing is made for bad input */
-        st = fail(err, errcap, OOM_EIO, "%s", oom_error_detail());
+        st = errbuf_fail(err, errcap, OOM_EIO, "%s", oom_error_detail());
         goto out;
     }
     /* the runs: distinct (date, commit), by date, then by first appearance */
@@ -1391,7 +1363,7 @@ oom_status plot_all(const char *json_path, char *written, size_t cap, char *err,
 {
     size_t n = strlen(json_path), used = 0;
     if (n < 6 || strcmp(json_path + n - 5, ".json") != 0)
-        return fail(err, errcap, OOM_EINVAL, "%s: a results file's name ends in .json", json_path);
+        return errbuf_fail(err, errcap, OOM_EINVAL, "%s: a results file's name ends in .json", json_path);
     int stem = (int)(n - 5);
     char out[1100];
     written[0] = '\0';

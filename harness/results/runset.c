@@ -3,12 +3,13 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <stdarg.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/echo.h"
+#include "core/fail.h"
 #include "core/fileio.h"
 #include "core/jsonfile.h"
 #include "results/report.h"
@@ -26,15 +27,6 @@ double runset_num(const cJSON *o, const char *key, double fallback)
 {
     const cJSON *v = runset_get(o, key);
     return cJSON_IsNumber(v) ? v->valuedouble : fallback;
-}
-
-static bool fail(char *err, size_t cap, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, cap, fmt, ap);
-    va_end(ap);
-    return false;
 }
 
 typedef enum { T_STR, T_NUM, T_BOOL, T_ARR, T_OBJ, T_OBJ_OR_NULL, T_NUM_OR_NULL } field_type;
@@ -67,9 +59,9 @@ static bool check_fields(const cJSON *o, const field *fields, size_t n, const ch
     for (size_t i = 0; i < n; i++) {
         const cJSON *v = runset_get(o, fields[i].key);
         if (!v)
-            return fail(err, cap, "%s has no \"%s\"", what, fields[i].key);
+            return errbuf_false(err, cap, "%s has no \"%s\"", what, fields[i].key);
         if (!has_type(v, fields[i].type))
-            return fail(err, cap, "%s: \"%s\" is not %s", what, fields[i].key, type_names[fields[i].type]);
+            return errbuf_false(err, cap, "%s: \"%s\" is not %s", what, fields[i].key, type_names[fields[i].type]);
     }
     return true;
 }
@@ -110,7 +102,7 @@ static bool check_array(const cJSON *arr, const field *fields, size_t n, const c
         char w[256];
         snprintf(w, sizeof w, "%s: %s %d", what, name, i++);
         if (!cJSON_IsObject(e))
-            return fail(err, cap, "%s is not an object", w);
+            return errbuf_false(err, cap, "%s is not an object", w);
         if (!check_fields(e, fields, n, w, err, cap))
             return false;
     }
@@ -128,6 +120,9 @@ static const char *control_in(const cJSON *o, const char *const *keys)
     return NULL;
 }
 
+/* A sample index: a whole number from 0 to INT_MAX. */
+static bool is_index(double x) { return x >= 0.0 && x <= 2147483647.0 && x == floor(x); }
+
 static const char *const top_names[] = {"scenario", "backend", "device", "scale", NULL};
 static const char *const variant_names[] = {"name", "outcome", NULL};
 
@@ -141,7 +136,7 @@ static bool check_oom(const cJSON *oom, const char *w, char *err, size_t cap)
     if (!segs)
         return true;
     if (!cJSON_IsArray(segs))
-        return fail(err, cap, "%s: \"oom\".\"segments\" is not an array", w);
+        return errbuf_false(err, cap, "%s: \"oom\".\"segments\" is not an array", w);
     if (!check_array(segs, segment_fields, NF(segment_fields), w, "segment", err, cap))
         return false;
     int i = 0;
@@ -149,7 +144,7 @@ static bool check_oom(const cJSON *oom, const char *w, char *err, size_t cap)
     {
         const cJSON *page = runset_get(s, "page");
         if (page && !(cJSON_IsNumber(page) && page->valuedouble >= 0))
-            return fail(err, cap, "%s: segment %d: \"page\" is not a size", w, i);
+            return errbuf_false(err, cap, "%s: segment %d: \"page\" is not a size", w, i);
         cJSON_ArrayForEach(b, runset_get(s, "blocks"))
         {
             const cJSON *size = cJSON_GetArrayItem(b, 0), *state = cJSON_GetArrayItem(b, 1);
@@ -157,7 +152,7 @@ static bool check_oom(const cJSON *oom, const char *w, char *err, size_t cap)
                 !cJSON_IsString(state) ||
                 (strcmp(state->valuestring, "allocated") && strcmp(state->valuestring, "free") &&
                  strcmp(state->valuestring, "unmapped")))
-                return fail(err, cap, "%s: segment %d: a block is not [size, \"allocated\" | \"free\" | \"unmapped\"]",
+                return errbuf_false(err, cap, "%s: segment %d: a block is not [size, \"allocated\" | \"free\" | \"unmapped\"]",
                             w, i);
         }
         i++;
@@ -168,19 +163,19 @@ static bool check_oom(const cJSON *oom, const char *w, char *err, size_t cap)
 bool runset_validate(const cJSON *j, const char *what, char *err, size_t cap)
 {
     if (!cJSON_IsObject(j))
-        return fail(err, cap, "%s: not a results document (a JSON object of schema %s)", what, REPORT_SCHEMA);
+        return errbuf_false(err, cap, "%s: not a results document (a JSON object of schema %s)", what, REPORT_SCHEMA);
     const char *schema = runset_str(j, "schema", NULL);
     if (!schema)
-        return fail(err, cap, "%s: no \"schema\": not a results document of schema %s", what, REPORT_SCHEMA);
+        return errbuf_false(err, cap, "%s: no \"schema\": not a results document of schema %s", what, REPORT_SCHEMA);
     char e1[ECHO_BUF];
     if (strcmp(schema, REPORT_SCHEMA) != 0 && strcmp(schema, REPORT_SCHEMA_V1) != 0)
-        return fail(err, cap, "%s: schema '%s', not %s or %s (oomlab run writes those)", what, echo_str(schema, e1),
+        return errbuf_false(err, cap, "%s: schema '%s', not %s or %s (oomlab run writes those)", what, echo_str(schema, e1),
                     REPORT_SCHEMA, REPORT_SCHEMA_V1);
     if (!check_fields(j, top_fields, NF(top_fields), what, err, cap))
         return false;
     const char *bad = control_in(j, top_names);
     if (bad)
-        return fail(err, cap, "%s: \"%s\" holds a control character (a newline?): not a name", what, bad);
+        return errbuf_false(err, cap, "%s: \"%s\" holds a control character (a newline?): not a name", what, bad);
     const cJSON *v;
     int i = 0;
     cJSON_ArrayForEach(v, runset_get(j, "variants"))
@@ -188,11 +183,11 @@ bool runset_validate(const cJSON *j, const char *what, char *err, size_t cap)
         char w[192];
         snprintf(w, sizeof w, "%s: variant %d", what, i++);
         if (!cJSON_IsObject(v))
-            return fail(err, cap, "%s is not an object", w);
+            return errbuf_false(err, cap, "%s is not an object", w);
         if (!check_fields(v, variant_fields, NF(variant_fields), w, err, cap))
             return false;
         if ((bad = control_in(v, variant_names)))
-            return fail(err, cap, "%s: \"%s\" holds a control character (a newline?): not a name", w, bad);
+            return errbuf_false(err, cap, "%s: \"%s\" holds a control character (a newline?): not a name", w, bad);
         snprintf(w, sizeof w, "%s: variant '%s'", what, echo_str(runset_str(v, "name", "?"), e1));
         if (!check_array(runset_get(v, "samples"), sample_fields, NF(sample_fields), w, "sample", err, cap) ||
             !check_array(runset_get(v, "metrics"), metric_fields, NF(metric_fields), w, "metric", err, cap) ||
@@ -206,7 +201,7 @@ bool runset_validate(const cJSON *j, const char *what, char *err, size_t cap)
         {
             const cJSON *sp = runset_get(smp, "step_peak");
             if (sp && !has_type(sp, T_NUM))
-                return fail(err, cap, "%s: sample %d: \"step_peak\" is not %s", w, k, type_names[T_NUM]);
+                return errbuf_false(err, cap, "%s: sample %d: \"step_peak\" is not %s", w, k, type_names[T_NUM]);
             k++;
         }
         const cJSON *oom = runset_get(v, "oom");
@@ -214,7 +209,7 @@ bool runset_validate(const cJSON *j, const char *what, char *err, size_t cap)
             return false;
         const cJSON *caught = runset_get(v, "ooms_caught"); /* optional: the OOMs a variant caught, for the plot */
         if (caught && !cJSON_IsArray(caught))
-            return fail(err, cap, "%s: \"ooms_caught\" is not an array", w);
+            return errbuf_false(err, cap, "%s: \"ooms_caught\" is not an array", w);
         if (caught && !check_array(caught, caught_fields, NF(caught_fields), w, "caught OOM", err, cap))
             return false;
 
@@ -227,7 +222,25 @@ bool runset_validate(const cJSON *j, const char *what, char *err, size_t cap)
         }
     }
     if (i == 0)
-        return fail(err, cap, "%s: no variants", what);
+        return errbuf_false(err, cap, "%s: no variants", what);
+    return true;
+}
+
+/* What the figures need besides (runset_read_file): each OOM's step a sample index, drawn at x = step. */
+static bool steps_are_indices(const cJSON *j, const char *what, char *err, size_t cap)
+{
+    int i = 0;
+    const cJSON *v;
+    cJSON_ArrayForEach(v, runset_get(j, "variants"))
+    {
+        const cJSON *oom = runset_get(v, "oom"), *m;
+        bool ok = !cJSON_IsObject(oom) || is_index(runset_num(oom, "step", NAN));
+        cJSON_ArrayForEach(m, runset_get(v, "ooms_caught")) ok = ok && is_index(runset_num(m, "step", NAN));
+        if (!ok)
+            return errbuf_false(err, cap, "%s: variants[%d]: an OOM's step is not a sample index (a whole number >= 0)",
+                                what, i);
+        i++;
+    }
     return true;
 }
 
@@ -255,7 +268,7 @@ bool runset_validate_sweep(const cJSON *j, const char *what, char *err, size_t c
     char e1[ECHO_BUF];
     const char *schema = runset_str(j, "schema", NULL);
     if (!cJSON_IsObject(j) || !schema || strcmp(schema, SWEEP_SCHEMA) != 0)
-        return fail(err, cap, "%s: schema '%s', not %s (oomlab run --sweep writes those)", what,
+        return errbuf_false(err, cap, "%s: schema '%s', not %s (oomlab run --sweep writes those)", what,
                     echo_str(schema ? schema : "", e1), SWEEP_SCHEMA);
     if (!check_fields(j, sweep_fields, NF(sweep_fields), what, err, cap))
         return false;
@@ -266,7 +279,7 @@ bool runset_validate_sweep(const cJSON *j, const char *what, char *err, size_t c
         char w[192];
         snprintf(w, sizeof w, "%s: variant %d", what, i++);
         if (!cJSON_IsObject(v))
-            return fail(err, cap, "%s is not an object", w);
+            return errbuf_false(err, cap, "%s is not an object", w);
         if (!check_fields(v, sweep_variant_fields, NF(sweep_variant_fields), w, err, cap) ||
             !check_array(runset_get(v, "series"), sweep_point_fields, NF(sweep_point_fields), w, "point", err, cap) ||
             !check_fields(runset_get(v, "largest_fit"), search_fields, NF(search_fields), w, err, cap))
@@ -276,7 +289,7 @@ bool runset_validate_sweep(const cJSON *j, const char *what, char *err, size_t c
             return false;
     }
     if (i == 0)
-        return fail(err, cap, "%s: no variants", what);
+        return errbuf_false(err, cap, "%s: no variants", what);
     return true;
 }
 
@@ -288,7 +301,7 @@ static cJSON *parse_file(const char *path, char *err, size_t cap)
     fileio_limit lim = runset_input_limit();
     char *text = fileio_read_limited(path, &lim, &len, NULL);
     if (!text) {
-        fail(err, cap, "%s", oom_error_detail());
+        errbuf_false(err, cap, "%s", oom_error_detail());
         return NULL;
     }
     cJSON *j = jsonfile_parse(path, text, len, err, cap);
@@ -307,7 +320,8 @@ oom_status runset_read_file(const char *path, bool sweeps, cJSON **out, char *er
     if (!j)
         return OOM_EINVAL;
     bool sweep = sweeps && strcmp(runset_str(j, "schema", ""), SWEEP_SCHEMA) == 0;
-    if (!(sweep ? runset_validate_sweep(j, path, err, cap) : runset_validate(j, path, err, cap))) {
+    if (!(sweep ? runset_validate_sweep(j, path, err, cap)
+                : runset_validate(j, path, err, cap) && steps_are_indices(j, path, err, cap))) {
         cJSON_Delete(j);
         return OOM_EINVAL;
     }
@@ -348,7 +362,7 @@ oom_status runset_load(const char *path, runset *out, char *err, size_t cap)
     size_t nnames = 0;
     DIR *dir = opendir(path); /* a folder, or ENOTDIR: a file (one call tells both, and lists the folder) */
     if (!dir && errno != ENOTDIR) {
-        fail(err, cap, "%s: %s", path, errno == ENOENT ? "no such file or folder" : strerror(errno));
+        errbuf_false(err, cap, "%s: %s", path, errno == ENOENT ? "no such file or folder" : strerror(errno));
         return OOM_EINVAL;
     }
     if (dir) {
@@ -369,7 +383,7 @@ oom_status runset_load(const char *path, runset *out, char *err, size_t cap)
                     free(names[i]);
                 free(names);
                 closedir(dir);
-                fail(err, cap, "out of host memory");
+                errbuf_false(err, cap, "out of host memory");
                 return OOM_ENOMEM_HOST;
             }
             names = grown;
@@ -378,7 +392,7 @@ oom_status runset_load(const char *path, runset *out, char *err, size_t cap)
         closedir(dir);
         if (nnames == 0) {
             free(names);
-            fail(err, cap, "%s: no results files (SCENARIO.json) in the folder", path);
+            errbuf_false(err, cap, "%s: no results files (SCENARIO.json) in the folder", path);
             return OOM_EINVAL;
         }
         qsort(names, nnames, sizeof *names, cmp_str);
@@ -387,7 +401,7 @@ oom_status runset_load(const char *path, runset *out, char *err, size_t cap)
     out->docs = calloc(n, sizeof *out->docs);
     oom_status rc = out->docs ? OOM_OK : OOM_ENOMEM_HOST;
     if (!out->docs)
-        fail(err, cap, "out of host memory");
+        errbuf_false(err, cap, "out of host memory");
     for (size_t i = 0; rc == OOM_OK && i < n; i++) {
         char file[RUNSET_PATH_MAX];
         if (out->folder)
@@ -401,7 +415,7 @@ oom_status runset_load(const char *path, runset *out, char *err, size_t cap)
         out->n = i + 1;
         if (runset_find(out, out->docs[i].scenario) != &out->docs[i]) {
             char e1[ECHO_BUF];
-            fail(err, cap, "%s: two results of scenario '%s' in one folder (%s and this one)", file,
+            errbuf_false(err, cap, "%s: two results of scenario '%s' in one folder (%s and this one)", file,
                  echo_str(out->docs[i].scenario, e1), runset_find(out, out->docs[i].scenario)->path);
             rc = OOM_EINVAL;
         }

@@ -57,8 +57,10 @@ void runset_free(runset *s);
 
 /* One results file read and validated the way runset_load reads each file of a folder: an oomlab.run/1 document
  * (runset_validate) or, with sweeps, also an oomlab.sweep/1 one (runset_validate_sweep). `oomlab plot` and
- * `oomlab report` read through here, so they refuse what compare refuses, with the same line. OOM_EINVAL with
- * one line in err; *out the document (the caller frees it) on OOM_OK, else NULL. */
+ * `oomlab report` read through here, so they refuse what compare refuses, with the same line; besides, a run's
+ * every OOM step must be a sample index (a whole number from 0 to 2^31 - 1: the figures draw it at x = step;
+ * history refuses such steps with lines of its own). OOM_EINVAL with one line in err; *out the document (the
+ * caller frees it) on OOM_OK, else NULL. */
 oom_status runset_read_file(const char *path, bool sweeps, cJSON **out, char *err, size_t errcap);
 
 /* The document of scenario name, or NULL. */
