@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The layers of harness/ (CONTRIBUTING.md, "Layout"): includes point down only.
-#   cli -> run -> runtime -> alloc -> device -> core;  kernels/ -> core;  runtime -> kernels
-# scenarios/ sit on run. Prints each include that points up (or sideways into a layer it must not use) and
+#   cli -> bench -> analysis -> figures -> results -> run -> runtime -> trace -> alloc -> device -> core;
+#   kernels/ -> core;  runtime (and above) -> kernels.
+# scenarios/ sit on run. Each folder may include its own rank and below; device, alloc and trace never kernels/. Prints each include that points up (or sideways into a layer it must not use) and
 # exits 1 if there is one.
 set -u
 cd "$(dirname "$0")/.."
-declare -A rank=([core]=0 [device]=1 [kernels]=1 [alloc]=2 [runtime]=3 [run]=4 [scenarios]=4 [cli]=5)
+declare -A rank=([core]=0 [device]=1 [kernels]=1 [alloc]=2 [trace]=3 [runtime]=4 [run]=5 [scenarios]=5 [results]=6
+                 [figures]=7 [analysis]=8 [bench]=9 [cli]=10)
 bad=0
 while IFS=: read -r file line inc; do
   case $file in harness/*) from=${file#harness/}; from=${from%%/*};; kernels/*) from=kernels;; scenarios/*) from=scenarios;; *) continue;; esac
@@ -13,9 +15,9 @@ while IFS=: read -r file line inc; do
   case $inc in \"*/*) ;; *) to=kernels;; esac            # bare names are kernels/ headers (-Ikernels)
   [ "$from" = kernels ] && [ "$to" = kernels ] && continue
   ok=1
-  if [ "$to" = kernels ]; then [ "${rank[$from]}" -ge 3 ] || [ "$from" = kernels ] || ok=0
+  if [ "$to" = kernels ]; then [ "${rank[$from]}" -ge "${rank[runtime]}" ] || [ "$from" = kernels ] || ok=0
   elif [ "$from" = kernels ]; then [ "$to" = core ] || ok=0
-  elif [ "$from" = device ] || [ "$from" = alloc ]; then [ "${rank[$to]}" -le "${rank[$from]}" ] && [ "$to" != kernels ] || ok=0
+  elif [ "$from" = device ] || [ "$from" = alloc ] || [ "$from" = trace ]; then [ "${rank[$to]}" -le "${rank[$from]}" ] && [ "$to" != kernels ] || ok=0
   else [ "${rank[$to]}" -le "${rank[$from]}" ] || ok=0; fi
   if [ $ok = 0 ]; then echo "check_layers: $file:$line includes $inc ($from may not depend on $to)"; bad=1; fi
 done < <(grep -n -o -E '#include "[^"]+"' harness/*/* kernels/* scenarios/* | sed -E 's/#include //')

@@ -1,4 +1,4 @@
-/* test_advise.c - the snapshot reader (alloc/trace.h) and `oomlab advise` (run/advise.h): the reader gives the
+/* test_advise.c - the snapshot reader (trace/trace.h) and `oomlab advise` (analysis/advise.h): the reader gives the
  * events a JSON tree gives, advise's minimum budgets hold their definition and PyTorch's runs at them
  * (tests/data/advise/NAME.verdict.json) and on the recorded training scripts of tests/data/predict, steps and
  * leaks are found exactly, and the command behaves. */
@@ -11,11 +11,11 @@
 #include <unistd.h>
 
 #include "alloc/cachealloc.h"
-#include "alloc/replay.h"
-#include "alloc/trace.h"
+#include "trace/replay.h"
+#include "trace/trace.h"
 #include "core/fileio.h"
 #include "device/device.h"
-#include "run/advise.h"
+#include "analysis/advise.h"
 #include "testutil.h"
 
 #define DATA "tests/data/"

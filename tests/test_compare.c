@@ -16,8 +16,8 @@
 #include <unistd.h>
 
 #include "core/fileio.h"
-#include "run/compare.h"
-#include "run/history.h"
+#include "results/compare.h"
+#include "results/history.h"
 #include "testutil.h"
 
 static char tmpdir[TEST_TMPDIR_MAX];

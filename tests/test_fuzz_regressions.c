@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "run/plot.h"
+#include "figures/plot.h"
 #include "testutil.h"
 
 static char tmpdir[TEST_TMPDIR_MAX];

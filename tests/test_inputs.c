@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "alloc/allocconf.h"
-#include "alloc/replay.h"
+#include "trace/replay.h"
 #include "core/status.h"
 #include "testutil.h"
 

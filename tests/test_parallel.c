@@ -12,7 +12,7 @@
 #include <sys/wait.h>
 
 #include "core/fileio.h"
-#include "run/baseline.h"
+#include "results/baseline.h"
 #include "run/scenario.h"
 #include "testutil.h"
 

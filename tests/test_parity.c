@@ -1,7 +1,7 @@
 /* test_parity.c - the runtime's memory against PyTorch's on the MLP and RNN workloads of the parity twin.
  *
  * Suite "parity". PyTorch's side is tests/data/twins/mlp_parity.torch.json (scripts/twins/mlp_parity.py,
- * PyTorch 2.11.0+cu130 on an H100). oomlab's side is `oomlab parity` (harness/cli/parity.c): on sim it runs dry at
+ * PyTorch 2.11.0+cu130 on an H100). oomlab's side is `oomlab parity` (harness/bench/parity.c): on sim it runs dry at
  * full scale; with OOMLAB_TEST_BACKEND=cuda it computes on the GPU. The one difference is cuBLAS's workspace,
  * which PyTorch allocates through its caching allocator and oomlab's kernels do not need: one 32 MiB workspace
  * per cuBLAS handle (the forward's thread, and the autograd engine's thread once backward has run) plus a 1 MiB
@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "core/fileio.h"
-#include "cli/parity.h"
+#include "bench/parity.h"
 #include "testutil.h"
 
 static cJSON *twin, *twin_nows;

@@ -8,12 +8,12 @@
 #include <unistd.h>
 
 #include "alloc/cachealloc.h"
-#include "alloc/trace.h"
+#include "trace/trace.h"
 #include "core/fileio.h"
-#include "run/advise.h"
-#include "run/plot.h"
-#include "run/report.h"
-#include "run/report_html.h"
+#include "analysis/advise.h"
+#include "figures/plot.h"
+#include "results/report.h"
+#include "figures/report_html.h"
 #include "run/runner.h"
 #include "run/scenario.h"
 #include "testutil.h"

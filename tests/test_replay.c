@@ -1,7 +1,7 @@
 /* test_replay.c - `oomlab replay` parity with PyTorch 2.11: every recorded trace (tests/data/NAME.trace.json)
  * replayed under its own config and budget gives exactly the memory_stats() PyTorch recorded
  * (NAME.stats.json); whatif_default replayed under another recording's config predicts that recording's
- * stats; the model's OOM text; the model's _snapshot() (harness/alloc/snapshot.h); several devices in one
+ * stats; the model's OOM text; the model's _snapshot() (harness/trace/snapshot.h); several devices in one
  * file, what-if or check, and the file's budget. */
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
@@ -20,8 +20,8 @@
 #include "alloc/cachealloc.h"
 #include "device/device.h"
 #include "alloc/memstats.h"
-#include "alloc/replay.h"
-#include "alloc/snapshot.h"
+#include "trace/replay.h"
+#include "trace/snapshot.h"
 #include "core/fileio.h"
 #include "core/status.h"
 #include "testutil.h"

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "run/report.h"
+#include "results/report.h"
 #include "run/runner.h"
 #include "run/scenario.h"
 #include "runtime/ops.h"

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "core/fileio.h"
-#include "run/report.h"
+#include "results/report.h"
 #include "run/runner.h"
 #include "run/scenario.h"
 #include "runtime/tensor.h"

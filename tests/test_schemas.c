@@ -12,10 +12,10 @@
 #include <string.h>
 #include <sys/wait.h>
 
-#include "alloc/trace.h"
+#include "trace/trace.h"
 #include "core/fileio.h"
 #include "core/strbuf.h"
-#include "run/predict.h"
+#include "analysis/predict.h"
 #include "testutil.h"
 
 static char tmpdir[TEST_TMPDIR_MAX];

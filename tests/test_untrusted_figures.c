@@ -13,14 +13,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "alloc/trace.h"
+#include "trace/trace.h"
 #include "core/fileio.h"
-#include "run/advise.h"
-#include "run/plot.h"
-#include "run/report.h"
-#include "run/report_html.h"
+#include "analysis/advise.h"
+#include "figures/plot.h"
+#include "results/report.h"
+#include "figures/report_html.h"
 #include "run/runner.h"
-#include "run/runset.h"
+#include "results/runset.h"
 #include "run/scenario.h"
 #include "testutil.h"
 
@@ -420,6 +420,29 @@ Test(untrusted, plot_refuses_an_oom_step_that_is_not_a_sample_index)
              tpath("bad.json"));
     cr_expect_str_eq(err, want);
     cr_expect(!exists(tpath("x.png")));
+}
+
+/* The figures' rule lives in the one reader: runset_read_file, which plot and report call, refuses the step with
+ * the figures' line (plot.c checks nothing of its own). */
+Test(untrusted, the_reader_refuses_an_oom_step_that_is_not_a_sample_index)
+{
+    cJSON *run = read_json(json);
+    cr_assert(cJSON_ReplaceItemInObjectCaseSensitive(cJSON_GetObjectItem(variant(run, 0), "oom"), "step",
+                                                     cJSON_CreateNumber(-1)));
+    write_json(run, tpath("bad.json"));
+    char want[1100], err[1024] = "";
+    snprintf(want, sizeof want, "%s: variants[0]: an OOM's step is not a sample index (a whole number >= 0)",
+             tpath("bad.json"));
+    cJSON *j = NULL;
+    cr_assert_eq(runset_read_file(tpath("bad.json"), false, &j, err, sizeof err), OOM_EINVAL);
+    cr_expect_null(j);
+    cr_expect_str_eq(err, want, "runset_read_file");
+    cr_assert_eq(plot_run(tpath("bad.json"), tpath("x.png"), err, sizeof err), OOM_EINVAL);
+    cr_expect_str_eq(err, want, "plot");
+    const char *inputs[] = {tpath("bad.json")};
+    cr_assert_eq(report_html(inputs, 1, NULL, tpath("report"), err, sizeof err), OOM_EINVAL);
+    cr_expect_str_eq(err, want, "report");
+    cr_expect(!exists(tpath("x.png")) && !exists(tpath("report")));
 }
 
 /* Item 10: a peak of 2^64 bytes was cast to uint64_t (undefined; x86-64 gave 0 bytes). The results reader now

@@ -33,6 +33,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/fail.h"
+
 #ifndef OOM_DEBUG
 #define OOM_DEBUG 0
 #endif
@@ -144,26 +146,6 @@ typedef struct alloc_params {
 /* --------------------------------------------------------------------------------------------------------
  * Small helpers
  * ------------------------------------------------------------------------------------------------------ */
-
-static void *xmalloc(size_t n)
-{
-    void *p = malloc(n);
-    if (!p) {
-        fprintf(stderr, "oomlab: out of host memory (%zu bytes)\n", n);
-        abort(); /* host bookkeeping is "or die" (Redis zmalloc); device memory never is */
-    }
-    return p;
-}
-
-static void *xrealloc(void *p, size_t n)
-{
-    void *q = realloc(p, n);
-    if (!q) {
-        fprintf(stderr, "oomlab: out of host memory (%zu bytes)\n", n);
-        abort();
-    }
-    return q;
-}
 
 static uint64_t splitmix64(uint64_t *s)
 {
@@ -1553,15 +1535,6 @@ static block_list all_blocks(const cachealloc *ca)
     return l;
 }
 
-#define CHECK(cond, ...)                                                                                       \
-    do {                                                                                                       \
-        if (!(cond)) {                                                                                         \
-            OOM_ERROR(OOM_ECORRUPT, __VA_ARGS__);                                                              \
-            rc = OOM_ECORRUPT;                                                                                 \
-            goto out;                                                                                          \
-        }                                                                                                      \
-    } while (0)
-
 static bool tree_contains(const ca_block *t, const ca_block *n, bool by_addr)
 {
     while (t) {
@@ -1591,21 +1564,21 @@ static oom_status check_uncached(const cachealloc *ca)
 {
     oom_status rc = OOM_OK;
     size_t n = 0;
-    CHECK(!ca->small_blocks.blocks && !ca->large_blocks.blocks && !ca->small_blocks.unmapped &&
+    OOM_CHECK(!ca->small_blocks.blocks && !ca->large_blocks.blocks && !ca->small_blocks.unmapped &&
               !ca->large_blocks.unmapped && ca->nsegs == 0 && !ca->expsegs,
           "caching off, yet blocks are cached");
-    CHECK(ca->total_allocated_memory == 0 && !ca->capped && ca->ntrace == 0, "caching off, yet memory is counted");
+    OOM_CHECK(ca->total_allocated_memory == 0 && !ca->capped && ca->ntrace == 0, "caching off, yet memory is counted");
     for (size_t i = 0; i <= ca->table_mask; i++)
         for (const ca_block *b = ca->table[i]; b; b = b->hnext, n++)
-            CHECK(b->allocated && b->mapped && !b->prev && !b->next && !b->es && b->size > 0,
+            OOM_CHECK(b->allocated && b->mapped && !b->prev && !b->next && !b->es && b->size > 0,
                   "caching off: block 0x%llx is not one whole allocation", (unsigned long long)b->ptr);
-    CHECK(n == ca->nactive, "active table holds %zu blocks, counted %zu", ca->nactive, n);
+    OOM_CHECK(n == ca->nactive, "active table holds %zu blocks, counted %zu", ca->nactive, n);
     memstats zero;
     memset(&zero, 0, sizeof zero);
     zero.num_sync_all_streams = ca->stats.num_sync_all_streams;
     zero.max_split_size = ca->stats.max_split_size;
     zero.accumulated_reset = ca->stats.accumulated_reset;
-    CHECK(memcmp(&zero, &ca->stats, sizeof zero) == 0, "caching off, yet a memory_stats counter moved");
+    OOM_CHECK(memcmp(&zero, &ca->stats, sizeof zero) == 0, "caching off, yet a memory_stats counter moved");
 out:
     return rc;
 }
@@ -1619,7 +1592,7 @@ oom_status cachealloc_check(const cachealloc *ca)
     recount r = {0};
     size_t i = 0, si = 0;
     expseg *es;
-    CHECK(l.n == 0 || l.v[0] != NULL, "null block");
+    OOM_CHECK(l.n == 0 || l.v[0] != NULL, "null block");
     /* cudaMalloc segments and expandable ranges interleave in address order; walk blocks in order. */
     while (i < l.n) {
         const ca_block *first = l.v[i];
@@ -1632,7 +1605,7 @@ oom_status cachealloc_check(const cachealloc *ca)
             size = es->max_pages * es->page;
             pool = es->pool;
         } else {
-            CHECK(si < ca->nsegs && ca->segs[si].ptr == first->ptr, "block 0x%llx starts no known segment",
+            OOM_CHECK(si < ca->nsegs && ca->segs[si].ptr == first->ptr, "block 0x%llx starts no known segment",
                   (unsigned long long)first->ptr);
             base = ca->segs[si].ptr;
             size = ca->segs[si].size;
@@ -1643,23 +1616,23 @@ oom_status cachealloc_check(const cachealloc *ca)
             if (size >= ca->conf.max_split_size)
                 r.oversize_seg++;
         }
-        CHECK(first->prev == NULL, "segment 0x%llx: first block has a prev", (unsigned long long)base);
-        CHECK(first->ptr == base, "segment 0x%llx: first block at wrong address", (unsigned long long)base);
+        OOM_CHECK(first->prev == NULL, "segment 0x%llx: first block has a prev", (unsigned long long)base);
+        OOM_CHECK(first->ptr == base, "segment 0x%llx: first block at wrong address", (unsigned long long)base);
         size_t sum = 0;
         bool split = first->next != NULL;
         const ca_block *b = first;
         for (;; i++) {
-            CHECK(i < l.n && l.v[i] == b, "segment 0x%llx: list and address order disagree at 0x%llx",
+            OOM_CHECK(i < l.n && l.v[i] == b, "segment 0x%llx: list and address order disagree at 0x%llx",
                   (unsigned long long)base, (unsigned long long)b->ptr);
-            CHECK(b->pool == pool && b->es == first->es, "block 0x%llx: wrong pool or range",
+            OOM_CHECK(b->pool == pool && b->es == first->es, "block 0x%llx: wrong pool or range",
                   (unsigned long long)b->ptr);
-            CHECK(b->key - b->ptr == first->key - first->ptr, "block 0x%llx: ordering key off its segment's",
+            OOM_CHECK(b->key - b->ptr == first->key - first->ptr, "block 0x%llx: ordering key off its segment's",
                   (unsigned long long)b->ptr); /* I7 */
-            CHECK(b->size > 0, "block 0x%llx: empty", (unsigned long long)b->ptr);
+            OOM_CHECK(b->size > 0, "block 0x%llx: empty", (unsigned long long)b->ptr);
             sum += b->size;
             if (b->allocated) {
-                CHECK(b->mapped, "allocated block 0x%llx unmapped", (unsigned long long)b->ptr);
-                CHECK(table_find(ca, b->ptr) == b, "allocated block 0x%llx not in the active table",
+                OOM_CHECK(b->mapped, "allocated block 0x%llx unmapped", (unsigned long long)b->ptr);
+                OOM_CHECK(table_find(ca, b->ptr) == b, "allocated block 0x%llx not in the active table",
                       (unsigned long long)b->ptr);
                 rc_add(r.alloc_n, pool->stat, 1);
                 rc_add(r.alloc_b, pool->stat, (int64_t)b->size);
@@ -1667,15 +1640,15 @@ oom_status cachealloc_check(const cachealloc *ca)
                 if (b->size >= ca->conf.max_split_size)
                     r.oversize_alloc++;
             } else if (b->mapped) {
-                CHECK(tree_contains(pool->blocks, b, false), "free block 0x%llx not in its pool",
+                OOM_CHECK(tree_contains(pool->blocks, b, false), "free block 0x%llx not in its pool",
                       (unsigned long long)b->ptr);
                 if (split && !b->es) {
                     rc_add(r.split_n, pool->stat, 1);
                     rc_add(r.split_b, pool->stat, (int64_t)b->size);
                 }
             } else {
-                CHECK(b->es, "unmapped block 0x%llx outside a range", (unsigned long long)b->ptr);
-                CHECK(tree_contains(pool->unmapped, b, true), "unmapped block 0x%llx not in unmapped set",
+                OOM_CHECK(b->es, "unmapped block 0x%llx outside a range", (unsigned long long)b->ptr);
+                OOM_CHECK(tree_contains(pool->unmapped, b, true), "unmapped block 0x%llx not in unmapped set",
                       (unsigned long long)b->ptr);
             }
             if (b->es) {
@@ -1684,22 +1657,22 @@ oom_status cachealloc_check(const cachealloc *ca)
                 size_t lo = b->mapped ? off / pg : (off + pg - 1) / pg;
                 size_t hi = b->mapped ? (off + b->size + pg - 1) / pg : (off + b->size) / pg;
                 for (size_t k = lo; k < hi; k++)
-                    CHECK(b->es->mapped[k] == (b->mapped ? 1 : 0), "range 0x%llx page %zu: mapped state wrong",
+                    OOM_CHECK(b->es->mapped[k] == (b->mapped ? 1 : 0), "range 0x%llx page %zu: mapped state wrong",
                           (unsigned long long)base, k);
             }
             const ca_block *n = b->next;
             if (!n)
                 break;
-            CHECK(n->prev == b, "block 0x%llx: next->prev broken", (unsigned long long)b->ptr);
-            CHECK(n->ptr == b->ptr + b->size, "block 0x%llx: gap or overlap before next", (unsigned long long)b->ptr);
-            CHECK(b->allocated || n->allocated || b->mapped != n->mapped, "blocks 0x%llx and 0x%llx both free",
+            OOM_CHECK(n->prev == b, "block 0x%llx: next->prev broken", (unsigned long long)b->ptr);
+            OOM_CHECK(n->ptr == b->ptr + b->size, "block 0x%llx: gap or overlap before next", (unsigned long long)b->ptr);
+            OOM_CHECK(b->allocated || n->allocated || b->mapped != n->mapped, "blocks 0x%llx and 0x%llx both free",
                   (unsigned long long)b->ptr, (unsigned long long)n->ptr);
             b = n;
         }
         i++;
-        CHECK(sum == size, "segment 0x%llx: blocks sum to %zu, segment is %zu", (unsigned long long)base, sum, size);
+        OOM_CHECK(sum == size, "segment 0x%llx: blocks sum to %zu, segment is %zu", (unsigned long long)base, sum, size);
     }
-    CHECK(si == ca->nsegs, "%zu segments have no blocks", ca->nsegs - si);
+    OOM_CHECK(si == ca->nsegs, "%zu segments have no blocks", ca->nsegs - si);
     /* reserved bytes of expandable ranges are their mapped pages */
     for (es = ca->expsegs; es; es = es->next_es) {
         size_t pages = 0;
@@ -1707,30 +1680,30 @@ oom_status cachealloc_check(const cachealloc *ca)
             pages += es->mapped[k];
         rc_add(r.res_b, es->pool->stat, (int64_t)(pages * es->page));
     }
-    CHECK(ca->nactive == (size_t)r.alloc_n[STAT_ALL], "active table holds %zu blocks, %lld allocated", ca->nactive,
+    OOM_CHECK(ca->nactive == (size_t)r.alloc_n[STAT_ALL], "active table holds %zu blocks, %lld allocated", ca->nactive,
           (long long)r.alloc_n[STAT_ALL]);
-    CHECK((int64_t)ca->total_allocated_memory == r.res_b[STAT_ALL], "held %zu bytes, recount %lld",
+    OOM_CHECK((int64_t)ca->total_allocated_memory == r.res_b[STAT_ALL], "held %zu bytes, recount %lld",
           ca->total_allocated_memory, (long long)r.res_b[STAT_ALL]);
     const memstats *m = &ca->stats;
     for (int k = 0; k < STAT_TYPES; k++) {
-        CHECK(m->allocation[k].current == r.alloc_n[k], "allocation[%d] %lld != %lld", k,
+        OOM_CHECK(m->allocation[k].current == r.alloc_n[k], "allocation[%d] %lld != %lld", k,
               (long long)m->allocation[k].current, (long long)r.alloc_n[k]);
-        CHECK(m->active[k].current == r.alloc_n[k], "active[%d] wrong", k);
-        CHECK(m->allocated_bytes[k].current == r.alloc_b[k], "allocated_bytes[%d] %lld != %lld", k,
+        OOM_CHECK(m->active[k].current == r.alloc_n[k], "active[%d] wrong", k);
+        OOM_CHECK(m->allocated_bytes[k].current == r.alloc_b[k], "allocated_bytes[%d] %lld != %lld", k,
               (long long)m->allocated_bytes[k].current, (long long)r.alloc_b[k]);
-        CHECK(m->active_bytes[k].current == r.alloc_b[k], "active_bytes[%d] wrong", k);
-        CHECK(m->requested_bytes[k].current == r.req_b[k], "requested_bytes[%d] wrong", k);
-        CHECK(m->segment[k].current == r.seg_n[k], "segment[%d] %lld != %lld", k, (long long)m->segment[k].current,
+        OOM_CHECK(m->active_bytes[k].current == r.alloc_b[k], "active_bytes[%d] wrong", k);
+        OOM_CHECK(m->requested_bytes[k].current == r.req_b[k], "requested_bytes[%d] wrong", k);
+        OOM_CHECK(m->segment[k].current == r.seg_n[k], "segment[%d] %lld != %lld", k, (long long)m->segment[k].current,
               (long long)r.seg_n[k]);
-        CHECK(m->reserved_bytes[k].current == r.res_b[k], "reserved_bytes[%d] %lld != %lld", k,
+        OOM_CHECK(m->reserved_bytes[k].current == r.res_b[k], "reserved_bytes[%d] %lld != %lld", k,
               (long long)m->reserved_bytes[k].current, (long long)r.res_b[k]);
-        CHECK(m->inactive_split[k].current == r.split_n[k], "inactive_split[%d] %lld != %lld", k,
+        OOM_CHECK(m->inactive_split[k].current == r.split_n[k], "inactive_split[%d] %lld != %lld", k,
               (long long)m->inactive_split[k].current, (long long)r.split_n[k]);
-        CHECK(m->inactive_split_bytes[k].current == r.split_b[k], "inactive_split_bytes[%d] %lld != %lld", k,
+        OOM_CHECK(m->inactive_split_bytes[k].current == r.split_b[k], "inactive_split_bytes[%d] %lld != %lld", k,
               (long long)m->inactive_split_bytes[k].current, (long long)r.split_b[k]);
     }
-    CHECK(m->oversize_allocations.current == r.oversize_alloc, "oversize_allocations wrong");
-    CHECK(m->oversize_segments.current == r.oversize_seg, "oversize_segments wrong");
+    OOM_CHECK(m->oversize_allocations.current == r.oversize_alloc, "oversize_allocations wrong");
+    OOM_CHECK(m->oversize_segments.current == r.oversize_seg, "oversize_segments wrong");
     rc = memstats_check(m);
 out:
     free(l.v);

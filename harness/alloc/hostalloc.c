@@ -39,6 +39,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/fail.h"
+
 #ifndef OOM_DEBUG
 #define OOM_DEBUG 0
 #endif
@@ -110,17 +112,6 @@ static void debug_check(hostalloc *ha)
 #else
     (void)ha;
 #endif
-}
-
-/* Host bookkeeping that cannot get memory aborts (CONTRIBUTING.md). */
-static void *xrealloc(void *p, size_t n)
-{
-    void *r = realloc(p, n);
-    if (!r) {
-        fprintf(stderr, "oomlab: hostalloc: out of host memory for bookkeeping (%zu bytes)\n", n);
-        abort();
-    }
-    return r;
 }
 
 static int64_t now_us(void)
@@ -818,15 +809,6 @@ bool hostalloc_stats_get(const hostalloc_stats *s, const char *key, int64_t *val
 
 /* ---- the validator ---- */
 
-#define CHECK(cond, ...)                                                                                       \
-    do {                                                                                                       \
-        if (!(cond)) {                                                                                         \
-            OOM_ERROR(OOM_ECORRUPT, __VA_ARGS__);                                                              \
-            rc = OOM_ECORRUPT;                                                                                 \
-            goto out;                                                                                          \
-        }                                                                                                      \
-    } while (0)
-
 /* H7 for one stat; slack: how far Q2 may have lifted current above the peak. */
 static bool stat_ok(const memstat *s, bool identity, int64_t slack)
 {
@@ -848,10 +830,10 @@ oom_status hostalloc_check(hostalloc *ha)
     /* H2: the free lists (each block once, cached, of the right index) */
     for (unsigned i = 0; i < NB; i++)
         for (ha_block *b = ha->free_list[i]; b; b = b->free_next) {
-            CHECK(b->index == i, "block %p on free list %u has index %u", b->ptr, i, b->index);
-            CHECK(b->mark != mark, "block %p twice on the free lists", b->ptr);
-            CHECK(!b->allocated && b->event_count == 0, "block %p on a free list is live or pending", b->ptr);
-            CHECK(table_find(ha, b->ptr) == b, "block %p on a free list is not in the table", b->ptr);
+            OOM_CHECK(b->index == i, "block %p on free list %u has index %u", b->ptr, i, b->index);
+            OOM_CHECK(b->mark != mark, "block %p twice on the free lists", b->ptr);
+            OOM_CHECK(!b->allocated && b->event_count == 0, "block %p on a free list is live or pending", b->ptr);
+            OOM_CHECK(table_find(ha, b->ptr) == b, "block %p on a free list is not in the table", b->ptr);
             b->mark = mark;
         }
     /* H3: the queue, counted per block */
@@ -859,25 +841,25 @@ oom_status hostalloc_check(hostalloc *ha)
         b->queued = 0;
     for (size_t k = 0; k < ha->qn; k++) {
         ha_event *e = &ha->q[(ha->head + k) % ha->qcap];
-        CHECK(e->ev != 0 && e->block && table_find(ha, e->block->ptr) == e->block, "queue entry %zu: bad", k);
-        CHECK(!e->block->allocated, "queue entry %zu: block %p is live", k, e->block->ptr);
+        OOM_CHECK(e->ev != 0 && e->block && table_find(ha, e->block->ptr) == e->block, "queue entry %zu: bad", k);
+        OOM_CHECK(!e->block->allocated, "queue entry %zu: block %p is live", k, e->block->ptr);
         e->block->queued++;
     }
     /* H1, H2, H3 per block */
     for (ha_block *b = ha->all; b; b = b->next) {
-        CHECK(b->ptr && b->size && (b->size & (b->size - 1)) == 0 && b->index < NB &&
+        OOM_CHECK(b->ptr && b->size && (b->size & (b->size - 1)) == 0 && b->index < NB &&
                   ((size_t)1 << b->index) == b->size,
               "block %p: size %zu, index %u", b->ptr, b->size, b->index);
-        CHECK(table_find(ha, b->ptr) == b, "block %p not in the table", b->ptr);
-        CHECK(!b->allocated || b->event_count == 0, "live block %p has pending events", b->ptr);
-        CHECK(b->allocated || b->nstreams == 0, "freed block %p still has streams", b->ptr);
+        OOM_CHECK(table_find(ha, b->ptr) == b, "block %p not in the table", b->ptr);
+        OOM_CHECK(!b->allocated || b->event_count == 0, "live block %p has pending events", b->ptr);
+        OOM_CHECK(b->allocated || b->nstreams == 0, "freed block %p still has streams", b->ptr);
         bool cached = !b->allocated && b->event_count == 0;
-        CHECK(cached == (b->mark == mark), "block %p: cached %d but on a free list %d", b->ptr, cached,
+        OOM_CHECK(cached == (b->mark == mark), "block %p: cached %d but on a free list %d", b->ptr, cached,
               b->mark == mark);
-        CHECK(b->queued == b->event_count, "block %p: %zu events queued, event_count %zu", b->ptr, b->queued,
+        OOM_CHECK(b->queued == b->event_count, "block %p: %zu events queued, event_count %zu", b->ptr, b->queued,
               b->event_count);
         if (b->in_reserve)
-            CHECK(ha->reserve && (unsigned char *)b->ptr >= (unsigned char *)ha->reserve &&
+            OOM_CHECK(ha->reserve && (unsigned char *)b->ptr >= (unsigned char *)ha->reserve &&
                       (unsigned char *)b->ptr + b->size <= (unsigned char *)ha->reserve + ha->reserve_carved,
                   "reserve block %p outside the carved reserve", b->ptr);
         else
@@ -889,42 +871,42 @@ oom_status hostalloc_check(hostalloc *ha)
         total += b->size;
         nblocks++;
     }
-    CHECK(nblocks == ha->nblocks, "%zu blocks listed, %zu counted", nblocks, ha->nblocks);
+    OOM_CHECK(nblocks == ha->nblocks, "%zu blocks listed, %zu counted", nblocks, ha->nblocks);
     {
         size_t in_table = 0;
         for (size_t i = 0; i <= ha->table_mask; i++)
             for (const ha_block *b = ha->table[i]; b; b = b->hnext)
                 in_table++;
-        CHECK(in_table == nblocks, "table holds %zu blocks, %zu listed", in_table, nblocks);
+        OOM_CHECK(in_table == nblocks, "table holds %zu blocks, %zu listed", in_table, nblocks);
     }
     /* H4 */
-    CHECK(ha->allocations.current == (int64_t)nblocks, "allocations.current %lld != %zu blocks",
+    OOM_CHECK(ha->allocations.current == (int64_t)nblocks, "allocations.current %lld != %zu blocks",
           (long long)ha->allocations.current, nblocks);
-    CHECK(ha->allocated_bytes.current == (int64_t)total, "allocated_bytes.current %lld != %zu",
+    OOM_CHECK(ha->allocated_bytes.current == (int64_t)total, "allocated_bytes.current %lld != %zu",
           (long long)ha->allocated_bytes.current, total);
     /* H6 */
-    CHECK(ha->pinned_bytes == outside + ha->reserve_size, "pinned %zu != %zu outside the reserve + %zu",
+    OOM_CHECK(ha->pinned_bytes == outside + ha->reserve_size, "pinned %zu != %zu outside the reserve + %zu",
           ha->pinned_bytes, outside, ha->reserve_size);
-    CHECK(ha->reserve_carved <= ha->reserve_size, "reserve carved past its end");
+    OOM_CHECK(ha->reserve_carved <= ha->reserve_size, "reserve carved past its end");
     /* H4, H5, H7 per power */
-    CHECK(stat_ok(&ha->allocations, identity, 0) && stat_ok(&ha->allocated_bytes, identity, 0),
+    OOM_CHECK(stat_ok(&ha->allocations, identity, 0) && stat_ok(&ha->allocated_bytes, identity, 0),
           "aggregate stat broken");
     for (unsigned i = 0; i < NB; i++) {
-        CHECK(ha->allocation_bucket[i].current == n_blocks[i], "allocation[2^%u] %lld != %lld", i,
+        OOM_CHECK(ha->allocation_bucket[i].current == n_blocks[i], "allocation[2^%u] %lld != %lld", i,
               (long long)ha->allocation_bucket[i].current, (long long)n_blocks[i]);
-        CHECK(ha->allocated_bytes_bucket[i].current == n_bytes[i], "allocated_bytes[2^%u] wrong", i);
+        OOM_CHECK(ha->allocated_bytes_bucket[i].current == n_bytes[i], "allocated_bytes[2^%u] wrong", i);
         int64_t n = n_active[i] + ha->unreturned[i];
-        CHECK(ha->active_bucket[i].current == n, "active[2^%u] %lld != %lld live+pending+unreturned", i,
+        OOM_CHECK(ha->active_bucket[i].current == n, "active[2^%u] %lld != %lld live+pending+unreturned", i,
               (long long)ha->active_bucket[i].current, (long long)n);
         int64_t r = ha->returned[i], want_bytes = r + (int64_t)((uint64_t)(n + r) << i);
-        CHECK(ha->active_bytes_bucket[i].current == want_bytes, "active_bytes[2^%u] %lld != %lld", i,
+        OOM_CHECK(ha->active_bytes_bucket[i].current == want_bytes, "active_bytes[2^%u] %lld != %lld", i,
               (long long)ha->active_bytes_bucket[i].current, (long long)want_bytes);
-        CHECK(stat_ok(&ha->active_bucket[i], identity, 0) && stat_ok(&ha->active_bytes_bucket[i], identity, r) &&
+        OOM_CHECK(stat_ok(&ha->active_bucket[i], identity, 0) && stat_ok(&ha->active_bytes_bucket[i], identity, r) &&
                   stat_ok(&ha->allocation_bucket[i], identity, 0) &&
                   stat_ok(&ha->allocated_bytes_bucket[i], identity, 0),
               "stat of 2^%u broken (peak, sign or identity)", i);
     }
-    CHECK(ha->host_alloc_time.count >= 0 && ha->host_free_time.count >= 0, "negative timing count");
+    OOM_CHECK(ha->host_alloc_time.count >= 0 && ha->host_free_time.count >= 0, "negative timing count");
 out:
     pthread_mutex_unlock(&ha->mu);
     return rc;

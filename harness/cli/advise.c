@@ -1,4 +1,4 @@
-/* advise.c - `oomlab advise`: parse the options, load the snapshot once, advise, print or plot (run/advise.h). */
+/* advise.c - `oomlab advise`: parse the options, load the snapshot once, advise, print or plot (analysis/advise.h). */
 #include "cli/command.h"
 
 #include <cJSON.h>
@@ -16,13 +16,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "alloc/trace.h"
+#include "trace/trace.h"
 #include "core/echo.h"
 #include "core/fileio.h"
 #include "core/selfpath.h"
 #include "core/units.h"
-#include "run/advise.h"
-#include "run/runset.h"
+#include "analysis/advise.h"
+#include "results/runset.h"
 
 /* scripts/snapshot2json.py beside this binary's checkout (build/oomlab or build/bench/oomlab), into buf. */
 static bool find_converter(char *buf, size_t cap)
@@ -318,12 +318,7 @@ int cli_advise(int argc, char **argv)
         return cli_bad_input("advise: %s", err);
     }
     if (json) {
-        cJSON *o = advise_json(&res);
-        char *s = o ? cJSON_Print(o) : NULL;
-        if (s)
-            puts(s);
-        free(s);
-        cJSON_Delete(o);
+        cli_print_json(advise_json(&res));
     } else {
         if (pickle)
             printf("converted: %s with scripts/snapshot2json.py --strip-frames\n", file);

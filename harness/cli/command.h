@@ -111,7 +111,7 @@ bool cli_bench_common_option(int argc, char **argv, int *i, bool *json, device_k
 /* A benchmark's exit status: 0, 1 when it failed, 2 when the backend asked for is not there. */
 int cli_bench_exit(oom_status st);
 
-/* The handlers, each in cli/NAME.c ("bench alloc": cli/bench.c, "bench gemm": cli/bench_gemm.c, ...). */
+/* The handlers, each in cli/NAME.c (the four "bench ..." commands: cli/bench.c). */
 int cli_list(int argc, char **argv);
 int cli_describe(int argc, char **argv);
 int cli_run(int argc, char **argv);

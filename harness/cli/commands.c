@@ -10,7 +10,7 @@
 
 #include "core/echo.h"
 #include "core/units.h"
-#include "run/history.h"
+#include "results/history.h"
 #include "run/scenario.h"
 
 #define OPT_BACKEND \

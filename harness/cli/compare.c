@@ -1,5 +1,5 @@
-/* compare.c - `oomlab compare BASELINE CURRENT` and `oomlab baseline CURRENT DIR` (run/compare.h,
- * run/baseline.h). */
+/* compare.c - `oomlab compare BASELINE CURRENT` and `oomlab baseline CURRENT DIR` (results/compare.h,
+ * results/baseline.h). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -7,9 +7,9 @@
 
 #include "cli/command.h"
 #include "core/echo.h"
-#include "run/baseline.h"
-#include "run/compare.h"
-#include "run/runset.h"
+#include "results/baseline.h"
+#include "results/compare.h"
+#include "results/runset.h"
 
 /* --tolerance / --time-tolerance at argv[*i]: 0, or the exit status of a bad value. */
 static int take_percent(int argc, char **argv, int *i, double *out)

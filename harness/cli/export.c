@@ -1,4 +1,4 @@
-/* export.c - `oomlab export RUN --junit F --gbench F --smaller-is-better F` (run/export.h): every file is made
+/* export.c - `oomlab export RUN --junit F --gbench F --smaller-is-better F` (results/export.h): every file is made
  * before any is written, and each is written atomically. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -6,8 +6,8 @@
 
 #include "cli/command.h"
 #include "core/fileio.h"
-#include "run/export.h"
-#include "run/runset.h"
+#include "results/export.h"
+#include "results/runset.h"
 
 static char *print_json(cJSON *j)
 {

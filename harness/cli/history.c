@@ -1,14 +1,14 @@
 /* history.c - `oomlab history FILE.csv [--append RUN --commit C]`: append a run to the nightly history, and print
- * the steps in every series of it (run/history.h). */
+ * the steps in every series of it (results/history.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/command.h"
 #include "core/fileio.h"
-#include "run/compare.h"
-#include "run/history.h"
-#include "run/runset.h"
+#include "results/compare.h"
+#include "results/history.h"
+#include "results/runset.h"
 
 int cli_history(int argc, char **argv)
 {

@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "cli/command.h"
-#include "run/runset.h"
+#include "results/runset.h"
 #include "run/scenario.h"
 
 /* The words after a command, as its parser reads them: --flag=value split into --flag and value where c says

@@ -1,13 +1,13 @@
-/* plot.c - `oomlab plot`: draw a results file, a run's folder, or the nightly history (run/plot.h). */
+/* plot.c - `oomlab plot`: draw a results file, a run's folder, or the nightly history (figures/plot.h). */
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/command.h"
-#include "run/plot.h"
-#include "run/history.h"
-#include "run/runset.h"
+#include "figures/plot.h"
+#include "results/history.h"
+#include "results/runset.h"
 
 /* plot RUNDIR: the figure of each results file of the folder (runset's reading: NAME.json, in name order, sweeps
  * skipped), beside it as NAME.png (NAME-peaks.png, NAME-segments.png). */

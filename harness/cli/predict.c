@@ -1,4 +1,4 @@
-/* predict.c - `oomlab predict`: find the Python, run the capture as a child, analyse its trace (run/predict.h).
+/* predict.c - `oomlab predict`: find the Python, run the capture as a child, analyse its trace (analysis/predict.h).
  *
  * The Python is --python, else build/venv/bin/python of the checkout this binary runs from, installed on first
  * use by scripts/predict_venv.sh (said on stderr, with the time it took). The capture runs as
@@ -24,12 +24,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "alloc/trace.h"
+#include "trace/trace.h"
 #include "core/echo.h"
 #include "core/fileio.h"
 #include "core/selfpath.h"
 #include "core/units.h"
-#include "run/predict.h"
+#include "analysis/predict.h"
 
 /* the checkout: where scripts/ has predict_venv.sh (and the capture package, scripts/oomlab_capture) */
 #define CHECKOUT_MARK "scripts/predict_venv.sh"
@@ -361,11 +361,7 @@ static int do_sweep(predict_cli *c)
         else
             cJSON_AddNullToObject(o, "largest_fit");
         cJSON_AddBoolToObject(o, "monotonic", sw.monotonic);
-        char *s = cJSON_Print(o);
-        if (s)
-            puts(s);
-        free(s);
-        cJSON_Delete(o);
+        cli_print_json(o);
         return 0;
     }
     if (sw.found >= sw.lo)
@@ -522,12 +518,7 @@ int cli_predict(int argc, char **argv)
     }
     if (rc == 0) {
         if (c.json) {
-            cJSON *o = predict_json(&res, c.script);
-            char *s = o ? cJSON_Print(o) : NULL;
-            if (s)
-                puts(s);
-            free(s);
-            cJSON_Delete(o);
+            cli_print_json(predict_json(&res, c.script));
         } else {
             predict_print(&res, stdout);
             if (c.trace_out)

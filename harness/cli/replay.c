@@ -1,4 +1,4 @@
-/* replay.c - `oomlab replay FILE`: a PyTorch memory snapshot through the allocator model (alloc/replay.h);
+/* replay.c - `oomlab replay FILE`: a PyTorch memory snapshot through the allocator model (trace/replay.h);
  * its JSON is schema oomlab.replay/2 (/1 had no per-device "devices": a change of shape bumps the version). */
 #include <cJSON.h>
 #include <ctype.h>
@@ -10,7 +10,7 @@
 #include "cli/command.h"
 #include "alloc/allocconf.h"
 #include "alloc/memstats.h"
-#include "alloc/replay.h"
+#include "trace/replay.h"
 #include "core/echo.h"
 #include "core/units.h"
 

@@ -1,12 +1,12 @@
 /* report.c - `oomlab report RESULTS...`: one static page explaining each scenario with its measurements
- * (run/report_html.h). */
+ * (figures/report_html.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/command.h"
-#include "run/report_html.h"
-#include "run/runset.h"
+#include "figures/report_html.h"
+#include "results/runset.h"
 
 int cli_report(int argc, char **argv)
 {

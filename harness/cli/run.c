@@ -11,11 +11,11 @@
 #include "core/echo.h"
 #include "core/fileio.h"
 #include "core/units.h"
-#include "run/plot.h"
-#include "run/report.h"
+#include "figures/plot.h"
+#include "results/report.h"
 #include "run/runner.h"
 #include "run/scenario.h"
-#include "run/sweep.h"
+#include "results/sweep_report.h"
 
 /* --set NAME=VALUE with an integer VALUE. */
 bool cli_parse_set(const char *arg, run_set *out, char *name, size_t cap)

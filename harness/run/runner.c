@@ -11,6 +11,7 @@
 
 #include "alloc/cachealloc.h"
 #include "core/echo.h"
+#include "core/fail.h"
 #include "run/isolate.h"
 
 /* LeakSanitizer's own check, for faultsweep's children (asan builds: `make asan`). */
@@ -41,16 +42,6 @@ struct scn {
     device_fault_plan plan; /* under o->fault: shared by every device of the variant */
     struct devcomm *comm;   /* scn_comm's, closed when the variant ends */
 };
-
-static void *xrealloc(void *p, size_t n)
-{
-    void *q = realloc(p, n);
-    if (!q) {
-        fprintf(stderr, "oomlab: out of host memory\n");
-        abort();
-    }
-    return q;
-}
 
 const char *variant_kind_str(variant_kind k)
 {
@@ -449,7 +440,7 @@ int64_t scn_stat_device(const scn *s, int k, const char *key)
 
 /* ---- validation ------------------------------------------------------------------------------------------ */
 
-static const scenario_param *param_find(const scenario *sc, const char *name, size_t *idx)
+const scenario_param *runner_param(const scenario *sc, const char *name, size_t *idx)
 {
     for (size_t i = 0; i < sc->nparams; i++) {
         if (strcmp(sc->params[i].name, name) == 0) {
@@ -461,8 +452,7 @@ static const scenario_param *param_find(const scenario *sc, const char *name, si
     return NULL;
 }
 
-/* Whether --variant (none: all) selects v. */
-static bool variant_selected(const run_options *o, const scenario_variant *v)
+bool runner_selects(const run_options *o, const scenario_variant *v)
 {
     if (o->nvariants == 0)
         return true;
@@ -518,7 +508,7 @@ oom_status runner_validate(const scenario *sc, const run_options *o, char *err, 
         return OOM_EINVAL;
     }
     for (int i = 0; i < o->nsets; i++) {
-        const scenario_param *p = param_find(sc, o->sets[i].name, NULL);
+        const scenario_param *p = runner_param(sc, o->sets[i].name, NULL);
         if (!p) {
             size_t n = (size_t)snprintf(err, errcap, "--set: scenario %s has no parameter '%s' (parameters:", sc->name,
                                         o->sets[i].name);
@@ -542,7 +532,7 @@ oom_status runner_validate(const scenario *sc, const run_options *o, char *err, 
     }
     for (size_t i = 0; i < sc->nvariants; i++) {
         const scenario_variant *v = &sc->variants[i];
-        if (!variant_selected(o, v))
+        if (!runner_selects(o, v))
             continue;
         alloc_conf c;
         if (variant_conf(o, v, &c, err, errcap) != OOM_OK)
@@ -833,7 +823,7 @@ static oom_status runner_prepare(const scenario *sc, const run_options *o, run_r
         out->params[i] = scenario_param_default(&sc->params[i], out->scale);
     for (int i = 0; i < o->nsets; i++) {
         size_t idx = 0;
-        if (param_find(sc, o->sets[i].name, &idx))
+        if (runner_param(sc, o->sets[i].name, &idx))
             out->params[idx] = o->sets[i].value;
     }
     time_t now = time(NULL);
@@ -909,7 +899,7 @@ oom_status runner_run_batch(const scenario *const *scs, const run_options *const
             return st;
         }
         for (size_t i = 0; i < scs[k]->nvariants; i++)
-            total += variant_selected(opts[k], &scs[k]->variants[i]);
+            total += runner_selects(opts[k], &scs[k]->variants[i]);
     }
     batch_variant *bv = calloc(total ? total : 1, sizeof *bv);
     isolate_job *ij = calloc(total ? total : 1, sizeof *ij);
@@ -929,7 +919,7 @@ oom_status runner_run_batch(const scenario *const *scs, const run_options *const
         double timeout = variant_timeout(sc, opts[k], &limit);
         for (size_t i = 0; i < sc->nvariants; i++) {
             const scenario_variant *v = &sc->variants[i];
-            if (!variant_selected(opts[k], v))
+            if (!runner_selects(opts[k], v))
                 continue;
             variant_result *res = &outs[k].variants[outs[k].nvariants++];
             variant_prepare(opts[k], v, res);

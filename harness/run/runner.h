@@ -218,6 +218,10 @@ run_scale runner_resolve_scale(const run_options *o);
 /* Check the options against the scenario (variant, --set names and ranges, allocator settings) without running
  * anything: OOM_EINVAL with one line in err naming the problem. */
 oom_status runner_validate(const scenario *sc, const run_options *o, char *err, size_t errcap);
+/* The parameter of sc named name (its index into *idx when idx is not NULL); NULL if sc has none. */
+const scenario_param *runner_param(const scenario *sc, const char *name, size_t *idx);
+/* Whether o's --variant list (none: every variant) selects v. */
+bool runner_selects(const run_options *o, const scenario_variant *v);
 
 #define RUN_MAX_JOBS 256    /* --jobs at most */
 #define RUN_JOBS_WHY_MAX 160 /* runner_jobs' reason */

@@ -13,25 +13,11 @@
  *                               power of two that fits and the next value of the series that does not (HI when
  *                               every power of two fits, LO when none does).
  * A run whose result is known already (the same value) is not repeated: runs are deterministic.
- *
- * The results JSON, schema "oomlab.sweep/1":
- *   {"schema", "scenario", "title", "backend", "device", "dry_run", "memory_caching" (false: caching off, as
- *    PYTORCH_NO_CUDA_MEMORY_CACHING=1 sets it), "scale", "budget", "started", "passed",
- *    "param", "lo", "hi", "params": {the other parameters},
- *    "variants": [{"name", "kind", "monotonic": false when a value fits above one that does not (in the series
- *                  or in either search's runs), "window": null | {"fails", "fits"}: such a pair, the smallest value
- *                  that fits above one that does not and the largest that does not below it,
- *                  "series": [{"value", "outcome": "ok"|"oom"|"error", "peak_allocated", "peak_reserved",
- *                              "reproduced", "passed", "oom_what": null|text}],
- *                  "largest_fit": {"value": null|N, "runs": [{"value", "fits"}]},
- *                  "find_executable_batch_size": {"starting_batch_size", "factor": 0.9, "value": null|N,
- *                                                 "runs": [{"value", "fits"}]}}]}
- * written to DIR/STAMP-BACKEND/SCENARIO.sweep.json.
+ * The table and the results JSON: results/sweep_report.h.
  */
 #ifndef OOMLAB_SWEEP_H
 #define OOMLAB_SWEEP_H
 
-#include <cJSON.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -41,7 +27,6 @@
 
 OOM_BEGIN_DECLS
 
-#define SWEEP_SCHEMA "oomlab.sweep/1"
 #define SWEEP_FACTOR 0.9 /* accelerate's reduce_batch_size_fn: batch_size = int(batch_size * 0.9) */
 
 /* One run of one variant at one value. */
@@ -108,13 +93,6 @@ oom_status sweep_validate(const scenario *sc, const run_options *o, const char *
 oom_status runner_sweep(const scenario *sc, const run_options *o, const char *param, int64_t lo, int64_t hi,
                         sweep_result *out, char *err, size_t errcap);
 void sweep_result_free(sweep_result *r);
-
-/* The table: per variant the series (value, outcome, peaks) and both searches. */
-void sweep_table(const sweep_result *r, FILE *out);
-/* The results JSON; NULL when out of host memory. */
-cJSON *sweep_json(const sweep_result *r);
-/* Write it to DIR/STAMP-BACKEND/SCENARIO.sweep.json (report_write_file); the path goes to path. */
-oom_status sweep_write(const sweep_result *r, const char *dir, char *path, size_t cap);
 
 OOM_END_DECLS
 

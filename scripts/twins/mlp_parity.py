@@ -4,7 +4,7 @@
     python3 scripts/twins/mlp_parity.py [--json OUT] [WORKLOAD ...]
 
 Each workload runs in a fresh process and prints one JSON object; `oomlab parity --json` prints the same keys
-for oomlab's runtime (harness/cli/parity.c mirrors this file line by line). The canonical MLP is depth x
+for oomlab's runtime (harness/bench/parity.c mirrors this file line by line). The canonical MLP is depth x
 [Linear(width, width), ReLU] then Linear(width, 10), width 4096, depth 4, batch 256.
 
 Workloads:

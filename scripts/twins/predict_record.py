@@ -15,7 +15,7 @@ CUBLAS_WORKSPACE_CONFIG and CUBLASLT_WORKSPACE_SIZE are removed: these are ordin
      started before the script; DIR/NAME.trace.json is the _snapshot() dict through scripts/snapshot2json.py
      --strip-frames (advise_record.snapshot_to_trace);
   2. the minimum budget under the defaults and under expandable_segments:True, with advise's definition
-     (harness/run/advise.h) and advise's own search (harness/run/advise.c, fill_row): B is a whole number of MiB
+     (harness/analysis/advise.h) and advise's own search (harness/analysis/advise.c, fill_row): B is a whole number of MiB
      applied as set_per_process_memory_fraction(B MiB / total) (advise_record.apply_budget); bisection between
      lo = (need - 1) // MiB, need the recorded trace's peak of live bytes with each request rounded to 512
      (advise.c find_need, ported in need_of), and hi = ceil(uncapped peak reserved of the setting / MiB) + 1,

@@ -23,8 +23,8 @@
 
 #include "core/fileio.h"
 #include "core/status.h"
-#include "run/plot.h"
-#include "run/report_html.h"
+#include "figures/plot.h"
+#include "figures/report_html.h"
 
 static char bin_dir[128], scripts[160];
 

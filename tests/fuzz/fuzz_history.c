@@ -1,5 +1,5 @@
 /* fuzz_history.c - libFuzzer harness of the nightly history's reader: the input is a history CSV
- * (results/history.csv, run/history.h), fed to the readers the way their commands feed it.
+ * (results/history.csv, results/history.h), fed to the readers the way their commands feed it.
  *
  * Readers: history_read then history_print_steps (`oomlab history FILE`), and plot_trend (`oomlab plot --trend
  * FILE -o DIR`, which reads through history_read) with gnuplot not run (PATH points nowhere). Checked:
@@ -20,8 +20,8 @@
 #include <stdint.h>
 
 #include "core/status.h"
-#include "run/history.h"
-#include "run/plot.h"
+#include "results/history.h"
+#include "figures/plot.h"
 #include "run/scenario.h"
 
 static FILE *devnull;

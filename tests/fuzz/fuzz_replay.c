@@ -16,7 +16,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "alloc/replay.h"
+#include "trace/replay.h"
 #include "core/status.h"
 
 static bool exists(const char *path) { return access(path, F_OK) == 0; }

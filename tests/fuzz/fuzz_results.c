@@ -18,8 +18,8 @@
 #include <stdint.h>
 
 #include "core/status.h"
-#include "run/plot.h"
-#include "run/runset.h"
+#include "figures/plot.h"
+#include "results/runset.h"
 
 /* Nothing may remain in the scratch folder after a reader ran. */
 static void check_scratch_empty(const char *reader)

@@ -1,0 +1,369 @@
+/* predict.c - a predicted trace's peaks, fit, OOM and advice. See predict.h. */
+#include "analysis/predict.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc/memstats.h"
+#include "trace/replay.h"
+#include "core/echo.h"
+#include "core/fail.h"
+
+#define MIB ((size_t)1 << 20)
+/* A device no trace fills: the uncapped replay's (dry run: nothing is backed). Placement does not depend on it. */
+#define PREDICT_UNCAPPED_TOTAL ((size_t)1 << 50)
+
+static double mib(size_t b) { return (double)b / (double)MIB; }
+
+/* A whole number >= 0 of a JSON object's key; false when absent or not one. */
+static bool json_size(const cJSON *o, const char *key, size_t *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 9.0e15 ||
+        v->valuedouble != (double)(uint64_t)v->valuedouble)
+        return false;
+    *out = (size_t)v->valuedouble;
+    return true;
+}
+
+static oom_status read_gpu(const trace_file *t, const char *path, predict_gpu *g, char *err, size_t errcap)
+{
+    const cJSON *schema = cJSON_GetObjectItemCaseSensitive(t->capture, "schema");
+    if (schema && (!cJSON_IsString(schema) || strcmp(schema->valuestring, CAPTURE_SCHEMA) != 0)) {
+        char e[ECHO_BUF];
+        errbuf_set(err, errcap, "%s: 'oomlab_capture'.'schema' is '%s', not %s (a capture this oomlab does not read)",
+                path, echo_str(cJSON_IsString(schema) ? schema->valuestring : "(not a string)", e), CAPTURE_SCHEMA);
+        return OOM_EINVAL;
+    }
+    const cJSON *gpu = cJSON_GetObjectItemCaseSensitive(t->capture, "gpu");
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(gpu, "name");
+    const cJSON *arch = cJSON_GetObjectItemCaseSensitive(gpu, "arch");
+    size_t sm = 0;
+    if (!cJSON_IsObject(gpu) || !cJSON_IsString(name) || !json_size(gpu, "total_memory", &g->total) ||
+        !json_size(gpu, "context_bytes", &g->context) || g->total == 0 || g->context >= g->total) {
+        errbuf_set(err, errcap, "%s: no 'oomlab_capture'.'gpu' {name, total_memory, context_bytes} (not a trace of "
+                             "scripts/oomlab_capture)",
+                path);
+        return OOM_EINVAL;
+    }
+    snprintf(g->name, sizeof g->name, "%s", name->valuestring);
+    snprintf(g->arch, sizeof g->arch, "%s", cJSON_IsString(arch) ? arch->valuestring : "");
+    g->sm_count = json_size(gpu, "sm_count", &sm) && sm < 100000 ? (int)sm : 0;
+    return OOM_OK;
+}
+
+/* "step S: OP at WHERE" (the capture's user_metadata) into the result's step, op and where. */
+static void parse_metadata(predict_result *res, const char *md)
+{
+    snprintf(res->oom_metadata, sizeof res->oom_metadata, "%s", md);
+    res->oom_step = -1;
+    const char *colon = strstr(md, ": ");
+    if (strncmp(md, "step ", 5) != 0 || !colon)
+        return;
+    char *end = NULL;
+    long s = strtol(md + 5, &end, 10);
+    if (end != colon || s < 0)
+        return;
+    res->oom_step = s;
+    const char *op = colon + 2, *at = strstr(op, " at ");
+    size_t oplen = at ? (size_t)(at - op) : strlen(op);
+    snprintf(res->oom_op, sizeof res->oom_op, "%.*s", (int)(oplen < sizeof res->oom_op ? oplen : 127), op);
+    snprintf(res->oom_where, sizeof res->oom_where, "%s", at ? at + 4 : "");
+}
+
+static int64_t stat_of(const replay_result *r, const char *key)
+{
+    int64_t v = 0;
+    memstats_get(&r->stats, key, &v);
+    return v;
+}
+
+oom_status predict_run(const trace_file *t, const char *path, const predict_options *opt, predict_result *res,
+                       char *err, size_t errcap)
+{
+    memset(res, 0, sizeof *res);
+    res->oom_event = -1;
+    res->oom_step = -1;
+    snprintf(res->path, sizeof res->path, "%s", path);
+    oom_status rc = read_gpu(t, path, &res->gpu, err, errcap);
+    if (rc != OOM_OK)
+        return rc;
+    res->capture = cJSON_Duplicate(t->capture, true);
+    if (!res->capture) {
+        errbuf_set(err, errcap, "out of host memory");
+        return OOM_ENOMEM_HOST;
+    }
+    if (opt->budget >= res->gpu.total) {
+        errbuf_set(err, errcap, "--budget: %zu bytes is not below the %s's memory, %zu bytes (PyTorch's memory "
+                             "fraction is at most 1)",
+                opt->budget, res->gpu.name, res->gpu.total);
+        return OOM_EINVAL;
+    }
+    res->budget = opt->budget;
+    /* uncapped: the peaks */
+    replay_options ro = {
+        .alloc_conf = opt->alloc_conf,
+        .one_device = true,
+        .device = 0,
+        .model_addresses = true,
+        .fast = true,
+        .device_total = PREDICT_UNCAPPED_TOTAL,
+    };
+    size_t d = 0;
+    while (d < t->ndevices && t->dev[d].n == 0)
+        d++;
+    ro.device = (int)d; /* the capture records cuda:0; a hand-made trace: its first device with events */
+    replay_report rep;
+    rc = replay_loaded(t, path, &ro, &rep, err, errcap);
+    if (rc == OOM_OK) {
+        res->events = rep.devices[0].events;
+        res->peak_allocated = (size_t)stat_of(&rep.devices[0], "allocated_bytes.all.peak");
+        res->peak_reserved = (size_t)stat_of(&rep.devices[0], "reserved_bytes.all.peak");
+    }
+    replay_report_free(&rep);
+    if (rc != OOM_OK)
+        return rc;
+    /* on the GPU under the budget: the fit and the OOM */
+    ro.device_total = res->gpu.total;
+    ro.device_context = res->gpu.context;
+    ro.budget_bytes = opt->budget;
+    ro.stop_at_oom = true;
+    rc = replay_loaded(t, path, &ro, &rep, err, errcap);
+    if (rc == OOM_OK) {
+        const replay_result *r = &rep.devices[0];
+        res->cap = r->budget_bytes;
+        res->fits = r->model_ooms == 0;
+        if (!res->fits) {
+            res->oom_event = r->first_oom_event;
+            snprintf(res->oom_message, sizeof res->oom_message, "%s", r->oom_message);
+            parse_metadata(res, trace_metadata_at(t, d, (size_t)r->first_oom_event));
+        }
+    }
+    replay_report_free(&rep);
+    if (rc != OOM_OK || !opt->advise)
+        return rc;
+    advise_options ao = {
+        .one_device = true,
+        .device = (int)d,
+        .budget_bytes = opt->budget,
+        .series = opt->series,
+        .device_total = res->gpu.total,
+        .device_context = res->gpu.context,
+    };
+    if (opt->alloc_conf && opt->alloc_conf[0]) {
+        ao.extra[0] = opt->alloc_conf;
+        ao.nextra = 1;
+    }
+    rc = advise_run(t, path, &ao, &res->advise, err, errcap);
+    res->has_advise = true;
+    return rc;
+}
+
+void predict_result_free(predict_result *res)
+{
+    if (res->has_advise)
+        advise_result_free(&res->advise);
+    cJSON_Delete(res->capture);
+    memset(res, 0, sizeof *res);
+}
+
+static const char *str_of(const cJSON *o, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+static double num_of(const cJSON *o, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsNumber(v) ? v->valuedouble : 0;
+}
+
+void predict_print(const predict_result *res, FILE *out)
+{
+    char a[32], b[32];
+    const cJSON *cap = res->capture;
+    fprintf(out, "predict: %s (torch %s, %.0f ops captured in %.1f s, %zu events, %.0f steps)\n",
+            res->path, str_of(cap, "torch"), num_of(cap, "ops"), num_of(cap, "seconds"), res->events,
+            num_of(cap, "steps"));
+    fprintf(out, "gpu: %s (%s, %d SMs): %zu bytes (%.0f MiB), of which the CUDA context holds %zu (%.0f MiB) "
+                 "outside the allocator\n",
+            res->gpu.name, res->gpu.arch[0] ? res->gpu.arch : "?", res->gpu.sm_count, res->gpu.total,
+            mib(res->gpu.total), res->gpu.context, mib(res->gpu.context));
+    if (res->budget)
+        fprintf(out, "budget: %zu bytes (--budget; the allocator's cap: set_per_process_memory_fraction(%zu / %zu) "
+                     "allows %zu bytes; the context is not inside it)\n",
+                res->budget, res->budget, res->gpu.total, res->cap);
+        else
+        fprintf(out, "budget: the whole device: the allocator may reserve what the context leaves, %zu bytes\n",
+                res->gpu.total - res->gpu.context);
+    fprintf(out, "peak allocated: %s (%zu bytes)\n", memstats_format_size(res->peak_allocated, a, sizeof a),
+            res->peak_allocated);
+    fprintf(out, "peak reserved:  %s (%zu bytes), uncapped\n", memstats_format_size(res->peak_reserved, b, sizeof b),
+            res->peak_reserved);
+    if (res->fits) {
+        fprintf(out, "fits: yes, on the %s %s\n", res->gpu.name,
+                res->budget ? "under the budget" : "(the whole device)");
+    } else {
+        fprintf(out, "fits: no: out of memory at event %ld", res->oom_event);
+        if (res->oom_step >= 0)
+            fprintf(out, ", step %ld, %s%s%s", res->oom_step, res->oom_op, res->oom_where[0] ? " at " : "",
+                    res->oom_where);
+        else if (res->oom_metadata[0])
+            fprintf(out, " (%s)", res->oom_metadata);
+        fprintf(out, "\n  %s\n", res->oom_message);
+    }
+    const cJSON *ph = cJSON_GetObjectItemCaseSensitive(cap, "placeholders");
+    if (cJSON_GetArraySize(ph) == 0) {
+        fprintf(out, "placeholders: none (no .item(), .tolist() or data-dependent shape was answered)\n");
+    } else {
+        fprintf(out, "placeholders: values the CPU could not know, answered with placeholders:\n");
+        const cJSON *p;
+        cJSON_ArrayForEach(p, ph)
+        {
+            fprintf(out, "  %s x%.0f at %s\n", str_of(p, "what"), num_of(p, "count"), str_of(p, "where"));
+        }
+    }
+    const cJSON *mo = cJSON_GetObjectItemCaseSensitive(cap, "modelled");
+    if (cJSON_GetArraySize(mo) == 0) {
+        fprintf(out, "modelled: none\n");
+    } else {
+        fprintf(out, "modelled: allocations the CUDA path makes that the script's ops do not (in the trace):\n");
+        const cJSON *m;
+        cJSON_ArrayForEach(m, mo)
+        {
+            fprintf(out, "  %s: %.0f bytes x%.0f (%s)\n", str_of(m, "what"), num_of(m, "bytes"), num_of(m, "count"),
+                    str_of(m, "source"));
+        }
+    }
+    const cJSON *nm = cJSON_GetObjectItemCaseSensitive(cap, "not_modelled");
+    if (cJSON_GetArraySize(nm) > 0) {
+        fprintf(out, "not modelled: allocations the CUDA path makes that the capture leaves out (NOT in the trace: "
+                     "the prediction is low by them):\n");
+        const cJSON *m;
+        cJSON_ArrayForEach(m, nm)
+        {
+            fprintf(out, "  %s: %.0f ops (%s)\n", str_of(m, "what"), num_of(m, "ops"), str_of(m, "source"));
+        }
+    }
+    if (res->has_advise) {
+        fputc('\n', out);
+        advise_print(&res->advise, out);
+    }
+}
+
+cJSON *predict_json(const predict_result *res, const char *script)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return NULL;
+    cJSON_AddStringToObject(o, "schema", PREDICT_SCHEMA);
+    cJSON_AddStringToObject(o, "script", script);
+    cJSON *g = cJSON_AddObjectToObject(o, "gpu");
+    cJSON_AddStringToObject(g, "name", res->gpu.name);
+    cJSON_AddNumberToObject(g, "total_memory", (double)res->gpu.total);
+    cJSON_AddNumberToObject(g, "sm_count", res->gpu.sm_count);
+    cJSON_AddStringToObject(g, "arch", res->gpu.arch);
+    cJSON_AddNumberToObject(g, "context_bytes", (double)res->gpu.context);
+    if (res->budget)
+        cJSON_AddNumberToObject(o, "budget", (double)res->budget);
+    else
+        cJSON_AddNullToObject(o, "budget");
+    if (res->cap)
+        cJSON_AddNumberToObject(o, "cap", (double)res->cap);
+    else
+        cJSON_AddNumberToObject(o, "cap", (double)(res->gpu.total - res->gpu.context));
+    cJSON_AddNumberToObject(o, "events", (double)res->events);
+    cJSON_AddNumberToObject(o, "peak_allocated", (double)res->peak_allocated);
+    cJSON_AddNumberToObject(o, "peak_reserved", (double)res->peak_reserved);
+    cJSON_AddBoolToObject(o, "fits", res->fits);
+    if (res->fits) {
+        cJSON_AddNullToObject(o, "oom");
+    } else {
+        cJSON *m = cJSON_AddObjectToObject(o, "oom");
+        cJSON_AddNumberToObject(m, "event", (double)res->oom_event);
+        if (res->oom_step >= 0)
+            cJSON_AddNumberToObject(m, "step", (double)res->oom_step);
+        else
+            cJSON_AddNullToObject(m, "step");
+        cJSON_AddStringToObject(m, "op", res->oom_op);
+        cJSON_AddStringToObject(m, "where", res->oom_where);
+        cJSON_AddStringToObject(m, "metadata", res->oom_metadata);
+        cJSON_AddStringToObject(m, "message", res->oom_message);
+    }
+    static const char *const copied[] = {"placeholders", "modelled", "not_modelled"};
+    for (size_t i = 0; i < sizeof copied / sizeof copied[0]; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(res->capture, copied[i]);
+        cJSON_AddItemToObject(o, copied[i], cJSON_IsArray(v) ? cJSON_Duplicate(v, true) : cJSON_CreateArray());
+    }
+    cJSON *c = cJSON_AddObjectToObject(o, "capture");
+    static const char *const keys[] = {"schema", "torch", "ops", "seconds", "steps"};
+    for (size_t i = 0; c && i < sizeof keys / sizeof keys[0]; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(res->capture, keys[i]);
+        cJSON_AddItemToObject(c, keys[i], v ? cJSON_Duplicate(v, true) : cJSON_CreateNull());
+    }
+    cJSON *adv = res->has_advise ? advise_json(&res->advise) : cJSON_CreateNull();
+    cJSON_AddItemToObject(o, "advise", adv);
+    return o;
+}
+
+static int probe_at(int64_t v, predict_probe_fn probe, void *ctx, predict_sweep *sw, bool *fits)
+{
+    for (size_t i = 0; i < sw->nprobes; i++) /* a capture is deterministic: never run one twice */
+        if (sw->probes[i].value == v) {
+            *fits = sw->probes[i].fits;
+            return 0;
+        }
+    if (sw->nprobes >= PREDICT_SWEEP_MAX)
+        return 2;
+    predict_probe *p = &sw->probes[sw->nprobes];
+    memset(p, 0, sizeof *p);
+    p->value = v;
+    int rc = probe(v, ctx, p);
+    if (rc)
+        return rc;
+    sw->nprobes++;
+    *fits = p->fits;
+    for (size_t i = 0; i + 1 < sw->nprobes && sw->monotonic; i++) {
+        const predict_probe *q = &sw->probes[i];
+        const predict_probe *lo = q->value < v ? q : p, *hi = q->value < v ? p : q;
+        if (hi->peak_reserved < lo->peak_reserved || (hi->fits && !lo->fits)) {
+            sw->monotonic = false;
+            sw->nonmono_lo = lo->value;
+            sw->nonmono_hi = hi->value;
+        }
+    }
+    return 0;
+}
+
+int predict_sweep_run(int64_t lo, int64_t hi, predict_probe_fn probe, void *ctx, predict_sweep *sw)
+{
+    memset(sw, 0, sizeof *sw);
+    sw->lo = lo;
+    sw->hi = hi;
+    sw->monotonic = true;
+    sw->found = lo - 1;
+    bool fits = false;
+    int rc = probe_at(lo, probe, ctx, sw, &fits);
+    if (rc || !fits)
+        return rc;
+    sw->found = lo;
+    if ((rc = probe_at(hi, probe, ctx, sw, &fits)) != 0)
+        return rc;
+    if (fits) {
+        sw->found = hi;
+        return 0;
+    }
+    int64_t good = lo, bad = hi; /* good fits, bad does not */
+    while (bad - good > 1) {
+        int64_t mid = good + (bad - good) / 2;
+        if ((rc = probe_at(mid, probe, ctx, sw, &fits)) != 0)
+            return rc;
+        if (fits)
+            good = mid;
+        else
+            bad = mid;
+    }
+    sw->found = good;
+    return 0;
+}
