@@ -3,9 +3,10 @@
  * OOM_DEBUG (the Makefile's DEBUG) picks the level, per build folder:
  *   0  optimised (`make`, `make bench`): nothing below is compiled in; arguments are not evaluated.
  *   2  checked (`make test`: build/checked): oom_assert at a function's entry (O(1) conditions), and each module's
- *      validator where its state changes (OOM_VALIDATE), at its cheap level (the struct and its direct links).
+ *      validator where its state changes (OOM_VALIDATE), at its cheap level (the struct and its direct links; the
+ *      autograd graph's walk, once per backward, costs what backward's own walk does).
  *   3  expensive (`make debug`, `make asan`, `make fuzz`): besides, oom_assert_expensive and the validators'
- *      expensive level (whole structures: a graph walk, every batch of a loader, a look-up in the allocator).
+ *      expensive level (one level further down, every batch of a loader, look-ups in the allocators).
  * A failure prints one line, "oomlab: MODULE invariant broken: WHY (FILE:LINE)", and aborts: a broken invariant is
  * oomlab's bug, never the user's input, and must stop the run where it happened.
  *

@@ -488,8 +488,20 @@ static void heap_push(graph_task *g, ag_node *n)
     g->heap[i] = n;
 }
 
+#if OOM_DEBUG >= 3
+/* The ready queue is a max-heap by seq: no node above a newer child (oom_assert_expensive: O(ready nodes)). */
+static bool heap_ok(const graph_task *g)
+{
+    for (size_t i = 1; i < g->nheap; i++)
+        if (g->heap[(i - 1) / 2]->seq < g->heap[i]->seq)
+            return false;
+    return true;
+}
+#endif
+
 static ag_node *heap_pop(graph_task *g)
 {
+    oom_assert_expensive(heap_ok(g));
     ag_node *top = g->heap[0], *last = g->heap[--g->nheap];
     size_t i = 0;
     for (;;) {
