@@ -1,6 +1,6 @@
-/* test_hostbuf.c - hostbuf's validator (hostbuf_check): each invariant of hostbuf.h broken on purpose and caught,
- * and in checked builds (OOM_DEBUG >= 2) caught at a function's entry: the test's process (Criterion forks one
- * per test) aborts.
+/* test_hostbuf.c - hostbuf's validator (hostbuf_check): each invariant of hostbuf.h (H1-H5) broken on purpose and
+ * caught, named by its number, and in checked builds (OOM_DEBUG >= 2) caught at a function's entry: the test's
+ * process (Criterion forks one per test) aborts.
  *
  * Suite "hostbuf".
  */
@@ -41,21 +41,27 @@ Test(hostbuf, the_validator_catches_each_broken_invariant)
 
     hostbuf bad = *b;
     bad.nbytes = 64; /* nbytes == numel x dtype_size */
-    expect_broken(&bad, false, "nbytes 64, not numel x dtype_size = 128");
+    expect_broken(&bad, false, "H2: nbytes 64, not numel x dtype_size = 128");
     bad = *b;
     bad.ndim = TENSOR_MAX_DIMS + 1;
     expect_broken(&bad, false, "ndim");
     bad = *b;
     bad.shape[1] = -8;
-    expect_broken(&bad, false, "shape[1] = -8");
+    expect_broken(&bad, false, "H1: shape[1] = -8");
     bad = *p;
     bad.data = NULL; /* pinned => a block */
-    expect_broken(&bad, false, "pinned, 128 bytes, and no block");
+    expect_broken(&bad, false, "H3: pinned, 128 bytes, and no block");
+    bad = *b;
+    bad.data = NULL; /* pageable in a run that computes => its malloc'd values */
+    expect_broken(&bad, false, "H4: pageable, 128 bytes, without data in a run that computes");
+    bad = *b;
+    bad.rt = NULL;
+    expect_broken(&bad, false, "H1: no hostbuf, or no rt behind it");
     bad = *p;
     char not_pinned[128];
     bad.data = not_pinned; /* pinned => a live block of rt->ha: the expensive level alone looks it up */
     cr_assert_eq(hostbuf_check(&bad, false, why, sizeof why), OOM_OK, "%s", why);
-    expect_broken(&bad, true, "is not a live block of rt->ha");
+    expect_broken(&bad, true, "H5: pinned, but");
 
     hostbuf_free(p);
     hostbuf_free(b);

@@ -1,4 +1,4 @@
-/* status.c - names for oom_status and the last-error record. */
+/* status.c - names for oom_status and the last-error record (one per thread, status.h). */
 #include "core/status.h"
 
 #include <stdarg.h>
@@ -27,7 +27,8 @@ const char *oom_status_str(oom_status st)
     return status_names[st];
 }
 
-static char last_msg[512];
+/* Per thread (C11 _Thread_local), as errno: a pin thread's failure never overwrites the main thread's detail. */
+static _Thread_local char last_msg[512];
 
 void oom_error_set(oom_status st, const char *file, int line, const char *fmt, ...)
 {

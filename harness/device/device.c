@@ -453,6 +453,7 @@ void device_pinned_cap_set(device *dev, size_t cap_bytes)
 }
 
 /* The pinned cap: would `bytes` more (whole pages) pass it? */
+/* Whether bytes more would pass the pinned cap; the reason in the calling thread's last-error record when so. */
 static bool pinned_cap_refuses(device *dev, size_t bytes)
 {
     if (!dev->pinned_cap)
@@ -460,10 +461,12 @@ static bool pinned_cap_refuses(device *dev, size_t bytes)
     size_t used = 0, limit = 0;
     dev->ops->host_info(dev->impl, &used, &limit);
     size_t page = 4096;
-    if (bytes > SIZE_MAX - (page - 1))
-        return true;
-    size_t charged = (bytes + page - 1) / page * page;
-    return used > dev->pinned_cap || charged > dev->pinned_cap - used;
+    size_t charged = bytes > SIZE_MAX - (page - 1) ? SIZE_MAX : (bytes + page - 1) / page * page;
+    if (used <= dev->pinned_cap && charged <= dev->pinned_cap - used)
+        return false;
+    OOM_ERROR(OOM_ENOMEM_PINNED, "pinning %zu bytes would pass the pinned memory cap of %zu bytes (%zu held)", bytes,
+              dev->pinned_cap, used);
+    return true;
 }
 
 /* Count one pinned host allocation in the device's plan and decide whether it fails. */
@@ -485,7 +488,8 @@ oom_status device_host_alloc(device *dev, size_t bytes, void **out)
     if (!dev || !out)
         return OOM_EINVAL;
     if (bytes && host_fault_fires(dev))
-        return OOM_ENOMEM_PINNED;
+        return OOM_ERROR(OOM_ENOMEM_PINNED, "pinned allocation of %zu bytes failed by fault injection", bytes),
+               OOM_ENOMEM_PINNED;
     if (bytes && pinned_cap_refuses(dev, bytes))
         return OOM_ENOMEM_PINNED;
     return dev->ops->host_alloc(dev->impl, bytes, out);
@@ -559,7 +563,8 @@ oom_status device_host_register(device *dev, void *p, size_t bytes)
     if (!dev || !p || bytes == 0)
         return OOM_EINVAL;
     if (host_fault_fires(dev))
-        return OOM_ENOMEM_PINNED;
+        return OOM_ERROR(OOM_ENOMEM_PINNED, "registering %zu bytes failed by fault injection", bytes),
+               OOM_ENOMEM_PINNED;
     if (pinned_cap_refuses(dev, bytes))
         return OOM_ENOMEM_PINNED;
     return dev->ops->host_register(dev->impl, p, bytes);

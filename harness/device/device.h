@@ -192,6 +192,7 @@ typedef struct device {
 /* Open a backend. DEVICE_AUTO never fails for lack of a GPU: it falls back to sim. Returns OOM_ENODEV when
  * cuda is asked for but not built in or no GPU is visible, OOM_ENOMEM_HOST when the handle cannot be made. */
 oom_status device_open(const device_options *opt, device **out);
+/* Close the backend and free the handle. NULL: no-op. Cannot fail. */
 void device_close(device *dev);
 
 /* True when the cuda backend is compiled into this binary. */
@@ -262,7 +263,11 @@ bool device_cuda_initialised(void);
  * only limit oomlab can set (a real GPU's host pins what its RAM allows). Set it before a pinning thread runs. */
 void device_pinned_cap_set(device *dev, size_t cap_bytes);
 
-/* Wrappers: the only way callers reach the ops; they apply fault injection to mem_alloc and va_map. */
+/* Wrappers: the only way callers reach the ops; they apply fault injection to mem_alloc and va_map (and the fault
+ * plan's host_at and the pinned cap to host_alloc and host_register). On failure each returns its op's status
+ * (device_ops above says which) with nothing held, or OOM_EINVAL for a NULL device or argument; the reason, where
+ * the backend, the injector or the cap gives one, is in the calling thread's last-error record (status.h), so a
+ * pin thread's failure never overwrites the main thread's. The void ones cannot fail. */
 oom_status device_mem_alloc(device *dev, size_t bytes, devptr *out);
 oom_status device_mem_free(device *dev, devptr p, size_t bytes);
 oom_status device_mem_info(device *dev, size_t *free_bytes, size_t *total_bytes);

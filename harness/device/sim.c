@@ -662,6 +662,8 @@ static oom_status sim_host_alloc(void *impl, size_t bytes, void **out)
     pthread_mutex_lock(&s->host_mu);
     if (charged > s->pinned_limit - s->pinned_used) {
         st = OOM_ENOMEM_PINNED;
+        OOM_ERROR(st, "sim: pinning %zu bytes would pass the pinned limit of %zu bytes (%zu held)", bytes,
+                  s->pinned_limit, s->pinned_used);
     } else if (!host_reserve(s)) {
         st = OOM_ENOMEM_HOST;
     } else {
@@ -723,8 +725,11 @@ static oom_status sim_host_register(void *impl, void *p, size_t bytes)
         if ((uintptr_t)h->p < (uintptr_t)p + bytes && (uintptr_t)p < (uintptr_t)h->p + h->bytes)
             st = OOM_EINVAL;
     }
-    if (st == OOM_OK && charged > s->pinned_limit - s->pinned_used)
+    if (st == OOM_OK && charged > s->pinned_limit - s->pinned_used) {
         st = OOM_ENOMEM_PINNED;
+        OOM_ERROR(st, "sim: registering %zu bytes would pass the pinned limit of %zu bytes (%zu held)", bytes,
+                  s->pinned_limit, s->pinned_used);
+    }
     if (st == OOM_OK && !host_reserve(s))
         st = OOM_ENOMEM_HOST;
     if (st == OOM_OK) {

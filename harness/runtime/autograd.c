@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/check.h"
 #include "runtime/amp.h"
 #include "runtime/ops.h"
 
@@ -49,6 +50,7 @@ static ag_node *grad_accumulator(tensor *leaf)
     ag_node *n = node_alloc(leaf->rt, &accumulate_grad_fn, UINT64_MAX);
     n->variable = tensor_retain(leaf);
     leaf->grad_acc = n;
+    OOM_VALIDATE("autograd node", ag_node_check, n);
     return n;
 }
 
@@ -76,15 +78,19 @@ ag_node *ag_node_new(rt *r, const ag_fn *fn, int n, tensor *const *inputs)
 {
     ag_node *node = node_alloc(r, fn, r->next_seq++);
     node->nnext = n;
+    oom_assert(n >= 0 && n <= AG_MAX_NEXT);
     for (int i = 0; i < n; i++)
         node->next[i] = gradient_edge(inputs[i]);
+    OOM_VALIDATE("autograd node", ag_node_check, node);
     return node;
 }
 
 ag_node *ag_node_retain(ag_node *n)
 {
-    if (n)
+    if (n) {
+        OOM_VALIDATE("autograd node", ag_node_check, n);
         n->refcount++;
+    }
     return n;
 }
 
@@ -109,7 +115,10 @@ static void node_free(ag_node *n)
 
 void ag_node_release(ag_node *n)
 {
-    if (!n || --n->refcount > 0)
+    if (!n)
+        return;
+    OOM_VALIDATE("autograd node", ag_node_check, n);
+    if (--n->refcount > 0)
         return;
     rt *r = n->rt;
     n->link = r->dying;
@@ -240,6 +249,7 @@ static oom_status frame_recompute(ck_frame *f)
 
 void ag_save(ag_node *n, int i, tensor *t, bool is_output)
 {
+    oom_assert(i >= 0 && i < AG_MAX_SAVED && !n->saved[i].defined);
     ag_saved *s = &n->saved[i];
     rt *r = n->rt;
     if (i >= n->nsaved)
@@ -252,12 +262,14 @@ void ag_save(ag_node *n, int i, tensor *t, bool is_output)
     if (r->ck_pack) { /* inside a checkpoint's forward: a placeholder, not the tensor */
         s->frame = r->ck_pack;
         s->holder = frame_add_holder(r->ck_pack);
+        OOM_VALIDATE("autograd node", ag_node_check, n);
         return;
     }
     if (r->ck_recompute && !r->ck_stop)
         frame_recomputed(r->ck_recompute, t);
     /* an output is saved without its grad_fn (this node), so the node does not own itself */
     s->t = is_output ? tensor_alias(t, t->offset, t->ndim, t->shape, t->transposed) : tensor_retain(t);
+    OOM_VALIDATE("autograd node", ag_node_check, n);
 }
 
 /* A placeholder's tensor: recomputed on the first unpack of the graph task, then handed over to the slot. */
@@ -281,6 +293,8 @@ static tensor *unpack_placeholder(ag_saved *s, rt *r)
 
 tensor *ag_unpack(ag_node *n, int i)
 {
+    oom_assert(i >= 0 && i < n->nsaved);
+    OOM_VALIDATE("autograd node", ag_node_check, n);
     ag_saved *s = &n->saved[i];
     rt *r = n->rt;
     if (!s->defined)
@@ -318,6 +332,7 @@ void ag_release_saved(ag_node *n)
     n->released = true;
     for (int i = 0; i < n->nsaved; i++)
         slot_release(&n->saved[i]);
+    OOM_VALIDATE("autograd node", ag_node_check, n);
 }
 
 /* After a node ran with retain_graph: the recomputed tensors it unpacked go all the same (checkpoint.py's Rule 4);
@@ -340,6 +355,8 @@ void ag_set_history(tensor *out, ag_node *n)
     out->grad_fn = n;
     out->output_nr = 0;
     n->out_dtype = out->dt;
+    OOM_VALIDATE("autograd node", ag_node_check, n);
+    OOM_VALIDATE("tensor", tensor_check, out);
 }
 
 void ag_rebase_history(tensor *self, ag_node *n)
@@ -392,10 +409,11 @@ static oom_status accumulate_grad_run(ag_node *n, tensor *grad)
             if (!var->grad)
                 return r->status;
         }
-        return OOM_OK;
-    }
-    if (!op_add_(var->grad, grad, 1.0))
+    } else if (!op_add_(var->grad, grad, 1.0)) {
         return r->status;
+    }
+    oom_assert(var->grad->dt == var->dt); /* T7's dtype: the engine gives a leaf gradients of its own dtype */
+    OOM_VALIDATE("tensor", tensor_check, var);
     return OOM_OK;
 }
 
@@ -487,8 +505,20 @@ static void heap_push(graph_task *g, ag_node *n)
     g->heap[i] = n;
 }
 
+#if OOM_DEBUG >= 3
+/* The ready queue is a max-heap by seq: no node above a newer child (oom_assert_expensive: O(ready nodes)). */
+static bool heap_ok(const graph_task *g)
+{
+    for (size_t i = 1; i < g->nheap; i++)
+        if (g->heap[(i - 1) / 2]->seq < g->heap[i]->seq)
+            return false;
+    return true;
+}
+#endif
+
 static ag_node *heap_pop(graph_task *g)
 {
+    oom_assert_expensive(heap_ok(g));
     ag_node *top = g->heap[0], *last = g->heap[--g->nheap];
     size_t i = 0;
     for (;;) {
@@ -635,6 +665,7 @@ oom_status autograd_backward(tensor *root, tensor *grad, bool retain_graph)
         g = tensor_retain(grad);
     }
     ag_node *node = root->grad_fn ? ag_node_retain(root->grad_fn) : grad_accumulator(root);
+    OOM_VALIDATE("autograd graph", autograd_graph_check, node);
     /* the caller's gradient list (torch.autograd.backward's grad_tensors) holds the seed until backward returns */
     tensor *held = tensor_retain(g);
     bool prev = rt_set_grad_enabled(r, false); /* create_graph = false */
@@ -740,4 +771,115 @@ tensor *autograd_checkpoint_nr(ag_checkpoint_fn fn, void *ctx, tensor *x)
     r->ck_pack = NULL;
     frame_release(f); /* the placeholders keep it, and x, alive */
     return y;
+}
+
+/* ---- validators (autograd.h: A1-A7 and the graph) ------------------------------------------------------ */
+
+oom_status ag_node_check(const ag_node *n, bool expensive, char *why, size_t cap)
+{
+    OOM_REQUIRE(n && n->fn && n->rt, why, cap, "A1: no node, or no fn or rt behind it");
+    const char *name = n->fn->name;
+    OOM_REQUIRE(n->refcount >= 1, why, cap, "A1: %s with refcount %d", name, n->refcount);
+    OOM_REQUIRE(n->nnext >= 0 && n->nnext <= AG_MAX_NEXT && n->nsaved >= 0 && n->nsaved <= AG_MAX_SAVED, why, cap,
+                "A2: %s with %d next edges and %d saved slots", name, n->nnext, n->nsaved);
+    for (int i = n->nnext; i < AG_MAX_NEXT; i++)
+        OOM_REQUIRE(!n->next[i].fn, why, cap, "A2: %s has edge %d past its %d", name, i, n->nnext);
+    for (int i = n->nsaved; i < AG_MAX_SAVED; i++)
+        OOM_REQUIRE(!n->saved[i].t && !n->saved[i].frame, why, cap, "A2: %s holds slot %d past its %d", name, i,
+                    n->nsaved);
+    bool acc = n->fn == &accumulate_grad_fn;
+    OOM_REQUIRE(acc == (n->variable != NULL), why, cap, "A3: %s %s a variable", name, acc ? "without" : "with");
+    if (acc) {
+        OOM_REQUIRE(n->variable->grad_acc == n && !n->variable->grad_fn, why, cap,
+                    "A3: AccumulateGrad's variable is no leaf pointing back at it");
+        OOM_REQUIRE(n->nnext == 0 && n->seq == UINT64_MAX, why, cap,
+                    "A3: AccumulateGrad with %d next edges and seq %llu", n->nnext, (unsigned long long)n->seq);
+    } else {
+        OOM_REQUIRE(n->seq < n->rt->next_seq, why, cap, "A3: %s has seq %llu, not below the rt's next %llu", name,
+                    (unsigned long long)n->seq, (unsigned long long)n->rt->next_seq);
+    }
+    for (int i = 0; i < n->nnext; i++) {
+        const ag_node *m = n->next[i].fn;
+        OOM_REQUIRE(!m || m->fn == &accumulate_grad_fn || m->seq < n->seq, why, cap,
+                    "A4: %s (seq %llu) has edge %d to %s (seq %llu), not older", name, (unsigned long long)n->seq, i,
+                    m->fn->name, (unsigned long long)m->seq);
+    }
+    for (int i = 0; i < n->nsaved; i++) {
+        const ag_saved *s = &n->saved[i];
+        OOM_REQUIRE(!n->released || (!s->t && !s->frame), why, cap, "A5: %s is released and holds slot %d", name, i);
+        OOM_REQUIRE(s->defined || (!s->t && !s->frame), why, cap, "A6: %s's slot %d holds data and is undefined",
+                    name, i);
+        if (s->frame)
+            OOM_REQUIRE(s->holder >= 0 && s->holder < s->frame->nholders && s->frame->alive[s->holder], why, cap,
+                        "A6: %s's slot %d is placeholder %d of a checkpoint with %d, or a dead one", name, i,
+                        s->holder, s->frame->nholders);
+        if (s->t) {
+            OOM_REQUIRE(s->t->grad_fn != n, why, cap, "A6: %s saves a tensor whose grad_fn is itself", name);
+            char sub[160];
+            if (expensive && tensor_check(s->t, false, sub, sizeof sub) != OOM_OK)
+                return snprintf(why, cap, "A7: %s's saved slot %d: %s", name, i, sub), OOM_ECORRUPT;
+        }
+    }
+    return OOM_OK;
+}
+
+oom_status autograd_graph_check(const ag_node *root, bool expensive, char *why, size_t cap)
+{
+    oom_status st = ag_node_check(root, expensive, why, cap);
+    if (st != OOM_OK)
+        return st;
+    /* a depth-first walk with a visited set of its own: the nodes' link fields belong to the teardown */
+    size_t mask = 63, count = 0, nstack = 0, capstack = 64;
+    const ag_node **seen = xcalloc(mask + 1, sizeof *seen);
+    const ag_node **stack = xcalloc(capstack, sizeof *stack);
+    stack[nstack++] = root;
+    seen[((uintptr_t)root * 0x9E3779B97F4A7C15ULL >> 17) & mask] = root;
+    count = 1;
+    while (nstack && st == OOM_OK) {
+        const ag_node *n = stack[--nstack];
+        st = ag_node_check(n, expensive, why, cap);
+        for (int i = 0; st == OOM_OK && i < n->nnext; i++) {
+            const ag_node *m = n->next[i].fn;
+            if (!m)
+                continue;
+            size_t j = ((uintptr_t)m * 0x9E3779B97F4A7C15ULL >> 17) & mask;
+            while (seen[j] && seen[j] != m)
+                j = (j + 1) & mask;
+            if (seen[j])
+                continue;
+            seen[j] = m;
+            if (++count * 2 > mask + 1) { /* grow the set */
+                const ag_node **old = seen;
+                size_t oldn = mask + 1;
+                mask = oldn * 2 - 1;
+                seen = xcalloc(mask + 1, sizeof *seen);
+                for (size_t k = 0; k < oldn; k++) {
+                    if (!old[k])
+                        continue;
+                    size_t h = ((uintptr_t)old[k] * 0x9E3779B97F4A7C15ULL >> 17) & mask;
+                    while (seen[h])
+                        h = (h + 1) & mask;
+                    seen[h] = old[k];
+                }
+                free(old);
+            }
+            if (nstack == capstack) {
+                capstack *= 2;
+                const ag_node **grown = realloc(stack, capstack * sizeof *stack);
+                if (!grown) {
+                    fprintf(stderr, "oomlab: out of host memory\n");
+                    abort();
+                }
+                stack = grown;
+            }
+            stack[nstack++] = m;
+        }
+    }
+    free(seen);
+    free(stack);
+    if (st == OOM_OK && count > root->rt->live_nodes)
+        st = (snprintf(why, cap, "graph: %zu nodes reachable from %s, more than the rt's %zu live ones", count,
+                       root->fn->name, root->rt->live_nodes),
+              OOM_ECORRUPT);
+    return st;
 }

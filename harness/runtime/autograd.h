@@ -65,9 +65,21 @@ typedef struct ag_saved {
     int holder;             /* which of frame's placeholders */
 } ag_saved;
 
-/* Invariants: refcount >= 1 while referenced (by a tensor's grad_fn, another node's edge, or the engine);
- * released implies every saved[i].t == NULL; variable != NULL exactly for AccumulateGrad nodes, and then
- * variable->grad_acc == this node. */
+/* Invariants (ag_node_check; checked builds run it where a node is made, saves, unpacks, releases or takes an
+ * output, and autograd_graph_check on the whole graph when backward starts):
+ *   A1  fn and rt are set; refcount >= 1 while referenced (by a tensor's grad_fn, another node's edge, the engine);
+ *   A2  0 <= nnext <= AG_MAX_NEXT and 0 <= nsaved <= AG_MAX_SAVED; the edges and slots past them are empty;
+ *   A3  variable != NULL exactly for AccumulateGrad nodes, and then variable->grad_acc == this node, the variable
+ *       is a leaf, the node has no next edges and the largest sequence number (UINT64_MAX); every other node's
+ *       seq is below rt->next_seq;
+ *   A4  every next edge points at an older node (a smaller seq) or at an AccumulateGrad: the graph is acyclic, as
+ *       PyTorch's sequence numbers make it;
+ *   A5  released implies every saved slot is empty (no tensor, no placeholder);
+ *   A6  a slot holding a tensor or a placeholder is defined; a placeholder's frame has that holder, still alive;
+ *       a saved output is kept without its grad_fn (no node owns itself);
+ *   A7  (expensive) every saved tensor holds tensor_check's cheap invariants.
+ * The graph (autograd_graph_check): A1-A6 at every node reachable from the root, and no more of them than the
+ * rt's live_nodes. */
 struct ag_node {
     const ag_fn *fn;
     rt *rt;
@@ -91,33 +103,38 @@ struct ag_node {
     ag_node *link; /* the teardown worklist */
 };
 
-/* Grad mode is on and some input requires grad: the op must record a node. NULL inputs are skipped. */
+/* Grad mode is on and some input requires grad: the op must record a node. NULL inputs are skipped. A predicate. */
 bool ag_any_requires_grad(rt *r, int n, tensor *const *inputs);
 
-/* A node for an op, with next edges for inputs[0..n) (NULL inputs, or inputs that need no grad, get none). */
+/* A node for an op, with next edges for inputs[0..n) (NULL inputs, or inputs that need no grad, get none). Never
+ * NULL (host bookkeeping aborts). */
 ag_node *ag_node_new(rt *r, const ag_fn *fn, int n, tensor *const *inputs);
-ag_node *ag_node_retain(ag_node *n);
+ag_node *ag_node_retain(ag_node *n); /* NULL: returns NULL; cannot fail */
 /* Drop a reference. Frees the node, its saved tensors and (transitively) what only it kept alive; iterative,
  * so a graph chained over many steps is freed without deep recursion. */
 void ag_node_release(ag_node *n);
 
-/* Save t in slot i (is_output: t is this node's output). */
+/* Save t in slot i (is_output: t is this node's output). Cannot fail. */
 void ag_save(ag_node *n, int i, tensor *t, bool is_output);
 /* The tensor saved in slot i, borrowed, or NULL with the autograd error recorded in the rt. */
 tensor *ag_unpack(ag_node *n, int i);
-/* Free the saved tensors (a backward without retain_graph did it). */
+/* Free the saved tensors (a backward without retain_graph did it). Cannot fail. */
 void ag_release_saved(ag_node *n);
 
-/* Make out the output of n (out->grad_fn = n, taking the caller's reference to n). */
+/* Make out the output of n (out->grad_fn = n, taking the caller's reference to n). Cannot fail. */
 void ag_set_history(tensor *out, ag_node *n);
-/* In-place op on self recorded by n: self's history moves to n (rebase_history). Takes the reference to n. */
+/* In-place op on self recorded by n: self's history moves to n (rebase_history). Takes the reference to n. Cannot
+ * fail. */
 void ag_rebase_history(tensor *self, ag_node *n);
 
-/* The engine: tensor.backward(gradient=grad, retain_graph). grad NULL: ones for a one-element root. */
+/* The engine: tensor.backward(gradient=grad, retain_graph). grad NULL: ones for a one-element root. On failure the
+ * first failure's status, recorded in the rt (an OOM, OOM_EAUTOGRAD with PyTorch's message); OOM_EINVAL for a
+ * NULL root. */
 oom_status autograd_backward(tensor *root, tensor *grad, bool retain_graph);
 
 /* torch.utils.checkpoint(fn, x) (reentrant variant): run fn under no_grad now, keeping only x; in backward,
- * recompute fn(x) with grad on and backpropagate through the recomputed segment. fn returns a new reference. */
+ * recompute fn(x) with grad on and backpropagate through the recomputed segment. fn returns a new reference. NULL
+ * on failure (recorded in the rt) or for a NULL x. */
 typedef tensor *(*ag_checkpoint_fn)(void *ctx, tensor *x);
 tensor *autograd_checkpoint(ag_checkpoint_fn fn, void *ctx, tensor *x);
 /* torch.utils.checkpoint(fn, x, use_reentrant=False), as torch/utils/checkpoint.py does it:
@@ -129,7 +146,8 @@ tensor *autograd_checkpoint(ag_checkpoint_fn fn, void *ctx, tensor *x);
  *     saves only inputs stops before computing its output); each recomputed tensor is handed over when unpacked
  *     and freed when its node has run, even with retain_graph (a later backward recomputes again).
  * Without grad mode it is fn(x). One level: checkpoints do not nest. fn returns a new reference, and must return
- * NULL when an op gives NULL (the early stop ends it that way). */
+ * NULL when an op gives NULL (the early stop ends it that way). NULL on failure, recorded in the rt (OOM_EINVAL when
+ * nested in another). */
 tensor *autograd_checkpoint_nr(ag_checkpoint_fn fn, void *ctx, tensor *x);
 
 /* A post hook on every parameter's AccumulateGrad node of r (NULL removes it): called with the leaf once its .grad
@@ -137,6 +155,14 @@ tensor *autograd_checkpoint_nr(ag_checkpoint_fn fn, void *ctx, tensor *x);
  * (add_post_hook). The hook may replace leaf->grad (the reducer points it into a bucket). A failure it returns stops
  * the backward as an op's would. */
 void autograd_set_post_accumulate_hook(rt *r, oom_status (*hook)(void *ctx, tensor *leaf), void *ctx);
+
+/* ---- validators (core/check.h) ---- */
+/* Invariants A1-A7 above of one node: OOM_OK, or OOM_ECORRUPT with the broken one named in why[cap]. Touches no
+ * error record. */
+oom_status ag_node_check(const ag_node *n, bool expensive, char *why, size_t cap);
+/* Every node reachable from root through next edges (A1-A6, A7 with expensive) and their count against the rt's
+ * live_nodes. O(nodes); OOM_OK or OOM_ECORRUPT as ag_node_check. */
+oom_status autograd_graph_check(const ag_node *root, bool expensive, char *why, size_t cap);
 
 OOM_END_DECLS
 

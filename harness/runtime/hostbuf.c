@@ -6,48 +6,32 @@
 #include <string.h>
 
 #include "alloc/hostalloc.h"
+#include "core/check.h"
 #include "kernels.h"
-
-#ifndef OOM_DEBUG
-#define OOM_DEBUG 0
-#endif
 
 oom_status hostbuf_check(const hostbuf *b, bool expensive, char *why, size_t cap)
 {
-    if (!b || !b->rt)
-        return snprintf(why, cap, "no hostbuf, or no rt behind it"), OOM_ECORRUPT;
-    if (b->ndim < 0 || b->ndim > TENSOR_MAX_DIMS || (unsigned)b->dt >= DT_COUNT)
-        return snprintf(why, cap, "ndim %d or dtype %d out of range", b->ndim, (int)b->dt), OOM_ECORRUPT;
+    OOM_REQUIRE(b && b->rt, why, cap, "H1: no hostbuf, or no rt behind it");
+    OOM_REQUIRE(b->ndim >= 0 && b->ndim <= TENSOR_MAX_DIMS && (unsigned)b->dt < DT_COUNT, why, cap,
+                "H1: ndim %d or dtype %d out of range", b->ndim, (int)b->dt);
     size_t n = dtype_size(b->dt);
     for (int i = 0; i < b->ndim; i++) {
-        if (b->shape[i] < 0 || (b->shape[i] && n > SIZE_MAX / (size_t)b->shape[i]))
-            return snprintf(why, cap, "shape[%d] = %lld", i, (long long)b->shape[i]), OOM_ECORRUPT;
+        OOM_REQUIRE(b->shape[i] >= 0 && !(b->shape[i] && n > SIZE_MAX / (size_t)b->shape[i]), why, cap,
+                    "H1: shape[%d] = %lld", i, (long long)b->shape[i]);
         n *= (size_t)b->shape[i];
     }
-    if (b->nbytes != n)
-        return snprintf(why, cap, "nbytes %zu, not numel x dtype_size = %zu", b->nbytes, n), OOM_ECORRUPT;
-    if (b->pinned && b->nbytes && !b->data)
-        return snprintf(why, cap, "pinned, %zu bytes, and no block", b->nbytes), OOM_ECORRUPT;
-    if (expensive && b->pinned && b->data && hostalloc_block_size(b->rt->ha, b->data) < b->nbytes)
-        return snprintf(why, cap, "pinned, but %p is not a live block of rt->ha of %zu bytes or more", b->data,
-                        b->nbytes),
-               OOM_ECORRUPT;
+    OOM_REQUIRE(b->nbytes == n, why, cap, "H2: nbytes %zu, not numel x dtype_size = %zu", b->nbytes, n);
+    OOM_REQUIRE(!b->pinned || !b->nbytes || b->data, why, cap, "H3: pinned, %zu bytes, and no block", b->nbytes);
+    OOM_REQUIRE(b->pinned || (b->data != NULL) == (b->rt->computes && b->nbytes > 0), why, cap,
+                "H4: pageable, %zu bytes, %s data in a run that %s", b->nbytes, b->data ? "with" : "without",
+                b->rt->computes ? "computes" : "is dry");
+    OOM_REQUIRE(!expensive || !b->pinned || !b->data || hostalloc_block_size(b->rt->ha, b->data) >= b->nbytes, why,
+                cap, "H5: pinned, but %p is not a live block of rt->ha of %zu bytes or more", b->data, b->nbytes);
     return OOM_OK;
 }
 
 /* Checked builds: b's invariants at a function's entry or on what it returns; a broken one aborts. */
-static void debug_check(const hostbuf *b)
-{
-#if OOM_DEBUG >= 2
-    char why[256];
-    if (hostbuf_check(b, OOM_DEBUG >= 3, why, sizeof why) != OOM_OK) {
-        fprintf(stderr, "oomlab: hostbuf invariant broken: %s\n", why);
-        abort();
-    }
-#else
-    (void)b;
-#endif
-}
+#define debug_check(b) OOM_VALIDATE("hostbuf", hostbuf_check, (b))
 
 static oom_status make(rt *r, dtype dt, int ndim, const int64_t *shape, hostbuf **out)
 {
@@ -142,7 +126,7 @@ tensor *hostbuf_to_device(const hostbuf *b, bool non_blocking, devstream s)
     if (b->data && b->nbytes && r->computes) {
         oom_status st = device_copy_htod(r->dev, t->st->ptr + t->offset, b->data, b->nbytes);
         if (st != OOM_OK) {
-            rt_fail(r, st, "%s", oom_error_msg());
+            rt_fail_detail(r, st, "copy to the device failed");
             tensor_release(t);
             return NULL;
         }

@@ -28,8 +28,13 @@
 
 OOM_BEGIN_DECLS
 
-/* Invariants: nbytes == numel(shape) x dtype_size(dt); pinned => data is a live block of rt->ha (or NULL when
- * nbytes == 0); !pinned => data is malloc'd, or NULL in a dry run or when nbytes == 0. */
+/* Invariants (hostbuf_check; checked builds run it at the entry of every function taking a hostbuf and on what
+ * they return):
+ *   H1  rt is set, 0 <= ndim <= TENSOR_MAX_DIMS, dt is a known dtype, every shape[i] >= 0;
+ *   H2  nbytes == numel(shape) x dtype_size(dt);
+ *   H3  pinned => data is a block of rt->ha (NULL only when nbytes == 0);
+ *   H4  !pinned => data is malloc'd exactly when the rt computes and nbytes > 0 (NULL in a dry run);
+ *   H5  (expensive) pinned => data is a live block of rt->ha of nbytes or more. */
 typedef struct hostbuf {
     rt *rt;
     dtype dt;
@@ -51,10 +56,8 @@ void hostbuf_free(hostbuf *b);
 /* b.to("cuda", non_blocking=non_blocking), the copy on stream s: NULL on failure, recorded in the rt. */
 tensor *hostbuf_to_device(const hostbuf *b, bool non_blocking, devstream s);
 
-/* Validator: the invariants above. Cheap (the struct alone), and with expensive also "a live block of rt->ha" (a
- * look-up under the host allocator's lock). OOM_OK, or OOM_ECORRUPT with the broken invariant in why[cap]: it
- * touches no error record, so any thread may call it. Checked builds (OOM_DEBUG >= 2) run it at the entry of
- * every function taking a hostbuf and on what they return (expensive at OOM_DEBUG >= 3), and abort on failure. */
+/* Validator (core/check.h): H1-H4, and with expensive H5 (a look-up under the host allocator's lock). OOM_OK, or
+ * OOM_ECORRUPT with the broken invariant in why[cap]: it touches no error record, so any thread may call it. */
 oom_status hostbuf_check(const hostbuf *b, bool expensive, char *why, size_t cap);
 
 OOM_END_DECLS

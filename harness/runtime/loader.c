@@ -1,61 +1,105 @@
 /* loader.c - a DataLoader of real worker threads and a pin thread on a virtual clock (see loader.h).
  *
- * State, under mu, times in nanoseconds of the virtual clock: batch k (0 <= k < n) is dispatched when
- * k < dispatched (at disp[k], finishing at fin[k] = max(disp[k], fin[k - W]) + produce); made when made[k] (its
- * pageable buffer, or make_st[k] != OK); its pin allowed to start when k < allowed (at ps[k] = max(fin[k],
- * pe[k - 1]) <= now), pinned when k < pinned (pin_memory: its pinned buffer in ready[k], or pin_st[k] != OK),
- * ready for the consumer at pe[k] = ps[k] + pin_ns (a failed pin takes no time); received when k < taken. The
- * device copies holding a stream: copy_s[c], ending at copy_end[c], for copy_done <= c < ncopies.
- * Invariants: taken <= pinned <= allowed <= dispatched <= n (pin_memory; else taken <= dispatched), and
- * pinned == allowed whenever the rt's thread is outside a loader call; dispatched - taken <= P x W; fin, ps, pe
- * and copy_end are nondecreasing; every event at or before now has happened (copy_end[copy_done] > now, and
- * ps[allowed] > now once batch `allowed` is dispatched).
+ * The state and its invariants (L1-L7) are in loader_state.h; loader_check validates them.
  */
 #include "runtime/loader.h"
+#include "runtime/loader_state.h"
 
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/check.h"
 #include "kernels.h"
-
-struct loader {
-    rt *r;
-    loader_options o;
-    uint64_t seed;
-    int64_t n;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    bool done;
-    /* the schedule */
-    int64_t *disp, *fin, *ps, *pe;
-    int64_t now;
-    int64_t dispatched, allowed, pinned, taken;
-    int64_t produce_ns, step_ns, pin_ns, h2d_ns, h2d_pageable_ns; /* from the options */
-    devstream *copy_s;  /* the device copies holding their stream, in the order they were made */
-    int64_t *copy_end;
-    int64_t ncopies, copy_done;
-    /* the batches */
-    hostbuf **made;     /* pageable, made by a worker, not yet pinned (or received, without pin_memory) */
-    oom_status *make_st;
-    bool *made_done;
-    hostbuf **ready;    /* pinned, not yet received */
-    oom_status *pin_st;
-    int64_t pin_failures;
-    /* the threads */
-    pthread_t workers[LOADER_MAX_WORKERS];
-    int nworkers;
-    int64_t next_task[LOADER_MAX_WORKERS];
-    pthread_t pin_thread;
-    bool pin_started;
-};
 
 typedef struct worker_arg {
     loader *l;
     int w;
 } worker_arg;
 
+
+/* ---- the validator (loader_state.h: L1-L7) ---- */
+
+oom_status loader_check_locked(const loader *l, bool expensive, char *why, size_t cap)
+{
+    OOM_REQUIRE(l && l->r, why, cap, "L1: no loader, or no rt behind it");
+    bool pin = l->o.pin_memory;
+    OOM_REQUIRE(0 <= l->taken && l->taken <= l->dispatched && l->dispatched <= l->n && l->allowed <= l->dispatched,
+                why, cap, "L1: taken %lld, allowed %lld, dispatched %lld of %lld", (long long)l->taken,
+                (long long)l->allowed, (long long)l->dispatched, (long long)l->n);
+    OOM_REQUIRE(pin ? l->taken <= l->pinned && l->pinned <= l->allowed : l->pinned == 0 && l->allowed == 0, why, cap,
+                "L1: taken %lld, pinned %lld, allowed %lld with pin_memory %d", (long long)l->taken,
+                (long long)l->pinned, (long long)l->allowed, (int)pin);
+    int64_t window = (int64_t)l->o.prefetch * l->o.workers;
+    int64_t want = l->taken > l->n - window ? l->n : window + l->taken;
+    OOM_REQUIRE(l->dispatched == want, why, cap, "L2: %lld dispatched, %lld received: not min(%lld, %lld x %d + %lld)",
+                (long long)l->dispatched, (long long)l->taken, (long long)l->n, (long long)l->o.prefetch,
+                l->o.workers, (long long)l->taken);
+    OOM_REQUIRE(l->allowed == 0 || l->fin[l->allowed - 1] <= l->now, why, cap,
+                "L3: batch %lld is allowed at %lld ns, before it finishes at %lld ns", (long long)(l->allowed - 1),
+                (long long)l->now, (long long)l->fin[l->allowed - 1]);
+    OOM_REQUIRE(0 <= l->copy_done && l->copy_done <= l->ncopies, why, cap, "L3: %lld of %lld copies done",
+                (long long)l->copy_done, (long long)l->ncopies);
+    OOM_REQUIRE(l->pin_failures >= 0 && l->pin_failures <= l->pinned, why, cap, "L4: %lld pin failures, %lld pinned",
+                (long long)l->pin_failures, (long long)l->pinned);
+    for (int w = 0; w < l->nworkers; w++)
+        OOM_REQUIRE(l->next_task[w] % l->o.workers == w && l->next_task[w] < l->dispatched + l->o.workers, why, cap,
+                    "L4: worker %d's next task is %lld (%lld dispatched)", w, (long long)l->next_task[w],
+                    (long long)l->dispatched);
+    if (!expensive)
+        return OOM_OK;
+    for (int64_t c = 1; c < l->ncopies; c++)
+        OOM_REQUIRE(l->copy_end[c] >= l->copy_end[c - 1], why, cap, "L5: copy %lld ends before copy %lld",
+                    (long long)c, (long long)(c - 1));
+    int64_t failures = 0;
+    for (int64_t k = 0; k < l->n; k++) {
+        bool disp = k < l->dispatched;
+        if (disp && k > 0)
+            OOM_REQUIRE(l->disp[k] >= l->disp[k - 1] && l->fin[k] >= l->fin[k - 1], why, cap,
+                        "L5: batch %lld is dispatched or finishes before batch %lld", (long long)k, (long long)(k - 1));
+        OOM_REQUIRE(!disp || l->fin[k] >= l->disp[k] + l->produce_ns, why, cap,
+                    "L5: batch %lld finishes at %lld ns, less than produce_ms after its dispatch at %lld ns",
+                    (long long)k, (long long)l->fin[k], (long long)l->disp[k]);
+        /* pe[k] is set once batch k's pin is done (advance), so the last allowed batch's may not be yet */
+        bool allowed = k < l->allowed, ended = k + 1 < l->allowed;
+        OOM_REQUIRE(!allowed || (l->ps[k] >= l->fin[k] && (k == 0 || l->ps[k] >= l->pe[k - 1]) &&
+                                 (!ended || l->pe[k] >= l->ps[k])),
+                    why, cap, "L5: batch %lld's pin starts at %lld ns: before it is made or before the pin of batch %lld ends",
+                    (long long)k, (long long)l->ps[k], (long long)(k - 1));
+        OOM_REQUIRE(disp || (!l->made_done[k] && !l->made[k] && !l->ready[k]), why, cap,
+                    "L5: batch %lld is made before it is dispatched", (long long)k);
+        OOM_REQUIRE(!l->made[k] || (l->made_done[k] && l->make_st[k] == OOM_OK && k >= l->taken &&
+                                    (!pin || k >= l->pinned)),
+                    why, cap, "L6: batch %lld's pageable buffer is still held after it was %s", (long long)k,
+                    k < l->taken ? "received" : "pinned or failed");
+        bool want_ready = pin && l->taken <= k && k < l->pinned && l->pin_st[k] == OOM_OK;
+        OOM_REQUIRE((l->ready[k] != NULL) == want_ready, why, cap, "L6: batch %lld %s a pinned buffer", (long long)k,
+                    want_ready ? "lacks" : "holds");
+        char sub[160];
+        if (l->ready[k] && (hostbuf_check(l->ready[k], true, sub, sizeof sub) != OOM_OK || !l->ready[k]->pinned))
+            return snprintf(why, cap, "L6: batch %lld's pinned buffer: %s", (long long)k,
+                            l->ready[k]->pinned ? sub : "not pinned"),
+                   OOM_ECORRUPT;
+        failures += k < l->pinned && l->pin_st[k] == OOM_ENOMEM_PINNED;
+    }
+    OOM_REQUIRE(failures == l->pin_failures, why, cap, "L7: %lld pin failures counted, %lld recorded",
+                (long long)failures, (long long)l->pin_failures);
+    return OOM_OK;
+}
+
+oom_status loader_check(const loader *l, bool expensive, char *why, size_t cap)
+{
+    OOM_REQUIRE(l, why, cap, "L1: no loader");
+    loader *m = (loader *)l; /* the lock, not the state */
+    pthread_mutex_lock(&m->mu);
+    oom_status st = loader_check_locked(l, expensive, why, cap);
+    pthread_mutex_unlock(&m->mu);
+    return st;
+}
+
+/* Checked builds: the state is valid after this thread changed it (mu held). */
+#define debug_check(l) OOM_VALIDATE("loader", loader_check_locked, (l))
 
 /* _try_put_index: dispatch the next batch at the virtual time `now` (mu held). */
 static void dispatch_one(loader *l)
@@ -137,6 +181,7 @@ static void *worker_main(void *arg)
         l->made[k] = b;
         l->make_st[k] = st;
         l->made_done[k] = true;
+        debug_check(l);
         pthread_cond_broadcast(&l->cv);
     }
     pthread_mutex_unlock(&l->mu);
@@ -166,6 +211,7 @@ static void *pin_main(void *arg)
         l->pin_st[k] = st;
         l->pin_failures += st == OOM_ENOMEM_PINNED;
         l->pinned++;
+        debug_check(l);
         pthread_cond_broadcast(&l->cv);
     }
     pthread_mutex_unlock(&l->mu);
@@ -242,6 +288,9 @@ oom_status loader_new(rt *r, const loader_options *o, uint64_t seed, loader **ou
     pthread_mutex_unlock(&l->mu);
     for (int w = 0; w < o->workers; w++)
         l->next_task[w] = w;
+    pthread_mutex_lock(&l->mu);
+    debug_check(l);
+    pthread_mutex_unlock(&l->mu);
     oom_status st = OOM_OK;
     for (int w = 0; w < o->workers && st == OOM_OK; w++) {
         worker_arg *a = malloc(sizeof *a);
@@ -309,6 +358,7 @@ oom_status loader_next(loader *l, hostbuf **out)
     }
     l->taken++;
     dispatch_one(l); /* _process_data: _try_put_index() before the batch (or its exception) is handed over */
+    debug_check(l);
     pthread_mutex_unlock(&l->mu);
     if (st != OOM_OK) {
         hostbuf_free(b);
@@ -343,6 +393,7 @@ void loader_step_done(loader *l)
 {
     pthread_mutex_lock(&l->mu);
     run_for(l, l->step_ns);
+    debug_check(l);
     pthread_mutex_unlock(&l->mu);
 }
 
@@ -384,6 +435,7 @@ void loader_delete(loader *l)
     if (!l)
         return;
     pthread_mutex_lock(&l->mu);
+    debug_check(l);
     l->done = true;
     pthread_cond_broadcast(&l->cv);
     pthread_mutex_unlock(&l->mu);

@@ -105,16 +105,21 @@ oom_status loader_next(loader *l, hostbuf **out);
  * failure. */
 oom_status loader_copy(loader *l, devstream s);
 /* The consumer's step on the batch it received is over: the virtual clock moves on by step_ms, and the pins and
- * copy completions that fall within it are done before this returns. */
+ * copy completions that fall within it are done before this returns. Cannot fail (a pin's failure is its batch's,
+ * loader_next). */
 void loader_step_done(loader *l);
 /* Batches dispatched and not yet received (<= P x W), and of them those pinned (or made, without pin_memory)
- * and waiting for the main loop. */
+ * and waiting for the main loop. Cannot fail. */
 int64_t loader_in_flight(const loader *l);
 int64_t loader_ready(const loader *l);
-/* Batches whose pinning failed so far. */
+/* Batches whose pinning failed so far. Cannot fail. */
 int64_t loader_pin_failures(const loader *l);
 /* Shut down: join the threads, free what is not received. NULL: no-op. */
 void loader_delete(loader *l);
+
+/* Validator (core/check.h): the invariants L1-L7 of loader_state.h, under the loader's lock (any thread). OOM_OK,
+ * or OOM_ECORRUPT with the broken one named in why[cap]; touches no error record. */
+oom_status loader_check(const loader *l, bool expensive, char *why, size_t cap);
 
 OOM_END_DECLS
 

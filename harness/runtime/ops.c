@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/check.h"
 #include "runtime/amp.h"
 #include "runtime/autograd.h"
 #include "runtime/reduce_config.h"
@@ -15,7 +16,7 @@ bool op_kernel_ok(rt *r, oom_status st)
 {
     if (st == OOM_OK)
         return true;
-    rt_fail(r, st, "%s", oom_error_msg());
+    rt_fail_detail(r, st, NULL);
     return false;
 }
 
@@ -85,6 +86,7 @@ static tensor *mark_view(tensor *out, tensor *base)
         out->is_view = true;
         out->view_of_leaf = base->view_of_leaf || (base->requires_grad && !base->grad_fn);
         out->base = tensor_retain(base->base ? base->base : base);
+        OOM_VALIDATE("tensor", tensor_check, out);
     }
     return out;
 }

@@ -5,7 +5,60 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "core/check.h"
 #include "runtime/ops.h"
+
+/* O3: a state tensor of parameter p, when set. */
+static oom_status check_state(const tensor *t, const tensor *p, const char *what, size_t i, char *why, size_t cap)
+{
+    if (!t)
+        return OOM_OK;
+    OOM_REQUIRE(!t->grad_fn && !t->requires_grad, why, cap, "O3: %s[%zu] has history or requires grad", what, i);
+    OOM_REQUIRE(t->dt == p->dt && tensor_same_shape(t, p), why, cap,
+                "O3: %s[%zu] is %s of %d dims, its parameter %s of %d", what, i, dtype_str(t->dt), t->ndim,
+                dtype_str(p->dt), p->ndim);
+    return OOM_OK;
+}
+
+oom_status optim_check(const optimizer *o, bool expensive, char *why, size_t cap)
+{
+    OOM_REQUIRE(o && o->rt && (o->kind == OPTIM_SGD || o->kind == OPTIM_ADAM), why, cap,
+                "O1: no optimizer, no rt, or an unknown kind");
+    OOM_REQUIRE(o->params && o->state_a && o->state_b && o->state_step && o->steps, why, cap,
+                "O1: a per-parameter array is missing");
+    bool sgd = o->kind == OPTIM_SGD;
+    for (size_t i = 0; i < o->nparams; i++) {
+        const tensor *p = o->params[i], *a = o->state_a[i], *b = o->state_b[i], *step = o->state_step[i];
+        OOM_REQUIRE(p && p->refcount >= 1 && !p->grad_fn, why, cap, "O2: params[%zu] is missing or no leaf", i);
+        oom_status st = check_state(a, p, sgd ? "momentum_buffer" : "exp_avg", i, why, cap);
+        if (st == OOM_OK)
+            st = check_state(b, p, "exp_avg_sq", i, why, cap);
+        if (st != OOM_OK)
+            return st;
+        OOM_REQUIRE(!sgd || (!b && !step && (!a || o->o.momentum != 0.0)), why, cap,
+                    "O3: SGD holds exp_avg_sq, a step tensor, or a momentum buffer without momentum (params[%zu])", i);
+        OOM_REQUIRE(!b || a, why, cap, "O3: exp_avg_sq[%zu] without exp_avg", i);
+        OOM_REQUIRE(!step || (o->o.fused && step->dt == DT_F32 && step->ndim == 0), why, cap,
+                    "O4: state_step[%zu] without fused, or not a 0-dim f32 tensor", i);
+        OOM_REQUIRE(sgd || !o->o.fused || !a || step, why, cap, "O4: fused Adam's exp_avg[%zu] before its step", i);
+        OOM_REQUIRE(o->steps[i] >= 0, why, cap, "O5: steps[%zu] = %lld", i, (long long)o->steps[i]);
+        if (sgd)
+            OOM_REQUIRE(o->o.momentum == 0.0 || (o->steps[i] > 0) == (a != NULL), why, cap,
+                        "O5: params[%zu] took %lld steps and has %s momentum buffer", i, (long long)o->steps[i],
+                        a ? "a" : "no");
+        else
+            OOM_REQUIRE(o->steps[i] == 0 || (a && b), why, cap, "O5: params[%zu] took %lld steps without its state",
+                        i, (long long)o->steps[i]);
+        if (expensive) {
+            const tensor *ts[4] = {p, a, b, step};
+            char sub[160];
+            for (int k = 0; k < 4; k++)
+                if (ts[k] && tensor_check(ts[k], false, sub, sizeof sub) != OOM_OK)
+                    return snprintf(why, cap, "O6: params[%zu]'s tensor %d: %s", i, k, sub), OOM_ECORRUPT;
+        }
+    }
+    return OOM_OK;
+}
 
 static optimizer *optim_new(rt *r, optim_kind kind, tensor *const *params, size_t n, const optim_options *o)
 {
@@ -24,6 +77,7 @@ static optimizer *optim_new(rt *r, optim_kind kind, tensor *const *params, size_
     opt->nparams = n;
     for (size_t i = 0; i < n; i++)
         opt->params[i] = tensor_retain(params[i]);
+    OOM_VALIDATE("optimizer", optim_check, opt);
     return opt;
 }
 
@@ -46,6 +100,7 @@ void optim_free(optimizer *o)
 {
     if (!o)
         return;
+    OOM_VALIDATE("optimizer", optim_check, o);
     for (size_t i = 0; i < o->nparams; i++) {
         tensor_release(o->params[i]);
         tensor_release(o->state_a[i]);
@@ -208,6 +263,7 @@ static bool adam_step(optimizer *o, tensor **d, tensor **denom)
 
 oom_status optim_step(optimizer *o)
 {
+    OOM_VALIDATE("optimizer", optim_check, o);
     rt *r = o->rt;
     if (!rt_ok(r))
         return r->status;
@@ -230,11 +286,13 @@ oom_status optim_step(optimizer *o)
     release_all(scratch, o->nparams);
     free(d);
     free(scratch);
+    OOM_VALIDATE("optimizer", optim_check, o);
     return r->status;
 }
 
 void optim_zero_grad(optimizer *o, bool set_to_none)
 {
+    OOM_VALIDATE("optimizer", optim_check, o);
     rt *r = o->rt;
     for (size_t i = 0; i < o->nparams; i++) {
         tensor *p = o->params[i];
@@ -248,4 +306,5 @@ void optim_zero_grad(optimizer *o, bool set_to_none)
             tensor_bump_version(p->grad);
         }
     }
+    OOM_VALIDATE("optimizer", optim_check, o);
 }

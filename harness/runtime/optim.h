@@ -43,9 +43,18 @@ typedef struct optim_options {
     bool fused;                 /* Adam: torch.optim.Adam(fused=True) (set it before the first step) */
 } optim_options;
 
-/* Invariants: params[i] are retained leaves; state_a[i] / state_b[i] are NULL until parameter i's first step
- * with a gradient (then: SGD momentum_buffer / Adam exp_avg and exp_avg_sq, same shape and dtype as it);
- * state_step[i] is Adam(fused=True)'s device step counter, else NULL; steps[i] counts parameter i's steps. */
+/* Invariants (optim_check; checked builds run it when an optimizer is made, around every step and zero_grad, and
+ * when it is freed):
+ *   O1  rt is set, kind is SGD or Adam, and the five per-parameter arrays exist;
+ *   O2  params[i] are leaves (no grad_fn) the optimizer holds a reference to;
+ *   O3  state_a[i] and state_b[i] are NULL or plain tensors (no grad_fn, no requires_grad) of params[i]'s shape and
+ *       dtype: SGD's momentum buffer (state_a, only with momentum; state_b unused), Adam's exp_avg and
+ *       exp_avg_sq, made in that order (state_b set implies state_a set);
+ *   O4  state_step[i] is NULL, or with fused Adam a 0-dim f32 tensor, made before exp_avg (state_a set with fused
+ *       implies state_step set);
+ *   O5  steps[i] >= 0 counts parameter i's completed steps: steps[i] > 0 implies its state exists (SGD with
+ *       momentum: state_a; Adam: state_a and state_b), and an SGD buffer exists only after a step;
+ *   O6  (expensive) every parameter and state tensor holds tensor_check's invariants. */
 typedef struct optimizer {
     rt *rt;
     optim_kind kind;
@@ -56,19 +65,24 @@ typedef struct optimizer {
     int64_t *steps;
 } optimizer;
 
-/* torch.optim.SGD(params, lr, momentum, dampening, weight_decay, nesterov). */
+/* torch.optim.SGD(params, lr, momentum, dampening, weight_decay, nesterov). Never NULL (host bookkeeping
+ * aborts). */
 optimizer *optim_sgd(rt *r, tensor *const *params, size_t n, double lr, double momentum, double dampening,
                      double weight_decay, bool nesterov);
-/* torch.optim.Adam(params, lr, betas=(beta1, beta2), eps, weight_decay). */
+/* torch.optim.Adam(params, lr, betas=(beta1, beta2), eps, weight_decay). Never NULL (as optim_sgd). */
 optimizer *optim_adam(rt *r, tensor *const *params, size_t n, double lr, double beta1, double beta2, double eps,
                       double weight_decay);
-void optim_free(optimizer *o);
+void optim_free(optimizer *o); /* NULL: no-op; cannot fail */
 
 /* optimizer.step(): parameters without a .grad are skipped. A device OOM while creating state is recorded in
  * the rt and returned. */
 oom_status optim_step(optimizer *o);
-/* optimizer.zero_grad(set_to_none). */
+/* optimizer.zero_grad(set_to_none). A failure of the zeroing kernel is recorded in the rt. */
 void optim_zero_grad(optimizer *o, bool set_to_none);
+
+/* Validator (core/check.h): invariants O1-O6 above. OOM_OK, or OOM_ECORRUPT with the broken one named in why[cap];
+ * touches no error record. */
+oom_status optim_check(const optimizer *o, bool expensive, char *why, size_t cap);
 
 OOM_END_DECLS
 

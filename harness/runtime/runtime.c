@@ -105,6 +105,14 @@ oom_status rt_fail_oom(rt *r)
     return rt_fail(r, OOM_ENOMEM_DEVICE, "%s", o ? o->message : "CUDA out of memory.");
 }
 
+oom_status rt_fail_detail(rt *r, oom_status st, const char *what)
+{
+    const char *why = oom_error_detail();
+    if (!why[0])
+        why = oom_status_str(st);
+    return what ? rt_fail(r, st, "%s: %s", what, why) : rt_fail(r, st, "%s", why);
+}
+
 bool rt_set_grad_enabled(rt *r, bool on)
 {
     bool prev = r->grad_enabled;
@@ -126,6 +134,6 @@ oom_status rt_sync(rt *r)
 {
     oom_status st = rt_kernels(r)->sync();
     if (st != OOM_OK)
-        rt_fail(r, st, "%s", oom_error_msg());
+        rt_fail_detail(r, st, NULL);
     return st;
 }

@@ -89,39 +89,43 @@ static inline const kernel_ops *rt_kernels(rt *r)
     device_make_current(r->dev);
     return r->k;
 }
-/* Free the allocator and the device. Tensors still alive are the caller's bug: debug builds report them. */
+/* Free the allocator and the device. Tensors still alive are the caller's bug: debug builds report them. NULL:
+ * no-op; cannot fail. */
 void rt_close(rt *r);
 
 /* ---- errors (see the file comment) ---- */
 static inline bool rt_ok(const rt *r) { return r->status == OOM_OK; }
 static inline oom_status rt_status(const rt *r) { return r->status; }
 static inline const char *rt_message(const rt *r) { return r->message; }
-void rt_clear(rt *r);
+void rt_clear(rt *r); /* forget the recorded failure (`except ...:` caught it); cannot fail */
 /* Record a failure unless one is already recorded (the first cause wins). Returns st. */
 oom_status rt_fail(rt *r, oom_status st, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
-/* Record the allocator's last OOM (its PyTorch-format message). */
+/* Record the allocator's last OOM (its PyTorch-format message). Returns OOM_ENOMEM_DEVICE. */
 oom_status rt_fail_oom(rt *r);
+/* Record st with a lower layer's reason, the calling thread's oom_error_detail() (status.h: never its file:line),
+ * after "WHAT: " when what is non-NULL; the status's name when no detail was recorded. Returns st. */
+oom_status rt_fail_detail(rt *r, oom_status st, const char *what);
 
 /* ---- modes ---- */
-/* torch.set_grad_enabled(on); returns the previous mode. */
+/* torch.set_grad_enabled(on); returns the previous mode. Cannot fail. */
 bool rt_set_grad_enabled(rt *r, bool on);
 /* `with torch.no_grad():` as a block: RT_NO_GRAD(r) { ... }. Leave the block normally (no break/return). */
 #define RT_NO_GRAD(r)                                                                                          \
     for (bool rt_ng_prev_ = rt_set_grad_enabled((r), false), rt_ng_once_ = true; rt_ng_once_;                  \
          rt_set_grad_enabled((r), rt_ng_prev_), rt_ng_once_ = false)
 
-/* A fresh seed for the next random tensor (torch's generator advancing). */
+/* A fresh seed for the next random tensor (torch's generator advancing). Cannot fail. */
 uint64_t rt_next_seed(rt *r);
 
-/* torch.cuda.empty_cache(): give every whole free segment back to the device (cachealloc.h). */
+/* torch.cuda.empty_cache(): give every whole free segment back to the device (cachealloc.h). Cannot fail. */
 void rt_empty_cache(rt *r);
 
 /* A cap on the pinned host memory this runtime may hold (device_pinned_cap_set): a container's memlock limit or
- * its RAM. 0 = none. */
+ * its RAM. 0 = none. Cannot fail. */
 void rt_set_pinned_budget(rt *r, size_t bytes);
 
 /* A fill or random-draw kernel is launched (noted in dry-run too: the kernel is skipped, not the launch). The

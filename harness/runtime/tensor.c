@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/check.h"
 #include "runtime/autograd.h"
 
 static void *xcalloc(size_t n, size_t size)
@@ -16,6 +17,64 @@ static void *xcalloc(size_t n, size_t size)
         abort(); /* host bookkeeping is "or die"; device memory never is */
     }
     return p;
+}
+
+/* ---- the validator (tensor.h: S1-S3, T1-T9) ---- */
+
+/* T1-T8 and S1-S2: the tensor, its storage and its direct links, O(1). */
+static oom_status check_cheap(const tensor *t, char *why, size_t cap)
+{
+    OOM_REQUIRE(t && t->rt && t->st, why, cap, "T1: no tensor, or no rt or storage behind it");
+    OOM_REQUIRE(t->refcount >= 1 && t->rt->live_tensors >= 1, why, cap,
+                "T1: refcount %d with %zu live tensors in the rt", t->refcount, t->rt->live_tensors);
+    OOM_REQUIRE(t->ndim >= 0 && t->ndim <= TENSOR_MAX_DIMS && (unsigned)t->dt < DT_COUNT, why, cap,
+                "T2: ndim %d or dtype %d out of range", t->ndim, (int)t->dt);
+    for (int i = 0; i < t->ndim; i++)
+        OOM_REQUIRE(t->shape[i] >= 0, why, cap, "T2: shape[%d] = %lld", i, (long long)t->shape[i]);
+    const storage *s = t->st;
+    OOM_REQUIRE(s->refcount >= 1, why, cap, "S1: storage refcount %d", s->refcount);
+    OOM_REQUIRE((s->ptr == 0) == (s->nbytes == 0), why, cap, "S2: storage of %zu bytes at %#llx", s->nbytes,
+                (unsigned long long)s->ptr);
+    size_t n = tensor_nbytes(t);
+    OOM_REQUIRE(t->offset <= s->nbytes && n <= s->nbytes - t->offset, why, cap,
+                "T3: offset %zu + %zu bytes past the storage's %zu", t->offset, n, s->nbytes);
+    OOM_REQUIRE(!t->transposed || t->ndim == 2, why, cap, "T4: transposed with ndim %d", t->ndim);
+    OOM_REQUIRE(!t->grad_fn || (t->requires_grad && !t->grad_acc), why, cap,
+                "T5: a grad_fn (%s) with requires_grad %d and an AccumulateGrad %s", t->grad_fn->fn->name,
+                (int)t->requires_grad, t->grad_acc ? "set" : "unset");
+    OOM_REQUIRE(!t->grad_acc || t->grad_acc->variable == t, why, cap,
+                "T6: its AccumulateGrad node holds another tensor");
+    if (t->grad) {
+        const tensor *g = t->grad;
+        OOM_REQUIRE(!t->grad_fn, why, cap, "T7: a .grad on a non-leaf (grad_fn %s)", t->grad_fn->fn->name);
+        OOM_REQUIRE(!g->grad_fn && !g->grad, why, cap, "T7: its .grad has a grad_fn or a .grad of its own");
+        OOM_REQUIRE(tensor_same_shape(g, t), why, cap, "T7: its .grad's shape differs (ndim %d and %d)", g->ndim,
+                    t->ndim);
+    }
+    OOM_REQUIRE(t->is_view == (t->base != NULL), why, cap, "T8: is_view %d with %s base", (int)t->is_view,
+                t->base ? "a" : "no");
+    OOM_REQUIRE(!t->base || !t->base->is_view, why, cap, "T8: its base is itself a view");
+    OOM_REQUIRE(!t->view_of_leaf || t->is_view, why, cap, "T8: view_of_leaf on a tensor that is no view");
+    return OOM_OK;
+}
+
+oom_status tensor_check(const tensor *t, bool expensive, char *why, size_t cap)
+{
+    oom_status st = check_cheap(t, why, cap);
+    if (st != OOM_OK || !expensive)
+        return st;
+    /* T9: one level down (a .grad and a base have none of their own: T7, T8) */
+    char sub[192];
+    if (t->grad && check_cheap(t->grad, sub, sizeof sub) != OOM_OK)
+        return snprintf(why, cap, "T9: its .grad: %s", sub), OOM_ECORRUPT;
+    if (t->base && check_cheap(t->base, sub, sizeof sub) != OOM_OK)
+        return snprintf(why, cap, "T9: its base: %s", sub), OOM_ECORRUPT;
+    if (t->grad_fn && ag_node_check(t->grad_fn, false, sub, sizeof sub) != OOM_OK)
+        return snprintf(why, cap, "T9: its grad_fn: %s", sub), OOM_ECORRUPT;
+    const storage *s = t->st;
+    OOM_REQUIRE(s->ptr == 0 || cachealloc_block_size(t->rt->ca, s->ptr) >= s->nbytes, why, cap,
+                "S3: %#llx is not a live block of rt->ca of %zu bytes or more", (unsigned long long)s->ptr, s->nbytes);
+    return OOM_OK;
 }
 
 static bool shape_ok(rt *r, int ndim, const int64_t *shape, int64_t *numel)
@@ -52,6 +111,7 @@ static tensor *tensor_new(rt *r, storage *st, size_t offset, dtype dt, int ndim,
         t->shape[i] = shape[i];
     t->refcount = 1;
     r->live_tensors++;
+    OOM_VALIDATE("tensor", tensor_check, t);
     return t;
 }
 
@@ -73,7 +133,7 @@ tensor *tensor_empty(rt *r, dtype dt, int ndim, const int64_t *shape)
         return NULL;
     }
     if (st == OOM_ECUDA) { /* a driver error PyTorch raises as a RuntimeError: its text alone */
-        rt_fail(r, st, "%s", oom_error_detail());
+        rt_fail_detail(r, st, NULL);
         return NULL;
     }
     if (st != OOM_OK) { /* not a device OOM: the host ran out under a segment, or the backend failed */
@@ -92,7 +152,7 @@ tensor *tensor_empty(rt *r, dtype dt, int ndim, const int64_t *shape)
 static tensor *filled(tensor *t, oom_status st)
 {
     if (t && st != OOM_OK) {
-        rt_fail(t->rt, st, "%s", oom_error_msg());
+        rt_fail_detail(t->rt, st, NULL);
         tensor_release(t);
         return NULL;
     }
@@ -147,7 +207,7 @@ oom_status tensor_uniform_(tensor *t, double lo, double hi)
     if (r->computes && tensor_numel(t) > 0) {
         oom_status st = rt_kernels(r)->rand_uniform(t->dt, tensor_data(t), tensor_numel(t), seed, (float)lo, (float)hi);
         if (st != OOM_OK)
-            return rt_fail(r, st, "%s", oom_error_msg());
+            return rt_fail_detail(r, st, NULL);
     }
     tensor_bump_version(t);
     return OOM_OK;
@@ -217,6 +277,8 @@ tensor *tensor_empty_like(const tensor *t)
 
 void tensor_set_data(tensor *t, tensor *src)
 {
+    OOM_VALIDATE("tensor", tensor_check, t);
+    OOM_VALIDATE("tensor", tensor_check, src);
     src->st->refcount++;
     storage *old = t->st;
     t->st = src->st;
@@ -228,6 +290,7 @@ void tensor_set_data(tensor *t, tensor *src)
     t->transposed = src->transposed;
     storage_release(t->rt, old);
     tensor_release(src);
+    OOM_VALIDATE("tensor", tensor_check, t);
 }
 
 tensor *tensor_alias(const tensor *t, size_t offset, int ndim, const int64_t *shape, bool transposed)
@@ -237,6 +300,7 @@ tensor *tensor_alias(const tensor *t, size_t offset, int ndim, const int64_t *sh
     t->st->refcount++;
     tensor *a = tensor_new(t->rt, t->st, offset, t->dt, ndim, shape);
     a->transposed = transposed;
+    OOM_VALIDATE("tensor", tensor_check, a);
     return a;
 }
 
@@ -249,15 +313,19 @@ tensor *tensor_detach(const tensor *t)
 
 tensor *tensor_retain(tensor *t)
 {
-    if (t)
+    if (t) {
+        OOM_VALIDATE("tensor", tensor_check, t);
         t->refcount++;
+    }
     return t;
 }
 
-
 void tensor_release(tensor *t)
 {
-    if (!t || --t->refcount > 0)
+    if (!t)
+        return;
+    OOM_VALIDATE("tensor", tensor_check, t);
+    if (--t->refcount > 0)
         return;
     rt *r = t->rt;
     tensor_release(t->grad); /* a leaf's .grad: no history, no recursion beyond one level */
@@ -345,7 +413,7 @@ oom_status tensor_to_host(const tensor *t, void *host)
         return OOM_OK;
     oom_status st = device_copy_dtoh(r->dev, host, t->st->ptr + t->offset, tensor_nbytes(t));
     if (st != OOM_OK)
-        rt_fail(r, st, "copy to host failed: %s", oom_error_msg());
+        rt_fail_detail(r, st, "copy to host failed");
     return st;
 }
 
@@ -400,6 +468,7 @@ void tensor_set_requires_grad(tensor *t, bool flag)
         return;
     }
     t->requires_grad = flag;
+    OOM_VALIDATE("tensor", tensor_check, t);
 }
 
 /* ---- the model_too_large scenario (tensor.h) ---- */
@@ -427,7 +496,7 @@ tensor *tensor_copy_to(rt *dst, const tensor *src)
                                          tensor_nbytes(src));
         if (st == OOM_OK)
             return out;
-        rt_fail(dst, st, "copy between devices failed: %s", oom_error_msg());
+        rt_fail_detail(dst, st, "copy between devices failed");
         tensor_release(out);
         return NULL;
     }
@@ -453,7 +522,7 @@ oom_status tensor_copy_from_host_(tensor *t, const void *host)
         return OOM_OK;
     oom_status st = device_copy_htod(r->dev, t->st->ptr + t->offset, host, tensor_nbytes(t));
     if (st != OOM_OK)
-        rt_fail(r, st, "copy from host failed: %s", oom_error_msg());
+        rt_fail_detail(r, st, "copy from host failed");
     return st;
 }
 
@@ -467,6 +536,6 @@ oom_status tensor_copy_from_host_async_(tensor *t, const void *host, devstream s
         return OOM_OK;
     oom_status st = device_copy_htod_async(r->dev, t->st->ptr + t->offset, host, tensor_nbytes(t), s);
     if (st != OOM_OK)
-        rt_fail(r, st, "asynchronous copy from host failed: %s", oom_error_msg());
+        rt_fail_detail(r, st, "asynchronous copy from host failed");
     return st;
 }

@@ -32,8 +32,10 @@ OOM_BEGIN_DECLS
 
 struct ag_node;
 
-/* A device allocation shared by views. Invariants: refcount >= 1 while any view exists; ptr == 0 exactly when
- * nbytes == 0 (PyTorch's allocate(0) returns a null pointer and touches no stat). */
+/* A device allocation shared by views. Invariants (tensor_check checks them through every view):
+ *   S1  refcount >= 1 while any view exists;
+ *   S2  ptr == 0 exactly when nbytes == 0 (PyTorch's allocate(0) returns a null pointer and touches no stat);
+ *   S3  (expensive) ptr != 0 is a live block of the view's rt->ca, of nbytes or more. */
 typedef struct storage {
     devptr ptr;
     size_t nbytes;
@@ -41,9 +43,18 @@ typedef struct storage {
     uint32_t version; /* bumped by every in-place op on any view */
 } storage;
 
-/* Invariants: refcount >= 1; 0 <= ndim <= TENSOR_MAX_DIMS; every shape[i] >= 0; offset + nbytes <= st->nbytes;
- * transposed only when ndim == 2; grad_fn != NULL implies requires_grad (a non-leaf); grad is only set on
- * leaves that require grad and has their shape and dtype. */
+/* Invariants (tensor_check; checked builds run it where a tensor is made, retained, released or changes history):
+ *   T1  rt and st are set, refcount >= 1, and the rt counts it among live_tensors;
+ *   T2  0 <= ndim <= TENSOR_MAX_DIMS, every shape[i] >= 0, dt is a known dtype;
+ *   T3  offset + nbytes <= st->nbytes: the view lies inside its storage;
+ *   T4  transposed only when ndim == 2;
+ *   T5  grad_fn != NULL implies requires_grad (a non-leaf), and then grad_acc == NULL;
+ *   T6  grad_acc != NULL implies grad_acc->variable == this tensor (its AccumulateGrad holds it);
+ *   T7  grad is set only on leaves (grad_fn == NULL), is a plain tensor (no grad_fn, no grad of its own) and has
+ *       the leaf's shape (its dtype too, except while model.half() converts a parameter and then its .grad: the
+ *       engine asserts the dtype where it accumulates);
+ *   T8  is_view exactly when base != NULL; a base is never itself a view; view_of_leaf implies is_view;
+ *   T9  (expensive) grad and base hold T1-T8, grad_fn holds ag_node_check, st holds S3. */
 typedef struct tensor {
     rt *rt;
     storage *st;
@@ -69,7 +80,9 @@ typedef struct tensor {
 #define SHAPE(...) (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (const int64_t[]){__VA_ARGS__}
 #define SCALAR 0, NULL /* a 0-dim shape */
 
-/* ---- creation (torch.empty, zeros, full, rand, randn, randint, tensor) ---- */
+/* ---- creation (torch.empty, zeros, full, rand, randn, randint, tensor) ----
+ * Each returns NULL on failure, the reason recorded in the rt (a device OOM: PyTorch's message), and NULL at once
+ * when the rt already holds an error. */
 tensor *tensor_empty(rt *r, dtype dt, int ndim, const int64_t *shape);
 tensor *tensor_zeros(rt *r, dtype dt, int ndim, const int64_t *shape);
 tensor *tensor_full(rt *r, dtype dt, int ndim, const int64_t *shape, double value);
@@ -77,19 +90,22 @@ tensor *tensor_full(rt *r, dtype dt, int ndim, const int64_t *shape, double valu
 tensor *tensor_rand(rt *r, dtype dt, int ndim, const int64_t *shape, double lo, double hi);
 tensor *tensor_randn(rt *r, dtype dt, int ndim, const int64_t *shape, double mean, double std);
 tensor *tensor_randint(rt *r, int ndim, const int64_t *shape, int64_t lo, int64_t hi);
-/* init.uniform_(t, lo, hi): fill in place (bumps the version, as every in-place op does). */
+/* init.uniform_(t, lo, hi): fill in place (bumps the version, as every in-place op does). On failure the rt's
+ * status, the kernel's failure recorded there; OOM_EINVAL for a NULL t. */
 oom_status tensor_uniform_(tensor *t, double lo, double hi);
-/* From host memory (numel elements of dt, host layout = the tensor's). */
+/* From host memory (numel elements of dt, host layout = the tensor's). NULL on failure, recorded in the rt. */
 tensor *tensor_from_host(rt *r, dtype dt, int ndim, const int64_t *shape, const void *host);
 /* torch.empty_like(t): same shape and dtype, and the same layout (a .t() view gets a transposed result, as
- * PyTorch keeps a dense tensor's strides). */
+ * PyTorch keeps a dense tensor's strides). NULL on failure, recorded in t's rt. */
 tensor *tensor_empty_like(const tensor *t);
-/* A view of t's storage with another offset/shape (no autograd: ops.h makes differentiable views). */
+/* A view of t's storage with another offset/shape (no autograd: ops.h makes differentiable views). NULL only for
+ * a NULL t (host bookkeeping aborts). */
 tensor *tensor_alias(const tensor *t, size_t offset, int ndim, const int64_t *shape, bool transposed);
-/* torch.Tensor.detach(): the same storage and version counter, no history, requires_grad false. */
+/* torch.Tensor.detach(): the same storage and version counter, no history, requires_grad false. NULL for a NULL t
+ * or when the rt holds an error. */
 tensor *tensor_detach(const tensor *t);
 
-/* ---- references ---- */
+/* ---- references (none of them fails) ---- */
 tensor *tensor_retain(tensor *t);
 void tensor_release(tensor *t);
 /* *slot = value, releasing the old value: Python's `x = f(...)` rebinding. Returns value. */
@@ -98,7 +114,7 @@ tensor *tensor_assign(tensor **slot, tensor *value);
  * an exception does). Returns whether it rebound. */
 bool tensor_rebind(tensor **slot, tensor *value);
 
-/* ---- properties ---- */
+/* ---- properties (none of them fails) ---- */
 int64_t tensor_numel(const tensor *t);
 size_t tensor_nbytes(const tensor *t);
 /* Pointer the kernels read: a host view of simulated memory (sim) or the device address (cuda); NULL in
@@ -118,11 +134,12 @@ oom_status tensor_to_host(const tensor *t, void *host);
 double tensor_item(const tensor *t);
 
 /* param.data = src: t takes src's storage, dtype and shape (t keeps its identity, .grad and history flags);
- * src is released. */
+ * src is released. Cannot fail. */
 void tensor_set_data(tensor *t, tensor *src);
-/* requires_grad_(flag) of a leaf. */
+/* requires_grad_(flag) of a leaf. Refused (OOM_EINVAL recorded in the rt, nothing changed) for flag false on a
+ * non-leaf and flag true on an integer tensor. */
 void tensor_set_requires_grad(tensor *t, bool flag);
-/* In-place: bump the version counter (every in-place op calls it). */
+/* In-place: bump the version counter (every in-place op calls it). Cannot fail. */
 static inline void tensor_bump_version(tensor *t) { t->st->version++; }
 
 /* ---- the model_too_large scenario: copies between runtimes, and into a tensor ---- */
@@ -134,11 +151,17 @@ static inline void tensor_bump_version(tensor *t) { t->st->version++; }
  * OOM_EINVAL. NULL on failure, recorded in dst's runtime (a device OOM there) or src's (bad input). */
 tensor *tensor_copy_to(rt *dst, const tensor *src);
 /* t.copy_(host_tensor): t's bytes from host memory (a pinned buffer), in place (the version is bumped). The copy
- * is synchronous on both backends. */
+ * is synchronous on both backends. On failure its status, recorded in the rt (OOM_EINVAL: t is transposed). */
 oom_status tensor_copy_from_host_(tensor *t, const void *host);
 /* t.copy_(host, non_blocking=True) issued on stream s (torch.cuda.stream(s)): cudaMemcpyAsync from pinned host
- * memory, which the caller keeps alive until an event recorded on s after it completes; sim copies at once. */
+ * memory, which the caller keeps alive until an event recorded on s after it completes; sim copies at once. On
+ * failure its status, recorded in the rt (OOM_EINVAL: t is transposed). */
 oom_status tensor_copy_from_host_async_(tensor *t, const void *host, devstream s);
+
+/* ---- the validator (core/check.h) ---- */
+/* Invariants S1-S3 and T1-T9 above: OOM_OK, or OOM_ECORRUPT with the broken one named in why[cap]. Touches no
+ * error record. Checked builds (OOM_DEBUG >= 2) run it through OOM_VALIDATE and abort on failure. */
+oom_status tensor_check(const tensor *t, bool expensive, char *why, size_t cap);
 
 OOM_END_DECLS
 
