@@ -61,7 +61,7 @@
 
 #include "run/scenario.h"
 #include "runtime/autograd.h"
-#include "runtime/nn.h"
+#include "training/nn.h"
 #include "runtime/ops.h"
 #include "runtime/optim.h"
 #include "runtime/tensor.h"

@@ -27,7 +27,7 @@
  *         ...
  *     del batch, x; it._shutdown_workers(); del it
  * Counters every step: torch.cuda.host_memory_stats() (allocations, bytes, active requests, num_host_alloc/free)
- * and the batches in flight. The loader is harness/runtime/loader.h: real worker threads and a pin thread, on a
+ * and the batches in flight. The loader is harness/training/loader.h: real worker threads and a pin thread, on a
  * virtual clock (workers take produce_ms per batch, the step takes step_ms, the pin thread's copy and the copy to
  * the device take a batch's bytes at the bandwidths measured on the H100 machine, LOADER_*_GBPS) so that the
  * counters are the same on every run; on cuda the step is also a real wait.
@@ -54,7 +54,7 @@
 #include "alloc/hostalloc.h"
 #include "run/scenario.h"
 #include "runtime/hostbuf.h"
-#include "runtime/loader.h"
+#include "training/loader.h"
 #include "runtime/tensor.h"
 
 #define MIB ((int64_t)1 << 20)

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # The layers of harness/ (CONTRIBUTING.md, "Layout"): includes point down only.
-#   cli -> bench -> analysis -> figures -> results -> run -> runtime -> trace -> alloc -> device -> core;
+#   cli -> bench -> analysis -> figures -> results -> run -> training -> runtime -> trace -> alloc -> device -> core;
 #   kernels/ -> core;  runtime (and above) -> kernels.
 # scenarios/ sit on run. Each folder may include its own rank and below; device, alloc and trace never kernels/. Prints each include that points up (or sideways into a layer it must not use) and
 # exits 1 if there is one.
 set -u
 cd "$(dirname "$0")/.."
-declare -A rank=([core]=0 [device]=1 [kernels]=1 [alloc]=2 [trace]=3 [runtime]=4 [run]=5 [scenarios]=5 [results]=6
-                 [figures]=7 [analysis]=8 [bench]=9 [cli]=10)
+declare -A rank=([core]=0 [device]=1 [kernels]=1 [alloc]=2 [trace]=3 [runtime]=4 [training]=5 [run]=6 [scenarios]=6 [results]=7
+                 [figures]=8 [analysis]=9 [bench]=10 [cli]=11)
 bad=0
 while IFS=: read -r file line inc; do
   case $file in harness/*) from=${file#harness/}; from=${from%%/*};; kernels/*) from=kernels;; scenarios/*) from=scenarios;; *) continue;; esac

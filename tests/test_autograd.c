@@ -13,7 +13,7 @@
 
 #include "runtime/amp.h"
 #include "runtime/autograd.h"
-#include "runtime/nn.h"
+#include "training/nn.h"
 #include "runtime/ops.h"
 #include "runtime/optim.h"
 #include "testutil.h"

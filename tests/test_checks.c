@@ -15,8 +15,8 @@
 
 #include "core/check.h"
 #include "runtime/autograd.h"
-#include "runtime/loader.h"
-#include "runtime/loader_state.h"
+#include "training/loader.h"
+#include "training/loader_state.h"
 #include "runtime/ops.h"
 #include "runtime/optim.h"
 #include "testutil.h"

@@ -1,4 +1,4 @@
-/* test_devcomm.c - the communicator (device/devcomm.h) and torch.distributed's collectives on tensors (runtime/dist.h)
+/* test_devcomm.c - the communicator (device/devcomm.h) and torch.distributed's collectives on tensors (training/dist.h)
  * on sim devices: the bytes each collective moves and where they land, the counters, NCCL's modelled buffers outside
  * the caching allocator (charged to the device, in PyTorch's OOM message), and the data_parallel scenario.
  * Suite "devcomm": always sim. */
@@ -9,7 +9,7 @@
 #include "alloc/cachealloc.h"
 #include "device/devcomm.h"
 #include "run/runner.h"
-#include "runtime/dist.h"
+#include "training/dist.h"
 #include "runtime/runtime.h"
 #include "runtime/tensor.h"
 #include "scntest.h"

@@ -1,4 +1,4 @@
-/* test_loader.c - the DataLoader model (runtime/loader.h) and pinned host buffers (runtime/hostbuf.h): the
+/* test_loader.c - the DataLoader model (training/loader.h) and pinned host buffers (runtime/hostbuf.h): the
  * in-flight bound, the order of the batches, the pinned blocks a slow and a fast consumer hold, pinning failures
  * under the pinned budget, determinism run to run, and a clean shutdown mid-iteration.
  *
@@ -9,7 +9,7 @@
 
 #include "alloc/hostalloc.h"
 #include "runtime/hostbuf.h"
-#include "runtime/loader.h"
+#include "training/loader.h"
 #include "testutil.h"
 
 #define BLOCK 65536

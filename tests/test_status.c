@@ -11,7 +11,7 @@
 
 #include "core/status.h"
 #include "runtime/hostbuf.h"
-#include "runtime/loader.h"
+#include "training/loader.h"
 #include "testutil.h"
 
 typedef struct two_threads {

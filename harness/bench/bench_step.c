@@ -8,7 +8,7 @@
 
 #include "runtime/autograd.h"
 #include "bench/bench.h"
-#include "runtime/nn.h"
+#include "training/nn.h"
 #include "runtime/ops.h"
 #include "runtime/optim.h"
 #include "results/export.h"

@@ -7,7 +7,7 @@
 
 
 #include "runtime/autograd.h"
-#include "runtime/nn.h"
+#include "training/nn.h"
 #include "runtime/ops.h"
 #include "runtime/optim.h"
 #include "runtime/runtime.h"

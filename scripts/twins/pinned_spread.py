@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """How many pinned blocks PyTorch's DataLoader holds with a fast consumer, over repeated runs, and the copy
-bandwidths oomlab's loader clock uses (harness/runtime/loader.h, LOADER_*_GBPS). Run on the GPU machine:
+bandwidths oomlab's loader clock uses (harness/training/loader.h, LOADER_*_GBPS). Run on the GPU machine:
 
     python3 scripts/twins/pinned_spread.py [--out DIR] [-n RUNS] [--workers 4,8]
 

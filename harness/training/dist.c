@@ -1,5 +1,5 @@
 /* dist.c - torch.distributed's collectives on tensors. See dist.h. */
-#include "runtime/dist.h"
+#include "training/dist.h"
 
 static devptr addr(const tensor *t) { return t->st->ptr + t->offset; }
 

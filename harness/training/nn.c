@@ -1,5 +1,5 @@
 /* nn.c - Linear, RNNCell and the MLP. See nn.h. */
-#include "runtime/nn.h"
+#include "training/nn.h"
 
 #include <math.h>
 #include <stdio.h>

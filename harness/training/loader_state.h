@@ -33,7 +33,7 @@
 #include <stdint.h>
 
 #include "device/device.h"
-#include "runtime/loader.h"
+#include "training/loader.h"
 
 struct loader {
     rt *r;

@@ -2,8 +2,8 @@
  *
  * The state and its invariants (L1-L7) are in loader_state.h; loader_check validates them.
  */
-#include "runtime/loader.h"
-#include "runtime/loader_state.h"
+#include "training/loader.h"
+#include "training/loader_state.h"
 
 #include <math.h>
 #include <pthread.h>
