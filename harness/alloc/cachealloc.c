@@ -33,6 +33,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/check.h"
 #include "core/fail.h"
 
 #ifndef OOM_DEBUG
@@ -167,10 +168,8 @@ static bool is_split(const ca_block *b) { return b->prev != NULL || b->next != N
 static void debug_check(const cachealloc *ca)
 {
 #if OOM_DEBUG >= 2
-    if (cachealloc_check(ca) != OOM_OK) {
-        fprintf(stderr, "oomlab: cachealloc invariant broken: %s\n", oom_error_msg());
-        abort();
-    }
+    if (cachealloc_check(ca) != OOM_OK) /* the one way a broken invariant aborts (core/check.h) */
+        oom_check_fail("cachealloc", oom_error_msg(), __FILE__, __LINE__);
 #else
     (void)ca;
 #endif

@@ -39,6 +39,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/check.h"
 #include "core/fail.h"
 
 #ifndef OOM_DEBUG
@@ -105,10 +106,8 @@ struct hostalloc {
 static void debug_check(hostalloc *ha)
 {
 #if OOM_DEBUG >= 2
-    if (hostalloc_check(ha) != OOM_OK) {
-        fprintf(stderr, "oomlab: hostalloc invariant broken: %s\n", oom_error_msg());
-        abort();
-    }
+    if (hostalloc_check(ha) != OOM_OK) /* the one way a broken invariant aborts (core/check.h) */
+        oom_check_fail("hostalloc", oom_error_msg(), __FILE__, __LINE__);
 #else
     (void)ha;
 #endif

@@ -48,4 +48,6 @@ static void *or_die(void *p, size_t n)
 
 void *xmalloc(size_t n) { return or_die(malloc(n), n); }
 
+void *xcalloc(size_t n, size_t size) { return or_die(calloc(n, size), n * size); }
+
 void *xrealloc(void *p, size_t n) { return or_die(realloc(p, n), n); }

@@ -34,6 +34,7 @@ bool errbuf_false(char *err, size_t cap, const char *fmt, ...) OOM_PRINTF(3, 4);
 
 /* Bookkeeping memory or abort. */
 void *xmalloc(size_t n);
+void *xcalloc(size_t n, size_t size);
 void *xrealloc(void *p, size_t n);
 
 /* Inside a validator: unless cond holds, record the broken invariant (printf's format) as OOM_ECORRUPT in the

@@ -6,18 +6,9 @@
 #include <string.h>
 
 #include "core/check.h"
+#include "core/fail.h"
 #include "runtime/amp.h"
 #include "runtime/ops.h"
-
-static void *xcalloc(size_t n, size_t size)
-{
-    void *p = calloc(n, size);
-    if (!p) {
-        fprintf(stderr, "oomlab: out of host memory\n");
-        abort();
-    }
-    return p;
-}
 
 static const char second_backward_msg[] =
     "Trying to backward through the graph a second time (or directly access saved tensors after they have "

@@ -7,17 +7,8 @@
 #include <string.h>
 
 #include "core/check.h"
+#include "core/fail.h"
 #include "runtime/autograd.h"
-
-static void *xcalloc(size_t n, size_t size)
-{
-    void *p = calloc(n, size);
-    if (!p) {
-        fprintf(stderr, "oomlab: out of host memory\n");
-        abort(); /* host bookkeeping is "or die"; device memory never is */
-    }
-    return p;
-}
 
 /* ---- the validator (tensor.h: S1-S3, T1-T9) ---- */
 
