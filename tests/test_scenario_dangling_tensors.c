@@ -1,8 +1,8 @@
-/* test_scenario_dangling_tensors.c - the dangling_tensors scenario: PyTorch's counters (once recorded), the
- * figures it must show at full scale (a dry run) and at CI scale, and a spread of --set values.
+/* test_scenario_dangling_tensors.c - the dangling_tensors scenario: PyTorch's counters, the figures it must show
+ * at full scale (a dry run) and at CI scale, and a spread of --set values.
  *
- * Suite "scenario" (backend under test). PyTorch's side will be tests/data/twins/dangling_tensors.torch.json,
- * recorded by scripts/twins/dangling_tensors.py; until it exists the parity test is skipped and says so. The
+ * Suite "scenario" (backend under test). PyTorch's side is tests/data/twins/dangling_tensors.torch.json, recorded
+ * by scripts/twins/dangling_tensors.py. The
  * per-step growth of the bug, 20,984,320 bytes, is PyTorch 2.11's own figure (oomlab parity's eval_leak,
  * tests/data/twins/mlp_parity.torch.json).
  */
