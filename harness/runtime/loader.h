@@ -30,8 +30,10 @@
  * time. So the pinned blocks, their reuse and every counter are the same run to run, whatever the real threads'
  * speed. A slow consumer (step_ms well above produce_ms / W) finds the pipeline full at every step: P x W batches
  * dispatched and pinned, plus the one it holds. A fast one finds the pin thread's copy the bottleneck: the batch
- * it holds, the one being pinned and the one it frees as it receives the next (3 blocks); PyTorch's real threads
- * spread between 2 and W + 1 around that (docs/parity.md).
+ * it holds, the one being pinned and the one it frees as it receives the next (3 blocks). PyTorch's runs spread
+ * between 2 and W + 1 (2 to 4 at 4 workers, 4 to 9 at 8, tests/data/twins/pinned_memory.spread.json): its workers
+ * deliver a burst out of index order and the batches ahead of the lowest index are pinned and held until its turn;
+ * here every batch of a burst is made at the same instant and pinned in index order, so none is (docs/parity.md).
  *
  * Threads: W worker threads and the pin thread; loader_next, loader_copy, loader_step_done, loader_in_flight and
  * loader_delete belong to the rt's thread. loader_delete is the iterator's shutdown: it stops and joins every
