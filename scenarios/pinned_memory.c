@@ -29,7 +29,7 @@
  * Counters every step: torch.cuda.host_memory_stats() (allocations, bytes, active requests, num_host_alloc/free)
  * and the batches in flight. The loader is harness/training/loader.h: real worker threads and a pin thread, on a
  * virtual clock (workers take produce_ms per batch, the step takes step_ms, the pin thread's copy and the copy to
- * the device take a batch's bytes at the bandwidths measured on the H100 machine, LOADER_*_GBPS) so that the
+ * the device take a batch's bytes at the bandwidths measured on the GPU machines, LOADER_*_GBPS) so that the
  * counters are the same on every run; on cuda the step is also a real wait.
  *
  * The fixes, and why they work.

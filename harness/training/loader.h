@@ -30,8 +30,10 @@
  * time. So the pinned blocks, their reuse and every counter are the same run to run, whatever the real threads'
  * speed. A slow consumer (step_ms well above produce_ms / W) finds the pipeline full at every step: P x W batches
  * dispatched and pinned, plus the one it holds. A fast one finds the pin thread's copy the bottleneck: the batch
- * it holds, the one being pinned and the one it frees as it receives the next (3 blocks); PyTorch's real threads
- * spread between 2 and W + 1 around that (docs/parity.md).
+ * it holds, the one being pinned and the one it frees as it receives the next (3 blocks). PyTorch's runs spread
+ * between 2 and W + 1 (2 to 4 at 4 workers, 4 to 9 at 8, tests/data/twins/pinned_memory.spread.json): its workers
+ * deliver a burst out of index order and the batches ahead of the lowest index are pinned and held until its turn;
+ * here every batch of a burst is made at the same instant and pinned in index order, so none is (docs/parity.md).
  *
  * Threads: W worker threads and the pin thread; loader_next, loader_copy, loader_step_done, loader_in_flight and
  * loader_delete belong to the rt's thread. loader_delete is the iterator's shutdown: it stops and joins every
@@ -58,19 +60,23 @@ OOM_BEGIN_DECLS
 #define LOADER_MAX_BATCHES 100000
 #define LOADER_MAX_MS 3600000 /* the longest a worker's batch, a step or a copy may take: the clock stays in range */
 
-/* The copies' bandwidths on the GPU machine, GB/s (1e9 bytes a second), for loader_options.
- * LOADER_H2D_PINNED_GBPS and LOADER_H2D_PAGEABLE_GBPS are measured there (H100 80GB HBM3, driver 580.159.04, PyTorch
- * 2.11): pinned_memory's fix-no-pin-memory, ten 19,267,584-byte copies each, recorded 45.7 and 11.1 GB/s
- * (tests/data/twins/pinned_memory.torch.json, h2d_pinned_GBps and h2d_pageable_GBps) and 46.5 and 9.8 in a rerun
- * (docs/measurements/h100-2026-11-25); the committed recording's figures are the ones used.
- * LOADER_PIN_COPY_GBPS, the pin thread's pageable->pinned memcpy on one CPU thread (_pin_memory_loop calls
- * torch.set_num_threads(1)), is NOT measured yet: until scripts/twins/pinned_spread.py's measurement of it is
- * committed, it is the pageable host-to-device figure, 11.1 GB/s, since a copy from pageable memory is a CPU copy
- * into pinned staging buffers overlapped with the DMA (CUDA C++ Best Practices Guide, "Pinned Memory"; the
- * DMA at 45.7 GB/s is not what limits it). No vendor documents a host memcpy rate for the H100's host. */
+/* The copies' bandwidths on the GPU machines, GB/s (1e9 bytes a second), for loader_options.
+ * LOADER_H2D_PINNED_GBPS and LOADER_H2D_PAGEABLE_GBPS are measured on the H100 machine (H100 80GB HBM3, driver
+ * 580.159.04, PyTorch 2.11): pinned_memory's fix-no-pin-memory, ten 19,267,584-byte copies each, recorded 45.7 and
+ * 11.1 GB/s (tests/data/twins/pinned_memory.torch.json, h2d_pinned_GBps and h2d_pageable_GBps) and 46.5 and 9.8 in
+ * a rerun (docs/measurements/h100-2026-11-25). The H200 machine measured 52.8 and 13.2
+ * (tests/data/twins/pinned_memory.spread.json); the H100's stay, as the machine of the committed twin whose counters
+ * the slow consumer equals, and because no counter depends on the choice: a batch's copy to the device takes 0.42 or
+ * 0.37 ms, under the pin thread's 4.5 ms and every worker's and step's time, so the same blocks are reused either way.
+ * LOADER_PIN_COPY_GBPS is what the pin thread does to each batch, batch.pin_memory() on a worker's batch on one CPU
+ * thread (_pin_memory_loop calls torch.set_num_threads(1)), measured by scripts/twins/pinned_spread.py on the H200
+ * machine (driver 580.159.04, PyTorch 2.11, docs/measurements/h200-2026-11-27-pinned): 4.27 GB/s. Its plain
+ * pageable->pinned copy between resident buffers ran at 11.59 GB/s; pin_memory() of a batch a worker process made
+ * is slower (a cached block's allocation, and the first touch of the shared memory the batch arrived in), and that
+ * is the time the main loop waits for, so 4.27 is the one used: 4.5 ms a batch. */
 #define LOADER_H2D_PINNED_GBPS 45.7
 #define LOADER_H2D_PAGEABLE_GBPS 11.1
-#define LOADER_PIN_COPY_GBPS 11.1
+#define LOADER_PIN_COPY_GBPS 4.27
 
 typedef struct loader_options {
     int workers;        /* num_workers: 1..LOADER_MAX_WORKERS */

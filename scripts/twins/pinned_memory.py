@@ -15,7 +15,14 @@ the batch's pin_memory(), which the pin thread calls: when no cached block is fr
 pinned batch) and one more block would pass the cap, it raises RuntimeError("CUDA error: out of memory") before
 pinning, where oomlab's cudaHostAlloc is refused. That counts blocks freed and waiting for their copy's event as
 free: with the slow consumer, their copies finished long before (an assumption the recording checks).
+
+With PINNED_ARRIVALS=FILE in the environment (scripts/twins/pinned_spread.py sets it), each loop also appends one
+JSON line to FILE: {"tag", "arrivals": the batch indices in the order the main loop got them from the pin thread,
+"held_max": the most batches pinned out of order and kept in the iterator's _task_info at once}. Nothing else
+changes: the recording is the same with or without it.
 """
+import json
+import os
 import sys
 import threading
 import time
@@ -87,6 +94,26 @@ class RandnBatches:
         return Batch(x)
 
 
+def _watch_arrivals(it):
+    """With PINNED_ARRIVALS set: wrap the iterator's _get_data (its read of the pin thread's data_queue) to note
+    each batch index as it arrives, and the batches kept out of order (_next_data stores a batch whose index is not
+    _rcvd_idx in _task_info until its turn). Returns (arrivals, [held_max]), or (None, None) without it."""
+    if not os.environ.get("PINNED_ARRIVALS"):
+        return None, None
+    arrivals, held = [], [0]
+    get = it._get_data
+
+    def noted(*a, **kw):
+        idx, data = get(*a, **kw)
+        arrivals.append(idx)
+        kept = sum(1 for v in it._task_info.values() if len(v) == 2) + (idx != it._rcvd_idx)
+        held[0] = max(held[0], kept)
+        return idx, data
+
+    it._get_data = noted
+    return arrivals, held
+
+
 def host_metrics(t):
     st = t.torch.cuda.host_memory_stats()
     for k in HOST_KEYS:
@@ -101,6 +128,7 @@ def run_loop(t, p, tag, workers, prefetch, pin, step_ms):
     loader = DataLoader(RandnBatches(p["steps"], shape, p["produce_ms"]), batch_size=None, num_workers=workers,
                         prefetch_factor=prefetch, pin_memory=pin)
     it = iter(loader)
+    arrivals, held = _watch_arrivals(it)
     batch = x = None
     out = {"received": 0, "failed_at": -1, "nbytes": 0}
     i = 0
@@ -124,6 +152,9 @@ def run_loop(t, p, tag, workers, prefetch, pin, step_ms):
         host_metrics(t)
         t.metric("in_flight", "1", it._send_idx - it._rcvd_idx)
     del batch, x
+    if arrivals is not None:
+        with open(os.environ["PINNED_ARRIVALS"], "a") as f:
+            f.write(json.dumps({"tag": tag.strip(), "arrivals": arrivals, "held_max": held[0]}) + "\n")
     it._shutdown_workers()
     del it
     t.step("%sloader shut down" % tag)

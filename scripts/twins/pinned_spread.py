@@ -15,7 +15,10 @@ thread runs (_pin_memory_loop calls torch.set_num_threads(1)), for one batch's 1
   h2d_pinned_GBps     x.to("cuda", non_blocking=True) from pinned memory, synchronised;
   h2d_pageable_GBps   the same from pageable memory.
 Writes DIR/pinned_memory.spread.json ({"torch", "device", "params", "variant", "bandwidths": {...}, "sets":
-[{"workers", "peaks": [the run's largest host.allocations.peak], "made": [num_host_alloc at the end], "errors"}]})
+[{"workers", "peaks": [the run's largest host.allocations.peak], "made": [num_host_alloc at the end], "held": [the
+most batches pinned and kept out of order at once], "arrivals": [the batch indices in the order the main loop got
+them from the pin thread], "errors"}]}; held and arrivals come from the twin's PINNED_ARRIVALS, docs/parity.md says
+what they test)
 and DIR/pinned_spread.txt (the distribution per worker count and the bandwidths). Commit the JSON as
 tests/data/twins/pinned_memory.spread.json (tests/test_scenario_pinned_memory.c checks every run within the
 scenario's bounds, 2 to W + 1) and put the distribution and pin_memory_GBps into docs/parity.md and loader.h.
@@ -94,20 +97,30 @@ def measure():
 
 
 def one_run(workers, work):
+    """One fresh run: (peak, made, doc, arrivals), or (None, None, why, None)."""
     path = os.path.join(work, "w%d.json" % workers)
+    apath = os.path.join(work, "w%d.arrivals" % workers)
+    if os.path.exists(apath):
+        os.unlink(apath)
     p = subprocess.run([sys.executable, TWIN, "--set", "workers=%d" % workers, "--json", path, VARIANT],
-                       capture_output=True, text=True)
+                       capture_output=True, text=True, env=dict(os.environ, PINNED_ARRIVALS=apath))
     if p.returncode != 0 or not os.path.exists(path):
-        return None, None, "exit %d: %s" % (p.returncode, p.stderr.strip()[-500:])
+        return None, None, "exit %d: %s" % (p.returncode, p.stderr.strip()[-500:]), None
     with open(path) as f:
         doc = json.load(f)
     os.unlink(path)
+    arr = None
+    if os.path.exists(apath):
+        with open(apath) as f:
+            lines = [json.loads(line) for line in f if line.strip()]
+        os.unlink(apath)
+        arr = lines[0] if lines else None  # the loop with pin_memory (the variant's first)
     v = doc["variants"][0]
     if v["outcome"] != "ok":
-        return None, None, "outcome %s: %s" % (v["outcome"], v.get("error"))
+        return None, None, "outcome %s: %s" % (v["outcome"], v.get("error")), None
     peak = max((m["value"] for m in v["metrics"] if m["name"] == "host.allocations.peak"), default=0)
     made = [m["value"] for m in v["metrics"] if m["name"] == "host.num_host_alloc"]
-    return int(peak), int(made[-1]) if made else 0, doc
+    return int(peak), int(made[-1]) if made else 0, doc, arr
 
 
 def main(argv):
@@ -130,17 +143,20 @@ def main(argv):
     work = tempfile.mkdtemp(prefix="pinned_spread_")
     sets, meta = [], {}
     for w in workers:
-        s = {"workers": w, "peaks": [], "made": [], "errors": []}
+        s = {"workers": w, "peaks": [], "made": [], "held": [], "arrivals": [], "errors": []}
         for k in range(runs):
-            peak, made, doc = one_run(w, work)
+            peak, made, doc, arr = one_run(w, work)
             if peak is None:
                 s["errors"].append(doc)
                 print("workers %d run %d: %s" % (w, k, doc), file=sys.stderr)
                 continue
             s["peaks"].append(peak)
             s["made"].append(made)
+            s["held"].append(arr["held_max"] if arr else None)
+            s["arrivals"].append(arr["arrivals"] if arr else None)
             meta = {"torch": doc["torch"], "device": doc["device"], "params": doc["params"]}
-            print("workers %d run %d: %d pinned blocks at the peak" % (w, k, peak), file=sys.stderr)
+            print("workers %d run %d: %d pinned blocks at the peak, %s held out of order at once, arrivals %s"
+                  % (w, k, peak, arr["held_max"] if arr else "-", arr["arrivals"] if arr else "-"), file=sys.stderr)
         sets.append(s)
     p = subprocess.run([sys.executable, os.path.abspath(__file__), "--measure"], capture_output=True, text=True)
     bw = json.loads(p.stdout.strip().splitlines()[-1]) if p.returncode == 0 and p.stdout.strip() else {
@@ -155,6 +171,8 @@ def main(argv):
         lines.append("  %d workers: pinned blocks at the peak %s (blocks: runs), min %s, max %s, %d errors"
                      % (s["workers"], dist, min(s["peaks"], default="-"), max(s["peaks"], default="-"),
                         len(s["errors"])))
+        lines.append("    per run, pinned blocks at the peak / batches held out of order at once: %s"
+                     % ", ".join("%d/%s" % (pk, "-" if h is None else h) for pk, h in zip(s["peaks"], s["held"])))
     lines.append("  bandwidths (GB/s, one CPU thread, %s bytes): %s" % (bw.get("bytes"), ", ".join(
         "%s %.2f" % (k, v) for k, v in bw.items() if k.endswith("GBps"))))
     text = "\n".join(lines) + "\n"
