@@ -1,5 +1,5 @@
-/* version.c - `oomlab version`: the version, whether the cuda backend is built in, and which build it is: optimised
- * (what users run) or checked (what the suite runs). */
+/* version.c - `oomlab version`: the version, whether the cuda backend is built in, which build it is: optimised
+ * (what users run) or checked (what the suite runs), and the commit it was built from. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +28,10 @@
 #define BUILDINFO_OPT ", not optimised"
 #endif
 
+/* The commit of the sources this binary was built from (git rev-parse --short=12 HEAD, "-dirty" when tracked files
+ * differed, "unknown" outside a checkout): build/gen/commit.c, which the Makefile rewrites whenever it changes. */
+extern const char oom_build_commit[];
+
 #define BUILDINFO_STR2(x) #x
 #define BUILDINFO_STR(x) BUILDINFO_STR2(x)
 
@@ -51,7 +55,7 @@ int cli_version(int argc, char **argv)
     (void)argv;
     if (argc != 0)
         return cli_bad_arg("%s", "version takes no arguments");
-    printf("oomlab 0.1 (allocator model: PyTorch 2.11; cuda backend %s; %s)\n",
-           device_cuda_built() ? "built in" : "not built", build_description());
+    printf("oomlab 0.1 (allocator model: PyTorch 2.11; cuda backend %s; %s; commit %s)\n",
+           device_cuda_built() ? "built in" : "not built", build_description(), oom_build_commit);
     return 0;
 }
