@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cli/command.h"
 #include "core/fileio.h"
 #include "testutil.h"
 
@@ -1595,26 +1596,22 @@ Test(cli, version_names_the_build)
     run_free(&r);
 }
 
-/* --version names the commit the binary was built from, the one checked out now (make test has just rebuilt it;
- * the Makefile rewrites the stamp when HEAD moves). A benchmark run once reported the commit of the tree the script
- * ran in, not of the binary it timed (issue 20). */
+/* --version names the commit the binary was built from: the stamp make wrote (build/gen/commit.c, rewritten when
+ * HEAD moves), which this suite was linked with too, and which has the shape of one. A benchmark run once reported
+ * the commit of the tree the script ran in, not of the binary it timed (issue 20). Not compared with git's HEAD
+ * here: the suite also runs from copies of the tree (the GPU machine) whose git may be elsewhere. */
 Test(cli, version_names_the_commit)
 {
-    char head[64] = "";
-    FILE *g = popen("git rev-parse --short=12 HEAD 2>/dev/null", "r");
-    cr_assert_not_null(g);
-    if (!fgets(head, sizeof head, g))
-        head[0] = 0;
-    int grc = pclose(g);
-    head[strcspn(head, "\n")] = 0;
-    char want[96];
-    snprintf(want, sizeof want, "; commit %s", grc == 0 && head[0] ? head : "unknown");
+    size_t n = strspn(oom_build_commit, "0123456789abcdef");
+    cr_assert(strcmp(oom_build_commit, "unknown") == 0 ||
+                  (n == 12 && (oom_build_commit[n] == 0 || strcmp(oom_build_commit + n, "-dirty") == 0)),
+              "the stamp: '%s'", oom_build_commit);
+    char want[64];
+    snprintf(want, sizeof want, "; commit %s)\n", oom_build_commit);
     run_result r = run(NULL, "--version");
     cr_assert_eq(r.rc, 0);
     const char *at = strstr(r.out, want);
-    cr_assert_not_null(at, "want '%s' in: %s", want, r.out);
-    at += strlen(want);
-    cr_assert(strcmp(at, ")\n") == 0 || strcmp(at, "-dirty)\n") == 0, "after the commit: '%s'", at);
+    cr_assert(at && at[strlen(want)] == 0, "want '%s' at the end of: %s", want, r.out);
     run_free(&r);
 }
 

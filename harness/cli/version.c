@@ -28,10 +28,6 @@
 #define BUILDINFO_OPT ", not optimised"
 #endif
 
-/* The commit of the sources this binary was built from (git rev-parse --short=12 HEAD, "-dirty" when tracked files
- * differed, "unknown" outside a checkout): build/gen/commit.c, which the Makefile rewrites whenever it changes. */
-extern const char oom_build_commit[];
-
 #define BUILDINFO_STR2(x) #x
 #define BUILDINFO_STR(x) BUILDINFO_STR2(x)
 
