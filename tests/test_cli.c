@@ -14,7 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cli/command.h"
+#include "cli/version.h"
 #include "core/fileio.h"
 #include "testutil.h"
 

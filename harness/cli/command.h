@@ -135,9 +135,6 @@ int cli_baseline(int argc, char **argv);
 int cli_history(int argc, char **argv);
 int cli_export(int argc, char **argv);
 int cli_version(int argc, char **argv);
-/* The commit the sources of this build were at (git rev-parse --short=12 HEAD, "-dirty" when tracked files differed,
- * "unknown" outside a checkout): build/gen/commit.c, which the Makefile rewrites whenever it changes. */
-extern const char oom_build_commit[];
 int cli_help(int argc, char **argv);
 
 OOM_END_DECLS

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli/command.h"
+#include "cli/version.h"
 #include "device/device.h"
 
 #ifndef OOM_DEBUG
