@@ -1,10 +1,11 @@
-/* version.c - `oomlab version`: the version, whether the cuda backend is built in, and which build it is: optimised
- * (what users run) or checked (what the suite runs). */
+/* version.c - `oomlab version`: the version, whether the cuda backend is built in, which build it is: optimised
+ * (what users run) or checked (what the suite runs), and the commit it was built from. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/command.h"
+#include "cli/version.h"
 #include "device/device.h"
 
 #ifndef OOM_DEBUG
@@ -51,7 +52,7 @@ int cli_version(int argc, char **argv)
     (void)argv;
     if (argc != 0)
         return cli_bad_arg("%s", "version takes no arguments");
-    printf("oomlab 0.1 (allocator model: PyTorch 2.11; cuda backend %s; %s)\n",
-           device_cuda_built() ? "built in" : "not built", build_description());
+    printf("oomlab 0.1 (allocator model: PyTorch 2.11; cuda backend %s; %s; commit %s)\n",
+           device_cuda_built() ? "built in" : "not built", build_description(), oom_build_commit);
     return 0;
 }

@@ -17,8 +17,9 @@ torch.cuda.empty_cache()). cudaMalloc and cudaMallocAsync come from oomlab's run
 Printed: per pattern the median and p90 over the rounds of ns per pair on each side and the ratio of the medians
 (PyTorch / oomlab). Written to --out (default $OUT, else alloc-bench-out): alloc_bench.txt (that table and the machine), alloc_bench.md
 (the same as a Markdown table, for BENCHMARKS.md), alloc_bench.json (every round's figure), alloc_bench.tsv (for the
-plot), workload.txt, oomlab_round_N.json (each oomlab run's own JSON). The commit is `git rev-parse HEAD` where
-the checkout has .git, else $OOMLAB_COMMIT.
+plot), workload.txt, oomlab_round_N.json (each oomlab run's own JSON). The commit is the one the oomlab binary
+names (`oomlab --version`: the commit it was built from), never the checkout's the script runs in, which on a GPU
+machine may be another.
 
 `plot` draws ns per pair by pattern for oomlab, PyTorch and cudaMallocAsync (median, the bar up to p90), log
 scale, with gnuplot (scripts/twins/alloc_bench.gp) from that TSV.
@@ -31,6 +32,7 @@ import datetime
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -154,9 +156,6 @@ def machine(torch):
     if torch is not None:
         m["torch"] = torch.__version__
         m["torch_cuda"] = torch.version.cuda
-    for what, cmd in (("commit", ["git", "-C", REPO, "rev-parse", "--short=12", "HEAD"]),):
-        r = subprocess.run(cmd, capture_output=True, text=True)
-        m[what] = r.stdout.strip() if r.returncode == 0 else os.environ.get("OOMLAB_COMMIT", "unknown")
     m["pytorch_cuda_alloc_conf"] = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")
     return m
 
@@ -177,6 +176,9 @@ def measure(args):
     info = machine(torch)
     info["oomlab"] = subprocess.run([args.oomlab, "--version"], capture_output=True, text=True,
                                     env=oomlab_env(args.oomlab)).stdout.strip()
+    # the commit the timed binary was built from, as it names it (a binary older than that stamp names none)
+    built = re.search(r"; commit ([0-9a-f]+(?:-dirty)?|unknown)\)$", info["oomlab"])
+    info["commit"] = built.group(1) if built else "unknown (the binary names none)"
     workload = os.path.join(args.out, "workload.txt")
     samples = {"oomlab": {}, "torch": {}, "cudaMalloc": {}, "cudaMallocAsync": {}}
     rounds, oomlab_hash = [], None
@@ -205,7 +207,7 @@ def measure(args):
         print(f"round {rnd}/{args.rounds} done", file=sys.stderr, flush=True)
 
     lines = [f"alloc_bench: {info['date']}; GPU {info.get('gpu', 'none')}; host {info['host_cpu']}",
-             f"oomlab: {info['oomlab']}, commit {info['commit']}; torch {info.get('torch', '-')} "
+             f"oomlab: {info['oomlab']}; torch {info.get('torch', '-')} "
              f"(CUDA {info.get('torch_cuda', '-')}), PYTORCH_CUDA_ALLOC_CONF='{info['pytorch_cuda_alloc_conf']}'",
              f"backend {args.backend}; {args.rounds} rounds alternating (oomlab first in odd rounds), {args.iters} "
              f"pairs per figure per round; mixed workload seed {args.seed}, fnv1a {oomlab_hash}",
