@@ -19,8 +19,7 @@
  * reading), the difference per rank. On sim they are not derived but charged as measured, to each device with
  * device_external_charge (so the OOM message counts them as PyTorch's does): DEVCOMM_SIM_NCCL_BYTES per rank, what
  * NCCL 2.28.9 took on each of 2 NVLink-connected H200s (driver 580.159.04, NCCL_NVLS_ENABLE=0; oomlab run
- * data_parallel --backend cuda,
- * docs/measurements/h200x2-2026-11-27-nccl/). The buffers of NCCL's three protocols alone (NCCL_BUFFSIZE 4 MiB
+ * data_parallel --backend cuda, docs/measurements/h200x2-2026-11-27-nccl/). The buffers of NCCL's three protocols alone (NCCL_BUFFSIZE 4 MiB
  * SIMPLE, 4,915,200 B LL128, 524,288 B LL per connection, 10 MiB with cuMem's 2 MiB granularity) explain 20 MiB
  * at 2 channels; the rest of the measured 866 MiB (how many channels NCCL's topology search opens on NVLink, and
  * what else it allocates at init) is not derived here, so the measurement stands in for a model. Other GPUs, NCCL versions and rank counts are not measured: sim charges the same
