@@ -13,12 +13,7 @@ const char *devcomm_op_str(devcomm_op op)
     return (unsigned)op < COMM_NOPS ? names[op] : "unknown";
 }
 
-size_t devcomm_model_bytes(int n)
-{
-    size_t conn = DEVCOMM_NCCL_SIMPLE_BYTES + DEVCOMM_NCCL_LL128_BYTES + DEVCOMM_NCCL_LL_BYTES;
-    conn = (conn + DEVICE_VMM_GRANULARITY - 1) / DEVICE_VMM_GRANULARITY * DEVICE_VMM_GRANULARITY;
-    return n > 1 ? (size_t)DEVCOMM_MODEL_CHANNELS * (size_t)(n - 1) * conn : 0;
-}
+size_t devcomm_model_bytes(int n) { return n > 1 ? DEVCOMM_SIM_NCCL_BYTES : 0; }
 
 /* Every device a GPU of its own: NCCL can run it. */
 static bool distinct_gpus(device *const *devs, int n)
@@ -60,8 +55,9 @@ oom_status devcomm_open(device *const *devs, int n, devcomm **out)
                  "collectives staged through the host: the ranks share a GPU (NCCL needs one GPU per rank)");
     } else {
         snprintf(c->why, sizeof c->why,
-                 "sim: collectives staged through the host; NCCL's buffers modelled, %d channels x %d peers x %zu B",
-                 DEVCOMM_MODEL_CHANNELS, n - 1, devcomm_model_bytes(2) / DEVCOMM_MODEL_CHANNELS);
+                 "sim: collectives staged through the host; NCCL's buffers charged as measured for 2 ranks on 2 x "
+                 "H200 (NCCL 2.28.9)%s",
+                 n > 2 ? ", not measured for more ranks" : "");
     }
     c->engine = DEVCOMM_STAGED;
     if (devs[0]->kind == DEVICE_SIM) {

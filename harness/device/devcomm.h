@@ -16,15 +16,14 @@
  * show only as the process's non-PyTorch memory ("Including non-PyTorch memory, this process has X memory in use"
  * of PyTorch's OOM message, and cudaMemGetInfo's free). On nccl they are measured: cudaMemGetInfo on every GPU
  * before ncclCommInitAll and after a first collective of each kind on a scratch buffer (freed before the second
- * reading), the difference per rank. On sim they are modelled from NCCL's defaults and charged to each device with
- * device_external_charge (so the OOM message counts them as PyTorch's does):
- *   per rank = DEVCOMM_MODEL_CHANNELS x (N - 1) connected peers x the receive buffers of NCCL's three protocols,
- *   SIMPLE NCCL_BUFFSIZE 4 MiB (DEFAULT_BUFFSIZE, 1 << 22), LL128 4,915,200 B (DEFAULT_LL128_BUFFSIZE:
- *   NCCL_LL128_ELEMS_PER_THREAD 120 x NCCL_LL128_MAX_NTHREADS 640 x NCCL_STEPS 8 x 8 B), LL 524,288 B
- *   (DEFAULT_LL_BUFFSIZE: NCCL_LL_LINES_PER_THREAD 8 x NCCL_LL_MAX_NTHREADS 512 x NCCL_STEPS 8 x 16 B), each
- *   connection's set rounded up to the 2 MiB of cuMem's granularity (NCCL_CUMEM_ENABLE's default): 10 MiB.
- * The channel count is NCCL's topology search's choice on the real machine (more on NVLink than on PCIe); the
- * model takes 2 (NCCL's ring minimum) and says so: it is a model until the 2-GPU machine's measurement replaces it.
+ * reading), the difference per rank. On sim they are not derived but charged as measured, to each device with
+ * device_external_charge (so the OOM message counts them as PyTorch's does): DEVCOMM_SIM_NCCL_BYTES per rank, what
+ * NCCL 2.28.9 took on each of 2 NVLink-connected H200s (driver 580.159.04, NCCL_NVLS_ENABLE=0; oomlab run
+ * data_parallel --backend cuda, docs/measurements/h200x2-2026-11-27-nccl/). The buffers of NCCL's three protocols alone (NCCL_BUFFSIZE 4 MiB
+ * SIMPLE, 4,915,200 B LL128, 524,288 B LL per connection, 10 MiB with cuMem's 2 MiB granularity) explain 20 MiB
+ * at 2 channels; the rest of the measured 866 MiB (how many channels NCCL's topology search opens on NVLink, and
+ * what else it allocates at init) is not derived here, so the measurement stands in for a model. Other GPUs, NCCL versions and rank counts are not measured: sim charges the same
+ * figure for any N >= 2 ranks and says so in its note.
  *
  * Invariant: n >= 1 ranks, devs[k] borrowed (outlive the communicator); bytes_moved[k] counts what rank k sent
  * into collectives (its send buffer's bytes), external[k] what is charged to (sim) or was measured on (nccl)
@@ -45,10 +44,8 @@
 OOM_BEGIN_DECLS
 
 #define DEVCOMM_MAX_RANKS 8
-#define DEVCOMM_MODEL_CHANNELS 2
-#define DEVCOMM_NCCL_SIMPLE_BYTES ((size_t)4 << 20)
-#define DEVCOMM_NCCL_LL128_BYTES ((size_t)4915200)
-#define DEVCOMM_NCCL_LL_BYTES ((size_t)524288)
+/* NCCL's buffers per rank as measured on 2 x H200, NCCL 2.28.9 (cudaMemGetInfo, see the file comment) */
+#define DEVCOMM_SIM_NCCL_BYTES ((size_t)866 << 20)
 
 typedef enum devcomm_engine { DEVCOMM_STAGED, DEVCOMM_NCCL } devcomm_engine;
 const char *devcomm_engine_str(devcomm_engine e); /* "staged", "nccl" */
@@ -60,7 +57,7 @@ typedef struct devcomm {
     int n;
     device *devs[DEVCOMM_MAX_RANKS];
     devcomm_engine engine;
-    bool modelled;                      /* external[] is sim's model, not a measurement */
+    bool modelled;                      /* external[] is sim's charge (a past measurement), not this run's */
     size_t external[DEVCOMM_MAX_RANKS]; /* NCCL's buffers on each device */
     uint64_t bytes_moved[DEVCOMM_MAX_RANKS];
     uint64_t calls[COMM_NOPS];
@@ -68,7 +65,7 @@ typedef struct devcomm {
     struct devnccl *nccl;
 } devcomm;
 
-/* The bytes sim's model charges each rank of an n-rank communicator for NCCL's buffers (see the file comment). */
+/* The bytes sim charges each rank of an n-rank communicator for NCCL's buffers (see the file comment). */
 size_t devcomm_model_bytes(int n);
 
 /* Open a communicator over devs[0..n): nccl when every device is cuda with a GPU of its own and libnccl loads,

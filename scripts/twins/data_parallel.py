@@ -7,7 +7,7 @@ the same model trained on one GPU first.
 
 Each variant runs as `torchrun --standalone --nproc_per_node RANKS` (twinlib's nproc): rank k on GPU k, each with
 the budget as its own memory fraction. Parameters (the scenario's --set names and full-scale defaults): width 4096,
-depth 4, batch 2048, small_batch 512, bucket_cap_mib 25, small_bucket_cap_mib 1, ranks 2, steps 3; budget 880 MiB.
+depth 4, batch 2048, small_batch 512, bucket_cap_mib 25, small_bucket_cap_mib 1, ranks 2, steps 3; budget 1136 MiB.
 Samples carry the scenario's labels on every rank (rank 0's are the variant's, rank 1's its "devices" entry). Each
 rank notes NCCL's buffers as measured (nccl_buffers_bytes: free memory before init_process_group less free memory
 after the variant's last step, less what the caching allocator holds reserved then).
@@ -25,7 +25,7 @@ VARIANTS = {
 }
 PARAMS = {"width": 4096, "depth": 4, "batch": 2048, "small_batch": 512, "bucket_cap_mib": 25,
           "small_bucket_cap_mib": 1, "ranks": 2, "steps": 3}
-BUDGET = 880 * twinlib.MiB
+BUDGET = 1136 * twinlib.MiB
 CLASSES = 10
 
 
