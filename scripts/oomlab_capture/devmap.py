@@ -7,6 +7,7 @@ for the capture (patch_functional), and F.linear too (cuda_model.subclass), beca
 inside itself (nn.MultiheadAttention's call of scaled_dot_product_attention).
 """
 import contextlib
+import functools
 
 import torch
 import torch.nn.functional as F
@@ -71,6 +72,9 @@ def patch_functional(cap):
     vf = torch._VF
     had_gru, had_lstm = "gru_cell" in vf.__dict__, "lstm_cell" in vf.__dict__
     orig_gru, orig_lstm = vf.gru_cell, vf.lstm_cell
+    modules = ("lstm", "gru", "rnn_tanh", "rnn_relu")  # nn.LSTM, nn.GRU, nn.RNN
+    had_mod = {n: n in vf.__dict__ for n in modules}
+    orig_mod = {n: getattr(vf, n) for n in modules}
 
     def dropout_cuda(*args, **kwargs):
         out = dropout.replace(cap, None, args, kwargs)
@@ -98,10 +102,14 @@ def patch_functional(cap):
     # shadows its __getattr__)
     vf.gru_cell = lambda *a: rnn.gru_cell(cap, orig_gru, *a)
     vf.lstm_cell = lambda *a: rnn.lstm_cell(cap, orig_lstm, *a)
+    for n in modules:
+        setattr(vf, n, functools.partial(rnn.rnn_module, cap, orig_mod[n]))
     try:
         yield
     finally:
-        for name, had, orig in (("gru_cell", had_gru, orig_gru), ("lstm_cell", had_lstm, orig_lstm)):
+        restore = [("gru_cell", had_gru, orig_gru), ("lstm_cell", had_lstm, orig_lstm)]
+        restore += [(n, had_mod[n], orig_mod[n]) for n in modules]
+        for name, had, orig in restore:
             if had:
                 setattr(vf, name, orig)
             else:
