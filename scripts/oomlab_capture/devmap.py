@@ -72,6 +72,7 @@ def patch_functional(cap):
     vf = torch._VF
     had_gru, had_lstm = "gru_cell" in vf.__dict__, "lstm_cell" in vf.__dict__
     orig_gru, orig_lstm = vf.gru_cell, vf.lstm_cell
+    orig_mha = torch.nn.MultiheadAttention.forward
     modules = ("lstm", "gru", "rnn_tanh", "rnn_relu")  # nn.LSTM, nn.GRU, nn.RNN
     had_mod = {n: n in vf.__dict__ for n in modules}
     orig_mod = {n: getattr(vf, n) for n in modules}
@@ -104,6 +105,11 @@ def patch_functional(cap):
     vf.lstm_cell = lambda *a: rnn.lstm_cell(cap, orig_lstm, *a)
     for n in modules:
         setattr(vf, n, functools.partial(rnn.rnn_module, cap, orig_mod[n]))
+
+    def mha_forward(module, *args, **kwargs):
+        return attention.mha_forward(cap, orig_mha, module, *args, **kwargs)
+
+    torch.nn.MultiheadAttention.forward = mha_forward
     try:
         yield
     finally:
@@ -115,4 +121,5 @@ def patch_functional(cap):
             else:
                 delattr(vf, name)
         F.dropout, F.scaled_dot_product_attention, F.linear = orig_do, orig_sdpa, orig_linear
+        torch.nn.MultiheadAttention.forward = orig_mha
         torch.clear_autocast_cache = orig_clear
