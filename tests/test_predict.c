@@ -343,16 +343,16 @@ Test(predict, real_capture_end_to_end, .timeout = 600)
  * fused-device check refused meta: exit 3), .item() under torch.inference_mode() (aten::item reached the dispatch
  * mode undecomposed and raised: exit 3), nn.LSTM, which CUDA runs through cuDNN's _cudnn_rnn and meta through
  * its per-step cell loop, and nn.MultiheadAttention in eval without grad, whose fast path CUDA takes and meta did
- * not (has_torch_function under the capture's modes, the meta device): the prediction now says what it does not
- * model instead of silently predicting another path. */
-Test(predict, capture_fused_inference_mode_lstm_mha, .timeout = 600)
+ * not (has_torch_function under the capture's modes, the meta device), and torch.compile, which ran eagerly:
+ * the prediction now says what it does not model instead of silently predicting another path. */
+Test(predict, capture_patterns_said_or_refused_before, .timeout = 600)
 {
     if (access("build/venv/bin/python", X_OK) != 0)
         cr_skip_test("build/venv is not installed (make test installs it: scripts/predict_venv.sh)");
     write_file("patterns.py", "import torch\n"
                               "import torch.nn as nn\n"
                               "lstm = nn.LSTM(32, 64, batch_first=True).to('cuda')\n"
-                              "head = nn.Linear(64, 8).to('cuda')\n"
+                              "head = torch.compile(nn.Linear(64, 8).to('cuda'))\n"
                               "opt = torch.optim.AdamW(list(lstm.parameters()) + list(head.parameters()), fused=True)\n"
                               "x = torch.randn(4, 10, 32, device='cuda')\n"
                               "out, _ = lstm(x)\n"
@@ -369,13 +369,14 @@ Test(predict, capture_fused_inference_mode_lstm_mha, .timeout = 600)
     cr_assert_eq(cJSON_GetArraySize(ph), 1);
     cr_expect_str_eq(get(cJSON_GetArrayItem(ph, 0), "what")->valuestring, "aten::item");
     const cJSON *nm = get(o, "not_modelled");
-    cr_assert_eq(cJSON_GetArraySize(nm), 2, "%s", r.out);
-    cr_expect_str_eq(get(cJSON_GetArrayItem(nm, 0), "what")->valuestring,
-                     "nn.LSTM/GRU/RNN through cuDNN (_cudnn_rnn)");
-    cr_expect_eq(get(cJSON_GetArrayItem(nm, 0), "ops")->valueint, 1);
-    cr_expect_str_eq(get(cJSON_GetArrayItem(nm, 1), "what")->valuestring,
-                     "nn.MultiheadAttention inference fast path (_native_multi_head_attention)");
-    cr_expect_eq(get(cJSON_GetArrayItem(nm, 1), "ops")->valueint, 1);
+    static const char *const said[] = {"torch.compile (predicted as eager)",
+                                       "nn.LSTM/GRU/RNN through cuDNN (_cudnn_rnn)",
+                                       "nn.MultiheadAttention inference fast path (_native_multi_head_attention)"};
+    cr_assert_eq(cJSON_GetArraySize(nm), 3, "%s", r.out);
+    for (int i = 0; i < 3; i++) {
+        cr_expect_str_eq(get(cJSON_GetArrayItem(nm, i), "what")->valuestring, said[i]);
+        cr_expect_eq(get(cJSON_GetArrayItem(nm, i), "ops")->valueint, 1, "%s", said[i]);
+    }
     cJSON_Delete(o);
     run_free(&r);
 }

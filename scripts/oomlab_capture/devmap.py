@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
 from . import placeholders
-from .cuda_model import attention, autocast, dropout, rnn, subclass
+from .cuda_model import attention, autocast, dropout, rnn, subclass, unmodelled
 
 
 def map_device(d):
@@ -110,6 +110,8 @@ def patch_functional(cap):
         return attention.mha_forward(cap, orig_mha, module, *args, **kwargs)
 
     torch.nn.MultiheadAttention.forward = mha_forward
+    orig_compile = torch.compile
+    torch.compile = functools.partial(unmodelled.eager_compile, cap)
     try:
         yield
     finally:
@@ -122,4 +124,5 @@ def patch_functional(cap):
                 delattr(vf, name)
         F.dropout, F.scaled_dot_product_attention, F.linear = orig_do, orig_sdpa, orig_linear
         torch.nn.MultiheadAttention.forward = orig_mha
+        torch.compile = orig_compile
         torch.clear_autocast_cache = orig_clear
