@@ -338,3 +338,45 @@ Test(predict, real_capture_end_to_end, .timeout = 600)
     cJSON_Delete(o);
     run_free(&r);
 }
+
+/* Patterns of ordinary scripts the capture once refused or hid: an optimizer with fused=True (optimizer.py's
+ * fused-device check refused meta: exit 3), .item() under torch.inference_mode() (aten::item reached the dispatch
+ * mode undecomposed and raised: exit 3), nn.LSTM, which CUDA runs through cuDNN's _cudnn_rnn and meta through
+ * its per-step cell loop, and nn.MultiheadAttention in eval without grad, whose fast path CUDA takes and meta did
+ * not (has_torch_function under the capture's modes, the meta device), and torch.compile, which ran eagerly:
+ * the prediction now says what it does not model instead of silently predicting another path. */
+Test(predict, capture_patterns_said_or_refused_before, .timeout = 600)
+{
+    if (access("build/venv/bin/python", X_OK) != 0)
+        cr_skip_test("build/venv is not installed (make test installs it: scripts/predict_venv.sh)");
+    write_file("patterns.py", "import torch\n"
+                              "import torch.nn as nn\n"
+                              "lstm = nn.LSTM(32, 64, batch_first=True).to('cuda')\n"
+                              "head = torch.compile(nn.Linear(64, 8).to('cuda'))\n"
+                              "opt = torch.optim.AdamW(list(lstm.parameters()) + list(head.parameters()), fused=True)\n"
+                              "x = torch.randn(4, 10, 32, device='cuda')\n"
+                              "out, _ = lstm(x)\n"
+                              "head(out).square().mean().backward()\n"
+                              "opt.step()\n"
+                              "mha = nn.MultiheadAttention(64, 4, batch_first=True).to('cuda').eval()\n"
+                              "with torch.inference_mode():\n"
+                              "    print(head(out[:, -1]).sum().item(), mha(out, out, out)[0].shape)\n");
+    run_result r = run(fmt("predict --json '%s'", tpath("patterns.py")));
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+    cJSON *o = cJSON_Parse(r.out);
+    cr_assert_not_null(o, "%s", r.out);
+    const cJSON *ph = get(o, "placeholders");
+    cr_assert_eq(cJSON_GetArraySize(ph), 1);
+    cr_expect_str_eq(get(cJSON_GetArrayItem(ph, 0), "what")->valuestring, "aten::item");
+    const cJSON *nm = get(o, "not_modelled");
+    static const char *const said[] = {"torch.compile (predicted as eager)",
+                                       "nn.LSTM/GRU/RNN through cuDNN (_cudnn_rnn)",
+                                       "nn.MultiheadAttention inference fast path (_native_multi_head_attention)"};
+    cr_assert_eq(cJSON_GetArraySize(nm), 3, "%s", r.out);
+    for (int i = 0; i < 3; i++) {
+        cr_expect_str_eq(get(cJSON_GetArrayItem(nm, i), "what")->valuestring, said[i]);
+        cr_expect_eq(get(cJSON_GetArrayItem(nm, i), "ops")->valueint, 1, "%s", said[i]);
+    }
+    cJSON_Delete(o);
+    run_free(&r);
+}

@@ -7,13 +7,14 @@ for the capture (patch_functional), and F.linear too (cuda_model.subclass), beca
 inside itself (nn.MultiheadAttention's call of scaled_dot_product_attention).
 """
 import contextlib
+import functools
 
 import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
 from . import placeholders
-from .cuda_model import attention, autocast, dropout, rnn, subclass
+from .cuda_model import attention, autocast, dropout, rnn, subclass, unmodelled
 
 
 def map_device(d):
@@ -71,6 +72,10 @@ def patch_functional(cap):
     vf = torch._VF
     had_gru, had_lstm = "gru_cell" in vf.__dict__, "lstm_cell" in vf.__dict__
     orig_gru, orig_lstm = vf.gru_cell, vf.lstm_cell
+    orig_mha = torch.nn.MultiheadAttention.forward
+    modules = ("lstm", "gru", "rnn_tanh", "rnn_relu")  # nn.LSTM, nn.GRU, nn.RNN
+    had_mod = {n: n in vf.__dict__ for n in modules}
+    orig_mod = {n: getattr(vf, n) for n in modules}
 
     def dropout_cuda(*args, **kwargs):
         out = dropout.replace(cap, None, args, kwargs)
@@ -98,13 +103,26 @@ def patch_functional(cap):
     # shadows its __getattr__)
     vf.gru_cell = lambda *a: rnn.gru_cell(cap, orig_gru, *a)
     vf.lstm_cell = lambda *a: rnn.lstm_cell(cap, orig_lstm, *a)
+    for n in modules:
+        setattr(vf, n, functools.partial(rnn.rnn_module, cap, orig_mod[n]))
+
+    def mha_forward(module, *args, **kwargs):
+        return attention.mha_forward(cap, orig_mha, module, *args, **kwargs)
+
+    torch.nn.MultiheadAttention.forward = mha_forward
+    orig_compile = torch.compile
+    torch.compile = functools.partial(unmodelled.eager_compile, cap)
     try:
         yield
     finally:
-        for name, had, orig in (("gru_cell", had_gru, orig_gru), ("lstm_cell", had_lstm, orig_lstm)):
+        restore = [("gru_cell", had_gru, orig_gru), ("lstm_cell", had_lstm, orig_lstm)]
+        restore += [(n, had_mod[n], orig_mod[n]) for n in modules]
+        for name, had, orig in restore:
             if had:
                 setattr(vf, name, orig)
             else:
                 delattr(vf, name)
         F.dropout, F.scaled_dot_product_attention, F.linear = orig_do, orig_sdpa, orig_linear
+        torch.nn.MultiheadAttention.forward = orig_mha
+        torch.compile = orig_compile
         torch.clear_autocast_cache = orig_clear

@@ -1,6 +1,7 @@
 """Values a meta tensor cannot give: answered with placeholders, each listed in the trace's "placeholders".
 
-- .item() / float() / int() / bool() (aten::_local_scalar_dense): 0.0 for floating types, 1 for integers
+- .item() / float() / int() / bool() (aten::_local_scalar_dense; aten::item itself under torch.inference_mode(),
+  where the composite reaches the dispatch mode undecomposed): 0.0 for floating types, 1 for integers
   (a divisor stays valid), False for bool (a found-inf or NaN check says "fine", so the step runs).
 - .tolist(), .cpu(), .numpy(), .to("cpu"): host copies filled with those values; no device bytes.
 - data-dependent shapes: nonzero() as if every element were non-zero, masked_select() as if every element were
@@ -26,7 +27,7 @@ def _host(t):
 
 
 def dispatch(cap, func, args, kwargs):
-    if func is aten._local_scalar_dense.default and args[0].is_meta:
+    if func in (aten._local_scalar_dense.default, aten.item.default) and args[0].is_meta:
         cap.placeholder("aten::item")
         return _value(args[0].dtype)
     if func is aten.nonzero.default and args[0].is_meta:

@@ -95,6 +95,10 @@ CASES = {
     "grad_accum": {"script": "grad_accum.py", "args": [], "reserve": 1024},
     "inference_nograd": {"script": "inference_nograd.py", "args": [], "reserve": 1024},
     "finetune_frozen": {"script": "finetune_frozen.py", "args": [], "reserve": 2048},
+    "amp_fp16": {"script": "amp_fp16.py", "args": [], "reserve": 1024},
+    "lstm_lm": {"script": "lstm_lm.py", "args": [], "reserve": 2048},
+    "vit": {"script": "vit.py", "args": [], "reserve": 4096},
+    "checkpointed": {"script": "checkpointed.py", "args": [], "reserve": 2048},
     "llama1b": {"script": "llama.py", "args": ["--size", "1b", "--batch", "1", "--seq", "512"], "reserve": 20480,
                 "bisect": False},
 }

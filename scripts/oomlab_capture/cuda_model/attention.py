@@ -148,3 +148,39 @@ def after(cap, func, args, kwargs, out, held):
         cap.fake_free(wa, ws)
     for a, n in held:
         cap.fake_free(a, n)
+
+
+SOURCE_MHA_FAST = ("torch/nn/modules/activation.py MultiheadAttention.forward (fast path); aten/src/ATen/native/"
+                   "transformers/cuda/attention.cu native_multi_head_attention_cuda; torch/nn/modules/transformer.py "
+                   "TransformerEncoderLayer._transformer_encoder_layer_fwd")
+
+
+def mha_forward(cap, orig, module, *args, **kwargs):
+    """nn.MultiheadAttention.forward. In eval mode without grad, CUDA takes its fast path,
+    torch._native_multi_head_attention, when forward's checks pass; on meta two of them fail for the capture's
+    sake alone: torch.overrides.has_torch_function (true under the capture's modes) and _check_arg_device (meta is
+    not cpu or cuda). They are answered as on CUDA for the call, so forward decides with its own conditions and takes
+    the path CUDA takes; the fast path's output is allocated (its meta function), its kernel's temporaries are not
+    modelled (attention.cu: qkv projection, _transform_bias_rescale_qkv, attention, all freed within the op) and are
+    counted as such. A TransformerEncoderLayer's own fast path (_transformer_encoder_layer_fwd) checks the device
+    against a list of its own, so on meta the layer runs its slow path around this fast attention: counted too."""
+    import torch.nn.modules.activation as act
+    orig_htf, orig_dev = torch.overrides.has_torch_function, act._check_arg_device
+    orig_native = torch._native_multi_head_attention
+
+    def native(*a, **k):
+        cap.count_unmodelled("nn.MultiheadAttention inference fast path (_native_multi_head_attention)",
+                             SOURCE_MHA_FAST)
+        return orig_native(*a, **k)
+
+    def on_device(x):
+        return x is None or x.device.type in ("meta", "cpu", "cuda")
+
+    torch.overrides.has_torch_function = lambda *a: False
+    act._check_arg_device = on_device
+    torch._native_multi_head_attention = native
+    try:
+        return orig(module, *args, **kwargs)
+    finally:
+        torch.overrides.has_torch_function, act._check_arg_device = orig_htf, orig_dev
+        torch._native_multi_head_attention = orig_native

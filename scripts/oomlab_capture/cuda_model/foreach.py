@@ -4,7 +4,11 @@ torch/optim/optimizer.py _default_to_fused_or_foreach() picks the foreach implem
 is on a device in torch/utils/_foreach_utils.py _get_foreach_kernels_supported_devices() ("cuda", ...); meta is
 not in it, so on meta Adam and SGD would run their per-tensor loops, which allocate in another order and hold
 other temporaries. The capture adds "meta" to that list for its duration (both the optimizer's imported name
-and _foreach_utils', which clip_grad_norm_ reads), so the program takes the path it takes on CUDA.
+and _foreach_utils', which clip_grad_norm_ reads), so the program takes the path it takes on CUDA. Likewise
+_get_fused_kernels_supported_devices(): optimizer.py _device_dtype_check_for_fused refuses fused=True (Adam,
+AdamW, SGD, Adagrad) for a parameter on a device outside it. The fused kernels (aten/src/ATen/native/cuda/
+FusedAdamWKernel.cu, fused_adam_utils.cuh multi_tensor_apply_for_fused_optimizer) update in place and allocate
+nothing; meta's functions (torch/_meta_registrations.py meta__fused_adam_) do the same.
 
 _foreach_norm (clip_grad_norm_'s per-tensor norms), aten/src/ATen/native/cuda/ForeachReduceOp.cu
 foreach_tensor_norm_cuda (PyTorch 2.11, the fast route: p of 1, 2 or inf, floating tensors on one device):
@@ -28,19 +32,19 @@ SOURCE = "torch/optim/optimizer.py _default_to_fused_or_foreach; torch/utils/_fo
 def cuda_foreach_choice():
     import torch.optim.optimizer as optmod
     import torch.utils._foreach_utils as fu
-    orig_fu = fu._get_foreach_kernels_supported_devices
-    orig_opt = optmod._get_foreach_kernels_supported_devices
+    names = ("_get_foreach_kernels_supported_devices", "_get_fused_kernels_supported_devices")
+    orig = {(mod, n): getattr(mod, n) for mod in (fu, optmod) for n in names}
 
-    def devices():
-        return orig_fu() + ["meta"]
+    def with_meta(f):
+        return lambda: f() + ["meta"]
 
-    fu._get_foreach_kernels_supported_devices = devices
-    optmod._get_foreach_kernels_supported_devices = devices
+    for (mod, n), f in orig.items():
+        setattr(mod, n, with_meta(getattr(fu, n)))
     try:
         yield
     finally:
-        fu._get_foreach_kernels_supported_devices = orig_fu
-        optmod._get_foreach_kernels_supported_devices = orig_opt
+        for (mod, n), f in orig.items():
+            setattr(mod, n, f)
 
 
 def before(cap, func, args, kwargs):

@@ -10,6 +10,15 @@ aten/src/ATen/native/cuda/RNN.cu allocates: forward workspace [B, 5H] (GRU_WORKS
 hy = empty_like(hx) (_thnn_fused_gru_cell_cuda; ALLOC_ORDER gives the capture that order, and the H100 recording
 of tests/data/predict/scripts/gru_tbptt.py shows it); backward grad_input_gates [B, 3H], grad_hidden_gates [B, 3H], grad_hx, then with
 biases grad_input_gates.sum(0) and grad_hidden_gates.sum(0) (the recording agrees).
+
+nn.LSTM / nn.GRU / nn.RNN (torch._VF.lstm, gru, rnn_tanh, rnn_relu) are not modelled: on CUDA they run through
+cuDNN when aten/src/ATen/native/RNN.cpp's at::cudnn_is_acceptable holds (cuDNN enabled, float32/float64/float16
+input; aten/src/ATen/native/TensorProperties.cpp), as _cudnn_rnn (aten/src/ATen/native/cudnn/RNN.cpp): the
+module's weights flattened into one buffer at .to(device) (torch/nn/modules/rnn.py flatten_parameters,
+_cudnn_rnn_flatten_weight), the whole sequence in one call with a workspace and a reserve kept for backward whose
+sizes are cuDNN's (cudnnGetRNNTempSpaceSizes), a dropout state buffer (cudnnDropoutGetStatesSize) when dropout > 0.
+On meta the same call runs RNN.cpp's per-step cell loop, whose allocations differ; rnn_module counts it in the
+report's "not modelled" lines so the prediction says so.
 """
 import torch
 
@@ -63,3 +72,20 @@ def lstm_cell(cap, orig, input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
     hg = torch.matmul(hx[0], w_hh.t())
     r = aten._thnn_fused_lstm_cell(ig, hg, hx[1], b_ih, b_hh)
     return r[0], r[1]
+
+
+SOURCE_CUDNN_RNN = ("aten/src/ATen/native/cudnn/RNN.cpp _cudnn_rnn/_cudnn_rnn_backward (flattened weights, "
+                    "cuDNN's workspace and reserve); torch/nn/modules/rnn.py flatten_parameters")
+_CUDNN_DTYPES = (torch.float32, torch.float64, torch.float16)
+
+
+def rnn_module(cap, orig, *args):
+    """torch._VF.lstm/gru/rnn_tanh/rnn_relu: run as meta runs it; counted as not modelled where CUDA would take
+    cuDNN (at::cudnn_is_acceptable on the input), and as the unfused cell loop otherwise (CUDA's cells are fused)."""
+    x = args[0]
+    if isinstance(x, torch.Tensor) and x.is_meta and x.numel() > 0:
+        if torch.backends.cudnn.enabled and x.dtype in _CUDNN_DTYPES:
+            cap.count_unmodelled("nn.LSTM/GRU/RNN through cuDNN (_cudnn_rnn)", SOURCE_CUDNN_RNN)
+        else:
+            cap.count_unmodelled("nn.LSTM/GRU/RNN without cuDNN (fused cells per step)", SOURCE)
+    return orig(*args)

@@ -30,3 +30,14 @@ def note(cap, func, args, kwargs):
         scale = args[4] if len(args) > 4 else kwargs.get("scale_grad_by_freq", False)
         if idx.numel() > 3072 or scale:
             cap.count_unmodelled("embedding backward's sort path (> 3072 indices)", SOURCE_EMB)
+
+
+SOURCE_COMPILE = "torch/__init__.py compile; torch/_inductor (kernels and buffer plans made for the GPU)"
+
+
+def eager_compile(cap, model=None, **kwargs):
+    """torch.compile's stand-in: the model or function itself (as a decorator too), counted as not modelled."""
+    cap.count_unmodelled("torch.compile (predicted as eager)", SOURCE_COMPILE)
+    if model is None:
+        return lambda fn: fn
+    return model
