@@ -45,8 +45,9 @@ Test(scenario, every_variant_of_the_catalog_shows_what_it_must)
     }
 }
 
-/* data_parallel against its twin, rank by rank (twin_check compares "devices" sample for sample). PENDING: the
- * recording needs two GPUs (scripts/gpu_nccl.sh writes it); until it is committed the test says so and skips. */
+/* data_parallel against its twin, rank by rank (twin_check compares "devices" sample for sample): the recording
+ * from 2 x H200 at 880 MiB (scripts/gpu_nccl.sh), where both fixes run out at step 2 because the first
+ * iteration's bucket is still held beside the rebuilt ones. Without the recording the test says so and skips. */
 Test(scenario, data_parallel_counters_equal_pytorch_per_rank)
 {
     const char *path = "tests/data/twins/data_parallel.torch.json";
