@@ -10,6 +10,13 @@ equal), generalised to the three layouts TensorIterator coalesces a contiguous r
   rows    leading dims reduced, trailing kept ([m, n] over m: a bias gradient's sum(0));
   inner   leading dims kept, trailing reduced (mean(-1)): the reduction runs along the fastest dimension.
 Other layouts (a reduced middle dimension, non-contiguous inputs) are not modelled: no staging is added.
+
+A sum whose input type is not its output type (a bool or int32 mask summed into int64, sum(dtype=...)) first casts
+the input: aten/src/ATen/native/ReduceOpsUtils.h make_reduction_from_out_ty / make_reduction reduce
+self.to(in_dtype), in_dtype the output's type except for CUDA's half/bfloat16 into float32 (reduced in place). The
+copy (numel x the output's element size) is allocated after the output and freed when the op returns, around the
+staging; meta's sum allocates no copy. The H100 recording of tests/data/predict/scripts/checkpointed.py shows it:
+cross_entropy's label smoothing divides by (~ignore_mask).sum(), 1,024 bools summed through an 8,192-byte copy.
 """
 import torch
 
@@ -133,6 +140,23 @@ def after(cap, func, args, kwargs, out):
     if kind is None:
         return
     x = args[0]
+    cast = 0
+    if (kind == "sum" and isinstance(out, torch.Tensor) and x.dtype != out.dtype and x.numel() > 0
+            and not (x.dtype in (torch.float16, torch.bfloat16) and out.dtype == torch.float32)):
+        cast = x.numel() * out.element_size()
+        c = cap.fake_alloc(cast, "sum: input cast to the output's type", SOURCE_CAST)
+    try:
+        _staging(cap, func, kind, x, out.dtype if cast else x.dtype, args, kwargs)
+    finally:
+        if cast:
+            cap.fake_free(c, cast)
+
+
+SOURCE_CAST = "aten/src/ATen/native/ReduceOpsUtils.h make_reduction_from_out_ty/make_reduction (self.to(in_dtype))"
+
+
+def _staging(cap, func, kind, x, dtype, args, kwargs):
+    """The staging of reducing x (its values of type dtype: x's own, or the cast's) over the op's dims."""
     dims = args[1] if len(args) > 1 and func not in (aten.sum.default, aten.mean.default) else kwargs.get("dim")
     if kind == "norm":
         dims = args[2] if len(args) > 2 else kwargs.get("dim")
@@ -141,9 +165,9 @@ def after(cap, func, args, kwargs, out):
     lay = layout(x, dims)
     if lay is None:
         return
-    scalar = x.element_size()
-    arg = 8 if x.dtype in (torch.float64, torch.int64, torch.complex64) else 4
-    if not x.dtype.is_floating_point and kind in ("sum", "mean"):
+    scalar = dtype.itemsize
+    arg = 8 if dtype in (torch.float64, torch.int64, torch.complex64) else 4
+    if not dtype.is_floating_point and kind in ("sum", "mean"):
         arg = 8  # integer sums accumulate in int64
     vec = 8 if kind == "sum" and scalar == 2 else 4
     buf, sem = config(cap.gpu, lay[0], lay[1], lay[2], arg, scalar, vec)
