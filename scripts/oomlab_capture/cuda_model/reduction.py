@@ -9,7 +9,12 @@ equal), generalised to the three layouts TensorIterator coalesces a contiguous r
   all     every element into one output (sum(), mean());
   rows    leading dims reduced, trailing kept ([m, n] over m: a bias gradient's sum(0));
   inner   leading dims kept, trailing reduced (mean(-1)): the reduction runs along the fastest dimension.
-Other layouts (a reduced middle dimension, non-contiguous inputs) are not modelled: no staging is added.
+  rows of a view: a non-contiguous input whose kept dims are trailing and dense (innermost stride 1) and whose
+          reduced dims lead with any strides (a bias gradient's sum over a slice x[:, 1:] of a contiguous
+          tensor): the rows layout, with output_vec_size also limited by the reduced dims' strides and the view's
+          offset, as get_output_vec_size (Reduce.cuh) limits it by every input stride but the output's and the
+          base address. The H100 recording of tests/data/predict/scripts/vit.py shows its staging.
+Other layouts (a reduced middle dimension, other non-contiguous inputs) are not modelled: no staging is added.
 
 A sum whose input type is not its output type (a bool or int32 mask summed into int64, sum(dtype=...)) first casts
 the input: aten/src/ATen/native/ReduceOpsUtils.h make_reduction_from_out_ty / make_reduction reduce
@@ -36,7 +41,7 @@ def _last_pow2(n):
     return p
 
 
-def config(gpu, num_outputs, num_inputs, fastest, arg_size, scalar_size, input_vec_size, in_addr_elems=0):
+def config(gpu, num_outputs, num_inputs, fastest, arg_size, scalar_size, input_vec_size, in_addr_elems=0, strides=()):
     """(global_memory_size, semaphore_size) of setReduceConfig for this reduction; (0, 0) without staging."""
     warp = 32
     c = {"step_input": 1, "step_output": 1, "output_vec_size": 1}
@@ -49,7 +54,7 @@ def config(gpu, num_outputs, num_inputs, fastest, arg_size, scalar_size, input_v
             dim0 //= input_vec_size
     else:
         v = 4
-        for val in (in_addr_elems, num_outputs):
+        for val in (in_addr_elems, num_outputs, *strides):
             while val % v != 0:
                 v //= 2
         c["output_vec_size"] = v
@@ -107,12 +112,32 @@ def config(gpu, num_outputs, num_inputs, fastest, arg_size, scalar_size, input_v
     return size, 4 * grid_x()
 
 
+def view_rows(x, red):
+    """(num_outputs, num_inputs, reduced strides) of reducing a non-contiguous x over its leading dims red when its
+    kept dims are trailing and dense, or None."""
+    nd = x.dim()
+    kept = [i for i in range(nd) if i not in red and x.size(i) != 1]
+    if not kept or not red or kept != list(range(nd - len(kept), nd)) or any(i >= kept[0] for i in red):
+        return None
+    want = 1
+    for i in reversed(kept):
+        if x.stride(i) != want:
+            return None
+        want *= x.size(i)
+    n_in = 1
+    for i in red:
+        n_in *= x.size(i)
+    return want, n_in, [x.stride(i) for i in red if x.size(i) != 1]
+
+
 def layout(x, dims):
     """(num_outputs, num_inputs, fastest) of reducing contiguous x over dims, or None if not modelled."""
-    if not x.is_contiguous() or x.numel() == 0:
+    if x.numel() == 0:
         return None
     nd = x.dim()
     red = set(range(nd)) if not dims else {d % max(nd, 1) for d in dims}
+    if not x.is_contiguous():
+        return None
     sizes = [(x.size(i), i in red) for i in range(nd) if x.size(i) != 1]
     if not sizes:
         return 1, 1, True
@@ -162,7 +187,12 @@ def _staging(cap, func, kind, x, dtype, args, kwargs):
         dims = args[2] if len(args) > 2 else kwargs.get("dim")
     if isinstance(dims, int):
         dims = [dims]
-    lay = layout(x, dims)
+    lay, offset, strides = layout(x, dims), 0, ()
+    if lay is None and not x.is_contiguous() and x.numel() > 0:
+        nd = x.dim()
+        rows = view_rows(x, set(range(nd)) if not dims else {d % max(nd, 1) for d in dims})
+        if rows is not None:
+            lay, offset, strides = (rows[0], rows[1], False), x.storage_offset(), rows[2]
     if lay is None:
         return
     scalar = dtype.itemsize
@@ -170,7 +200,7 @@ def _staging(cap, func, kind, x, dtype, args, kwargs):
     if not dtype.is_floating_point and kind in ("sum", "mean"):
         arg = 8  # integer sums accumulate in int64
     vec = 8 if kind == "sum" and scalar == 2 else 4
-    buf, sem = config(cap.gpu, lay[0], lay[1], lay[2], arg, scalar, vec)
+    buf, sem = config(cap.gpu, lay[0], lay[1], lay[2], arg, scalar, vec, offset, strides)
     if buf == 0:
         return
     a = cap.fake_alloc(buf, "reduction staging", SOURCE)
