@@ -316,9 +316,10 @@ Test(predict_parity, checkpointed)
 }
 
 /* float16 autocast, GradScaler, BatchNorm1d, AdamW: exact on every figure. Per BatchNorm1d forward (4 layers, 4
- * steps) the recording has two float32 [C] temporaries (8,192 bytes each) the capture does not make, allocated
- * before its output and freed when it returns, below every peak; not yet traced to PyTorch's source (the batch
- * norm path CUDA takes for a 2-D float16 input with float32 weights). */
+ * steps) the recording allocates four float32 [C] tensors (8,192 bytes each) and then the output, and frees two
+ * of the four when the op returns; the capture allocates the output, save_mean and save_invstd (meta's order):
+ * 32 allocations fewer, below every peak. Not yet traced to PyTorch's source (the batch norm path CUDA takes for
+ * a 2-D float16 input with float32 weights; the 4-D BatchNorm2d of resnet18 shows no such temporaries). */
 Test(predict_parity, amp_fp16)
 {
     check(&(parity_case){"amp_fp16", "amp_fp16.py", "", 0, 0, 0, 0, NULL, 0, EV_COUNT, 32, "H200"});
