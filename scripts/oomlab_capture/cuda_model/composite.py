@@ -23,7 +23,7 @@ temporaries dropped); the temporaries its composite kernel makes on CUDA are add
   layer_norm_kernel.cu layer_norm_cuda / layer_norm_backward_cuda): X = input.expect_contiguous() copies a
   non-contiguous input (a ViT's x[:, 0] before its final norm) before Y (dX) is allocated, freed when the op
   returns; backward also passes dY.contiguous() to LayerNormBackwardKernelImpl, a copy of a non-contiguous
-  gradient made after dX, dgamma and dbeta and freed first. Meta's functions make neither copy. The H100 recording
+  gradient made after dX, dgamma and dbeta and freed first. Meta's functions make neither copy. The H200 recording
   of tests/data/predict/scripts/vit.py shows both (its final norm's input; each block's norm1, whose gradient comes
   back through nn.MultiheadAttention's packed in-projection).
 """

@@ -13,14 +13,14 @@ equal), generalised to the three layouts TensorIterator coalesces a contiguous r
           reduced dims lead with any strides (a bias gradient's sum over a slice x[:, 1:] of a contiguous
           tensor): the rows layout, with output_vec_size also limited by the reduced dims' strides and the view's
           offset, as get_output_vec_size (Reduce.cuh) limits it by every input stride but the output's and the
-          base address. The H100 recording of tests/data/predict/scripts/vit.py shows its staging.
+          base address. The H200 recording of tests/data/predict/scripts/vit.py shows its staging.
 Other layouts (a reduced middle dimension, other non-contiguous inputs) are not modelled: no staging is added.
 
 A sum whose input type is not its output type (a bool or int32 mask summed into int64, sum(dtype=...)) first casts
 the input: aten/src/ATen/native/ReduceOpsUtils.h make_reduction_from_out_ty / make_reduction reduce
 self.to(in_dtype), in_dtype the output's type except for CUDA's half/bfloat16 into float32 (reduced in place). The
 copy (numel x the output's element size) is allocated after the output and freed when the op returns, around the
-staging; meta's sum allocates no copy. The H100 recording of tests/data/predict/scripts/checkpointed.py shows it:
+staging; meta's sum allocates no copy. The H200 recording of tests/data/predict/scripts/checkpointed.py shows it:
 cross_entropy's label smoothing divides by (~ignore_mask).sum(), 1,024 bools summed through an 8,192-byte copy.
 """
 import torch
