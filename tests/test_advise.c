@@ -375,7 +375,10 @@ Test(advise, predict_recordings_against_pytorch)
         const cJSON *budgets = cJSON_GetObjectItemCaseSensitive(rec, "min_budget_mib");
         cr_assert(cJSON_IsObject(budgets), "%s: no minimum budgets recorded", rpath);
         trace_file t = load_ok(trpath);
-        advise_options opt = {.only = true}; /* the defaults and the settings PyTorch was bisected under */
+        /* the defaults and the settings PyTorch was bisected under, budgets as fractions of the recording's GPU
+         * (H100 or H200) */
+        advise_options opt = {.only = true,
+                              .device_total = (size_t)cJSON_GetObjectItemCaseSensitive(rec, "total_memory")->valuedouble};
         const cJSON *b;
         cJSON_ArrayForEach(b, budgets)
         {

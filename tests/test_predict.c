@@ -369,9 +369,10 @@ Test(predict, capture_patterns_said_or_refused_before, .timeout = 600)
     cr_assert_eq(cJSON_GetArraySize(ph), 1);
     cr_expect_str_eq(get(cJSON_GetArrayItem(ph, 0), "what")->valuestring, "aten::item");
     const cJSON *nm = get(o, "not_modelled");
-    static const char *const said[] = {"torch.compile (predicted as eager)",
-                                       "nn.LSTM/GRU/RNN through cuDNN (_cudnn_rnn)",
-                                       "nn.MultiheadAttention inference fast path (_native_multi_head_attention)"};
+    /* in the capture's order: sorted by name */
+    static const char *const said[] = {"nn.LSTM/GRU/RNN through cuDNN (_cudnn_rnn)",
+                                       "nn.MultiheadAttention inference fast path (_native_multi_head_attention)",
+                                       "torch.compile (predicted as eager)"};
     cr_assert_eq(cJSON_GetArraySize(nm), 3, "%s", r.out);
     for (int i = 0; i < 3; i++) {
         cr_expect_str_eq(get(cJSON_GetArrayItem(nm, i), "what")->valuestring, said[i]);

@@ -25,10 +25,9 @@ GPUS = {
                     "context_bytes": "documented estimate (about 500 MiB for a CUDA 12/13 context with lazy "
                                      "module loading); not measured here"}},
     "H200": {
-        "total_memory": 150_754_820_096, "sm_count": 132, "arch": "sm_90", "max_threads_per_sm": 2048,
+        "total_memory": 150_109_880_320, "sm_count": 132, "arch": "sm_90", "max_threads_per_sm": 2048,
         "context_bytes": 536_870_912,
-        "sources": {"total_memory": "documentation (141 GB HBM3e; torch reports total_memory=143771MB"
-                                    " on an H200 SXM)",
+        "sources": {"total_memory": "measured (tests/data/predict/vit.torch.json: NVIDIA H200, torch 2.11.0)",
                     "sm_count": "documentation (H200 SXM: 132 SMs)", "arch": "documentation (compute 9.0)",
                     "context_bytes": "documented estimate, as H100"}},
     "A100-40GB": {

@@ -19,6 +19,13 @@ temporaries dropped); the temporaries its composite kernel makes on CUDA are add
 - aten::index with a boolean mask (x[mask], aten/src/ATen/native/TensorAdvancedIndexing.cpp via
   IndexingUtils.h expandTensors): the mask becomes mask.nonzero() first, an int64 [count, mask.dim()] tensor
   held while the op runs. count is data: the capture assumes every element is selected (a placeholder, listed).
+- aten::native_layer_norm and native_layer_norm_backward (CUDA kernels, aten/src/ATen/native/cuda/
+  layer_norm_kernel.cu layer_norm_cuda / layer_norm_backward_cuda): X = input.expect_contiguous() copies a
+  non-contiguous input (a ViT's x[:, 0] before its final norm) before Y (dX) is allocated, freed when the op
+  returns; backward also passes dY.contiguous() to LayerNormBackwardKernelImpl, a copy of a non-contiguous
+  gradient made after dX, dgamma and dbeta and freed first. Meta's functions make neither copy. The H200 recording
+  of tests/data/predict/scripts/vit.py shows both (its final norm's input; each block's norm1, whose gradient comes
+  back through nn.MultiheadAttention's packed in-projection).
 """
 import torch
 
@@ -37,6 +44,9 @@ SOURCE_EMB_BWD = "aten/src/ATen/native/cuda/Embedding.cu embedding_dense_backwar
 
 
 SOURCE_MASK = "aten/src/ATen/native/IndexingUtils.h expandTensors (mask.nonzero())"
+SOURCE_LN = "aten/src/ATen/native/cuda/layer_norm_kernel.cu layer_norm_cuda/layer_norm_backward_cuda (expect_contiguous)"
+AFTER_OUTPUTS = object()  # a held entry allocated in after(), once the op has made its outputs
+LAYER_NORM = {aten.native_layer_norm.default: 0, aten.native_layer_norm_backward.default: 1}  # op -> input's index
 
 
 # op -> the order (indices into its outputs) in which its CUDA kernel allocates them (recorder.ALLOC_ORDER):
@@ -59,6 +69,16 @@ def before(cap, func, args, kwargs):
         if not idx.is_contiguous() and 0 < idx.numel() <= 3072:
             n = idx.numel() * idx.element_size()
             return [(cap.fake_alloc(n, "embedding backward: indices made contiguous", SOURCE_EMB_BWD), n)]
+    if func in LAYER_NORM:
+        held = []
+        x = args[LAYER_NORM[func]]
+        if not x.is_contiguous() and x.numel() > 0:
+            n = x.numel() * x.element_size()
+            held.append((cap.fake_alloc(n, "layer_norm: input made contiguous", SOURCE_LN), n))
+        dy = args[0]
+        if func is aten.native_layer_norm_backward.default and not dy.is_contiguous() and dy.numel() > 0:
+            held.append((AFTER_OUTPUTS, dy.numel() * dy.element_size()))
+        return held or None
     if func is aten.embedding.default:
         idx = args[1]
         if not idx.is_contiguous() and idx.numel() > 0:
@@ -68,5 +88,10 @@ def before(cap, func, args, kwargs):
 
 
 def after(cap, held):
-    for a, n in held or ():
+    """Free what before() held; an AFTER_OUTPUTS entry is a temporary the kernel makes after its outputs: made
+    now, freed first."""
+    held = held or ()
+    post = [(cap.fake_alloc(n, "layer_norm backward: dY made contiguous", SOURCE_LN), n)
+            for a, n in held if a is AFTER_OUTPUTS]
+    for a, n in post + [h for h in held if h[0] is not AFTER_OUTPUTS]:
         cap.fake_free(a, n)

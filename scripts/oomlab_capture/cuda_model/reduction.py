@@ -9,7 +9,19 @@ equal), generalised to the three layouts TensorIterator coalesces a contiguous r
   all     every element into one output (sum(), mean());
   rows    leading dims reduced, trailing kept ([m, n] over m: a bias gradient's sum(0));
   inner   leading dims kept, trailing reduced (mean(-1)): the reduction runs along the fastest dimension.
-Other layouts (a reduced middle dimension, non-contiguous inputs) are not modelled: no staging is added.
+  rows of a view: a non-contiguous input whose kept dims are trailing and dense (innermost stride 1) and whose
+          reduced dims lead with any strides (a bias gradient's sum over a slice x[:, 1:] of a contiguous
+          tensor): the rows layout, with output_vec_size also limited by the reduced dims' strides and the view's
+          offset, as get_output_vec_size (Reduce.cuh) limits it by every input stride but the output's and the
+          base address. The H200 recording of tests/data/predict/scripts/vit.py shows its staging.
+Other layouts (a reduced middle dimension, other non-contiguous inputs) are not modelled: no staging is added.
+
+A sum whose input type is not its output type (a bool or int32 mask summed into int64, sum(dtype=...)) first casts
+the input: aten/src/ATen/native/ReduceOpsUtils.h make_reduction_from_out_ty / make_reduction reduce
+self.to(in_dtype), in_dtype the output's type except for CUDA's half/bfloat16 into float32 (reduced in place). The
+copy (numel x the output's element size) is allocated after the output and freed when the op returns, around the
+staging; meta's sum allocates no copy. The H200 recording of tests/data/predict/scripts/checkpointed.py shows it:
+cross_entropy's label smoothing divides by (~ignore_mask).sum(), 1,024 bools summed through an 8,192-byte copy.
 """
 import torch
 
@@ -29,7 +41,7 @@ def _last_pow2(n):
     return p
 
 
-def config(gpu, num_outputs, num_inputs, fastest, arg_size, scalar_size, input_vec_size, in_addr_elems=0):
+def config(gpu, num_outputs, num_inputs, fastest, arg_size, scalar_size, input_vec_size, in_addr_elems=0, strides=()):
     """(global_memory_size, semaphore_size) of setReduceConfig for this reduction; (0, 0) without staging."""
     warp = 32
     c = {"step_input": 1, "step_output": 1, "output_vec_size": 1}
@@ -42,7 +54,7 @@ def config(gpu, num_outputs, num_inputs, fastest, arg_size, scalar_size, input_v
             dim0 //= input_vec_size
     else:
         v = 4
-        for val in (in_addr_elems, num_outputs):
+        for val in (in_addr_elems, num_outputs, *strides):
             while val % v != 0:
                 v //= 2
         c["output_vec_size"] = v
@@ -100,12 +112,32 @@ def config(gpu, num_outputs, num_inputs, fastest, arg_size, scalar_size, input_v
     return size, 4 * grid_x()
 
 
+def view_rows(x, red):
+    """(num_outputs, num_inputs, reduced strides) of reducing a non-contiguous x over its leading dims red when its
+    kept dims are trailing and dense, or None."""
+    nd = x.dim()
+    kept = [i for i in range(nd) if i not in red and x.size(i) != 1]
+    if not kept or not red or kept != list(range(nd - len(kept), nd)) or any(i >= kept[0] for i in red):
+        return None
+    want = 1
+    for i in reversed(kept):
+        if x.stride(i) != want:
+            return None
+        want *= x.size(i)
+    n_in = 1
+    for i in red:
+        n_in *= x.size(i)
+    return want, n_in, [x.stride(i) for i in red if x.size(i) != 1]
+
+
 def layout(x, dims):
     """(num_outputs, num_inputs, fastest) of reducing contiguous x over dims, or None if not modelled."""
-    if not x.is_contiguous() or x.numel() == 0:
+    if x.numel() == 0:
         return None
     nd = x.dim()
     red = set(range(nd)) if not dims else {d % max(nd, 1) for d in dims}
+    if not x.is_contiguous():
+        return None
     sizes = [(x.size(i), i in red) for i in range(nd) if x.size(i) != 1]
     if not sizes:
         return 1, 1, True
@@ -133,20 +165,42 @@ def after(cap, func, args, kwargs, out):
     if kind is None:
         return
     x = args[0]
+    cast = 0
+    if (kind == "sum" and isinstance(out, torch.Tensor) and x.dtype != out.dtype and x.numel() > 0
+            and not (x.dtype in (torch.float16, torch.bfloat16) and out.dtype == torch.float32)):
+        cast = x.numel() * out.element_size()
+        c = cap.fake_alloc(cast, "sum: input cast to the output's type", SOURCE_CAST)
+    try:
+        _staging(cap, func, kind, x, out.dtype if cast else x.dtype, args, kwargs)
+    finally:
+        if cast:
+            cap.fake_free(c, cast)
+
+
+SOURCE_CAST = "aten/src/ATen/native/ReduceOpsUtils.h make_reduction_from_out_ty/make_reduction (self.to(in_dtype))"
+
+
+def _staging(cap, func, kind, x, dtype, args, kwargs):
+    """The staging of reducing x (its values of type dtype: x's own, or the cast's) over the op's dims."""
     dims = args[1] if len(args) > 1 and func not in (aten.sum.default, aten.mean.default) else kwargs.get("dim")
     if kind == "norm":
         dims = args[2] if len(args) > 2 else kwargs.get("dim")
     if isinstance(dims, int):
         dims = [dims]
-    lay = layout(x, dims)
+    lay, offset, strides = layout(x, dims), 0, ()
+    if lay is None and not x.is_contiguous() and x.numel() > 0:
+        nd = x.dim()
+        rows = view_rows(x, set(range(nd)) if not dims else {d % max(nd, 1) for d in dims})
+        if rows is not None:
+            lay, offset, strides = (rows[0], rows[1], False), x.storage_offset(), rows[2]
     if lay is None:
         return
-    scalar = x.element_size()
-    arg = 8 if x.dtype in (torch.float64, torch.int64, torch.complex64) else 4
-    if not x.dtype.is_floating_point and kind in ("sum", "mean"):
+    scalar = dtype.itemsize
+    arg = 8 if dtype in (torch.float64, torch.int64, torch.complex64) else 4
+    if not dtype.is_floating_point and kind in ("sum", "mean"):
         arg = 8  # integer sums accumulate in int64
     vec = 8 if kind == "sum" and scalar == 2 else 4
-    buf, sem = config(cap.gpu, lay[0], lay[1], lay[2], arg, scalar, vec)
+    buf, sem = config(cap.gpu, lay[0], lay[1], lay[2], arg, scalar, vec, offset, strides)
     if buf == 0:
         return
     a = cap.fake_alloc(buf, "reduction staging", SOURCE)
