@@ -10,6 +10,7 @@
 
 #include "device/device.h"
 #include "run/faultsweep.h"
+#include "testutil.h"
 #include "run/scenario.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -172,13 +173,8 @@ Test(faultsweep, finds_a_leak_and_a_crash_on_the_oom_path)
 /* `oomlab faultsweep` as a user runs it: $OOMLAB_BIN, and the fixtures binary beside it. */
 static int sweep_cli(bool fixtures, const char *args, char *out, size_t cap)
 {
-    const char *b = getenv("OOMLAB_BIN");
     char bin[512], cmd[1024];
-    snprintf(bin, sizeof bin, "%s", b && b[0] ? b : "build/oomlab");
-    if (fixtures) {
-        char *slash = strrchr(bin, '/');
-        snprintf(slash ? slash + 1 : bin, sizeof bin - (size_t)(slash ? slash + 1 - bin : 0), "oomlab_fixtures");
-    }
+    test_oomlab_bin(fixtures, bin, sizeof bin);
     snprintf(cmd, sizeof cmd,
              "env -u OOMLAB_ALLOC_CONF -u PYTORCH_CUDA_ALLOC_CONF -u PYTORCH_HIP_ALLOC_CONF -u PYTORCH_ALLOC_CONF "
              "'%s' faultsweep %s 2>&1",

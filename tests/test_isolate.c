@@ -14,6 +14,7 @@
 #include "core/fileio.h"
 #include "run/isolate.h"
 #include "run/runner.h"
+#include "testutil.h"
 #include "run/scenario.h"
 
 TestSuite(isolate);
@@ -196,13 +197,8 @@ typedef struct sh_result {
  * when fixtures is true, else $OOMLAB_BIN. */
 static sh_result sh(bool fixtures, const char *args)
 {
-    const char *b = getenv("OOMLAB_BIN");
     char bin[512], cmd[1024];
-    snprintf(bin, sizeof bin, "%s", b && b[0] ? b : "build/oomlab");
-    if (fixtures) {
-        char *slash = strrchr(bin, '/');
-        snprintf(slash ? slash + 1 : bin, sizeof bin - (size_t)(slash ? slash + 1 - bin : 0), "oomlab_fixtures");
-    }
+    test_oomlab_bin(fixtures, bin, sizeof bin);
     snprintf(cmd, sizeof cmd,
              "env -u OOMLAB_ALLOC_CONF -u PYTORCH_CUDA_ALLOC_CONF -u PYTORCH_HIP_ALLOC_CONF -u PYTORCH_ALLOC_CONF "
              "'%s' %s 2>/dev/null",

@@ -28,13 +28,8 @@ TestSuite(parallel, .init = setup, .fini = teardown);
  * returns the exit status. */
 static int oomlab(bool fixtures, const char *args, const char *out)
 {
-    const char *b = getenv("OOMLAB_BIN");
     char bin[512], cmd[2048];
-    snprintf(bin, sizeof bin, "%s", b && b[0] ? b : "build/oomlab");
-    if (fixtures) {
-        char *slash = strrchr(bin, '/');
-        snprintf(slash ? slash + 1 : bin, sizeof bin - (size_t)(slash ? slash + 1 - bin : 0), "oomlab_fixtures");
-    }
+    test_oomlab_bin(fixtures, bin, sizeof bin);
     snprintf(cmd, sizeof cmd,
              "env -u OOMLAB_ALLOC_CONF -u PYTORCH_CUDA_ALLOC_CONF -u PYTORCH_HIP_ALLOC_CONF -u PYTORCH_ALLOC_CONF "
              "-u OOMLAB_NO_CUDA_MEMORY_CACHING -u PYTORCH_NO_CUDA_MEMORY_CACHING '%s' %s >'%s'",

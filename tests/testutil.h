@@ -15,6 +15,19 @@
 #include "runtime/runtime.h"
 
 /* The backend under test: OOMLAB_TEST_BACKEND=cuda (make test BACKEND=cuda) or sim (the default). */
+/* The oomlab binary a test runs as a user would: $OOMLAB_BIN (else build/oomlab), or with fixtures the
+ * oomlab_fixtures beside it (tests/fixtures' scenarios linked in). */
+static inline const char *test_oomlab_bin(bool fixtures, char *bin, size_t cap)
+{
+    const char *b = getenv("OOMLAB_BIN");
+    snprintf(bin, cap, "%s", b && b[0] ? b : "build/oomlab");
+    if (fixtures) {
+        char *slash = strrchr(bin, '/');
+        snprintf(slash ? slash + 1 : bin, cap - (size_t)(slash ? slash + 1 - bin : 0), "oomlab_fixtures");
+    }
+    return bin;
+}
+
 static inline device_kind test_backend(void)
 {
     const char *s = getenv("OOMLAB_TEST_BACKEND");
