@@ -58,8 +58,12 @@ ifneq ($(NVCC),)
   # Static cudart loads libcuda at run time, so the binary also starts on machines with no driver (CI).
   LDLIBS   += -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lstdc++
   NVFLAGS  := -std=c++17 -O2 -g -lineinfo -DOOM_DEBUG=$(DEBUG) -DOOM_HAVE_CUDA=1 -Iharness -Ikernels \
-              -gencode arch=compute_90,code=[sm_90,compute_90] -Werror all-warnings \
+              -Werror all-warnings \
               -Xcompiler -Wall,-Wextra,-Werror
+  # Hopper (sm_90 cubin, PTX for newer GPUs); the wgmma/TMA GEMM needs sm_90a's features, which no other GPU runs
+  # (k_gemm_cuda takes it only on compute capability 9.0).
+  NVARCH   := -gencode arch=compute_90,code=[sm_90,compute_90]
+  $(BUILD)/kernels/gemm_sm90.o: NVARCH := -gencode arch=compute_90a,code=sm_90a
 endif
 
 .PHONY: all run test predict-deps bench bench-torch debug asan fuzz deps clean gpu-bundle report report-check gallery baseline nightly mdlint FORCE
@@ -68,7 +72,7 @@ all: $(BUILD)/oomlab
 
 # The flags a folder's objects were built with: when DEBUG, OPT, SANITIZE or the compilers change, the stamp
 # changes and every object is rebuilt, so a folder never mixes checked and optimised objects.
-BUILD_FLAGS := $(CC) $(CPPFLAGS) $(CFLAGS) | $(NVCC) $(NVFLAGS) | $(LDFLAGS)
+BUILD_FLAGS := $(CC) $(CPPFLAGS) $(CFLAGS) | $(NVCC) $(NVFLAGS) $(NVARCH) | $(LDFLAGS)
 $(BUILD)/.flags: FORCE
 	@mkdir -p $(@D); echo '$(BUILD_FLAGS)' | cmp -s - $@ || echo '$(BUILD_FLAGS)' > $@
 FORCE:
@@ -79,7 +83,7 @@ $(BUILD)/%.o: %.c $(BUILD)/.flags
 
 $(BUILD)/%.o: %.cu $(BUILD)/.flags
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVFLAGS) -MMD -MP -c $< -o $@
+	$(NVCC) $(NVFLAGS) $(NVARCH) -MMD -MP -c $< -o $@
 
 # Each scenario's story, from its one home, the opening comment of scenarios/NAME.c (harness/run/story.h).
 $(BUILD)/gen/stories.c: $(SCEN_C) scripts/gen_stories.sh

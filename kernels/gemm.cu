@@ -29,6 +29,7 @@
 #include <type_traits>
 
 #include "cuda_util.cuh"
+#include "gemm_sm90.h"
 #include "kernels.h"
 
 namespace {
@@ -542,6 +543,23 @@ template <typename T> void scale_c_launch(int64_t m, int64_t n, float beta, void
 
 } // namespace
 
+extern "C" const char *k_gemm_cuda_kernel(dtype dt, int64_t m, int64_t n, int64_t k, const void *a, int64_t lda,
+                                          const void *b, int64_t ldb)
+{
+    if (dt == DT_F32)
+        return "ffma";
+    switch (gemm_sm90_tile_n(m, n, k, a, lda, b, ldb)) {
+    case 256:
+        return "wgmma 128x256";
+    case 128:
+        return "wgmma 128x128";
+    case 64:
+        return "wgmma 128x64";
+    default:
+        return "mma.sync";
+    }
+}
+
 extern "C" oom_status k_gemm_cuda(dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                                   const void *a, int64_t lda, const void *b, int64_t ldb, float beta, void *c,
                                   int64_t ldc)
@@ -584,6 +602,8 @@ extern "C" oom_status k_gemm_cuda(dtype dt, bool ta, bool tb, int64_t m, int64_t
             else
                 sgemm_dispatch<128>(ta, tb, vec, m, n, k, alpha, fa, lda, fb, ldb, beta, fc, ldc);
         }
+    } else if (int tile_n = gemm_sm90_tile_n(m, n, k, a, lda, b, ldb)) {
+        e = gemm_sm90_launch(tile_n, dt, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     } else if (dt == DT_F16) {
         e = hgemm_dispatch<__half>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     } else {

@@ -159,6 +159,23 @@ static inline uint64_t oom_rng_hash(uint64_t seed, uint64_t i)
 KERNEL_LIST(KERNEL_DECLARE_REF)
 #ifdef OOM_HAVE_CUDA
 KERNEL_LIST(KERNEL_DECLARE_CUDA)
+/* The kernel k_gemm_cuda runs for these arguments on the current device: "ffma" (f32), "wgmma 128x256",
+ * "wgmma 128x128" or "wgmma 128x64" (f16 / bf16 on compute capability 9.0 where TMA can describe the operands:
+ * gemm_sm90.cu, with the tile it picks) or "mma.sync" (other f16 / bf16). */
+const char *k_gemm_cuda_kernel(dtype dt, int64_t m, int64_t n, int64_t k, const void *a, int64_t lda, const void *b,
+                               int64_t ldb);
+/* Where f16 / bf16 take the Hopper path: GEMM_HOPPER_AUTO (the default: wherever it can, the widest tile that
+ * fills the SMs), GEMM_HOPPER_OFF (never: the mma.sync path), GEMM_HOPPER_N256 / N128 / N64 (wherever it can,
+ * with that tile). Returns the previous mode. The bench times both paths; the tests check every tile and the
+ * mma.sync path on a Hopper GPU. */
+typedef enum gemm_hopper_mode {
+    GEMM_HOPPER_AUTO,
+    GEMM_HOPPER_OFF,
+    GEMM_HOPPER_N256,
+    GEMM_HOPPER_N128,
+    GEMM_HOPPER_N64
+} gemm_hopper_mode;
+gemm_hopper_mode k_gemm_cuda_hopper(gemm_hopper_mode mode);
 #endif
 
 /* One implementation of every kernel. */

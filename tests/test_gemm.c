@@ -485,6 +485,53 @@ Test(gemm, cuda_f32_vs_ref_all_layouts, .timeout = 120) { cuda_sweep(DT_F32, "cu
 Test(gemm, cuda_f16_vs_ref_all_layouts, .timeout = 120) { cuda_sweep(DT_F16, "cuda_f16"); }
 Test(gemm, cuda_bf16_vs_ref_all_layouts, .timeout = 120) { cuda_sweep(DT_BF16, "cuda_bf16"); }
 
+/* The half types' paths, each over the whole sweep: on a Hopper GPU the wgmma/TMA kernel with each of its three
+ * tiles wherever TMA can describe the operands (every edge shape, every layout), and the mma.sync kernel
+ * everywhere (the path every other GPU takes). Elsewhere all of them run the mma.sync kernel. */
+static void cuda_sweep_mode(dtype dt, const char *name, gemm_hopper_mode mode)
+{
+    gemm_hopper_mode was = k_gemm_cuda_hopper(mode);
+    cuda_sweep(dt, name);
+    k_gemm_cuda_hopper(was);
+}
+Test(gemm, cuda_f16_hopper_128x256, .timeout = 120) { cuda_sweep_mode(DT_F16, "cuda_f16_n256", GEMM_HOPPER_N256); }
+Test(gemm, cuda_bf16_hopper_128x256, .timeout = 120)
+{
+    cuda_sweep_mode(DT_BF16, "cuda_bf16_n256", GEMM_HOPPER_N256);
+}
+Test(gemm, cuda_f16_hopper_128x128, .timeout = 120) { cuda_sweep_mode(DT_F16, "cuda_f16_n128", GEMM_HOPPER_N128); }
+Test(gemm, cuda_bf16_hopper_128x64, .timeout = 120) { cuda_sweep_mode(DT_BF16, "cuda_bf16_n64", GEMM_HOPPER_N64); }
+Test(gemm, cuda_f16_mma_sync_path, .timeout = 120) { cuda_sweep_mode(DT_F16, "cuda_f16_mma", GEMM_HOPPER_OFF); }
+Test(gemm, cuda_bf16_mma_sync_path, .timeout = 120) { cuda_sweep_mode(DT_BF16, "cuda_bf16_mma", GEMM_HOPPER_OFF); }
+
+/* Which kernel runs: on an H100 or H200 (132 SMs) the half types take wgmma where TMA can describe the operands,
+ * with the widest tile that fills the SMs, and mma.sync otherwise; f32 is always FFMA. */
+Test(gemm, cuda_kernel_choice)
+{
+    device *dev = open_cuda();
+    bool hopper = strstr(dev->name, "H100") || strstr(dev->name, "H200");
+    const void *al = (const void *)(uintptr_t)0x10000, *mis = (const void *)(uintptr_t)0x10002;
+    cr_assert_str_eq(k_gemm_cuda_kernel(DT_F32, 8192, 4096, 4096, al, 4096, al, 4096), "ffma");
+    cr_assert_str_eq(k_gemm_cuda_kernel(DT_F16, 8192, 4096, 4096, al, 4096, al, 4096),
+                     hopper ? "wgmma 128x256" : "mma.sync", "%s", dev->name);
+    cr_assert_str_eq(k_gemm_cuda_kernel(DT_BF16, 8192, 4096, 4096, al, 4096, al, 4096),
+                     hopper ? "wgmma 128x256" : "mma.sync");
+    /* 2 x 16 tiles of 128 x 256, 2 x 32 of 128 x 128: too few for 132 SMs */
+    cr_assert_str_eq(k_gemm_cuda_kernel(DT_F16, 256, 4096, 4096, al, 4096, al, 4096),
+                     hopper ? "wgmma 128x64" : "mma.sync");
+    cr_assert_str_eq(k_gemm_cuda_kernel(DT_F16, 640, 4096, 4096, al, 4096, al, 4096),
+                     hopper ? "wgmma 128x128" : "mma.sync"); /* 5 x 16 of 128 x 256, 5 x 32 of 128 x 128 */
+    cr_assert_str_eq(k_gemm_cuda_kernel(DT_F16, 8192, 4096, 4096, mis, 4096, al, 4096), "mma.sync");
+    cr_assert_str_eq(k_gemm_cuda_kernel(DT_F16, 8192, 4096, 4096, al, 4100, al, 4096), "mma.sync");
+    cr_assert_str_eq(k_gemm_cuda_kernel(DT_F16, 8192, 4096, 0, al, 4096, al, 4096), "mma.sync");
+    gemm_hopper_mode was = k_gemm_cuda_hopper(GEMM_HOPPER_N256);
+    cr_assert_str_eq(k_gemm_cuda_kernel(DT_F16, 128, 256, 64, al, 64, al, 256), hopper ? "wgmma 128x256" : "mma.sync");
+    k_gemm_cuda_hopper(GEMM_HOPPER_OFF);
+    cr_assert_str_eq(k_gemm_cuda_kernel(DT_F16, 8192, 4096, 4096, al, 4096, al, 4096), "mma.sync");
+    k_gemm_cuda_hopper(was);
+    device_close(dev);
+}
+
 /* Exact results on small integers, every type and layout, edge and whole tiles. */
 Test(gemm, cuda_exact_on_integers, .timeout = 120)
 {
@@ -502,7 +549,8 @@ Test(gemm, cuda_exact_on_integers, .timeout = 120)
     device_close(dev);
 }
 
-/* The sizes the runtime uses: a batch-256 Linear of width 4096 (forward NT, backward NN and TN) and 1024^3. */
+/* The sizes the runtime uses: a batch-256 Linear of width 4096 (forward NT, backward NN and TN) and 1024^3, and two
+ * the Hopper path takes by default. */
 Test(gemm, cuda_large_vs_ref, .timeout = 300)
 {
     device *dev = open_cuda();
@@ -521,6 +569,9 @@ Test(gemm, cuda_large_vs_ref, .timeout = 300)
         {DT_BF16, false, true, 256, 4096, 4096, 0, 1.0f, 0.0f, false},
         {DT_F16, true, false, 1024, 1024, 1024, 0, 1.0f, 0.5f, false},
         {DT_BF16, false, false, 1024, 1024, 1024, 0, 1.0f, 0.0f, false},
+        /* 9 x 16 tiles of 128 x 256: the Hopper path by default on an H100 or H200; k = 264 ends mid-slice */
+        {DT_F16, false, true, 1152, 4096, 264, 0, 1.0f, 0.0f, false},
+        {DT_BF16, true, false, 1152, 4096, 256, 0, 1.0f, 0.5f, false},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         cuda_case(dev, &cases[i], seed + i, 0);

@@ -84,6 +84,8 @@ typedef struct bench_gemm_row {
     double ours_tflops;   /* k_gemm_cuda; < 0: it failed */
     double cublas_tflops; /* < 0: cuBLAS absent or failed */
     double rel_err;       /* ||ours - cuBLAS|| / ||cuBLAS|| (Frobenius), < 0: not compared */
+    char kernel[16];      /* the kernel k_gemm_cuda ran (k_gemm_cuda_kernel): "ffma", "wgmma 128x256", ... */
+    double portable_tflops; /* where that is a wgmma one: the mma.sync path on the same operands; else < 0 */
 } bench_gemm_row;
 
 /* cuda only (bench_gemm_cuda.cu): the GPU rows of `bench gemm`, at most max_rows into rows (*n_rows set), and

@@ -145,6 +145,8 @@ oom_status bench_gemm(const bench_gemm_options *opt, FILE *out)
                     continue;
                 cJSON_AddNumberToObject(b, "tflops", tf[w]);
                 if (w == 0) {
+                    cJSON_AddStringToObject(b, "kernel", r->kernel);
+                    cJSON_AddNumberToObject(b, "mma_sync_tflops", r->portable_tflops);
                     cJSON_AddNumberToObject(b, "pct_of_cublas",
                                             r->ours_tflops > 0 && r->cublas_tflops > 0
                                                 ? 100.0 * r->ours_tflops / r->cublas_tflops
@@ -166,18 +168,22 @@ oom_status bench_gemm(const bench_gemm_options *opt, FILE *out)
         }
         if (cuda) {
             fprintf(out, "\nk_gemm_cuda vs cuBLAS (%s): TFLOP/s, median of timed calls (CUDA events)\n", cublas);
-            fprintf(out, "%-9s %-6s %6s %6s %6s %8s %8s %12s %9s\n", "dtype", "layout", "m", "n", "k", "ours",
-                    "cuBLAS", "% of cuBLAS", "rel.err");
+            fprintf(out, "%-9s %-6s %6s %6s %6s %-13s %8s %8s %12s %9s %9s\n", "dtype", "layout", "m", "n", "k",
+                    "kernel", "ours", "cuBLAS", "% of cuBLAS", "rel.err", "mma.sync");
             for (int i = 0; i < n_rows; i++) {
                 const bench_gemm_row *r = &rows[i];
-                fprintf(out, "%-9s %-6s %6ld %6ld %6ld %8.2f", dtype_str(r->dt), layout_name(r->ta, r->tb), r->m, r->n,
-                        r->k, r->ours_tflops);
+                fprintf(out, "%-9s %-6s %6ld %6ld %6ld %-13s %8.2f", dtype_str(r->dt), layout_name(r->ta, r->tb), r->m,
+                        r->n, r->k, r->kernel, r->ours_tflops);
                 if (r->cublas_tflops > 0)
                     fprintf(out, " %8.2f %11.1f%%", r->cublas_tflops, 100.0 * r->ours_tflops / r->cublas_tflops);
                 else
                     fprintf(out, " %8s %12s", "-", "-");
                 if (r->rel_err >= 0)
-                    fprintf(out, " %9.2e\n", r->rel_err);
+                    fprintf(out, " %9.2e", r->rel_err);
+                else
+                    fprintf(out, " %9s", "-");
+                if (r->portable_tflops > 0)
+                    fprintf(out, " %9.2f\n", r->portable_tflops);
                 else
                     fprintf(out, " %9s\n", "-");
             }

@@ -204,7 +204,7 @@ struct gpu_shape {
 /* One row: buffers, fill, time ours and cuBLAS's, compare. */
 oom_status run_shape(const gpu_shape &s, cublas_api *cublas, bench_gemm_row *row)
 {
-    *row = bench_gemm_row{s.dt, s.ta, s.tb, s.m, s.n, s.k, -1, -1, -1};
+    *row = bench_gemm_row{s.dt, s.ta, s.tb, s.m, s.n, s.k, -1, -1, -1, "", -1};
     const size_t es = dtype_size(s.dt);
     const size_t na = (size_t)s.m * s.k, nb = (size_t)s.k * s.n, nc = (size_t)s.m * s.n;
     const int64_t lda = s.ta ? s.m : s.k, ldb = s.tb ? s.k : s.n, ldc = s.n;
@@ -220,9 +220,18 @@ oom_status run_shape(const gpu_shape &s, cublas_api *cublas, bench_gemm_row *row
         fill(s.dt, c, nc, 13); /* beta = 0: never read, but no zeros anywhere */
         fill(s.dt, r, nc, 14);
         const double fl = 2.0 * (double)s.m * (double)s.n * (double)s.k;
-        double t = time_calls([&] {
+        snprintf(row->kernel, sizeof row->kernel, "%s", k_gemm_cuda_kernel(s.dt, s.m, s.n, s.k, a, lda, b, ldb));
+        auto run_ours = [&] {
             return k_gemm_cuda(s.dt, s.ta, s.tb, s.m, s.n, s.k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc) == OOM_OK;
-        });
+        };
+        double t = -1;
+        if (strncmp(row->kernel, "wgmma", 5) == 0) { /* the portable path first, so C ends with the Hopper path's */
+            gemm_hopper_mode was = k_gemm_cuda_hopper(GEMM_HOPPER_OFF);
+            t = time_calls(run_ours);
+            k_gemm_cuda_hopper(was);
+            row->portable_tflops = t > 0 ? fl / t * 1e-12 : -1;
+        }
+        t = time_calls(run_ours);
         row->ours_tflops = t > 0 ? fl / t * 1e-12 : -1;
         if (cublas->handle) {
             const float one = 1.0f, zero = 0.0f;
@@ -274,6 +283,14 @@ extern "C" oom_status bench_gemm_gpu(bench_gemm_row *rows, int max_rows, int *n_
         {DT_F32, true, false, 4096, 4096, 256},  /* backward: dW = g^T x */
         {DT_F16, false, true, 8192, 4096, 4096},
         {DT_BF16, false, true, 8192, 4096, 4096},
+        {DT_F16, false, true, 4096, 4096, 4096},
+        {DT_F16, false, true, 256, 4096, 4096},
+        {DT_F16, false, false, 256, 4096, 4096},
+        {DT_F16, true, false, 4096, 4096, 256},
+        {DT_F16, false, false, 8192, 4096, 4096}, /* backward: dX = g W */
+        {DT_F16, true, false, 4096, 4096, 8192},  /* backward: dW = g^T x */
+        {DT_F16, true, true, 4096, 4096, 4096},
+        {DT_BF16, false, false, 8192, 4096, 4096},
     };
     *n_rows = 0;
     cublas_api cublas;
