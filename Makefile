@@ -191,6 +191,7 @@ bench:
 	$(MAKE) --no-print-directory BUILD=build/bench DEBUG=0 OPT="-O3 -march=x86-64-v3" build/bench/oomlab
 	build/bench/oomlab bench alloc --backend $(if $(filter cuda,$(BACKEND)),cuda,auto) $(ARGS)
 	build/bench/oomlab bench gemm --backend $(if $(filter cuda,$(BACKEND)),cuda,auto)
+	build/bench/oomlab bench kernels --backend $(if $(filter cuda,$(BACKEND)),cuda,auto)
 	build/bench/oomlab bench step --backend sim
 	build/bench/oomlab bench replay
 	$(if $(filter cuda,$(BACKEND)),build/bench/oomlab bench step --backend cuda)

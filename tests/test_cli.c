@@ -1074,6 +1074,40 @@ Test(cli, bench_step_prints_its_debug_level)
     run_free(&r);
 }
 
+/* bench kernels on sim: every memory-bound kernel once, with the bytes it must move (n float32 elements a tensor:
+ * 4n per tensor read or written, 2n for the float16 it casts to) and a rate, but no device bandwidth to compare */
+Test(cli, bench_kernels_bytes_and_rates)
+{
+    run_result r = run(NULL, "bench kernels --backend sim --elements 8192 --json");
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+    cJSON *o = cJSON_Parse(r.out);
+    cr_assert_not_null(o, "%s", r.out);
+    static const struct {
+        const char *name;
+        double bytes;
+    } want[] = {{"copy", 65536},     {"fill", 32768},        {"add", 98304},         {"relu", 65536},
+                {"relu_backward", 98304}, {"cast_f16", 49152}, {"sum_all", 32768},   {"sum_rows", 32768},
+                {"log_softmax", 65536}, {"adam_step", 229376}, {"rand_normal", 32768}};
+    const cJSON *arr = get(o, "benchmarks");
+    cr_assert_eq(cJSON_GetArraySize(arr), 11, "%s", r.out);
+    cr_assert_eq(get(get(o, "context"), "oomlab_elements")->valuedouble, 8192);
+    for (int i = 0; i < 11; i++) {
+        const cJSON *b = cJSON_GetArrayItem(arr, i);
+        char name[64];
+        snprintf(name, sizeof name, "kernels/%s/8192", want[i].name);
+        cr_assert_str_eq(get(b, "name")->valuestring, name);
+        cr_assert_eq(get(b, "bytes")->valuedouble, want[i].bytes, "%s", name);
+        cr_assert_gt(get(b, "gbps")->valuedouble, 0, "%s", name);
+        cr_assert_eq(get(b, "pct_of_peak")->valuedouble, -1, "%s: sim has no device bandwidth", name);
+    }
+    cJSON_Delete(o);
+    run_free(&r);
+    r = run(NULL, "bench kernels --backend sim --elements 100");
+    cr_assert_eq(r.rc, 2);
+    cr_assert_str_eq(r.err, "oomlab: --elements: '100' is not a count from 4096 to 2147483648\n");
+    run_free(&r);
+}
+
 Test(cli, contributing_names_the_bundle_folder)
 {
     /* the folder make gpu-bundle fills is the one CONTRIBUTING.md tells to carry */

@@ -93,6 +93,21 @@ typedef struct bench_gemm_row {
  * OOM_EUNSUPPORTED when the cuda backend is not built in; OOM_ENOMEM_DEVICE when the buffers do not fit. */
 oom_status bench_gemm_gpu(bench_gemm_row *rows, int max_rows, int *n_rows, char *cublas_info, size_t info_len);
 
+typedef struct bench_kernels_options {
+    device_kind kind;
+    int64_t elements; /* per tensor; 0: 64 Mi on cuda, 4 Mi on sim */
+    bool json;
+} bench_kernels_options;
+
+/* `oomlab bench kernels` (bench_kernels.c): ms per call and GB/s of the memory-bound kernels on float32 tensors,
+ * on cuda beside the device's theoretical bandwidth. OOM_ENODEV when cuda is asked for and absent; a device
+ * allocation or kernel failure is returned after the table says where it stopped. */
+oom_status bench_kernels(const bench_kernels_options *opt, FILE *out);
+
+/* cuda only (bench_cuda.cu): the current device's theoretical memory bandwidth in GB/s (memory clock x bus width
+ * x 2, as the driver reports them) and how it was computed into how; OOM_EUNSUPPORTED without the cuda backend. */
+oom_status bench_device_bandwidth(double *gbps, char *how, size_t how_len);
+
 typedef struct bench_step_options {
     device_kind kind; /* sim: the CPU references; cuda: the CUDA kernels */
     int64_t width, batch; /* 0: the CI scale, 256 and 64 */

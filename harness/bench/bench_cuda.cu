@@ -2,6 +2,7 @@
  * cudaMallocAsync/cudaFreeAsync, so the caching allocator's figures have their baselines in the same run. */
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "bench/bench.h"
 
@@ -65,5 +66,20 @@ extern "C" oom_status device_time_raw_pairs(device *dev, size_t bytes, int outst
             cudaMemPoolTrimTo(pool, 0);
         (void)cudaGetLastError();
     }
+    return OOM_OK;
+}
+
+extern "C" oom_status bench_device_bandwidth(double *gbps, char *how, size_t how_len)
+{
+    int dev = 0, khz = 0, bits = 0;
+    *gbps = -1;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, dev) != cudaSuccess || khz <= 0 || bits <= 0) {
+        (void)cudaGetLastError();
+        return OOM_ECUDA;
+    }
+    /* double data rate: two transfers per clock */
+    *gbps = (double)khz * 1e3 * 2.0 * (bits / 8.0) * 1e-9;
+    snprintf(how, how_len, "memory clock %d MHz x %d-bit bus x 2, from the driver", khz / 1000, bits);
     return OOM_OK;
 }

@@ -78,6 +78,25 @@ int cli_bench_gemm(int argc, char **argv)
     return cli_bench_exit(bench_gemm(&opt, stdout));
 }
 
+int cli_bench_kernels(int argc, char **argv)
+{
+    bench_kernels_options opt = {.kind = DEVICE_AUTO};
+    for (int i = 0; i < argc; i++) {
+        int rc = 0;
+        long v = 0;
+        if (cli_bench_common_option(argc, argv, &i, &opt.json, &opt.kind, &rc)) {
+        } else if (strcmp(argv[i], "--elements") == 0) {
+            rc = cli_take_count(argc, argv, &i, 4096, (long)1 << 31, "a count", &v);
+            opt.elements = v;
+        } else {
+            return cli_bad_arg("bench kernels: unknown option '%s'", argv[i]);
+        }
+        if (rc)
+            return rc;
+    }
+    return cli_bench_exit(bench_kernels(&opt, stdout));
+}
+
 int cli_bench_step(int argc, char **argv)
 {
     bench_step_options opt = {.kind = DEVICE_AUTO};

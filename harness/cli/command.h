@@ -127,6 +127,7 @@ int cli_replay(int argc, char **argv);
 int cli_advise(int argc, char **argv);
 int cli_bench_alloc(int argc, char **argv);
 int cli_bench_gemm(int argc, char **argv);
+int cli_bench_kernels(int argc, char **argv);
 int cli_bench_step(int argc, char **argv);
 int cli_bench_replay(int argc, char **argv);
 /* compare: exit 1 on a regression. */

@@ -253,6 +253,15 @@ const cli_command cli_commands[] = {
          OPT_BACKEND,
          {"--json", NULL, "print the figures as JSON", false},
      }},
+    {"bench kernels", cli_bench_kernels, 0,
+     "",
+     "ms per call and GB/s of the memory-bound kernels (elementwise, cast, reductions, log_softmax, Adam, randn)\n"
+     "on float32 tensors; cuda: beside the device's theoretical memory bandwidth",
+     {
+         OPT_BACKEND,
+         {"--elements", "N", "elements per tensor (4096 to 2147483648; default 64 Mi on cuda, 4 Mi on sim)", false},
+         {"--json", NULL, "print the figures as JSON", false},
+     }},
     {"bench step", cli_bench_step, 0,
      "",
      "ms per training step and per forward of MLP(width, depth 4), CI scale by default (256, batch 64)",
