@@ -20,7 +20,7 @@ version torch loaded, and resnet18_<name>.json: each convolution of tests/data/p
 (batch 32, 224x224, float32) with the workspace cuDNN picks through the handle and through the deserialized
 device properties, side by side.
 
-Here (no GPU): python3 scripts/twins/cudnn_workspace.py convs --devprop FILE.json [--lib DIR]
+Here (no GPU): python3 scripts/twins/cudnn_workspace.py convs --devprop FILE.json [--lib DIR] [--sm-target N]
 """
 import argparse
 import ctypes
@@ -33,7 +33,7 @@ T_TENSOR, T_CONV, T_ENGINE, T_ENGINECFG, T_HEUR, T_PLAN = 17, 1, 2, 3, 4, 5
 T_OP = {"fwd": 10, "bwd_filter": 11, "bwd_data": 12}
 T_GRAPH, T_DEVPROP = 15, 38
 A_CONV = dict(comp=100, mode=101, dil=102, stride=103, post=104, pre=105, dims=106)
-A_HEUR = dict(mode=200, graph=201, results=202, devprop=204)
+A_HEUR = dict(mode=200, graph=201, results=202, sm_target=203, devprop=204)
 A_CFG_ENGINE = 300
 A_PLAN = dict(handle=400, cfg=401, ws=402, devprop=407)
 A_GRAPH = dict(handle=800, ops=801)
@@ -63,6 +63,7 @@ class Cudnn:
         self.lib.cudnnGetErrorString.restype = ctypes.c_char_p
         self.lib.cudnnGetVersion.restype = ctypes.c_size_t
         self.version = int(self.lib.cudnnGetVersion())
+        self.sm_target = 0
 
     def check(self, status, what):
         if status:
@@ -198,6 +199,8 @@ class Cudnn:
         h = self.create(T_HEUR)
         self.set_desc(h, A_HEUR["graph"], [graph])
         self.set(h, A_HEUR["mode"], "heurmode", [mode], ctypes.c_int)
+        if self.sm_target:  # CUDNN_ATTR_ENGINEHEUR_SM_COUNT_TARGET (convs --sm-target): PyTorch does not set it
+            self.set(h, A_HEUR["sm_target"], "int32", [self.sm_target], ctypes.c_int32)
         if devprop is not None:
             self.set_desc(h, A_HEUR["devprop"], [devprop])
         if self.lib.cudnnBackendFinalize(h):
@@ -287,6 +290,7 @@ def run_convs(cudnn, devprop=None, handle=None):
 
 def cmd_convs(args):
     cudnn = Cudnn(args.lib)
+    cudnn.sm_target = args.sm_target
     with open(args.devprop) as f:
         dp = cudnn.devprop_from_json(f.read())
     json.dump(dict(cudnn_version=cudnn.version, devprop=args.devprop, convs=run_convs(cudnn, devprop=dp)),
@@ -371,6 +375,8 @@ def main():
     c = sub.add_parser("convs", help="resnet18's workspaces from a serialized device-property JSON (no GPU)")
     c.add_argument("--devprop", required=True)
     c.add_argument("--lib", help="folder of libcudnn.so.9 (default: the nvidia-cudnn wheel's)")
+    c.add_argument("--sm-target", type=int, default=0,
+                   help="an experiment: the heuristics' SM count target (PyTorch sets none)")
     g = sub.add_parser("gpu", help="on a GPU: serialize each device's properties, compare handle and deviceless")
     g.add_argument("--out", required=True)
     g.add_argument("--lib")
