@@ -17,8 +17,9 @@ On a GPU machine (the lead's run; writes under OUT):
   python3 scripts/twins/cudnn_workspace.py gpu --out "$OUT/cudnn"
 writes devprop_<name>.json (the serialized device properties of every visible GPU: commit these), the cuDNN
 version torch loaded, and resnet18_<name>.json: each convolution of tests/data/predict/scripts/resnet18.py
-(batch 32, 224x224, float32) with the workspace cuDNN picks through the handle and through the deserialized
-device properties, side by side.
+(batch 32, 224x224, float32) with the workspace cuDNN picks through the handle, through the deserialized
+device properties, and the one PyTorch itself allocates (each call run alone under _record_memory_history), and under "configs" every configuration either way lists (the handle's also with
+its plan finalized deviceless: whether the lists or the plans' sizes differ).
 
 Here (no GPU): python3 scripts/twins/cudnn_workspace.py convs --devprop FILE.json [--lib DIR] [--sm-target N]
 """
@@ -143,11 +144,16 @@ class Cudnn:
                 return ws, self.engine_index(cfg)
         return None
 
-    def listing(self, conv, devprop=None, handle=None):
+    def listing(self, conv, devprop=None, handle=None, also_devprop=None):
         """Every config the heuristics return, in order: [mode, engine, numerical notes, plan workspace or None
-        where the plan does not finalize]."""
-        return [[mode, self.engine_index(cfg), sorted(notes), self.plan_workspace(cfg, devprop, handle)]
-                for cfg, notes, mode in self.candidates(conv, devprop, handle)]
+        where the plan does not finalize]; with also_devprop, the same config's plan finalized deviceless too."""
+        rows = []
+        for cfg, notes, mode in self.candidates(conv, devprop, handle):
+            row = [mode, self.engine_index(cfg), sorted(notes), self.plan_workspace(cfg, devprop, handle)]
+            if also_devprop is not None:
+                row.append(self.plan_workspace(cfg, also_devprop, None))
+            rows.append(row)
+        return rows
 
     def plan_workspace(self, cfg, devprop, handle):
         plan = self.create(T_PLAN)
@@ -355,15 +361,17 @@ def cmd_gpu(args):
         for conv in resnet18_convs():  # every heuristic config of each distinct call, both ways
             key = f'{conv["op"]} x={conv["x"]} w={conv["w"]} stride={conv["stride"]}'
             if key not in detail:
-                detail[key] = dict(handle=cudnn.listing(conv, handle=handle),
+                detail[key] = dict(handle=cudnn.listing(conv, handle=handle, also_devprop=dp2),
                                    deviceless=cudnn.listing(conv, devprop=dp2))
         same = sum(r["workspace"] == r["workspace_deviceless"] for r in rows)
         same_torch = sum((r["workspace"] or 0) == r["workspace_torch"] for r in rows)
+        same_dl_torch = sum((r["workspace_deviceless"] or 0) == r["workspace_torch"] for r in rows)
         with open(os.path.join(args.out, f"resnet18_{name}.json"), "w") as f:
             json.dump(dict(info, device=name, devprop=json.loads(text), convs=rows, configs=detail), f, indent=1)
-        info["devices"].append(dict(name=name, calls=len(rows), deviceless_equal=same, handle_equal_torch=same_torch))
-        print(f"{name}: of {len(rows)} convolution calls, {same} have the same workspace deviceless as through "
-              f"the handle, and {same_torch} the handle's as PyTorch's own")
+        info["devices"].append(dict(name=name, calls=len(rows), deviceless_equal_handle=same,
+                                    handle_equal_torch=same_torch, deviceless_equal_torch=same_dl_torch))
+        print(f"{name}: of {len(rows)} convolution calls, the workspace through the handle is PyTorch's own for "
+              f"{same_torch}, the deviceless one for {same_dl_torch}; deviceless equals handle for {same}")
     with open(os.path.join(args.out, "summary.json"), "w") as f:
         json.dump(info, f, indent=1)
     print(json.dumps(info))
