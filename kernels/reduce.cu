@@ -1,11 +1,15 @@
 /* reduce.cu - CUDA versions of sum_rows and sum_all (kernels.h). f32 accumulation, one rounding on store, an
- * empty sum is 0 (as reduce_ref.c). No workspace: sum_rows gives each column to one column of a block (the
- * block's rows split the matrix rows, then add up in shared memory); sum_all is one block.
+ * empty sum is 0 (as reduce_ref.c); the order of the additions depends only on the shape, so a result repeats bit
+ * for bit. No allocation: sum_rows gives each column to one column of a block (the block's 32 row lanes split the
+ * matrix rows, four independent sums each, then add up in shared memory); sum_all spreads over up to
+ * SUM_ALL_BLOCKS blocks, each leaving its partial sum in a fixed array of this module, and the last block to finish
+ * adds the partials in block order (the kernels run on the default stream, one at a time).
  */
 #include "cuda_util.cuh"
 
 #define SUM_ROWS_X 32 /* columns per block: a warp reads 32 consecutive elements of a row */
-#define SUM_ROWS_Y 16 /* row lanes per column */
+#define SUM_ROWS_Y 32 /* row lanes per column */
+#define SUM_ROWS_ILP 4 /* independent sums per lane: loads in flight */
 
 template <typename T> __global__ void sum_rows_kernel(T *out, const T *a, int64_t m, int64_t n)
 {
@@ -13,11 +17,17 @@ template <typename T> __global__ void sum_rows_kernel(T *out, const T *a, int64_
     const int tx = threadIdx.x, ty = threadIdx.y;
     for (int64_t c0 = (int64_t)blockIdx.x * SUM_ROWS_X; c0 < n; c0 += (int64_t)gridDim.x * SUM_ROWS_X) {
         const int64_t j = c0 + tx;
-        float acc = 0.0f;
-        if (j < n)
-            for (int64_t i = ty; i < m; i += SUM_ROWS_Y)
-                acc += kc_to_f(a[i * n + j]);
-        part[ty][tx] = acc;
+        float acc[SUM_ROWS_ILP] = {};
+        if (j < n) {
+            int64_t i = ty;
+            for (; i + (SUM_ROWS_ILP - 1) * SUM_ROWS_Y < m; i += SUM_ROWS_ILP * SUM_ROWS_Y)
+#pragma unroll
+                for (int u = 0; u < SUM_ROWS_ILP; u++)
+                    acc[u] += kc_to_f(a[(i + u * SUM_ROWS_Y) * n + j]);
+            for (; i < m; i += SUM_ROWS_Y) /* fewer than SUM_ROWS_ILP rows left */
+                acc[0] += kc_to_f(a[i * n + j]);
+        }
+        part[ty][tx] = (acc[0] + acc[1]) + (acc[2] + acc[3]);
         __syncthreads();
         if (ty == 0 && j < n) {
             float s = 0.0f;
@@ -49,33 +59,64 @@ oom_status k_sum_rows_cuda(dtype dt, void *out, const void *a, int64_t m, int64_
 }
 
 #define SUM_ALL_THREADS 1024
+#define SUM_ALL_BLOCKS 264 /* two per SM of an H100 or H200 */
 
-/* One block: 16-byte loads over the aligned body when vec, a scalar tail. */
+__device__ float sum_all_partials[SUM_ALL_BLOCKS];
+__device__ unsigned int sum_all_finished; /* blocks done; the last one sets it back to 0 */
+
+/* 16-byte loads over the aligned body when V > 1, a scalar tail; each block's partial, then the last block's sum of
+ * the partials in block order. */
 template <typename T, int V> __global__ void sum_all_kernel(T *out, const T *a, int64_t n)
 {
     typedef kc_vec<T, V> vec;
-    const int64_t groups = n / V;
+    const int64_t groups = n / V, first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x,
+                  stride = (int64_t)gridDim.x * blockDim.x;
     float acc = 0.0f;
-    for (int64_t g = threadIdx.x; g < groups; g += blockDim.x) {
+    for (int64_t g = first; g < groups; g += stride) {
         vec v = reinterpret_cast<const vec *>(a)[g];
 #pragma unroll
         for (int e = 0; e < V; e++)
             acc += kc_to_f(v.v[e]);
     }
-    for (int64_t i = groups * V + threadIdx.x; i < n; i += blockDim.x)
+    for (int64_t i = groups * V + first; i < n; i += stride)
         acc += kc_to_f(a[i]);
     acc = kc_block_sum(acc);
-    if (threadIdx.x == 0)
-        *out = kc_from_f<T>(acc);
+    if (gridDim.x == 1) {
+        if (threadIdx.x == 0)
+            *out = kc_from_f<T>(acc);
+        return;
+    }
+    __shared__ bool last;
+    if (threadIdx.x == 0) {
+        sum_all_partials[blockIdx.x] = acc;
+        __threadfence(); /* the partial is visible before the count says so */
+        last = atomicAdd(&sum_all_finished, 1u) == gridDim.x - 1;
+    }
+    __syncthreads();
+    if (!last)
+        return;
+    __threadfence();
+    float p = 0.0f;
+    for (unsigned b = threadIdx.x; b < gridDim.x; b += blockDim.x)
+        p += *(volatile float *)&sum_all_partials[b];
+    p = kc_block_sum(p);
+    if (threadIdx.x == 0) {
+        *out = kc_from_f<T>(p);
+        sum_all_finished = 0;
+    }
 }
 
 struct sum_all_launch {
     template <typename T> static oom_status run(const char *kernel, void *out, const void *a, int64_t n)
     {
+        constexpr int V = kc_vec_len<T>();
+        const int64_t per_block = (int64_t)SUM_ALL_THREADS * V * 4; /* at least 4 loads a thread */
+        int64_t blocks = (n + per_block - 1) / per_block;
+        unsigned grid = (unsigned)(blocks < 1 ? 1 : blocks > SUM_ALL_BLOCKS ? SUM_ALL_BLOCKS : blocks);
         if (kc_aligned16(a))
-            sum_all_kernel<T, kc_vec_len<T>()><<<1, SUM_ALL_THREADS>>>((T *)out, (const T *)a, n);
+            sum_all_kernel<T, V><<<grid, SUM_ALL_THREADS>>>((T *)out, (const T *)a, n);
         else
-            sum_all_kernel<T, 1><<<1, SUM_ALL_THREADS>>>((T *)out, (const T *)a, n);
+            sum_all_kernel<T, 1><<<grid, SUM_ALL_THREADS>>>((T *)out, (const T *)a, n);
         return KC_LAUNCHED(kernel);
     }
 };

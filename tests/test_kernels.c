@@ -1632,7 +1632,8 @@ Test(kernels, cuda_sum_rows)
     gpu_close(&g);
 }
 
-/* sum_all and mse_loss (one block each) and mse_loss_backward, over the elementwise sizes, aligned and not. */
+/* sum_all (several blocks from 16,384 elements on) and mse_loss (one block) and mse_loss_backward, over the
+ * elementwise sizes, aligned and not. */
 Test(kernels, cuda_sum_all_and_mse)
 {
     gpu g = gpu_open((size_t)(ew_sizes[COUNT(ew_sizes) - 1] + 1) * 4);
