@@ -470,19 +470,25 @@ bool fsdp_forward(fsdp_world *w, int64_t batch, int64_t width, int64_t classes)
         for (int k = 0; k < n && !any; k++) {
             fsdp_rank *rk = rks[k];
             fsdp_group *g = &rk->g[i];
+            /* Sequential: input = module(input), the Linear (FSDP's pre_forward above, post_forward's reshard right
+             * after it), then the ReLU */
             tensor *o = wait_for_unshard(rk, g) ? op_linear(h[k], g->p[0].unsharded, g->p[1].unsharded) : NULL;
-            if (o)
-                g->out_fn = o->grad_fn;
-            tensor *a = !o ? NULL : i + 1 < rk->nl ? op_relu(o) : tensor_retain(o);
-            tensor_release(o);
-            tensor_assign(&h[k], NULL);
-            h[k] = a;
-            if (!a) {
+            tensor_assign(&h[k], o);
+            if (!o) {
                 bad[k] = true;
                 continue;
             }
+            g->out_fn = o->grad_fn;
             if (rk->reshard_after_forward) /* post_forward */
                 reshard(rk, g);
+            if (i + 1 < rk->nl) {
+                tensor *a = op_relu(o);
+                tensor_assign(&h[k], a);
+                if (!a) {
+                    bad[k] = true;
+                    continue;
+                }
+            }
             g->state = FSDP_IDLE;
         }
         for (int k = 0; k < n; k++)
