@@ -8,7 +8,8 @@
  * buffer is freed after the next layer's copy-out. With reshard_after_forward=True (the default) the unsharded
  * storages are freed after the layer's forward (untyped_storage().resize_(0): the tensors autograd saved keep their
  * shapes, not their bytes) and gathered again in backward, one layer ahead (the default backward prefetch). With
- * reshard_after_forward=False they stay: after forward every rank holds its shard AND the whole unsharded model, and
+ * reshard_after_forward=False (ZeRO-2's trade: the parameters gathered once per step) they stay: after forward every
+ * rank holds its shard AND the whole unsharded model, and
  * backward's gradients, the reduce-scatter input (a flat copy of a layer's unsharded gradients, on the default
  * stream) and output (the layer's sharded gradients, on the reduce-scatter stream) come on top. PyTorch's caching
  * allocator keeps a segment for the stream it was made for (cachealloc.h, "Streams"): the all-gather buffers and
