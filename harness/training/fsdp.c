@@ -407,8 +407,7 @@ static bool lazy_init(fsdp_rank *rk)
                 }
             }
             tensor *view = tensor_alias(fresh, 0, fp->ndim, fp->sharded->shape, false);
-            tensor_set_data(fp->sharded, view); /* sharded_param._local_tensor = the fresh shard's rows */
-            tensor_release(view);
+            tensor_set_data(fp->sharded, view); /* sharded_param._local_tensor = the fresh shard's rows; takes view */
             tensor_assign(&fp->shard, fresh);
         }
     return true;
