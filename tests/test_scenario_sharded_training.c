@@ -109,3 +109,20 @@ Test(scenario, storage_resize_frees_and_regrows_under_the_views)
     tensor_release(t);
     rt_close(r);
 }
+
+/* Uneven shards: with 3 ranks the classifier's 10 rows are chunks of 4, 4 and 2, and a width of 1000 leaves the last
+ * rank 332 of 334 rows, so lazy_init's reset_sharded_param gives those ranks fresh padded shards. It once released
+ * the shard's view twice (a crash in the checked build); every variant now ends cleanly. */
+Test(scenario, sharded_training_uneven_shards_run_clean)
+{
+    run_result res;
+    run_options o = {.backend = DEVICE_SIM, .dry_run = true, .scale = SCALE_FULL, .no_fork = true};
+    scn_test_sets(&o, "ranks=3,width=1000");
+    scn_test_run("sharded_training", &o, &res);
+    cr_assert(scn_test_expected(&res));
+    for (size_t i = 0; i < res.nvariants; i++) {
+        cr_assert_neq(res.variants[i].outcome, OUTCOME_ERROR, "%s: %s", res.variants[i].v->name, res.variants[i].error);
+        cr_assert_eq(res.variants[i].ndevices, 2);
+    }
+    run_result_free(&res);
+}
