@@ -12,7 +12,7 @@
 #      device) into $OUT/cuda_vs_sim.txt, and the twin against sim (scripts/twins/compare_ranks.py) into
 #      $OUT/twin_vs_sim.txt.
 # NVLink multicast (NVLS) stays off for NCCL (NCCL_NVLS_ENABLE=0), in the twin and in oomlab alike.
-# Usage: bash scripts/gpu_nccl.sh [SCENARIO...]   (default: data_parallel)
+# Usage: bash scripts/gpu_nccl.sh [SCENARIO...]   (default: data_parallel; sharded_training is the other one)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 scenarios=${*:-data_parallel}

@@ -1567,3 +1567,65 @@ Test(autograd, first_random_draw_releases_the_launch_region)
         tensor_release(ts[i]);
     close_rt(r);
 }
+
+/* ---- the engine's hook before a node (autograd_set_pre_node_hook) ------------------------------------------ */
+
+typedef struct pre_hook_log {
+    ag_node *watched;
+    int calls, watched_calls;
+    bool watched_grad_was_null; /* the weight's .grad when the watched node was about to run */
+    tensor *weight;
+    oom_status fail;
+} pre_hook_log;
+
+static oom_status log_pre_node(void *ctx, ag_node *node)
+{
+    pre_hook_log *l = ctx;
+    l->calls++;
+    if (node == l->watched) {
+        l->watched_calls++;
+        l->watched_grad_was_null = l->weight->grad == NULL;
+        return l->fail;
+    }
+    return OOM_OK;
+}
+
+/* Called once before each node that runs, where Tensor.register_hook on the node's output runs (FSDP2's pre-backward
+ * unshard): the linear's node is seen before its gradients exist; a failure the hook returns stops the backward. */
+Test(autograd, pre_node_hook_runs_before_the_node_and_can_stop_backward)
+{
+    rt *r = open_rt();
+    nn_linear l;
+    cr_assert_eq(nn_linear_init(&l, r, 8, 3, true, DT_F32), OOM_OK);
+    tensor *x = leaf(r, SHAPE(4, 8), false);
+    for (int round = 0; round < 2; round++) {
+        tensor *out = nn_linear_forward(&l, x);
+        tensor *loss = op_sum(out);
+        OK(r);
+        pre_hook_log log = {.watched = out->grad_fn, .weight = l.weight,
+                            .fail = round ? rt_fail(r, OOM_EINVAL, "hook refused") : OOM_OK};
+        if (round)
+            rt_clear(r);
+        autograd_set_pre_node_hook(r, log_pre_node, &log);
+        oom_status st = autograd_backward(loss, NULL, false);
+        autograd_set_pre_node_hook(r, NULL, NULL);
+        cr_assert_eq(log.watched_calls, 1);
+        cr_assert(log.watched_grad_was_null);
+        if (round == 0) {
+            cr_assert_eq(st, OOM_OK);
+            cr_assert_gt(log.calls, 2, "the sum, the linear and the AccumulateGrad nodes: %d", log.calls);
+            cr_assert_not_null(l.weight->grad);
+        } else {
+            cr_assert_eq(st, OOM_EINVAL);
+            cr_assert_null(l.weight->grad, "the linear's node did not run");
+            rt_clear(r);
+        }
+        tensor_assign(&l.weight->grad, NULL);
+        tensor_assign(&l.bias->grad, NULL);
+        tensor_release(loss);
+        tensor_release(out);
+    }
+    tensor_release(x);
+    nn_linear_free(&l);
+    close_rt(r);
+}

@@ -1372,3 +1372,57 @@ Test(cachealloc, uncached_setting_from_the_environment)
     cr_assert_eq(alloc_no_caching_pick(&on, &src, err, sizeof err), OOM_EINVAL);
     cr_assert_str_eq(err, "OOMLAB_NO_CUDA_MEMORY_CACHING must be 0 or 1 (got 'true')");
 }
+
+/* ---- streams ------------------------------------------------------------------------------------------------ */
+
+/* PyTorch's pools order blocks by stream first and get_free_block takes a block only of the request's stream: a
+ * segment made for one stream is never split for another, whatever its free space. FSDP2 allocates its all-gather
+ * output on its copy-in stream and its reduce-scatter output on the reduce-scatter stream, so these counters decide
+ * its reserved bytes. */
+Test(cachealloc, a_free_block_serves_only_its_own_stream)
+{
+    env e = mkc("");
+    cachealloc_set_stream(e.ca, 1);
+    devptr a = A(e.ca, 4 * MiB); /* a 20 MiB segment for stream 1 */
+    cachealloc_set_stream(e.ca, 0);
+    F(e.ca, a); /* freed under stream 0: it goes back to stream 1's part of the pool */
+    devptr b = A(e.ca, 4 * MiB);
+    cr_assert_eq(ST(e.ca)->segment[STAT_ALL].current, 2, "stream 0 must not take stream 1's free segment");
+    cr_assert_eq(ST(e.ca)->reserved_bytes[STAT_ALL].current, 40 * (int64_t)MiB);
+    cr_assert_neq(b, a);
+    cachealloc_set_stream(e.ca, 1);
+    devptr c = A(e.ca, 4 * MiB); /* stream 1 finds its own block again */
+    cr_assert_eq(c, a);
+    cr_assert_eq(ST(e.ca)->segment[STAT_ALL].current, 2);
+    cr_assert_eq(cachealloc_stream(e.ca), 1);
+    size_t n = 0;
+    ca_snap_segment *segs = cachealloc_snapshot(e.ca, &n);
+    cr_assert_eq(n, 2);
+    for (size_t i = 0; i < n; i++)
+        cr_assert_eq(segs[i].stream, segs[i].address == a ? 1 : 0, "segment %zu's stream", i);
+    cachealloc_snapshot_free(segs, n);
+    F(e.ca, c);
+    cachealloc_set_stream(e.ca, 0);
+    F(e.ca, b);
+    /* the largest free block looks at every stream; empty_cache releases every stream's segments */
+    cr_assert_eq(cachealloc_largest_free_block(e.ca), 20 * MiB);
+    cachealloc_empty_cache(e.ca);
+    cr_assert_eq(ST(e.ca)->reserved_bytes[STAT_ALL].current, 0);
+    CHECK_OK(e.ca);
+    rm(&e);
+}
+
+/* The last resort (release every cached block and retry) covers every stream: a budget that holds one segment
+ * lets stream 0 allocate once stream 1's free segment is released. */
+Test(cachealloc, the_emptying_retry_releases_other_streams_segments)
+{
+    env e = mk("", 24 * MiB, 0);
+    cachealloc_set_stream(e.ca, 2);
+    F(e.ca, A(e.ca, 4 * MiB));
+    cachealloc_set_stream(e.ca, 0);
+    devptr b = A(e.ca, 4 * MiB);
+    cr_assert_eq(ST(e.ca)->segment[STAT_ALL].current, 1);
+    cr_assert_eq(ST(e.ca)->num_alloc_retries, 1, "the new segment came only after the retry emptied the cache");
+    F(e.ca, b);
+    rm(&e);
+}

@@ -1,4 +1,4 @@
-/* cachealloc.c - PyTorch 2.11's CUDA caching allocator (DeviceCachingAllocator), one device, one stream.
+/* cachealloc.c - PyTorch 2.11's CUDA caching allocator (DeviceCachingAllocator), one device, its streams.
  *
  * Names follow c10/cuda/CUDACachingAllocator.cpp so the two can be read side by side: round_size, get_pool,
  * get_allocation_size, get_free_block, alloc_block, alloc_found_block, should_split, free_block,
@@ -23,7 +23,16 @@
  *   I5  total_allocated_memory == reserved_bytes.all.current == sum of segment sizes + mapped page bytes;
  *   I6  every stat equals its recount (allocation, allocated/active/requested bytes, segment, reserved,
  *       inactive_split), per pool and in aggregate, and memstats_check holds;
- *   I7  every block's ordering key is its segment's key plus its offset: b->key - b->ptr == first->key - base.
+ *   I7  every block's ordering key is its segment's key plus its offset: b->key - b->ptr == first->key - base;
+ *   I8  every block of a segment (or range) has the stream its segment was allocated for.
+ *
+ * Streams. As in PyTorch, a segment belongs to the stream that was current when it was allocated
+ * (cachealloc_set_stream), every block of it carries that stream, the pools order blocks by (stream, size, key)
+ * (BlockComparatorSize and BlockComparatorAddress compare the stream first), and a free block serves only a request
+ * of its own stream: get_free_block, release_available_cached_blocks and find_expandable_block look within the
+ * request's stream; garbage collection, empty_cache and the emptying retry cover every stream. A free returns the
+ * block to its own stream's part of the pool at once: oomlab records no cross-stream uses (record_stream), so no
+ * free waits on an event. With every allocation on stream 0 (the default) nothing differs from one stream.
  */
 #include "alloc/cachealloc.h"
 
@@ -63,6 +72,7 @@ typedef struct ca_block {
     struct ca_block *hnext;        /* active-table chain */
     ca_pool *pool;
     expseg *es;                    /* the expandable range, or NULL for a cudaMalloc segment */
+    int stream;                    /* the stream its segment was allocated for (I8) */
     uint64_t prio;                 /* treap priority */
     uint64_t gc_count_base;        /* pool->get_free_blocks_call_count when it entered the pool */
     bool allocated;
@@ -84,6 +94,7 @@ struct expseg {
     size_t max_pages;
     uint8_t *mapped;    /* per page */
     ca_pool *pool;
+    int stream; /* owning_stream */
     expseg *next_es;
 };
 
@@ -106,6 +117,8 @@ struct cachealloc {
     size_t allowed;                /* allowed_memory_maximum */
     int device_id;
     bool initialized;              /* CUDA is initialised: a budget was set, or malloc was called */
+    int stream;                    /* the current stream: new allocations are made for it (cachealloc_set_stream) */
+    int max_stream;                /* the highest stream any allocation was made for */
     /* Caching off (cachealloc.h): each live allocation is one block in the active table with no neighbours, no
      * pool membership and no segment record; the pools, segments, stats (but num_sync_all_streams) and trace
      * stay empty, total_allocated_memory 0, and capped false. */
@@ -183,7 +196,7 @@ static void debug_check(const cachealloc *ca)
 
 /* A block at ptr with ordering key `key`: device_order_key(ptr) for a new segment or range, the parent's key plus
  * the offset for a piece split off a block (I7; no address lookup on the hot path). */
-static ca_block *block_new(cachealloc *ca, devptr ptr, devptr key, size_t size, ca_pool *pool)
+static ca_block *block_new(cachealloc *ca, devptr ptr, devptr key, size_t size, ca_pool *pool, int stream)
 {
     if (!ca->spare) {
         ca_block *slab = xmalloc(sizeof(ca_block) * SLAB_BLOCKS);
@@ -208,6 +221,7 @@ static ca_block *block_new(cachealloc *ca, devptr ptr, devptr key, size_t size, 
     b->prev = b->next = b->left = b->right = b->hnext = NULL;
     b->pool = pool;
     b->es = NULL;
+    b->stream = stream;
     b->prio = splitmix64(&ca->rng);
     b->gc_count_base = 0;
     b->allocated = false;
@@ -222,13 +236,13 @@ static void block_delete(cachealloc *ca, ca_block *b)
 }
 
 /* --------------------------------------------------------------------------------------------------------
- * Treaps. `blocks` compares (size, key) (BlockComparatorSize); `unmapped` compares key (BlockComparatorAddress);
- * key is the block's ordering address (ca_block.key).
+ * Treaps. `blocks` compares (stream, size, key) (BlockComparatorSize); `unmapped` compares (stream, key)
+ * (BlockComparatorAddress); key is the block's ordering address (ca_block.key).
  * ------------------------------------------------------------------------------------------------------ */
 
-static inline bool key_less(size_t s1, devptr p1, size_t s2, devptr p2)
+static inline bool key_less(int t1, size_t s1, devptr p1, int t2, size_t s2, devptr p2)
 {
-    return s1 < s2 || (s1 == s2 && p1 < p2);
+    return t1 < t2 || (t1 == t2 && (s1 < s2 || (s1 == s2 && p1 < p2)));
 }
 
 /* by_addr: compare by ptr alone (size treated as 0). */
@@ -236,11 +250,11 @@ static inline bool key_less(size_t s1, devptr p1, size_t s2, devptr p2)
 
 /* The treaps are iterative: the allocator's hot path runs through them on every malloc and free. */
 
-/* Split t into keys < (s, p) (to *l) and keys >= (s, p) (to *r). */
-static void treap_split(ca_block *t, size_t s, devptr p, bool by_addr, ca_block **l, ca_block **r)
+/* Split t into keys < (st, s, p) (to *l) and keys >= (st, s, p) (to *r). */
+static void treap_split(ca_block *t, int st, size_t s, devptr p, bool by_addr, ca_block **l, ca_block **r)
 {
     while (t) {
-        if (key_less(KSIZE(t, by_addr), t->key, s, p)) {
+        if (key_less(t->stream, KSIZE(t, by_addr), t->key, st, s, p)) {
             *l = t;
             l = &t->right;
             t = t->right;
@@ -276,9 +290,10 @@ static void treap_insert(ca_block **root, ca_block *n, bool by_addr)
 {
     ca_block **link = root;
     while (*link && (*link)->prio >= n->prio)
-        link = key_less(KSIZE(n, by_addr), n->key, KSIZE(*link, by_addr), (*link)->key) ? &(*link)->left
-                                                                                       : &(*link)->right;
-    treap_split(*link, KSIZE(n, by_addr), n->key, by_addr, &n->left, &n->right);
+        link = key_less(n->stream, KSIZE(n, by_addr), n->key, (*link)->stream, KSIZE(*link, by_addr), (*link)->key)
+                   ? &(*link)->left
+                   : &(*link)->right;
+    treap_split(*link, n->stream, KSIZE(n, by_addr), n->key, by_addr, &n->left, &n->right);
     *link = n;
 }
 
@@ -287,8 +302,9 @@ static ca_block **treap_link_of(ca_block **root, const ca_block *n, bool by_addr
 {
     ca_block **link = root;
     while (*link != n)
-        link = key_less(KSIZE(n, by_addr), n->key, KSIZE(*link, by_addr), (*link)->key) ? &(*link)->left
-                                                                                       : &(*link)->right;
+        link = key_less(n->stream, KSIZE(n, by_addr), n->key, (*link)->stream, KSIZE(*link, by_addr), (*link)->key)
+                   ? &(*link)->left
+                   : &(*link)->right;
     return link;
 }
 
@@ -298,12 +314,12 @@ static void treap_erase(ca_block **root, const ca_block *n, bool by_addr)
     *link = treap_join(n->left, n->right);
 }
 
-/* Smallest node with key >= (s, p). */
-static ca_block *treap_lower_bound(ca_block *t, size_t s, devptr p, bool by_addr)
+/* Smallest node with key >= (st, s, p). */
+static ca_block *treap_lower_bound(ca_block *t, int st, size_t s, devptr p, bool by_addr)
 {
     ca_block *best = NULL;
     while (t) {
-        if (key_less(KSIZE(t, by_addr), t->key, s, p)) {
+        if (key_less(t->stream, KSIZE(t, by_addr), t->key, st, s, p)) {
             t = t->right;
         } else {
             best = t;
@@ -319,7 +335,7 @@ static ca_block *treap_next(ca_block *t, const ca_block *n, bool by_addr)
     ca_block *best = NULL;
     size_t s = KSIZE(n, by_addr);
     while (t) {
-        if (key_less(s, n->key, KSIZE(t, by_addr), t->key)) {
+        if (key_less(n->stream, s, n->key, t->stream, KSIZE(t, by_addr), t->key)) {
             best = t;
             t = t->left;
         } else {
@@ -334,7 +350,7 @@ static ca_block *treap_prev(ca_block *t, const ca_block *n, bool by_addr)
 {
     ca_block *best = NULL;
     while (t) {
-        if (!n || key_less(KSIZE(t, by_addr), t->key, KSIZE(n, by_addr), n->key)) {
+        if (!n || key_less(t->stream, KSIZE(t, by_addr), t->key, n->stream, KSIZE(n, by_addr), n->key)) {
             best = t;
             t = t->right;
         } else {
@@ -576,17 +592,18 @@ static size_t expandable_size(const ca_block *b)
  * out costs no second descent. */
 static ca_block *find_free_block(const cachealloc *ca, const ca_pool *pool, size_t size, ca_block *const **link)
 {
+    const int stream = ca->stream;
     ca_block *const *l = &pool->blocks, *const *best = NULL;
-    while (*l) { /* lower bound of (size, 0), remembering the link to it */
-        if (key_less((*l)->size, (*l)->key, size, 0)) {
+    while (*l) { /* lower bound of (stream, size, 0), remembering the link to it */
+        if (key_less((*l)->stream, (*l)->size, (*l)->key, stream, size, 0)) {
             l = &(*l)->right;
         } else {
             best = l;
             l = &(*l)->left;
         }
     }
-    if (!best)
-        return NULL;
+    if (!best || (*best)->stream != stream)
+        return NULL; /* a block of another stream is never handed out */
     ca_block *it = *best;
     if (link)
         *link = it->es ? NULL : best;
@@ -594,7 +611,7 @@ static ca_block *find_free_block(const cachealloc *ca, const ca_pool *pool, size
         if (ca->conf.expandable_segments) {
             /* best fit counts the size the block can grow to, not its current size */
             ca_block *next = treap_next(pool->blocks, it, false);
-            while (it->es && next && expandable_size(next) < expandable_size(it)) {
+            while (it->es && next && next->stream == stream && expandable_size(next) < expandable_size(it)) {
                 it = next;
                 next = treap_next(pool->blocks, next, false);
             }
@@ -602,8 +619,8 @@ static ca_block *find_free_block(const cachealloc *ca, const ca_pool *pool, size
             /* expandable segments were switched off: only non-expandable blocks qualify */
             do {
                 it = treap_next(pool->blocks, it, false);
-            } while (it && it->es);
-            if (!it)
+            } while (it && it->es && it->stream == stream);
+            if (!it || it->stream != stream)
                 return NULL;
         }
     }
@@ -714,7 +731,8 @@ static bool map_block(cachealloc *ca, ca_block *to_map, size_t size, oom_status 
     to_map->mapped = true;
     if (mapped < to_map->size) {
         /* to_map -> remaining (unmapped) -> to_map->next */
-        ca_block *remaining = block_new(ca, to_map->ptr + mapped, to_map->key + mapped, to_map->size - mapped, pool);
+        ca_block *remaining =
+            block_new(ca, to_map->ptr + mapped, to_map->key + mapped, to_map->size - mapped, pool, to_map->stream);
         remaining->mapped = false;
         remaining->es = es;
         remaining->prev = to_map;
@@ -755,6 +773,7 @@ static expseg *expseg_new(cachealloc *ca, ca_pool *pool, oom_status *err)
     es->mapped = xmalloc(max_pages);
     memset(es->mapped, 0, max_pages);
     es->pool = pool;
+    es->stream = ca->stream;
     es->next_es = ca->expsegs;
     ca->expsegs = es;
     return es;
@@ -762,11 +781,12 @@ static expseg *expseg_new(cachealloc *ca, ca_pool *pool, oom_status *err)
 
 static bool allocatable(const ca_block *b) { return b && !b->allocated; }
 
-/* find_expandable_block: the lowest-address place in an existing range of this pool where a free block and
- * the unmapped space after it reach size; else a fresh range. */
+/* find_expandable_block: the lowest-address place in an existing range of this pool and stream where a free block
+ * and the unmapped space after it reach size; else a fresh range for the stream. */
 static ca_block *find_expandable_block(cachealloc *ca, ca_pool *pool, size_t size, oom_status *err)
 {
-    for (ca_block *it = treap_first(pool->unmapped); it; it = treap_next(pool->unmapped, it, true)) {
+    for (ca_block *it = treap_lower_bound(pool->unmapped, ca->stream, 0, 0, true); it && it->stream == ca->stream;
+         it = treap_next(pool->unmapped, it, true)) {
         ca_block *c = it;
         if (allocatable(c->prev))
             c = c->prev; /* a free block right before the unmapped space counts too */
@@ -779,7 +799,8 @@ static ca_block *find_expandable_block(cachealloc *ca, ca_pool *pool, size_t siz
     expseg *es = expseg_new(ca, pool, err);
     if (!es)
         return NULL;
-    ca_block *cand = block_new(ca, es->base, device_order_key(ca->dev, es->base), es->max_pages * es->page, pool);
+    ca_block *cand =
+        block_new(ca, es->base, device_order_key(ca->dev, es->base), es->max_pages * es->page, pool, es->stream);
     cand->mapped = false;
     cand->es = es;
     unmapped_insert(pool, cand);
@@ -833,7 +854,7 @@ static bool alloc_block(cachealloc *ca, alloc_params *p, bool is_retry)
         return false;
     }
     ca->total_allocated_memory += size;
-    p->block = block_new(ca, ptr, device_order_key(ca->dev, ptr), size, p->pool);
+    p->block = block_new(ca, ptr, device_order_key(ca->dev, ptr), size, p->pool, ca->stream);
     seg_add(ca, ptr, size, p->pool);
     stat_array_update(ca->stats.segment, p->pool->stat, 1);
     stat_array_update(ca->stats.reserved_bytes, p->pool->stat, (int64_t)size);
@@ -881,7 +902,7 @@ static void unmap_block(cachealloc *ca, ca_block *block)
     size_t before_size = (size_t)(uptr - block->ptr);
     if (before_size > 0) {
         /* prev? -> before_free -> block */
-        ca_block *before_free = block_new(ca, block->ptr, block->key, before_size, pool);
+        ca_block *before_free = block_new(ca, block->ptr, block->key, before_size, pool, block->stream);
         before_free->es = es;
         before_free->prev = block->prev;
         before_free->next = block;
@@ -893,7 +914,8 @@ static void unmap_block(cachealloc *ca, ca_block *block)
     size_t after_size = block->size - (before_size + usize);
     if (after_size > 0) {
         /* block -> after_free -> next? */
-        ca_block *after_free = block_new(ca, uptr + usize, block->key + (uptr + usize - block->ptr), after_size, pool);
+        ca_block *after_free =
+            block_new(ca, uptr + usize, block->key + (uptr + usize - block->ptr), after_size, pool, block->stream);
         after_free->es = es;
         after_free->prev = block;
         after_free->next = block->next;
@@ -978,14 +1000,15 @@ static bool release_available_cached_blocks(cachealloc *ca, const alloc_params *
         return false;
     ca_pool *pool = p->pool;
     size_t key = p->size < max_split ? max_split : p->size;
-    ca_block *it = treap_lower_bound(pool->blocks, key, 0, false);
-    if (!it || it->es) {
-        /* no single block is large enough: free oversize blocks, largest first */
+    const int stream = ca->stream;
+    ca_block *it = treap_lower_bound(pool->blocks, stream, key, 0, false);
+    if (!it || it->stream != stream || it->es) {
+        /* no single block of the stream is large enough: free its oversize blocks, largest first */
         ca_block *cur = it ? treap_prev(pool->blocks, it, false) : treap_prev(pool->blocks, NULL, false);
         if (!cur)
             return false;
         size_t total_released = 0;
-        while (cur && total_released < key && cur->size >= max_split) {
+        while (cur && total_released < key && cur->size >= max_split && cur->stream == stream) {
             ca_block *prev = treap_prev(pool->blocks, cur, false);
             if (!cur->es) {
                 total_released += cur->size;
@@ -1053,7 +1076,7 @@ static ca_block *alloc_found_block(cachealloc *ca, alloc_params *p, size_t orig_
     bool already_split = is_split(block);
     if (split_remainder) {
         ca_block *remaining = block;
-        block = block_new(ca, remaining->ptr, remaining->key, p->size, pool);
+        block = block_new(ca, remaining->ptr, remaining->key, p->size, pool, remaining->stream);
         block->es = remaining->es;
         block->prev = remaining->prev;
         if (block->prev)
@@ -1132,12 +1155,16 @@ static void free_block(cachealloc *ca, ca_block *block)
 size_t cachealloc_largest_free_block(const cachealloc *ca)
 {
     size_t best = 0;
-    const ca_block *a = treap_prev(ca->small_blocks.blocks, NULL, false);
-    const ca_block *b = treap_prev(ca->large_blocks.blocks, NULL, false);
-    if (a && a->size > best)
-        best = a->size;
-    if (b && b->size > best)
-        best = b->size;
+    for (int st = 0; st <= ca->max_stream; st++) { /* the largest of each stream: the last block below st + 1 */
+        const ca_block *a = treap_lower_bound(ca->small_blocks.blocks, st + 1, 0, 0, false);
+        const ca_block *b = treap_lower_bound(ca->large_blocks.blocks, st + 1, 0, 0, false);
+        a = a ? treap_prev(ca->small_blocks.blocks, a, false) : treap_prev(ca->small_blocks.blocks, NULL, false);
+        b = b ? treap_prev(ca->large_blocks.blocks, b, false) : treap_prev(ca->large_blocks.blocks, NULL, false);
+        if (a && a->stream == st && a->size > best)
+            best = a->size;
+        if (b && b->stream == st && b->size > best)
+            best = b->size;
+    }
     return best;
 }
 
@@ -1246,7 +1273,7 @@ static oom_status uncached_allocate(cachealloc *ca, size_t nbytes, devptr *out)
     }
     if (st != OOM_OK)
         return st;
-    ca_block *b = block_new(ca, p, device_order_key(ca->dev, p), nbytes, get_pool(ca, nbytes));
+    ca_block *b = block_new(ca, p, device_order_key(ca->dev, p), nbytes, get_pool(ca, nbytes), ca->stream);
     b->allocated = true;
     b->requested_size = nbytes;
     table_insert(ca, b);
@@ -1449,6 +1476,15 @@ bool cachealloc_would_release(const cachealloc *ca, size_t nbytes)
     return dfree < alloc_size;
 }
 
+void cachealloc_set_stream(cachealloc *ca, int stream)
+{
+    ca->stream = stream < 0 ? 0 : stream;
+    if (ca->stream > ca->max_stream)
+        ca->max_stream = ca->stream;
+}
+
+int cachealloc_stream(const cachealloc *ca) { return ca->stream; }
+
 const memstats *cachealloc_stats(const cachealloc *ca) { return &ca->stats; }
 
 void cachealloc_reset_peak(cachealloc *ca) { memstats_reset_peak(&ca->stats); }
@@ -1539,7 +1575,7 @@ static bool tree_contains(const ca_block *t, const ca_block *n, bool by_addr)
     while (t) {
         if (t == n)
             return true;
-        t = key_less(KSIZE(n, by_addr), n->key, KSIZE(t, by_addr), t->key) ? t->left : t->right;
+        t = key_less(n->stream, KSIZE(n, by_addr), n->key, t->stream, KSIZE(t, by_addr), t->key) ? t->left : t->right;
     }
     return false;
 }
@@ -1627,6 +1663,10 @@ oom_status cachealloc_check(const cachealloc *ca)
                   (unsigned long long)b->ptr);
             OOM_CHECK(b->key - b->ptr == first->key - first->ptr, "block 0x%llx: ordering key off its segment's",
                   (unsigned long long)b->ptr); /* I7 */
+            OOM_CHECK(b->stream == first->stream && (!b->es || b->stream == b->es->stream) && b->stream >= 0 &&
+                          b->stream <= ca->max_stream,
+                      "I8: block 0x%llx: stream %d, its segment's %d", (unsigned long long)b->ptr, b->stream,
+                      first->stream);
             OOM_CHECK(b->size > 0, "block 0x%llx: empty", (unsigned long long)b->ptr);
             sum += b->size;
             if (b->allocated) {
@@ -1744,6 +1784,7 @@ static ca_snap_segment *snapshot_of(const cachealloc *ca, bool whole_ranges, siz
             cur->address = b->ptr;
             cur->is_small = b->pool->is_small;
             cur->is_expandable = b->es != NULL;
+            cur->stream = b->stream;
             cur->page_size = b->es ? b->es->page : 0;
             cur->blocks = &blocks[nb];
         }

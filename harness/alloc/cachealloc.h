@@ -1,4 +1,4 @@
-/* cachealloc.h - PyTorch 2.11's CUDA caching allocator, for one device and one stream.
+/* cachealloc.h - PyTorch 2.11's CUDA caching allocator, for one device and its streams.
  *
  * It behaves like c10/cuda/CUDACachingAllocator.cpp (DeviceCachingAllocator): the same request rounding
  * (512 B quantum, roundup_power2_divisions), small (<= 1 MiB) and large pools, segment sizes (2 MiB, 20 MiB, or
@@ -129,6 +129,13 @@ size_t cachealloc_budget_cap(size_t budget, size_t total);
  * get a segment. Trace replay uses this to tell PyTorch's own releases from an explicit empty_cache(). */
 bool cachealloc_would_release(const cachealloc *ca, size_t nbytes);
 
+/* The current stream (torch.cuda.stream(s) as a context): mallocs from here on are made for it, and a segment made
+ * for one stream serves only that stream's requests, as PyTorch's pools key blocks by stream first (cachealloc.c,
+ * "Streams"). Streams are small numbers, 0 the default stream; a negative one is 0. A free returns a block to its
+ * own stream whatever is current. */
+void cachealloc_set_stream(cachealloc *ca, int stream);
+int cachealloc_stream(const cachealloc *ca);
+
 const memstats *cachealloc_stats(const cachealloc *ca);
 void cachealloc_reset_peak(cachealloc *ca);        /* reset_peak_memory_stats */
 /* The most allocated_bytes.all.current was since the last call (or since the allocator was made), then the window
@@ -172,6 +179,7 @@ typedef struct ca_snap_segment {
     devptr address;
     size_t total_size, allocated_size, active_size, requested_size;
     bool is_small, is_expandable;
+    int stream;       /* the stream it was allocated for (_snapshot()'s "stream") */
     size_t page_size; /* an expandable range's page (2 MiB small, large_segment_size large); 0 otherwise */
     size_t nblocks;
     ca_snap_block *blocks;

@@ -12,6 +12,7 @@ extern const scenario scenario_inference_oom;
 extern const scenario scenario_pinned_memory;
 extern const scenario scenario_model_too_large;
 extern const scenario scenario_data_parallel;
+extern const scenario scenario_sharded_training;
 extern const scenario scenario_fragmentation;
 
 /* The order of the failure modes in README's catalog: the training loop's, then the allocator's. */
@@ -19,7 +20,7 @@ const scenario *const scenario_catalog[] = {
     &scenario_dangling_tensors, &scenario_retained_graph, &scenario_unzeroed_grads,
     &scenario_oversize_batch,   &scenario_inplace_ops,    &scenario_fragmentation,
     &scenario_inference_oom,    &scenario_model_too_large,
-    &scenario_data_parallel, &scenario_pinned_memory,
+    &scenario_data_parallel, &scenario_sharded_training, &scenario_pinned_memory,
 };
 const size_t scenario_catalog_size = sizeof scenario_catalog / sizeof scenario_catalog[0];
 

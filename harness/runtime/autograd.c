@@ -371,6 +371,12 @@ void autograd_set_post_accumulate_hook(rt *r, oom_status (*hook)(void *ctx, tens
     r->post_acc_ctx = hook ? ctx : NULL;
 }
 
+void autograd_set_pre_node_hook(rt *r, oom_status (*hook)(void *ctx, ag_node *node), void *ctx)
+{
+    r->pre_node_hook = hook;
+    r->pre_node_ctx = hook ? ctx : NULL;
+}
+
 static oom_status accumulate_grad_run(ag_node *n, tensor *grad);
 
 /* AccumulateGrad, then its post hook (the engine's call_function runs post hooks after the node's apply). */
@@ -592,7 +598,9 @@ static oom_status run_backward(ag_node *root, tensor *root_grad, bool retain_gra
         tensor *grad = ns->buffer;
         ns->buffer = NULL;
         tensor *grads[AG_MAX_NEXT] = {0};
-        if (grad) /* a node that got no gradient at all has nothing to pass on */
+        if (grad && n->rt->pre_node_hook) /* call_tensor_pre_hooks */
+            st = n->rt->pre_node_hook(n->rt->pre_node_ctx, n);
+        if (grad && st == OOM_OK) /* a node that got no gradient at all has nothing to pass on */
             st = n->fn->apply(n, grad, grads);
         tensor_release(grad);
         if (!retain_graph && st == OOM_OK)

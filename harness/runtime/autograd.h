@@ -155,6 +155,11 @@ tensor *autograd_checkpoint_nr(ag_checkpoint_fn fn, void *ctx, tensor *x);
  * (add_post_hook). The hook may replace leaf->grad (the reducer points it into a bucket). A failure it returns stops
  * the backward as an op's would. */
 void autograd_set_post_accumulate_hook(rt *r, oom_status (*hook)(void *ctx, tensor *leaf), void *ctx);
+/* A hook called before each node of r's backward runs (with its gradient in hand; NULL removes it), where a
+ * Tensor.register_hook on one of the node's outputs runs in PyTorch (the engine's call_tensor_pre_hooks): FSDP2
+ * registers its pre-backward unshard that way on each module's outputs. The hook picks its nodes by identity
+ * (tensor->grad_fn); a failure it returns stops the backward as an op's would. */
+void autograd_set_pre_node_hook(rt *r, oom_status (*hook)(void *ctx, ag_node *node), void *ctx);
 
 /* ---- validators (core/check.h) ---- */
 /* Invariants A1-A7 above of one node: OOM_OK, or OOM_ECORRUPT with the broken one named in why[cap]. Touches no

@@ -130,6 +130,13 @@ void rt_set_pinned_budget(rt *r, size_t bytes) { device_pinned_cap_set(r->dev, b
 
 void rt_empty_cache(rt *r) { cachealloc_empty_cache(r->ca); }
 
+int rt_set_stream(rt *r, int stream)
+{
+    int prev = cachealloc_stream(r->ca);
+    cachealloc_set_stream(r->ca, stream);
+    return prev;
+}
+
 oom_status rt_sync(rt *r)
 {
     oom_status st = rt_kernels(r)->sync();

@@ -77,6 +77,9 @@ typedef struct rt {
     /* autograd.c: a post hook on every AccumulateGrad node (autograd_set_post_accumulate_hook) */
     oom_status (*post_acc_hook)(void *ctx, struct tensor *leaf);
     void *post_acc_ctx;
+    /* autograd.c: a hook before every node that runs (autograd_set_pre_node_hook) */
+    oom_status (*pre_node_hook)(void *ctx, struct ag_node *node);
+    void *pre_node_ctx;
 } rt;
 
 /* Open a device and a caching allocator on it. OOM_ENODEV when cuda is asked for and absent, OOM_EINVAL for
@@ -117,6 +120,12 @@ bool rt_set_grad_enabled(rt *r, bool on);
 #define RT_NO_GRAD(r)                                                                                          \
     for (bool rt_ng_prev_ = rt_set_grad_enabled((r), false), rt_ng_once_ = true; rt_ng_once_;                  \
          rt_set_grad_enabled((r), rt_ng_prev_), rt_ng_once_ = false)
+
+/* `with torch.cuda.stream(s):` for memory: the caching allocator's current stream (cachealloc_set_stream), so the
+ * tensors made until the next call come from segments of stream s (0: the default stream), as PyTorch's allocator
+ * keys its blocks by the stream current at allocation. Kernels still run in program order. Returns the previous
+ * stream. Cannot fail. */
+int rt_set_stream(rt *r, int stream);
 
 /* A fresh seed for the next random tensor (torch's generator advancing). Cannot fail. */
 uint64_t rt_next_seed(rt *r);

@@ -27,7 +27,7 @@ static oom_status check_cheap(const tensor *t, char *why, size_t cap)
     OOM_REQUIRE((s->ptr == 0) == (s->nbytes == 0), why, cap, "S2: storage of %zu bytes at %#llx", s->nbytes,
                 (unsigned long long)s->ptr);
     size_t n = tensor_nbytes(t);
-    OOM_REQUIRE(t->offset <= s->nbytes && n <= s->nbytes - t->offset, why, cap,
+    OOM_REQUIRE(s->resized_out || (t->offset <= s->nbytes && n <= s->nbytes - t->offset), why, cap,
                 "T3: offset %zu + %zu bytes past the storage's %zu", t->offset, n, s->nbytes);
     OOM_REQUIRE(!t->transposed || t->ndim == 2, why, cap, "T4: transposed with ndim %d", t->ndim);
     OOM_REQUIRE(!t->grad_fn || (t->requires_grad && !t->grad_acc), why, cap,
@@ -106,6 +106,27 @@ static tensor *tensor_new(rt *r, storage *st, size_t offset, dtype dt, int ndim,
     return t;
 }
 
+/* nbytes from the caching allocator into *p; a failure is recorded in r as PyTorch raises it. */
+static bool storage_alloc(rt *r, size_t nbytes, devptr *p)
+{
+    oom_error_clear(); /* a failure below says why in the record; an older one must not stand in for it */
+    oom_status st = cachealloc_malloc(r->ca, nbytes, p);
+    if (st == OOM_ENOMEM_DEVICE) {
+        rt_fail_oom(r);
+        return false;
+    }
+    if (st == OOM_ECUDA) { /* a driver error PyTorch raises as a RuntimeError: its text alone */
+        rt_fail_detail(r, st, NULL);
+        return false;
+    }
+    if (st != OOM_OK) { /* not a device OOM: the host ran out under a segment, or the backend failed */
+        const char *why = oom_error_detail();
+        rt_fail(r, st, "allocation of %zu bytes failed: %s", nbytes, why[0] ? why : oom_status_str(st));
+        return false;
+    }
+    return true;
+}
+
 tensor *tensor_empty(rt *r, dtype dt, int ndim, const int64_t *shape)
 {
     int64_t numel;
@@ -117,21 +138,8 @@ tensor *tensor_empty(rt *r, dtype dt, int ndim, const int64_t *shape)
     }
     size_t nbytes = (size_t)numel * dtype_size(dt);
     devptr p = 0;
-    oom_error_clear(); /* a failure below says why in the record; an older one must not stand in for it */
-    oom_status st = cachealloc_malloc(r->ca, nbytes, &p);
-    if (st == OOM_ENOMEM_DEVICE) {
-        rt_fail_oom(r);
+    if (!storage_alloc(r, nbytes, &p))
         return NULL;
-    }
-    if (st == OOM_ECUDA) { /* a driver error PyTorch raises as a RuntimeError: its text alone */
-        rt_fail_detail(r, st, NULL);
-        return NULL;
-    }
-    if (st != OOM_OK) { /* not a device OOM: the host ran out under a segment, or the backend failed */
-        const char *why = oom_error_detail();
-        rt_fail(r, st, "allocation of %zu bytes failed: %s", nbytes, why[0] ? why : oom_status_str(st));
-        return NULL;
-    }
     storage *s = xcalloc(1, sizeof *s);
     s->ptr = p;
     s->nbytes = nbytes;
@@ -243,6 +251,33 @@ tensor *tensor_from_host(rt *r, dtype dt, int ndim, const int64_t *shape, const 
     if (!t || !r->computes || tensor_nbytes(t) == 0)
         return t;
     return filled(t, device_copy_htod(r->dev, t->st->ptr, host, tensor_nbytes(t)));
+}
+
+oom_status tensor_storage_resize_(tensor *t, size_t nbytes)
+{
+    rt *r = t->rt;
+    storage *s = t->st;
+    if (!rt_ok(r))
+        return r->status;
+    if (nbytes == s->nbytes)
+        return OOM_OK;
+    devptr p = 0;
+    if (nbytes > 0 && !storage_alloc(r, nbytes, &p))
+        return r->status;
+    size_t keep = nbytes < s->nbytes ? nbytes : s->nbytes;
+    if (keep > 0 && r->computes) { /* resize_ keeps the first bytes */
+        oom_status st = device_copy_dtod(r->dev, p, s->ptr, keep);
+        if (st != OOM_OK) {
+            cachealloc_free(r->ca, p);
+            return rt_fail(r, st, "resize_: copy of %zu bytes failed", keep);
+        }
+    }
+    if (s->ptr)
+        cachealloc_free(r->ca, s->ptr);
+    s->ptr = p;
+    s->nbytes = nbytes;
+    s->resized_out = true; /* its views may lie past its end from now on (T3) */
+    return OOM_OK;
 }
 
 static void storage_release(rt *r, storage *s)

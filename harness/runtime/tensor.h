@@ -41,12 +41,14 @@ typedef struct storage {
     size_t nbytes;
     int refcount;
     uint32_t version; /* bumped by every in-place op on any view */
+    bool resized_out; /* tensor_storage_resize_ changed its size: views may lie past its end (T3) */
 } storage;
 
 /* Invariants (tensor_check; checked builds run it where a tensor is made, retained, released or changes history):
  *   T1  rt and st are set, refcount >= 1, and the rt counts it among live_tensors;
  *   T2  0 <= ndim <= TENSOR_MAX_DIMS, every shape[i] >= 0, dt is a known dtype;
- *   T3  offset + nbytes <= st->nbytes: the view lies inside its storage;
+ *   T3  offset + nbytes <= st->nbytes: the view lies inside its storage, unless the storage was resized
+ *       (tensor_storage_resize_: PyTorch lets a view outlive its storage's bytes, FSDP's free_storage does so);
  *   T4  transposed only when ndim == 2;
  *   T5  grad_fn != NULL implies requires_grad (a non-leaf), and then grad_acc == NULL;
  *   T6  grad_acc != NULL implies grad_acc->variable == this tensor (its AccumulateGrad holds it);
@@ -79,6 +81,13 @@ typedef struct tensor {
 /* tensor_empty(r, DT_F32, SHAPE(256, 4096)): the ndim, shape pair of a literal shape. */
 #define SHAPE(...) (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (const int64_t[]){__VA_ARGS__}
 #define SCALAR 0, NULL /* a 0-dim shape */
+
+/* t.untyped_storage().resize_(nbytes), as FSDP2's alloc_storage and free_storage use it: the storage shared by t and
+ * all its views gets a new block of nbytes from the caching allocator (the first min(old, new) bytes copied) and
+ * gives its old block back; resize_(0) frees it while the views (a parameter, the tensors autograd saved of it) keep
+ * their shapes. The version counter does not move. A view must not be read while its storage is smaller than it
+ * (T3). OOM_OK, or the allocation's failure (recorded in the rt, the storage unchanged). */
+oom_status tensor_storage_resize_(tensor *t, size_t nbytes);
 
 /* ---- creation (torch.empty, zeros, full, rand, randn, randint, tensor) ----
  * Each returns NULL on failure, the reason recorded in the rt (a device OOM: PyTorch's message), and NULL at once

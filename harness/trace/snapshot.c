@@ -82,7 +82,7 @@ static cJSON *segments_json(const cachealloc *ca, bool *ok)
         add_num(o, "allocated_size", (double)s->allocated_size, ok);
         add_num(o, "active_size", (double)s->active_size, ok);
         add_num(o, "requested_size", (double)s->requested_size, ok);
-        add_num(o, "stream", 0, ok);
+        add_num(o, "stream", s->stream, ok);
         add_str(o, "segment_type", s->is_small ? "small" : "large", ok);
         cJSON *pool = add_arr(o, "segment_pool_id", ok);
         push(pool, cJSON_CreateNumber(0), ok);

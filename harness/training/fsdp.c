@@ -1,0 +1,612 @@
+/* fsdp.c - FSDP2's fully_shard over an MLP on N ranks. See fsdp.h. */
+#include "training/fsdp.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/autograd.h"
+#include "runtime/ops.h"
+#include "training/dist.h"
+
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* FSDPParam.__init__ (_init_sharded_param): the padded shard new_zeros'd, this rank's chunk copied in, the sharded
+ * parameter a view of it. The full parameter is the caller's to free. */
+static bool shard_param(fsdp_rank *rk, fsdp_param *fp, tensor *full, int n)
+{
+    fp->ndim = full->ndim;
+    memcpy(fp->shape, full->shape, sizeof fp->shape);
+    fp->row = full->ndim == 2 ? full->shape[1] : 1;
+    fp->chunk_rows = ceil_div(full->shape[0], n);
+    int64_t start = fp->chunk_rows * rk->k;
+    fp->local_rows = full->shape[0] - start < 0 ? 0 : full->shape[0] - start;
+    if (fp->local_rows > fp->chunk_rows)
+        fp->local_rows = fp->chunk_rows;
+    fp->shard = tensor_zeros(rk->r, full->dt, SHAPE(fp->chunk_rows * fp->row));
+    if (!fp->shard)
+        return false;
+    bool ok = true;
+    if (fp->local_rows > 0) {
+        int64_t numel = fp->local_rows * fp->row;
+        tensor *dst = tensor_alias(fp->shard, 0, 1, &numel, false);
+        tensor *src = tensor_alias(full, (size_t)(start * fp->row) * dtype_size(full->dt), 1, &numel, false);
+        ok = dst && src && op_copy_(dst, src);
+        tensor_release(dst);
+        tensor_release(src);
+    }
+    int64_t lshape[2] = {fp->local_rows, fp->row};
+    fp->sharded = ok ? tensor_alias(fp->shard, 0, fp->ndim, lshape, false) : NULL;
+    if (fp->sharded)
+        tensor_set_requires_grad(fp->sharded, true);
+    return fp->sharded != NULL && rt_ok(rk->r);
+}
+
+static void param_free(fsdp_param *fp)
+{
+    tensor_assign(&fp->unsharded, NULL);
+    tensor_assign(&fp->ag_output, NULL);
+    tensor_assign(&fp->sharded, NULL);
+    tensor_assign(&fp->shard, NULL);
+}
+
+static int64_t group_shard_numel(const fsdp_group *g)
+{
+    int64_t t = 0;
+    for (int j = 0; j < FSDP_NP; j++)
+        t += g->p[j].chunk_rows * g->p[j].row;
+    return t;
+}
+
+/* ---- the collectives, in turn ------------------------------------------------------------------------------- */
+
+/* Every rank's part of one collective: in[k], out[k] of rank k. Forward calls it for all ranks at once (threads
+ * off); in backward each rank's thread deposits its part, hands the turn to the next rank, and the last to arrive
+ * runs the collective for all and hands the turn back to the first. A rank whose backward ended (an OOM) never
+ * arrives: the others' collective fails with OOM_EINVAL, as NCCL would wait forever. */
+static oom_status run_collective(fsdp_world *w, devcomm_op op, tensor *const *out, tensor *const *in)
+{
+    oom_status st = op == COMM_ALL_GATHER ? dist_all_gather_into_tensor(w->c, out, in)
+                                          : dist_reduce_scatter_tensor(w->c, out, in);
+    if (st == OOM_OK && op == COMM_REDUCE_SCATTER) /* ReduceOp.AVG for float32 (_get_gradient_divide_factors) */
+        for (int k = 0; k < w->n && st == OOM_OK; k++)
+            if (!op_mul_(out[k], 1.0 / w->n))
+                st = rt_status(out[k]->rt);
+    return st;
+}
+
+static int next_active(const fsdp_world *w, int from)
+{
+    for (int j = from; j < w->n; j++)
+        if (w->active[j] && !w->waiting[j])
+            return j;
+    return -1;
+}
+
+static oom_status collective(fsdp_rank *rk, devcomm_op op, tensor *out, tensor *in)
+{
+    fsdp_world *w = rk->w;
+    if (!w->threaded)
+        return OOM_OK; /* forward: the caller runs it for all ranks */
+    pthread_mutex_lock(&w->mu);
+    w->cin[rk->k] = in;
+    w->cout[rk->k] = out;
+    w->cop = op;
+    w->waiting[rk->k] = true;
+    unsigned gen = w->gen;
+    int nxt = next_active(w, 0);
+    if (nxt < 0) { /* the last to arrive: every active rank waits here */
+        bool all = true;
+        for (int j = 0; j < w->n; j++)
+            all = all && w->active[j];
+        w->cst = all ? run_collective(w, op, w->cout, w->cin) : OOM_EINVAL;
+        memset(w->waiting, 0, sizeof w->waiting);
+        w->gen++;
+        w->turn = next_active(w, 0);
+        pthread_cond_broadcast(&w->cv);
+    } else {
+        w->turn = nxt;
+        pthread_cond_broadcast(&w->cv);
+    }
+    while (w->gen == gen || w->turn != rk->k)
+        pthread_cond_wait(&w->cv, &w->mu);
+    oom_status st = w->cst;
+    pthread_mutex_unlock(&w->mu);
+    if (st != OOM_OK && rt_ok(rk->r))
+        rt_fail(rk->r, st, "%s: another rank left the collective", devcomm_op_str(op));
+    return st;
+}
+
+/* ---- FSDPParamGroup ----------------------------------------------------------------------------------------- */
+
+/* unshard(): foreach_all_gather. The flat output (N x the shard bytes) is allocated on the all-gather copy-in stream
+ * (forward and pre-backward: get_all_gather_streams), this rank's shards copied into its chunk, then all-gathered.
+ * Returns false on a failure (in the rt). */
+static bool unshard(fsdp_rank *rk, fsdp_group *g)
+{
+    if (g->ag_result || g->unsharded)
+        return true;
+    int prev = rt_set_stream(rk->r, FSDP_STREAM_ALL_GATHER_COPY_IN);
+    int64_t per = group_shard_numel(g), numel = per * rk->w->n;
+    tensor *out = tensor_empty(rk->r, g->p[0].shard->dt, 1, &numel);
+    rt_set_stream(rk->r, prev);
+    if (!out)
+        return false;
+    tensor *in = tensor_alias(out, (size_t)(per * rk->k) * dtype_size(out->dt), 1, &per, false);
+    size_t off = 0;
+    bool ok = in != NULL;
+    for (int j = 0; j < FSDP_NP && ok; j++) { /* all_gather_copy_in: _foreach_copy_ into the input's splits */
+        int64_t m = tensor_numel(g->p[j].shard);
+        tensor *dst = tensor_alias(in, in->offset + off, 1, &m, false);
+        ok = dst && op_copy_(dst, g->p[j].shard);
+        tensor_release(dst);
+        off += (size_t)m * dtype_size(out->dt);
+    }
+    g->ag_result = out;
+    if (ok && rk->w->threaded)
+        ok = collective(rk, COMM_ALL_GATHER, out, in) == OOM_OK;
+    tensor_release(in);
+    return ok && rt_ok(rk->r);
+}
+
+/* foreach_all_gather_copy_out: each parameter's unsharded storage (torch.empty the first time, then
+ * alloc_storage's resize_ back to full size) on the current stream, the gathered chunks split into them; the
+ * version counters kept (_unsafe_preserve_version_counter), since autograd saved these tensors in forward. */
+static bool copy_out(fsdp_rank *rk, fsdp_group *g)
+{
+    const int n = rk->w->n;
+    for (int j = 0; j < FSDP_NP; j++) {
+        fsdp_param *fp = &g->p[j];
+        int64_t numel = fp->chunk_rows * fp->row * n;
+        if (!fp->ag_output) {
+            fp->ag_output = tensor_empty(rk->r, fp->shard->dt, 1, &numel);
+            if (!fp->ag_output)
+                return false;
+            fp->unsharded = tensor_alias(fp->ag_output, 0, fp->ndim, fp->shape, false);
+            tensor_set_requires_grad(fp->unsharded, true);
+        } else if (tensor_storage_resize_(fp->ag_output, (size_t)numel * dtype_size(fp->shard->dt)) != OOM_OK) {
+            return false;
+        }
+    }
+    size_t es = dtype_size(g->p[0].shard->dt);
+    int64_t per = group_shard_numel(g);
+    for (int c = 0; c < n; c++) { /* split_with_sizes_copy(all_gather_output.view(N, -1), dim=1) */
+        size_t off = 0;
+        for (int j = 0; j < FSDP_NP; j++) {
+            fsdp_param *fp = &g->p[j];
+            int64_t m = fp->chunk_rows * fp->row;
+            uint32_t v = fp->ag_output->st->version;
+            tensor *src = tensor_alias(g->ag_result, (size_t)(per * c) * es + off, 1, &m, false);
+            tensor *dst = tensor_alias(fp->ag_output, (size_t)(m * c) * es, 1, &m, false);
+            bool ok = src && dst && op_copy_(dst, src);
+            tensor_release(src);
+            tensor_release(dst);
+            fp->ag_output->st->version = v;
+            if (!ok)
+                return false;
+            off += (size_t)m * es;
+        }
+    }
+    g->unsharded = true;
+    return true;
+}
+
+/* wait_for_unshard(): in forward the previous all-gather's output goes first (all_gather_state), this one is kept
+ * until the next copy-out; elsewhere it is freed right after the copy-out. */
+static bool wait_for_unshard(fsdp_rank *rk, fsdp_group *g)
+{
+    if (!g->ag_result)
+        return true;
+    if (g->state == FSDP_FORWARD)
+        tensor_assign(&rk->ag_state, NULL);
+    bool ok = copy_out(rk, g);
+    if (g->state == FSDP_FORWARD) { /* all_gather_state takes the reference */
+        rk->ag_state = g->ag_result;
+        g->ag_result = NULL;
+    }
+    tensor_assign(&g->ag_result, NULL);
+    return ok;
+}
+
+/* reshard(): to_sharded, free_unsharded_param: every unsharded storage resize_(0), in parameter order. */
+static void reshard(fsdp_rank *rk, fsdp_group *g)
+{
+    if (!g->unsharded)
+        return;
+    for (int j = 0; j < FSDP_NP; j++)
+        tensor_storage_resize_(g->p[j].ag_output, 0);
+    g->unsharded = false;
+    (void)rk;
+}
+
+/* post_backward(): the unsharded gradients taken from the parameters, the group resharded, the previous
+ * reduce-scatter's input freed, then foreach_reduce: the reduce-scatter input (a flat copy of the gradients in
+ * N chunks, chunk_cat) on the default stream, the gradients freed, the output on the reduce-scatter stream, whose
+ * views become the sharded parameters' .grad (or are added to it). */
+static bool post_backward(fsdp_rank *rk, fsdp_group *g)
+{
+    g->state = FSDP_POST_BACKWARD;
+    tensor *grads[FSDP_NP] = {NULL};
+    int have = 0;
+    for (int j = 0; j < FSDP_NP; j++) {
+        if (g->p[j].unsharded && g->p[j].unsharded->grad) {
+            grads[j] = g->p[j].unsharded->grad;
+            g->p[j].unsharded->grad = NULL;
+            have++;
+        }
+    }
+    reshard(rk, g);
+    if (have == 0)
+        return true;
+    tensor_assign(&rk->rs_state, NULL);
+    const int n = rk->w->n;
+    int64_t per = group_shard_numel(g), numel = per * n;
+    dtype dt = g->p[0].shard->dt;
+    size_t es = dtype_size(dt);
+    tensor *in = tensor_empty(rk->r, dt, 1, &numel);
+    bool ok = in != NULL;
+    for (int c = 0; c < n && ok; c++) { /* chunk_cat(grads, dim=0, num_chunks=N): padding rows are zeros */
+        size_t off = 0;
+        for (int j = 0; j < FSDP_NP && ok; j++) {
+            fsdp_param *fp = &g->p[j];
+            int64_t rows = fp->shape[0] - fp->chunk_rows * c;
+            rows = rows < 0 ? 0 : rows > fp->chunk_rows ? fp->chunk_rows : rows;
+            int64_t m = rows * fp->row;
+            if (grads[j] && m > 0) {
+                tensor *dst = tensor_alias(in, (size_t)(per * c) * es + off, 1, &m, false);
+                tensor *src = tensor_alias(grads[j], grads[j]->offset + (size_t)(fp->chunk_rows * c * fp->row) * es,
+                                           1, &m, false);
+                ok = dst && src && op_copy_(dst, src);
+                tensor_release(dst);
+                tensor_release(src);
+            }
+            int64_t pad = (fp->chunk_rows - rows) * fp->row;
+            if (pad > 0 && ok && rk->r->computes) {
+                float *zeros = calloc((size_t)pad, es);
+                tensor *dst = tensor_alias(in, (size_t)(per * c) * es + off + (size_t)m * es, 1, &pad, false);
+                ok = zeros && dst && tensor_copy_from_host_(dst, zeros) == OOM_OK;
+                tensor_release(dst);
+                free(zeros);
+            }
+            off += (size_t)(fp->chunk_rows * fp->row) * es;
+        }
+    }
+    for (int j = 0; j < FSDP_NP; j++) /* unsharded_grads.clear() */
+        tensor_release(grads[j]);
+    tensor *out = NULL;
+    if (ok) {
+        int prev = rt_set_stream(rk->r, FSDP_STREAM_REDUCE_SCATTER);
+        out = tensor_empty(rk->r, dt, 1, &per);
+        rt_set_stream(rk->r, prev);
+        ok = out != NULL;
+    }
+    if (ok && rk->w->threaded)
+        ok = collective(rk, COMM_REDUCE_SCATTER, out, in) == OOM_OK;
+    size_t off = 0;
+    for (int j = 0; j < FSDP_NP && ok; j++) {
+        fsdp_param *fp = &g->p[j];
+        tensor *view = tensor_alias(out, off, fp->ndim, fp->sharded->shape, false);
+        if (!view) {
+            ok = false;
+        } else if (fp->sharded->grad) {
+            ok = op_add_(fp->sharded->grad, view, 1.0) != NULL;
+            tensor_release(view);
+        } else {
+            tensor_assign(&fp->sharded->grad, view);
+        }
+        off += (size_t)(fp->chunk_rows * fp->row) * es;
+    }
+    tensor_release(out);
+    tensor_assign(&rk->rs_state, in); /* reduce_scatter_state takes the reference */
+    return ok && rt_ok(rk->r);
+}
+
+/* pre_backward(): the group unsharded (a no-op when still unsharded, or when prefetched), then the default backward
+ * prefetch: the previous layer's all-gather issued. */
+static bool pre_backward(fsdp_rank *rk, int i)
+{
+    fsdp_group *g = &rk->g[i];
+    if (g->state == FSDP_PRE_BACKWARD)
+        return true;
+    g->state = FSDP_PRE_BACKWARD;
+    if (!unshard(rk, g) || !wait_for_unshard(rk, g))
+        return false;
+    if (i > 0) { /* _backward_prefetch: the reverse post-forward order */
+        fsdp_group *t = &rk->g[i - 1];
+        fsdp_state old = t->state;
+        t->state = FSDP_PRE_BACKWARD; /* use_training_state(PRE_BACKWARD) */
+        bool ok = unshard(rk, t);
+        t->state = old;
+        return ok;
+    }
+    return true;
+}
+
+/* The hooks autograd calls on this rank: the pre-backward unshard on each layer's output node, and the
+ * post-backward reduce-scatter once a group's last gradient is accumulated (RegisterPostBackwardFunction runs right
+ * after the AccumulateGrad nodes, which the engine runs first). */
+static oom_status pre_node_hook(void *ctx, ag_node *node)
+{
+    fsdp_rank *rk = ctx;
+    for (int i = 0; i < rk->nl; i++)
+        if (rk->g[i].out_fn == node)
+            return pre_backward(rk, i) ? OOM_OK : rt_status(rk->r);
+    return OOM_OK;
+}
+
+static oom_status post_acc_hook(void *ctx, tensor *leaf)
+{
+    fsdp_rank *rk = ctx;
+    for (int i = 0; i < rk->nl; i++)
+        for (int j = 0; j < FSDP_NP; j++)
+            if (rk->g[i].p[j].unsharded == leaf) {
+                fsdp_group *g = &rk->g[i];
+                if (++g->grads_seen == FSDP_NP && g->input_requires_grad)
+                    return post_backward(rk, g) ? OOM_OK : rt_status(rk->r);
+                return OOM_OK;
+            }
+    return OOM_OK;
+}
+
+/* ---- model, forward, backward -------------------------------------------------------------------------------- */
+
+/* model = MLP(...).cuda(); fully_shard(each Linear); fully_shard(model): the shards made layer by layer, each
+ * layer's full parameters freed when its fully_shard returns (bias, then weight: the list's order reversed). */
+bool fsdp_mlp_build(fsdp_rank *rk, int64_t width, int depth, int64_t classes)
+{
+    rk->nl = depth + 1;
+    for (int i = 0; i < rk->nl; i++)
+        if (nn_linear_init(&rk->lin[i], rk->r, width, i < depth ? width : classes, true, DT_F32) != OOM_OK)
+            return false;
+    return true;
+}
+
+bool fsdp_mlp_shard(fsdp_rank *rk)
+{
+    for (int i = 0; i < rk->nl; i++) {
+        tensor *full[FSDP_NP] = {rk->lin[i].weight, rk->lin[i].bias};
+        for (int j = 0; j < FSDP_NP; j++)
+            if (!shard_param(rk, &rk->g[i].p[j], full[j], rk->w->n))
+                return false;
+        tensor_assign(&rk->lin[i].bias, NULL);
+        tensor_assign(&rk->lin[i].weight, NULL);
+    }
+    tensor *ps[FSDP_MAX_LAYERS * FSDP_NP];
+    size_t np = 0;
+    for (int i = 0; i < rk->nl; i++)
+        for (int j = 0; j < FSDP_NP; j++)
+            ps[np++] = rk->g[i].p[j].sharded;
+    rk->opt = optim_sgd(rk->r, ps, np, 1e-3, 0.0, 0.0, 0.0, false);
+    return rk->opt != NULL;
+}
+
+/* lazy_init's reset_sharded_param: a rank whose chunk has fewer rows than the padded shard gets a fresh padded
+ * shard (new_zeros, its rows copied in) and the old one is freed. */
+static bool lazy_init(fsdp_rank *rk)
+{
+    if (rk->lazy_done)
+        return true;
+    rk->lazy_done = true;
+    for (int i = 0; i < rk->nl; i++)
+        for (int j = 0; j < FSDP_NP; j++) {
+            fsdp_param *fp = &rk->g[i].p[j];
+            if (fp->local_rows == fp->chunk_rows)
+                continue;
+            tensor *fresh = tensor_zeros(rk->r, fp->shard->dt, SHAPE(fp->chunk_rows * fp->row));
+            if (!fresh)
+                return false;
+            int64_t m = fp->local_rows * fp->row;
+            if (m > 0) {
+                tensor *dst = tensor_alias(fresh, 0, 1, &m, false), *src = tensor_alias(fp->shard, 0, 1, &m, false);
+                bool ok = dst && src && op_copy_(dst, src);
+                tensor_release(dst);
+                tensor_release(src);
+                if (!ok) {
+                    tensor_release(fresh);
+                    return false;
+                }
+            }
+            tensor *view = tensor_alias(fresh, 0, fp->ndim, fp->sharded->shape, false);
+            tensor_set_data(fp->sharded, view); /* sharded_param._local_tensor = the fresh shard's rows; takes view */
+            tensor_assign(&fp->shard, fresh);
+        }
+    return true;
+}
+
+static void io_free(fsdp_rank *rk)
+{
+    tensor_assign(&rk->x, NULL);
+    tensor_assign(&rk->y, NULL);
+    tensor_assign(&rk->loss, NULL);
+}
+
+/* One step's forward on every rank, layer by layer: pre_forward (unshard, the all-gather for all ranks,
+ * wait_for_unshard), the layer, post_forward (reshard); the root's post_forward frees the last all-gather output.
+ * Every rank runs each phase (they fail alike); false when one failed (its OOM not caught here). */
+bool fsdp_forward(fsdp_world *w, int64_t batch, int64_t width, int64_t classes)
+{
+    fsdp_rank *const *rks = w->rk;
+    const int n = w->n;
+    tensor *h[DEVCOMM_MAX_RANKS] = {NULL};
+    bool bad[DEVCOMM_MAX_RANKS] = {false}, any = false;
+    for (int k = 0; k < n; k++) {
+        fsdp_rank *rk = rks[k];
+        optim_zero_grad(rk->opt, true);
+        tensor *x = tensor_randn(rk->r, DT_F32, SHAPE(batch, width), 0.0, 1.0);
+        if (x)
+            tensor_assign(&rk->x, x);
+        tensor *y = x ? tensor_randint(rk->r, SHAPE(batch), 0, classes) : NULL;
+        if (y)
+            tensor_assign(&rk->y, y);
+        if (!y || !lazy_init(rk))
+            bad[k] = any = true;
+        else
+            h[k] = tensor_retain(rk->x);
+    }
+    for (int i = 0; i < rks[0]->nl && !any; i++) {
+        tensor *in[DEVCOMM_MAX_RANKS], *out[DEVCOMM_MAX_RANKS];
+        bool issued = false;
+        for (int k = 0; k < n; k++) {
+            fsdp_group *g = &rks[k]->g[i];
+            g->state = FSDP_FORWARD;
+            g->input_requires_grad = h[k]->requires_grad;
+            issued = g->ag_result == NULL && !g->unsharded;
+            if (!unshard(rks[k], g))
+                bad[k] = any = true;
+            out[k] = g->ag_result;
+        }
+        if (any)
+            break;
+        if (issued) { /* the all-gather, every rank at once */
+            int64_t per = group_shard_numel(&rks[0]->g[i]);
+            for (int k = 0; k < n; k++)
+                in[k] = tensor_alias(out[k], (size_t)(per * k) * dtype_size(out[k]->dt), 1, &per, false);
+            if (run_collective(rks[0]->w, COMM_ALL_GATHER, out, in) != OOM_OK)
+                bad[0] = any = true;
+            for (int k = 0; k < n; k++)
+                tensor_release(in[k]);
+        }
+        for (int k = 0; k < n && !any; k++) {
+            fsdp_rank *rk = rks[k];
+            fsdp_group *g = &rk->g[i];
+            /* Sequential: input = module(input), the Linear (FSDP's pre_forward above, post_forward's reshard right
+             * after it), then the ReLU */
+            tensor *o = wait_for_unshard(rk, g) ? op_linear(h[k], g->p[0].unsharded, g->p[1].unsharded) : NULL;
+            tensor_assign(&h[k], o);
+            if (!o) {
+                bad[k] = true;
+                continue;
+            }
+            g->out_fn = o->grad_fn;
+            if (rk->reshard_after_forward) /* post_forward */
+                reshard(rk, g);
+            if (i + 1 < rk->nl) {
+                tensor *a = op_relu(o);
+                tensor_assign(&h[k], a);
+                if (!a) {
+                    bad[k] = true;
+                    continue;
+                }
+            }
+            g->state = FSDP_IDLE;
+        }
+        for (int k = 0; k < n; k++)
+            any = any || bad[k];
+    }
+    for (int k = 0; k < n && !any; k++) {
+        fsdp_rank *rk = rks[k];
+        tensor_assign(&rk->ag_state, NULL); /* the root's post_forward */
+        tensor *loss = op_cross_entropy(h[k], rk->y);
+        if (!loss)
+            bad[k] = true;
+        else
+            tensor_assign(&rk->loss, loss);
+    }
+    for (int k = 0; k < n; k++) {
+        tensor_release(h[k]);
+        any = any || bad[k];
+    }
+    return !any;
+}
+
+/* loss.backward() on one rank, then the root's final callback: post_backward for the groups autograd did not
+ * reach (the first layer: its input needs no gradient), the last reduce-scatter input freed. */
+static void *backward_thread(void *arg)
+{
+    fsdp_rank *rk = arg;
+    fsdp_world *w = rk->w;
+    pthread_mutex_lock(&w->mu);
+    while (w->turn != rk->k)
+        pthread_cond_wait(&w->cv, &w->mu);
+    pthread_mutex_unlock(&w->mu);
+    for (int i = 0; i < rk->nl; i++)
+        rk->g[i].grads_seen = 0;
+    oom_status st = autograd_backward(rk->loss, NULL, false);
+    for (int i = 0; i < rk->nl && st == OOM_OK; i++) {
+        fsdp_group *g = &rk->g[i];
+        if (g->state != FSDP_POST_BACKWARD && !post_backward(rk, g))
+            st = rt_status(rk->r);
+    }
+    for (int i = 0; i < rk->nl; i++) { /* finalize_backward */
+        tensor_assign(&rk->g[i].ag_result, NULL);
+        rk->g[i].state = FSDP_IDLE;
+    }
+    tensor_assign(&rk->rs_state, NULL);
+    rk->bw_status = st;
+    pthread_mutex_lock(&w->mu);
+    w->active[rk->k] = false;
+    int nxt = next_active(w, 0);
+    bool stranded = false;
+    for (int j = 0; j < w->n; j++)
+        stranded = stranded || w->waiting[j];
+    if (nxt < 0 && stranded) { /* the others wait at a collective this rank will never join */
+        w->cst = OOM_EINVAL;
+        memset(w->waiting, 0, sizeof w->waiting);
+        w->gen++;
+        nxt = next_active(w, 0);
+    }
+    w->turn = nxt;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+/* Every rank's backward, each in its thread, one running at a time (rank 0 first; a rank hands over at each
+ * collective and when it ends). Returns false when a thread could not start (the rest then run in turn anyway). */
+void fsdp_backward(fsdp_world *w)
+{
+    pthread_t th[DEVCOMM_MAX_RANKS];
+    bool started[DEVCOMM_MAX_RANKS] = {false};
+    w->turn = 0;
+    w->gen = 0;
+    for (int k = 0; k < w->n; k++) {
+        w->active[k] = true;
+        w->waiting[k] = false;
+        autograd_set_pre_node_hook(w->rk[k]->r, pre_node_hook, w->rk[k]);
+        autograd_set_post_accumulate_hook(w->rk[k]->r, post_acc_hook, w->rk[k]);
+    }
+    w->threaded = true;
+    for (int k = 0; k < w->n; k++)
+        started[k] = pthread_create(&th[k], NULL, backward_thread, w->rk[k]) == 0;
+    for (int k = 0; k < w->n; k++) {
+        if (started[k])
+            pthread_join(th[k], NULL);
+        else
+            backward_thread(w->rk[k]);
+    }
+    w->threaded = false;
+    for (int k = 0; k < w->n; k++) {
+        autograd_set_pre_node_hook(w->rk[k]->r, NULL, NULL);
+        autograd_set_post_accumulate_hook(w->rk[k]->r, NULL, NULL);
+    }
+}
+
+void fsdp_world_init(fsdp_world *w, devcomm *c, int n)
+{
+    memset(w, 0, sizeof *w);
+    w->n = n;
+    w->c = c;
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cv, NULL);
+}
+
+void fsdp_world_destroy(fsdp_world *w)
+{
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->cv);
+}
+
+void fsdp_rank_free(fsdp_rank *rk)
+{
+    io_free(rk);
+    tensor_assign(&rk->ag_state, NULL);
+    tensor_assign(&rk->rs_state, NULL);
+    optim_free(rk->opt);
+    rk->opt = NULL;
+    for (int i = 0; i < rk->nl; i++) {
+        tensor_assign(&rk->g[i].ag_result, NULL);
+        for (int j = 0; j < FSDP_NP; j++)
+            param_free(&rk->g[i].p[j]);
+        nn_linear_free(&rk->lin[i]);
+    }
+}

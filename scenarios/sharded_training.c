@@ -1,0 +1,256 @@
+/* sharded_training.c - FSDP2 (fully_shard, ZeRO-3) runs out when the gathered parameters are kept after forward:
+ * every rank then holds the whole model beside its shard and its activations.
+ *
+ * Cause. fully_shard(layer) keeps 1/N of each parameter on each rank (its shard: a padded flat tensor, the
+ * parameter a view of it) and all-gathers a layer's parameters only around its use. Before a layer's forward the
+ * shards are copied into one flat all-gather buffer (N x the shard bytes, allocated on FSDP's all-gather copy-in
+ * stream), all-gathered, and copied out into the unsharded parameters' own storages (the default stream); the
+ * buffer is freed after the next layer's copy-out. With reshard_after_forward=True (the default) the unsharded
+ * storages are freed after the layer's forward (untyped_storage().resize_(0): the tensors autograd saved keep their
+ * shapes, not their bytes) and gathered again in backward, one layer ahead (the default backward prefetch). With
+ * reshard_after_forward=False (ZeRO-2's trade: the parameters gathered once per step) they stay: after forward every
+ * rank holds its shard AND the whole unsharded model, and
+ * backward's gradients, the reduce-scatter input (a flat copy of a layer's unsharded gradients, on the default
+ * stream) and output (the layer's sharded gradients, on the reduce-scatter stream) come on top. PyTorch's caching
+ * allocator keeps a segment for the stream it was made for (cachealloc.h, "Streams"): the all-gather buffers and
+ * the sharded gradients take segments of their own, which the default stream's requests cannot use.
+ *
+ * What the user sees. MLP(4096, 8) (512.28 MiB of float32 parameters) at a per-rank batch of 2048, each Linear
+ * fully_shard-ed on 2 ranks (256.14 MiB of shards a rank), under a 1200 MiB budget: with
+ * reshard_after_forward=False a rank holds 1.03 GiB after forward (its shards, the whole unsharded model and
+ * 288 MiB of activations) and the first backward runs out on every rank ("Tried to allocate 64.00 MiB"); with the
+ * default a rank holds 544 MiB after forward and three steps fit (peak 896 MiB allocated). The CI scale
+ * (MLP(1024, 10), batch 384, 2 steps, under 112 MiB) has the same outcomes at the same steps.
+ *
+ * The PyTorch code it mirrors (scripts/twins/sharded_training.py runs it with torchrun --nproc_per_node 2):
+ *     dist.init_process_group("nccl"); torch.cuda.set_device(rank)
+ *     model = nn.Sequential(*[m for _ in range(depth) for m in (nn.Linear(width, width), nn.ReLU())],
+ *                           nn.Linear(width, 10)).cuda()
+ *     for m in model:
+ *         if isinstance(m, nn.Linear):
+ *             fully_shard(m, reshard_after_forward=False)   # the bug; True (the default) is the fix
+ *     fully_shard(model, reshard_after_forward=False)
+ *     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+ *     for step in range(steps):
+ *         opt.zero_grad()
+ *         x = torch.randn(batch, width, device="cuda")
+ *         y = torch.randint(0, 10, (batch,), device="cuda")
+ *         loss = F.cross_entropy(model(x), y)
+ *         loss.backward()                      # torch.OutOfMemoryError in step 1, on every rank
+ *         opt.step()
+ * The ranks run in one oomlab process, one simulated device (or GPU) each; forward runs layer by layer on every
+ * rank in turn; each rank's backward runs in a thread of its own, the ranks taking turns (one runs at a time) and
+ * meeting at each collective, so that each rank's allocator sees exactly its own process's sequence.
+ *
+ * The fixes, and why they work.
+ *   fix-reshard-after-forward  fully_shard(m) with its default reshard_after_forward=True: after a layer's forward
+ *       its unsharded parameters are freed, and backward gathers one layer (and prefetches the next) at a time:
+ *       at most two layers unsharded instead of the whole model.
+ * The myths.
+ *   myth-shards-divide-all  "sharding over N ranks divides all memory by N, so each rank can take N times the batch":
+ *       the default resharding with a per-rank batch of ranks x batch. Parameters, gradients (and optimizer state)
+ *       are divided by N; activations are not: they scale with the per-rank batch, and forward runs out.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "device/devcomm.h"
+#include "run/scenario.h"
+#include "training/fsdp.h"
+
+#define CLASSES 10
+#define MAX_STEPS 8
+#define MIB ((int64_t)1 << 20)
+
+static const scenario_param params[] = {
+    /* name, help, full, min, max, ci */
+    {"width", "features of every layer of MLP(width, depth)", 4096, 16, 8192, 1024},
+    {"depth", "hidden [Linear(width, width), ReLU] blocks before Linear(width, 10)", 8, 1, FSDP_MAX_LAYERS - 1, 10},
+    {"batch", "rows of each rank's randn(batch, width) input per step", 2048, 1, 65536, 384},
+    {"ranks", "processes (one GPU each) in the process group", 2, 2, 4, 0},
+    {"steps", "training steps (zero_grad, forward, backward, SGD step)", 3, 2, MAX_STEPS, 2},
+};
+
+static const scenario_variant variants[] = {
+    {"bug", VARIANT_BUG, "fully_shard(m, reshard_after_forward=False): the gathered parameters stay after forward", ""},
+    {"fix-reshard-after-forward", VARIANT_FIX,
+     "fully_shard(m) (reshard_after_forward=True): parameters freed after forward, gathered again in backward", ""},
+    {"myth-shards-divide-all", VARIANT_MYTH,
+     "\"sharding divides all memory by N\": the default resharding at N times the per-rank batch", ""},
+};
+
+static const char *sz(int64_t bytes, char *buf) { return memstats_format_size((uint64_t)(bytes < 0 ? 0 : bytes), buf, 32); }
+/* ---- the run ------------------------------------------------------------------------------------------------ */
+
+static oom_status run(scn *s, const scenario_variant *v)
+{
+    const int64_t width = scn_param(s, "width"), depth = scn_param(s, "depth");
+    const int n = (int)scn_param(s, "ranks"), steps = (int)scn_param(s, "steps");
+    const bool myth = strcmp(v->name, "myth-shards-divide-all") == 0;
+    const int64_t batch = scn_param(s, "batch") * (myth ? n : 1);
+    const bool raf = strcmp(v->name, "bug") != 0;
+    char a[32], b[32], c2[32], cap[32];
+    sz((int64_t)scn_budget(s), cap);
+
+    devcomm *c = scn_comm(s, n);
+    if (!c)
+        return rt_status(scn_rt(s));
+    fsdp_rank rr[DEVCOMM_MAX_RANKS];
+    fsdp_world w;
+    memset(rr, 0, sizeof rr);
+    fsdp_world_init(&w, c, n);
+    bool built = true;
+    for (int k = 0; k < n; k++) { /* model = MLP(width, depth).cuda() on every rank */
+        rr[k].r = scn_rt_device(s, k);
+        rr[k].k = k;
+        rr[k].w = &w;
+        rr[k].reshard_after_forward = raf;
+        w.rk[k] = &rr[k];
+        built = built && fsdp_mlp_build(&rr[k], width, (int)depth, CLASSES) && !scn_caught(s, "building the model");
+    }
+    scn_step(s, built ? "model" : "OOM building the model");
+    int64_t model_bytes = scn_stat_device(s, 0, "allocated_bytes.all.current");
+    for (int k = 0; k < n && built; k++) /* fully_shard(each Linear), fully_shard(model); SGD */
+        built = fsdp_mlp_shard(&rr[k]) && !scn_caught(s, "fully_shard(model)");
+    if (built)
+        scn_step(s, "fully_shard(model)");
+    int64_t shard_bytes = built ? scn_stat_device(s, 0, "allocated_bytes.all.current") : 0;
+
+    int done = 0;
+    const char *failed = NULL;
+    int64_t fwd_bytes = 0;
+    int stranded = 0; /* ranks left at a collective by one that ran out */
+    char what[64];
+    for (int k = 1; built && k <= steps && !failed && rt_ok(scn_rt(s)); k++) {
+        snprintf(what, sizeof what, "step %d: forward", k);
+        if (!fsdp_forward(&w, batch, width, CLASSES)) {
+            for (int r = 0; r < n; r++)
+                scn_caught(s, what);
+            failed = "forward";
+            break;
+        }
+        scn_step(s, "%s", what);
+        if (k == 1)
+            fwd_bytes = scn_stat_device(s, 0, "allocated_bytes.all.current");
+        snprintf(what, sizeof what, "step %d: backward", k);
+        fsdp_backward(&w);
+        bool bad = false;
+        for (int r = 0; r < n; r++) { /* a rank left waiting at a collective by one that ran out (uneven shards) */
+            bool other_oom = false;
+            for (int q = 0; q < n; q++)
+                other_oom = other_oom || rr[q].bw_status == OOM_ENOMEM_DEVICE;
+            if (rr[r].bw_status == OOM_EINVAL && other_oom && rt_status(rr[r].r) == OOM_EINVAL) {
+                rt_clear(rr[r].r);
+                stranded++;
+                scn_note(s, "rank %d reached a collective that a rank out of memory never joins: in PyTorch it waits "
+                            "until NCCL's timeout",
+                         r);
+            }
+        }
+        for (int r = 0; r < n; r++)
+            if (rr[r].bw_status != OOM_OK && scn_caught(s, what))
+                bad = true;
+        if (bad || !rt_ok(scn_rt(s))) {
+            failed = "backward";
+            break;
+        }
+        scn_step(s, "%s", what);
+        snprintf(what, sizeof what, "step %d: optimizer step", k);
+        for (int r = 0; r < n; r++)
+            if (optim_step(rr[r].opt) != OOM_OK && scn_caught(s, what))
+                bad = true;
+        if (bad) {
+            failed = "optimizer step";
+            break;
+        }
+        scn_step(s, "%s", what);
+        done = k;
+    }
+    if (failed)
+        scn_step(s, "step %d: %s: OOM", done + 1, failed);
+    for (int k = 0; k < n; k++) /* del loss, y, x, opt, model */
+        fsdp_rank_free(&rr[k]);
+    scn_step(s, "everything released");
+    fsdp_world_destroy(&w);
+    if (!rt_ok(scn_rt(s)))
+        return rt_status(scn_rt(s));
+
+    /* ---- what each variant must show, at these parameters ---- */
+    const scn_oom *oom = scn_first_oom(s);
+    if (!built) {
+        scn_not_reproduced(s, "MLP(%lld, %lld) does not fit %s on each of %d ranks before sharding",
+                           (long long)width, (long long)depth, cap, n);
+        return OOM_OK;
+    }
+    /* within an eighth, and 512 B a tensor: the padding of uneven chunks and the allocator's rounding */
+    const int64_t slack = model_bytes / 8 + (depth + 1) * FSDP_NP * 512 * n;
+    scn_expect(s, shard_bytes * n >= model_bytes - slack && shard_bytes * n <= model_bytes + slack,
+               "fully_shard keeps 1/%d of the model on each rank: %s of %s", n, sz(shard_bytes, a),
+               sz(model_bytes, b));
+    if (oom)
+    {
+        scn_expect(s, oom->reserved + oom->alloc_size > scn_budget(s),
+                   "the OOM (%s, on rank %d) is the budget's: %s reserved + a new %s segment exceed %s", oom->what,
+                   oom->device, sz((int64_t)oom->reserved, a), sz((int64_t)oom->alloc_size, b), cap);
+        int ranks_oom = 0;
+        for (int k = 0; k < n; k++)
+            ranks_oom += scn_stat_device(s, k, "num_ooms") > 0;
+        scn_expect(s, ranks_oom + stranded == n && ranks_oom > 0,
+                   "every rank runs out at the same point (%d of %d ranks; %d left waiting at a collective)", ranks_oom,
+                   n, stranded);
+    }
+    if (v->kind == VARIANT_BUG) {
+        if (!oom) {
+            scn_not_reproduced(s, "with the gathered parameters kept, the step still fits %s (peak %s)", cap,
+                               sz(scn_stat(s, "allocated_bytes.all.peak"), a));
+            return OOM_OK;
+        }
+        if (fwd_bytes > 0)
+            scn_expect(s, fwd_bytes - shard_bytes >= model_bytes,
+                       "after forward every rank holds the whole unsharded model (%s) beside its shards (%s): %s more "
+                       "than after fully_shard",
+                       sz(model_bytes, a), sz(shard_bytes, b), sz(fwd_bytes - shard_bytes, c2));
+        else
+            scn_expect(s, true, "the gathered layers and the activations do not fit %s in step 1's forward", cap);
+        return OOM_OK;
+    }
+    if (myth) {
+        if (!oom) {
+            scn_not_reproduced(s, "at a per-rank batch of %lld the step fits %s (peak %s)", (long long)batch, cap,
+                               sz(scn_stat(s, "allocated_bytes.all.peak"), a));
+            return OOM_OK;
+        }
+        scn_expect(s, true,
+                   "the shards are 1/%d of the model (%s of %s), but the activations grow with the per-rank batch "
+                   "(%lld): %s runs out (%s)",
+                   n, sz(shard_bytes, a), sz(model_bytes, b), (long long)batch, failed ? failed : "the step",
+                   oom->what);
+        return OOM_OK;
+    }
+    if (oom)
+        return OOM_OK; /* a fix that runs out: its kind's check fails it */
+    scn_expect(s, done == steps, "%d steps on %d ranks fit %s: peak %s allocated, %s reserved on rank 0", steps, n,
+               cap, sz(scn_stat(s, "allocated_bytes.all.peak"), a), sz(scn_stat(s, "reserved_bytes.all.peak"), b));
+    scn_expect(s, fwd_bytes > shard_bytes,
+               "after forward a rank holds its shards and the activations (%s above the shards), no unsharded layer",
+               sz(fwd_bytes - shard_bytes, a));
+    return OOM_OK;
+}
+
+const scenario scenario_sharded_training = {
+    .name = "sharded_training",
+    .title = "FSDP2 runs out when the gathered parameters are kept after forward (reshard_after_forward=False)",
+    .story = "fully_shard keeps 1/N of each parameter on each rank and all-gathers a layer's parameters around its "
+             "use (the all-gather buffer on its own stream); with reshard_after_forward=False the unsharded "
+             "parameters stay after forward, so every rank holds the whole model beside its shard and the "
+             "activations, and backward runs out. The default reshard_after_forward=True frees them after each "
+             "layer's forward and fits; sharding does not divide the activations, so N times the per-rank batch "
+             "runs out.",
+    .default_budget = (size_t)1200 << 20,
+    .ci_budget = (size_t)112 << 20,
+    .params = params,
+    .nparams = sizeof params / sizeof params[0],
+    .variants = variants,
+    .nvariants = sizeof variants / sizeof variants[0],
+    .run = run,
+};
