@@ -64,6 +64,9 @@ static inline uint64_t oom_rng_hash(uint64_t seed, uint64_t i)
  * bias_rows        out[i, j] = bias[j] for an m x n out (addmm's broadcast of the bias before beta = 1)
  * sum_rows         out[j] = sum over i of a[i, j], a is m x n (a bias gradient)
  * sum_all          out[0] = sum of a[0..n)
+ * sum_squares      acc[0] += sum of a[i]^2 in double, acc in HOST memory: a reduction to the host, like .item()
+ *                  (the ref adds in index order onto acc's value; cuda sums on the device in a fixed order, then
+ *                  copies, so it synchronises). unzeroed_grads' grad_norm metric, no device memory used
  * log_softmax      out[i, :] = a[i, :] - logsumexp(a[i, :]), a is m x n
  * log_softmax_backward  gi[i, j] = go[i, j] - exp(y[i, j]) * sum over j of go[i, j]
  * nll_loss         loss[0] = -(1/m) sum over i of logp[i, target[i]]; total_weight[0] = m (reduction mean,
@@ -120,6 +123,7 @@ static inline uint64_t oom_rng_hash(uint64_t seed, uint64_t i)
     X(bias_rows, (dtype dt, void *out, const void *bias, int64_t m, int64_t n))                                \
     X(sum_rows, (dtype dt, void *out, const void *a, int64_t m, int64_t n))                                    \
     X(sum_all, (dtype dt, void *out, const void *a, int64_t n))                                                \
+    X(sum_squares, (dtype dt, const void *a, int64_t n, double *acc))                                          \
     X(log_softmax, (dtype dt, void *out, const void *a, int64_t m, int64_t n))                                 \
     X(log_softmax_backward, (dtype dt, void *gi, const void *go, const void *y, int64_t m, int64_t n))         \
     X(nll_loss, (dtype dt, void *loss, void *total_weight, const void *logp, const int64_t *target, int64_t m, \

@@ -3,7 +3,8 @@
  * for bit. No allocation: sum_rows gives each column to one column of a block (the block's 32 row lanes split the
  * matrix rows, four independent sums each, then add up in shared memory); sum_all spreads over up to
  * SUM_ALL_BLOCKS blocks, each leaving its partial sum in a fixed array of this module, and the last block to finish
- * adds the partials in block order (the kernels run on the default stream, one at a time).
+ * adds the partials in block order (the kernels run on the default stream, one at a time). sum_squares does the
+ * same in double into a module variable, then copies it to the host: it synchronises, as .item() does.
  */
 #include "cuda_util.cuh"
 
@@ -126,4 +127,88 @@ oom_status k_sum_all_cuda(dtype dt, void *out, const void *a, int64_t n)
     if (!kargs_float(dt) || n < 0 || !out || (n > 0 && !a))
         return KARGS_FAIL(dt, 1, n);
     return kc_dispatch<sum_all_launch>(dt, __func__, out, a, n);
+}
+
+/* ---- sum_squares: sum of a[i]^2 in double, to the host ------------------------------------------------------ */
+
+__device__ double sum_squares_partials[SUM_ALL_BLOCKS];
+__device__ unsigned int sum_squares_finished;
+__device__ double sum_squares_result;
+
+/* The sum of v over a 1-D block of SUM_ALL_THREADS threads; thread 0 gets it. */
+__device__ __forceinline__ double block_sum_double(double v)
+{
+    __shared__ double part[SUM_ALL_THREADS / 32];
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_down_sync(0xffffffffu, v, o);
+    if ((threadIdx.x & 31) == 0)
+        part[threadIdx.x >> 5] = v;
+    __syncthreads();
+    v = 0.0;
+    if (threadIdx.x < 32) {
+        v = part[threadIdx.x];
+        for (int o = 16; o > 0; o >>= 1)
+            v += __shfl_down_sync(0xffffffffu, v, o);
+    }
+    __syncthreads();
+    return v;
+}
+
+template <typename T> __global__ void sum_squares_kernel(const T *a, int64_t n)
+{
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, stride = (int64_t)gridDim.x * blockDim.x;
+    double acc = 0.0;
+    for (int64_t i = first; i < n; i += stride) {
+        double v = (double)kc_to_f(a[i]);
+        acc += v * v;
+    }
+    acc = block_sum_double(acc);
+    __shared__ bool last;
+    if (threadIdx.x == 0) {
+        sum_squares_partials[blockIdx.x] = acc;
+        __threadfence();
+        last = atomicAdd(&sum_squares_finished, 1u) == gridDim.x - 1;
+    }
+    __syncthreads();
+    if (!last)
+        return;
+    __threadfence();
+    double p = 0.0;
+    for (unsigned b = threadIdx.x; b < gridDim.x; b += blockDim.x)
+        p += *(volatile double *)&sum_squares_partials[b];
+    p = block_sum_double(p);
+    if (threadIdx.x == 0) {
+        sum_squares_result = p;
+        sum_squares_finished = 0;
+    }
+}
+
+struct sum_squares_launch {
+    template <typename T> static oom_status run(const char *kernel, const void *a, int64_t n, double *acc)
+    {
+        const int64_t per_block = (int64_t)SUM_ALL_THREADS * 16;
+        int64_t blocks = (n + per_block - 1) / per_block;
+        unsigned grid = (unsigned)(blocks < 1 ? 1 : blocks > SUM_ALL_BLOCKS ? SUM_ALL_BLOCKS : blocks);
+        sum_squares_kernel<T><<<grid, SUM_ALL_THREADS>>>((const T *)a, n);
+        oom_status st = KC_LAUNCHED(kernel);
+        if (st != OOM_OK)
+            return st;
+        double v = 0.0;
+        cudaError_t e = cudaMemcpyFromSymbol(&v, sum_squares_result, sizeof v); /* waits for the kernel */
+        if (e != cudaSuccess) {
+            (void)cudaGetLastError();
+            return kc_status(e, kernel, "cudaMemcpyFromSymbol", __FILE__, __LINE__);
+        }
+        *acc += v;
+        return OOM_OK;
+    }
+};
+
+oom_status k_sum_squares_cuda(dtype dt, const void *a, int64_t n, double *acc)
+{
+    if (!kargs_float(dt) || n < 0 || !acc || (n > 0 && !a))
+        return KARGS_FAIL(dt, 1, n);
+    if (n == 0)
+        return OOM_OK;
+    return kc_dispatch<sum_squares_launch>(dt, __func__, a, n, acc);
 }

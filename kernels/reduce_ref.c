@@ -62,3 +62,19 @@ oom_status k_sum_all_ref(dtype dt, void *out, const void *a, int64_t n)
 #undef STORE
     return OOM_OK;
 }
+
+oom_status k_sum_squares_ref(dtype dt, const void *a, int64_t n, double *acc)
+{
+    if (!kargs_float(dt) || n < 0 || !acc || (n > 0 && !a))
+        return KARGS_FAIL(dt, 1, n);
+    double s = *acc;
+#define SQ(T)                                                                                                      \
+    for (int64_t i = 0; i < n; i++) {                                                                              \
+        double v = (double)LD_##T(a, i);                                                                           \
+        s += v * v;                                                                                                \
+    }
+    REF_FLOAT_DISPATCH(dt, SQ)
+#undef SQ
+    *acc = s;
+    return OOM_OK;
+}

@@ -645,6 +645,27 @@ Test(kernels, sum_known_values)
     cr_assert_eq(hs, 0x3f81);
 }
 
+/* sum_squares adds onto the caller's sum, in double, in index order; nothing read for n = 0. */
+Test(kernels, sum_squares_known_values)
+{
+    const float a[3] = {1, 2, 3};
+    double acc = 10;
+    cr_assert_eq(k_sum_squares_ref(DT_F32, a, 3, &acc), OOM_OK);
+    cr_assert_eq(acc, 24.0);
+    cr_assert_eq(k_sum_squares_ref(DT_F32, NULL, 0, &acc), OOM_OK);
+    cr_assert_eq(acc, 24.0);
+    const float tiny[2] = {0x1p-30f, 1.0f}; /* (2^-30)^2 = 2^-60 survives in double, not in f32 */
+    acc = 0;
+    cr_assert_eq(k_sum_squares_ref(DT_F32, tiny, 2, &acc), OOM_OK);
+    cr_assert_eq(acc, 1.0 + 0x1p-60);
+    uint16_t h[2] = {f32_to_f16(3.0f), f32_to_f16(-0.5f)};
+    acc = 0;
+    cr_assert_eq(k_sum_squares_ref(DT_F16, h, 2, &acc), OOM_OK);
+    cr_assert_eq(acc, 9.25);
+    cr_assert_neq(k_sum_squares_ref(DT_F32, a, 3, NULL), OOM_OK);
+    cr_assert_neq(k_sum_squares_ref(DT_I64, a, 1, &acc), OOM_OK);
+}
+
 /* 2^24 + 1000 ones: an f32 running sum stops at 2^24; the reference's pairwise sum is exact. */
 Test(kernels, sum_all_does_not_stall)
 {
@@ -1248,6 +1269,7 @@ static void bad_arguments(bool cuda)
     EXPECT_EINVAL(KIMPL(cuda, sum_rows)(DT_F32, NULL, x, 2, 2));
     EXPECT_EINVAL(KIMPL(cuda, sum_all)(DT_F32, NULL, NULL, 0)); /* the output is written even for n = 0 */
     EXPECT_EINVAL(KIMPL(cuda, sum_all)(DT_I64, x, x, 1));
+    EXPECT_EINVAL(KIMPL(cuda, sum_squares)(DT_F32, x, 1, NULL));
     EXPECT_EINVAL(KIMPL(cuda, log_softmax)(DT_F32, x, x, 2, -3));
     EXPECT_EINVAL(KIMPL(cuda, log_softmax)(DT_F32, x, NULL, 2, 3));
     EXPECT_EINVAL(KIMPL(cuda, log_softmax_backward)(DT_F32, x, x, NULL, 1, 1));
@@ -1629,6 +1651,30 @@ Test(kernels, cuda_sum_rows)
             expect_guards(&g, "sum_rows", at(&g, 0, 0), (size_t)n * es, 0);
             free(a), free(got), free(want);
         }
+    gpu_close(&g);
+}
+
+/* sum_squares on the device against the reference (both in double; the device adds in another order), over the
+ * elementwise sizes, aligned and not, onto a sum the caller holds. */
+Test(kernels, cuda_sum_squares)
+{
+    gpu g = gpu_open((size_t)(ew_sizes[COUNT(ew_sizes) - 1] + 1) * 4);
+    for (int t = 0; t < 3; t++)
+        for (int64_t k = 0; k < COUNT(ew_sizes); k++)
+            for (int mis = 0; mis < 2; mis++) {
+                dtype dt = float_types[t];
+                int64_t n = ew_sizes[k];
+                size_t es = dtype_size(dt), off = mis ? es : 0;
+                void *a = rand_buf(dt, n, -1, 1, 70 + (uint64_t)k);
+                poison_all(&g);
+                up(&g, at(&g, 1, off), a, (size_t)n * es);
+                double got = 0.5, want = 0.5;
+                cr_assert_eq(k_sum_squares_cuda(dt, dp(at(&g, 1, off)), n, &got), OOM_OK, "%s", oom_error_msg());
+                cr_assert_eq(k_sum_squares_ref(dt, a, n, &want), OOM_OK);
+                cr_assert(fabs(got - want) <= 1e-12 * want, "sum_squares %s n %lld: %.17g, ref %.17g", dtype_str(dt),
+                          (long long)n, got, want);
+                free(a);
+            }
     gpu_close(&g);
 }
 
