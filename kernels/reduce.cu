@@ -1,7 +1,7 @@
 /* reduce.cu - CUDA versions of sum_rows and sum_all (kernels.h). f32 accumulation, one rounding on store, an
  * empty sum is 0 (as reduce_ref.c); the order of the additions depends only on the shape, so a result repeats bit
  * for bit. No allocation: sum_rows gives each column to one column of a block (the block's 32 row lanes split the
- * matrix rows, four independent sums each, then add up in shared memory); sum_all spreads over up to
+ * matrix rows, eight independent sums each, then add up in shared memory); sum_all spreads over up to
  * SUM_ALL_BLOCKS blocks, each leaving its partial sum in a fixed array of this module, and the last block to finish
  * adds the partials in block order (the kernels run on the default stream, one at a time). sum_squares does the
  * same in double into a module variable, then copies it to the host: it synchronises, as .item() does.
@@ -10,7 +10,7 @@
 
 #define SUM_ROWS_X 32 /* columns per block: a warp reads 32 consecutive elements of a row */
 #define SUM_ROWS_Y 32 /* row lanes per column */
-#define SUM_ROWS_ILP 4 /* independent sums per lane: loads in flight */
+#define SUM_ROWS_ILP 8 /* independent sums per lane: loads in flight */
 
 template <typename T> __global__ void sum_rows_kernel(T *out, const T *a, int64_t m, int64_t n)
 {
@@ -28,7 +28,7 @@ template <typename T> __global__ void sum_rows_kernel(T *out, const T *a, int64_
             for (; i < m; i += SUM_ROWS_Y) /* fewer than SUM_ROWS_ILP rows left */
                 acc[0] += kc_to_f(a[i * n + j]);
         }
-        part[ty][tx] = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+        part[ty][tx] = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
         __syncthreads();
         if (ty == 0 && j < n) {
             float s = 0.0f;
