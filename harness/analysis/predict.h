@@ -32,7 +32,7 @@
 
 OOM_BEGIN_DECLS
 
-#define PREDICT_SCHEMA "oomlab.predict/2" /* /1 had no "not_modelled" */
+#define PREDICT_SCHEMA "oomlab.predict/3" /* /2 had no "external_bytes", /1 no "not_modelled" */
 /* The capture's trace metadata (scripts/oomlab_capture/recorder.py) this reader understands. */
 #define CAPTURE_SCHEMA "oomlab.capture/1"
 
@@ -88,7 +88,7 @@ void predict_result_free(predict_result *res);
  * advise's. */
 void predict_print(const predict_result *res, FILE *out);
 
-/* The same as one JSON object (schema oomlab.predict/2): schema, script, gpu {name, total_memory, sm_count, arch,
+/* The same as one JSON object (schema oomlab.predict/3): schema, script, gpu {name, total_memory, sm_count, arch,
  * context_bytes}, budget (null: the whole device), cap (what the allocator may hold: the budget's cap, or total less
  * the context and external), external_bytes, events, peak_allocated, peak_reserved, fits, oom (null or
  * {event, step, op, where, metadata, message}), placeholders, modelled, not_modelled ([{what, ops, source}]: ops
