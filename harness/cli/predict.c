@@ -603,10 +603,14 @@ static int do_nproc(predict_cli *c)
                        n, res[0].events);
             else
                 printf("nproc: the ranks recorded %d different traces: one report for each\n", ngroups);
-            printf("nccl: NCCL's own buffers, %zu bytes (%.0f MiB) per rank, charged to each rank's GPU outside the "
-                   "allocator: NCCL 2.28.9 measured on 2 x H200 (harness/device/devcomm.h; other GPUs, NCCL versions "
-                   "and rank counts not measured)\n",
-                   nccl, (double)nccl / 1048576.0);
+            if (nccl)
+                printf("nccl: NCCL's own buffers, %zu bytes (%.0f MiB) per rank, charged to each rank's GPU outside "
+                       "the allocator: NCCL 2.28.9 measured on 2 x H200 (harness/device/devcomm.h; other GPUs, NCCL "
+                       "versions and rank counts not measured)\n",
+                       nccl, (double)nccl / 1048576.0);
+            else
+                printf("nccl: none charged: a world of one rank (harness/device/devcomm.h charges NCCL's buffers from "
+                       "2 ranks on)\n");
         }
         for (int k = 0; k < nranks; k++) {
             if (group[k] != k)
