@@ -593,10 +593,10 @@ static int do_nproc(predict_cli *c)
                    "capture; no NCCL buffers charged; each of the %d processes would run it alone)\n",
                    echo_str(c->script, cut), n);
         } else {
-            printf("nproc: %d ranks, each captured as its own process (rank K of %d: RANK, LOCAL_RANK, WORLD_SIZE, "
+            printf("nproc: %d rank%s, each captured as its own process (rank K of %d: RANK, LOCAL_RANK, WORLD_SIZE, "
                    "MASTER_ADDR set as torchrun sets them; init_process_group made a fake process group on the CPU "
                    "whose collectives complete at once)\n",
-                   n, n);
+                   n, n == 1 ? "" : "s", n);
             if (ngroups == 1)
                 printf("nproc: the %d ranks recorded the same %zu allocations and frees: one report for all (rank 0's, "
                        "with its op labels)\n",
