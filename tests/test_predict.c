@@ -11,6 +11,7 @@
 #include <cjson/cJSON.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -200,7 +201,7 @@ static const cJSON *get(const cJSON *o, const char *key)
     return v;
 }
 
-/* --json (schema oomlab.predict/2, its keys pinned) of an OOM: 40 MiB under a 32 MiB budget (fraction 0.5 of
+/* --json (schema oomlab.predict/3, its keys pinned) of an OOM: 40 MiB under a 32 MiB budget (fraction 0.5 of
  * 64 MiB: a cap of exactly 32 MiB) runs out at event 0, step 0, aten::empty; --trace keeps the trace, which
  * replay and advise take as a prediction. */
 Test(predict, json_oom_and_trace)
@@ -212,14 +213,14 @@ Test(predict, json_oom_and_trace)
     cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
     cJSON *o = cJSON_Parse(r.out);
     cr_assert_not_null(o, "not JSON: %s", r.out);
-    static const char *const keys[] = {"schema", "script", "gpu",     "budget",       "cap",       "events",
+    static const char *const keys[] = {"schema", "script", "gpu", "budget", "cap", "external_bytes", "events",
                                        "peak_allocated", "peak_reserved", "fits", "oom", "placeholders",
                                        "modelled", "not_modelled", "capture", "advise"};
     size_t n = 0;
     for (const cJSON *k = o->child; k; k = k->next, n++)
         cr_assert_str_eq(k->string, keys[n], "key %zu", n);
     cr_assert_eq(n, sizeof keys / sizeof keys[0]);
-    cr_assert_str_eq(get(o, "schema")->valuestring, "oomlab.predict/2");
+    cr_assert_str_eq(get(o, "schema")->valuestring, "oomlab.predict/3");
     cr_assert_eq(cJSON_GetArraySize(get(o, "not_modelled")), 0); /* the double reports none */
     cr_assert_str_eq(get(get(o, "gpu"), "name")->valuestring, "TEST-64MiB");
     cr_assert_eq(get(get(o, "gpu"), "total_memory")->valuedouble, 67108864);
@@ -329,7 +330,7 @@ Test(predict, real_capture_end_to_end, .timeout = 600)
     cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
     cJSON *o = cJSON_Parse(r.out);
     cr_assert_not_null(o, "%s", r.out);
-    cr_assert_str_eq(get(o, "schema")->valuestring, "oomlab.predict/2");
+    cr_assert_str_eq(get(o, "schema")->valuestring, "oomlab.predict/3");
     cr_assert_str_eq(get(get(o, "gpu"), "name")->valuestring, "H100-80GB");
     cr_assert(cJSON_IsTrue(get(o, "fits")));
     cr_assert_gt(get(o, "peak_allocated")->valuedouble, 0);
@@ -380,4 +381,190 @@ Test(predict, capture_patterns_said_or_refused_before, .timeout = 600)
     }
     cJSON_Delete(o);
     run_free(&r);
+}
+
+/* --nproc's own bad input: one line, exit 2, before any capture. */
+Test(predict, nproc_bad_input)
+{
+    const char *s = script("s.py", "import torch\n");
+    expect_bad_input(fmt("predict --nproc 0 '%s'", s), "--nproc: '0' is not a number of ranks from 1 to 1024");
+    expect_bad_input(fmt("predict --nproc two '%s'", s), "--nproc: 'two' is not a number of ranks");
+    expect_bad_input(fmt("predict --nproc 2x '%s'", s), "--nproc: '2x' is not a number of ranks");
+    expect_bad_input(fmt("predict --nproc -1 '%s'", s), "--nproc: '-1' is not a number of ranks");
+    expect_bad_input(fmt("predict --nproc 1025 '%s'", s), "--nproc: '1025' is not a number of ranks");
+    expect_bad_input(fmt("predict --nproc '%s'", s), "is not a number of ranks");
+    expect_bad_input(fmt("predict --nproc 2 --sweep n=1..4 '%s'", s), "--nproc runs a capture per rank: not with");
+}
+
+/* Every rank is captured (the double allocates per rank); NCCL's buffers, 866 MiB per rank (device/devcomm.h), are
+ * charged outside the allocator: 84,000,000,000 bytes (a 84,001,423,360-byte segment) fit the measured H100 less its
+ * context (84,465,090,560 bytes) as one process, and not less NCCL's buffers too (83,557,023,744). */
+Test(predict, nproc_charges_nccl_and_groups_ranks)
+{
+    const char *s = script("s.py", "import torch\n");
+    run_result r = run(fmt("predict --python " FAKE " '%s' 84000000000", s));
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+    cr_assert_not_null(strstr(r.out, "fits: yes"), "%s", r.out);
+    run_free(&r);
+    r = run(fmt("predict --python " FAKE " --nproc 2 '%s' 84000000000", s));
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+    cr_assert_not_null(strstr(r.out, "nproc: 2 ranks, each captured as its own process"), "%s", r.out);
+    cr_assert_not_null(strstr(r.out, "nproc: the 2 ranks recorded the same 3 allocations and frees: one report"),
+                       "%s", r.out);
+    cr_assert_not_null(strstr(r.out, "nccl: NCCL's own buffers, 908066816 bytes (866 MiB) per rank"), "%s", r.out);
+    cr_assert_not_null(strstr(r.out, "\nranks 0-1:\n"), "%s", r.out);
+    cr_assert_not_null(strstr(r.out, "outside the allocator: NCCL's buffers, 908066816 bytes (866 MiB)"), "%s", r.out);
+    cr_assert_not_null(strstr(r.out, "fits: no: out of memory at event 0"), "%s", r.out);
+    cr_assert_not_null(strstr(r.out, "  rank 1: peak allocated 78.23 GiB (84000000000 bytes), peak reserved 78.23 GiB "
+                                     "(84001423360 bytes), fits: no (out of memory)\n"),
+                       "%s", r.out);
+    run_free(&r);
+    /* rank 2 alone allocates 4 MiB more: two reports */
+    r = run(fmt("predict --python " FAKE " --nproc 3 --json '%s' 10MiB rank2:4MiB", s));
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+    cJSON *o = cJSON_Parse(r.out);
+    cr_assert_not_null(o, "%s", r.out);
+    cr_assert_str_eq(get(o, "schema")->valuestring, "oomlab.predict.nproc/1");
+    cr_assert(cJSON_IsTrue(get(o, "distributed")));
+    cr_assert_eq(get(o, "nccl_bytes_per_rank")->valuedouble, 908066816.0);
+    cr_assert_eq(get(o, "distinct_traces")->valueint, 2);
+    const cJSON *ranks = get(o, "ranks");
+    cr_assert_eq(cJSON_GetArraySize(ranks), 3);
+    static const int same[3] = {0, 0, 2};
+    static const double peak[3] = {10485760.0, 10485760.0, 14680064.0};
+    for (int k = 0; k < 3; k++) {
+        const cJSON *rk = cJSON_GetArrayItem(ranks, k);
+        cr_expect_eq(get(rk, "rank")->valueint, k);
+        cr_expect_eq(get(rk, "same_trace_as")->valueint, same[k], "rank %d", k);
+        cr_expect_eq(get(rk, "peak_allocated")->valuedouble, peak[k], "rank %d", k);
+        cr_expect_eq(get(rk, "external_bytes")->valuedouble, 908066816.0);
+        cr_expect(cJSON_IsTrue(get(rk, "fits")));
+    }
+    cJSON_Delete(o);
+    run_free(&r);
+}
+
+/* A script that never calls init_process_group under --nproc: said in one line, predicted as one process. */
+Test(predict, nproc_script_without_distributed)
+{
+    const char *s = script("s.py", "# fake: nodist\n");
+    run_result r = run(fmt("predict --python " FAKE " --nproc 4 '%s' 84000000000", s));
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+    cr_assert_not_null(strstr(r.out, "never called torch.distributed.init_process_group: predicted as one process "
+                                     "(rank 0's capture; no NCCL buffers charged; each of the 4 processes would run it "
+                                     "alone)\n"),
+                       "%s", r.out);
+    cr_assert_null(strstr(r.out, "nccl:"), "%s", r.out);
+    cr_assert_null(strstr(r.out, "rank 1"), "%s", r.out);
+    cr_assert_not_null(strstr(r.out, "fits: yes"), "%s", r.out);
+    run_free(&r);
+}
+
+/* The real capture of a torchrun-style DDP script (tests/data/predict/scripts/ddp_mlp.py) at the configuration of
+ * scripts/twins/data_parallel.py's fix-bucket-view (MLP(4096, 4), batch 2048, gradient_as_bucket_view=True, 2 ranks,
+ * an 880 MiB budget on the H200, cuBLAS workspaces off as twinlib runs it): the OOM its twin recorded on 2 x H200
+ * (tests/data/twins/data_parallel.torch.json) in the same step and phase (the second forward, after the buckets'
+ * rebuild, beside the first iteration's bucket), with the same bytes tried, allocated and reserved. */
+Test(predict, nproc_ddp_matches_its_twin, .timeout = 600)
+{
+    if (access("build/venv/bin/python", X_OK) != 0)
+        cr_skip_test("build/venv is not installed (make test installs it: scripts/predict_venv.sh)");
+    setenv("CUBLAS_WORKSPACE_CONFIG", ":0:0", 1);
+    setenv("CUBLASLT_WORKSPACE_SIZE", "0", 1);
+    run_result r = run("predict --json --nproc 2 --gpu H200 --budget 880MiB tests/data/predict/scripts/ddp_mlp.py --bucket-view");
+    unsetenv("CUBLAS_WORKSPACE_CONFIG");
+    unsetenv("CUBLASLT_WORKSPACE_SIZE");
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+    cJSON *o = cJSON_Parse(r.out);
+    cr_assert_not_null(o, "%s", r.out);
+    cr_assert(cJSON_IsTrue(get(o, "distributed")));
+    cr_assert_eq(get(o, "distinct_traces")->valueint, 1);
+    const cJSON *ranks = get(o, "ranks");
+    cr_assert_eq(cJSON_GetArraySize(ranks), 2);
+    for (int k = 0; k < 2; k++) {
+        const cJSON *rk = cJSON_GetArrayItem(ranks, k);
+        const cJSON *d = get(rk, "distributed");
+        cr_expect_eq(get(d, "rank")->valueint, k);
+        cr_expect_eq(get(d, "world_size")->valueint, 2);
+        cr_expect(cJSON_IsTrue(get(d, "initialised")));
+        cr_expect_str_eq(get(d, "backend")->valuestring, "nccl");
+        cr_expect_eq(get(d, "stashed_bytes")->valuedouble, 268664872.0); /* the parameters' bytes: one bucket */
+        cr_expect_eq(get(rk, "external_bytes")->valuedouble, 908066816.0);
+        cr_assert(cJSON_IsFalse(get(rk, "fits")));
+        const cJSON *oom = get(rk, "oom");
+        cr_expect_eq(get(oom, "step")->valueint, 1);
+        cr_expect_str_eq(get(oom, "op")->valuestring, "aten::relu");
+        const char *m = get(oom, "message")->valuestring;
+        cr_expect_not_null(strstr(m, "Tried to allocate 32.00 MiB."), "%s", m);
+        cr_expect_not_null(strstr(m, "880.00 MiB allowed; Of the allocated memory 864.67 MiB is allocated by PyTorch, "
+                                     "and 11.33 MiB is reserved by PyTorch but unallocated."),
+                           "%s", m);
+    }
+    cJSON_Delete(o);
+    run_free(&r);
+}
+
+/* What the capture records of DistributedDataParallel on the meta parameters, rank 1 of 2 (MLP(1024, 2): 8,437,800
+ * bytes of parameters in 5 tensors): _sync_module_states' flat broadcast buffer of every parameter (a cat, freed),
+ * the Reducer's first-iteration bucket of every parameter at DDP(model), at the second forward the rebuilt bucket
+ * (bucket_cap_mb=25 given, so 25 MiB is also the first bucket's limit: one bucket) allocated while the first is
+ * still held (its all-reduce's Work), and the first freed only after the last op. */
+Test(predict, capture_records_ddp_buckets, .timeout = 600)
+{
+    if (access("build/venv/bin/python", X_OK) != 0)
+        cr_skip_test("build/venv is not installed (make test installs it: scripts/predict_venv.sh)");
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "cd scripts && ../build/venv/bin/python -m oomlab_capture --quiet --out '%s' --rank 1 --world-size 2 -- "
+             "../tests/data/predict/scripts/ddp_mlp.py --width 1024 --depth 2 --batch 8 --steps 2 >'%s' 2>&1",
+             tpath("t.json"), tpath("log"));
+    int st = system(cmd);
+    char *log = fileio_read_all(tpath("log"), NULL);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s", log ? log : "");
+    free(log);
+    char *text = fileio_read_all(tpath("t.json"), NULL);
+    cJSON *o = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    cr_assert_not_null(o);
+    const cJSON *d = get(get(o, "oomlab_capture"), "distributed");
+    cr_expect_eq(get(d, "rank")->valueint, 1);
+    cr_expect_eq(get(d, "world_size")->valueint, 2);
+    cr_expect(cJSON_IsTrue(get(d, "initialised")));
+    cr_expect_eq(get(d, "stashed_bytes")->valuedouble, 8437800.0);
+    const cJSON *ev = cJSON_GetArrayItem(get(o, "device_traces"), 0);
+    /* the 8,437,800-byte allocations and frees in order, with their labels */
+    static const char *const want[] = {
+        "alloc step 0: aten::cat at ddp_mlp.py:30",                    /* _sync_module_states' flat buffer */
+        "free_requested step 0: free at ddp_mlp.py:30",
+        "alloc step 0: aten::empty.memory_format at ddp_mlp.py:30",    /* the first iteration's bucket */
+        "alloc step 1: aten::empty.memory_format at ddp_mlp.py:37",    /* the rebuild, at the second forward */
+        "free_requested step 2: free at ddp_mlp.py:39",                /* after the last op: the first bucket */
+        "free_requested step 2: free at ddp_mlp.py:39",                /* the rebuilt one */
+    };
+    size_t n = 0, params = 0;
+    uint64_t first_bucket = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, ev)
+    {
+        const char *action = get(e, "action")->valuestring;
+        const char *md = get(e, "user_metadata")->valuestring;
+        double size = get(e, "size")->valuedouble;
+        if (strcmp(action, "alloc") == 0 && strstr(md, "aten::_to_copy at ddp_mlp.py:28"))
+            params += (size_t)size;
+        if (size != 8437800.0 || strcmp(action, "free_completed") == 0)
+            continue;
+        char line[256];
+        snprintf(line, sizeof line, "%s %s", action, md);
+        cr_assert_lt(n, 6, "more than 6: %s", line);
+        cr_expect_str_eq(line, want[n], "%zu", n);
+        uint64_t addr = (uint64_t)get(e, "addr")->valuedouble;
+        if (n == 2)
+            first_bucket = addr;
+        if (n == 4)
+            cr_expect_eq(addr, first_bucket, "the first bucket is the one held past the rebuild");
+        n++;
+    }
+    cr_expect_eq(n, 6);
+    cr_expect_eq(params, 8437800, "the parameters' bytes");
+    cJSON_Delete(o);
 }

@@ -111,7 +111,20 @@ Test(schemas, predict)
     char args[512];
     snprintf(args, sizeof args,
              "predict --python tests/fixtures/fake_capture.py --gpu TEST-64MiB --json '%s' 10MiB", script);
-    expect_shape(args, "oomlab.predict/2");
+    expect_shape(args, "oomlab.predict/3");
+}
+
+Test(schemas, predict_nproc)
+{
+    const char *script = test_path(tmpdir, "p.py");
+    FILE *f = fopen(script, "w");
+    cr_assert_not_null(f);
+    fputs("# a torch.distributed script: the test double says it initialised\n", f);
+    fclose(f);
+    char args[512];
+    snprintf(args, sizeof args,
+             "predict --python tests/fixtures/fake_capture.py --nproc 2 --json '%s' 10MiB", script);
+    expect_shape(args, "oomlab.predict.nproc/1");
 }
 
 /* The capture's reader accepts the version it understands and refuses another in one line. */

@@ -100,6 +100,13 @@ oom_status predict_run(const trace_file *t, const char *path, const predict_opti
         return OOM_EINVAL;
     }
     res->budget = opt->budget;
+    res->external = opt->external;
+    if (opt->external >= res->gpu.total - res->gpu.context) {
+        errbuf_set(err, errcap, "%zu bytes outside the allocator (NCCL's buffers) do not fit beside the CUDA context "
+                             "on the %s",
+                opt->external, res->gpu.name);
+        return OOM_EINVAL;
+    }
     /* uncapped: the peaks */
     replay_options ro = {
         .alloc_conf = opt->alloc_conf,
@@ -125,7 +132,7 @@ oom_status predict_run(const trace_file *t, const char *path, const predict_opti
         return rc;
     /* on the GPU under the budget: the fit and the OOM */
     ro.device_total = res->gpu.total;
-    ro.device_context = res->gpu.context;
+    ro.device_context = res->gpu.context + opt->external;
     ro.budget_bytes = opt->budget;
     ro.stop_at_oom = true;
     rc = replay_loaded(t, path, &ro, &rep, err, errcap);
@@ -148,7 +155,7 @@ oom_status predict_run(const trace_file *t, const char *path, const predict_opti
         .budget_bytes = opt->budget,
         .series = opt->series,
         .device_total = res->gpu.total,
-        .device_context = res->gpu.context,
+        .device_context = res->gpu.context + opt->external,
     };
     if (opt->alloc_conf && opt->alloc_conf[0]) {
         ao.extra[0] = opt->alloc_conf;
@@ -190,13 +197,17 @@ void predict_print(const predict_result *res, FILE *out)
                  "outside the allocator\n",
             res->gpu.name, res->gpu.arch[0] ? res->gpu.arch : "?", res->gpu.sm_count, res->gpu.total,
             mib(res->gpu.total), res->gpu.context, mib(res->gpu.context));
+    if (res->external)
+        fprintf(out, "outside the allocator: NCCL's buffers, %zu bytes (%.0f MiB) on this rank's GPU beside the "
+                     "context (the process's non-PyTorch memory in the fits verdict and its OOM message)\n",
+                res->external, mib(res->external));
     if (res->budget)
         fprintf(out, "budget: %zu bytes (--budget; the allocator's cap: set_per_process_memory_fraction(%zu / %zu) "
                      "allows %zu bytes; the context is not inside it)\n",
                 res->budget, res->budget, res->gpu.total, res->cap);
-        else
-        fprintf(out, "budget: the whole device: the allocator may reserve what the context leaves, %zu bytes\n",
-                res->gpu.total - res->gpu.context);
+    else
+        fprintf(out, "budget: the whole device: the allocator may reserve what the context%s leaves, %zu bytes\n",
+                res->external ? " and NCCL's buffers" : "", res->gpu.total - res->gpu.context - res->external);
     fprintf(out, "peak allocated: %s (%zu bytes)\n", memstats_format_size(res->peak_allocated, a, sizeof a),
             res->peak_allocated);
     fprintf(out, "peak reserved:  %s (%zu bytes), uncapped\n", memstats_format_size(res->peak_reserved, b, sizeof b),
@@ -272,7 +283,8 @@ cJSON *predict_json(const predict_result *res, const char *script)
     if (res->cap)
         cJSON_AddNumberToObject(o, "cap", (double)res->cap);
     else
-        cJSON_AddNumberToObject(o, "cap", (double)(res->gpu.total - res->gpu.context));
+        cJSON_AddNumberToObject(o, "cap", (double)(res->gpu.total - res->gpu.context - res->external));
+    cJSON_AddNumberToObject(o, "external_bytes", (double)res->external);
     cJSON_AddNumberToObject(o, "events", (double)res->events);
     cJSON_AddNumberToObject(o, "peak_allocated", (double)res->peak_allocated);
     cJSON_AddNumberToObject(o, "peak_reserved", (double)res->peak_reserved);
@@ -305,6 +317,21 @@ cJSON *predict_json(const predict_result *res, const char *script)
     cJSON *adv = res->has_advise ? advise_json(&res->advise) : cJSON_CreateNull();
     cJSON_AddItemToObject(o, "advise", adv);
     return o;
+}
+
+bool predict_traces_same(const trace_file *a, const trace_file *b)
+{
+    if (a->ndevices != b->ndevices)
+        return false;
+    for (size_t d = 0; d < a->ndevices; d++) {
+        const trace_device *x = &a->dev[d], *y = &b->dev[d];
+        if (x->n != y->n)
+            return false;
+        for (size_t i = 0; i < x->n; i++)
+            if (x->ev[i].action != y->ev[i].action || x->ev[i].addr != y->ev[i].addr || x->ev[i].size != y->ev[i].size)
+                return false;
+    }
+    return true;
 }
 
 static int probe_at(int64_t v, predict_probe_fn probe, void *ctx, predict_sweep *sw, bool *fits)

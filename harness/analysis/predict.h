@@ -32,7 +32,7 @@
 
 OOM_BEGIN_DECLS
 
-#define PREDICT_SCHEMA "oomlab.predict/2" /* /1 had no "not_modelled" */
+#define PREDICT_SCHEMA "oomlab.predict/3" /* /2 had no "external_bytes", /1 no "not_modelled" */
 /* The capture's trace metadata (scripts/oomlab_capture/recorder.py) this reader understands. */
 #define CAPTURE_SCHEMA "oomlab.capture/1"
 
@@ -50,6 +50,9 @@ typedef struct predict_options {
     const char *alloc_conf; /* allocator settings (PYTORCH_CUDA_ALLOC_CONF syntax); NULL: PyTorch's defaults */
     bool advise;            /* also run advise (the sweep's probes do not) */
     bool series;            /* advise samples its series for a plot */
+    size_t external;        /* memory the process holds outside the allocator besides the CUDA context (NCCL's
+                             * buffers under --nproc, device/devcomm.h): charged to the GPU in the fit and advise
+                             * replays, as the context is; 0: none */
 } predict_options;
 
 typedef struct predict_result {
@@ -57,6 +60,7 @@ typedef struct predict_result {
     predict_gpu gpu;
     size_t budget;         /* opt->budget */
     size_t cap;            /* the allocator's cap on the GPU: cachealloc_budget_cap(budget, total); 0: none */
+    size_t external;       /* opt->external */
     size_t events;
     size_t peak_allocated; /* uncapped replay */
     size_t peak_reserved;
@@ -84,14 +88,19 @@ void predict_result_free(predict_result *res);
  * advise's. */
 void predict_print(const predict_result *res, FILE *out);
 
-/* The same as one JSON object (schema oomlab.predict/2): schema, script, gpu {name, total_memory, sm_count, arch,
+/* The same as one JSON object (schema oomlab.predict/3): schema, script, gpu {name, total_memory, sm_count, arch,
  * context_bytes}, budget (null: the whole device), cap (what the allocator may hold: the budget's cap, or total less
- * the context), events, peak_allocated, peak_reserved, fits, oom (null or
+ * the context and external), external_bytes, events, peak_allocated, peak_reserved, fits, oom (null or
  * {event, step, op, where, metadata, message}), placeholders, modelled, not_modelled ([{what, ops, source}]: ops
  * whose CUDA allocations the capture leaves out, so the prediction is low by them; [] when none), capture {torch,
  * ops, seconds, steps},
  * advise (advise's JSON, oomlab.advise/1, or null). NULL when out of memory. */
 cJSON *predict_json(const predict_result *res, const char *script);
+
+/* Do two loaded traces hold the same events (action, address, size), device by device? `oomlab predict --nproc`'s
+ * test that ranks are symmetric in memory: their user_metadata (which op, which line) may differ (rank 0 alone
+ * printing a loss frees its tensors at another line), their allocator replays cannot. */
+bool predict_traces_same(const trace_file *a, const trace_file *b);
 
 /* `--sweep NAME=LO..HI`: the largest value in [lo, hi] whose capture fits, by bisection, assuming that what fits
  * at a value fits below it. probe(value, ctx, &point) runs one fresh capture and fills the point; a non-zero

@@ -7,6 +7,12 @@
  * 0 the trace is written; 2 a bad argument (unknown GPU), 3 the script raised (its traceback), 4 the script never
  * allocated device memory: the capture printed the one line (after the traceback), and predict exits 2. The
  * script's own standard output goes to stderr, so that stdout holds oomlab's report (or its JSON) alone.
+ *
+ * --nproc N: the script is an N-process torch.distributed job (torchrun --nproc_per_node N). Each rank is captured
+ * (--rank K --world-size N: scripts/oomlab_capture/distributed.py), at most as many at once as there are CPUs, each
+ * into TMP/trace.K.json; ranks whose traces hold the same allocations and frees are reported once (the first's). NCCL's buffers
+ * (devcomm_model_bytes(N), device/devcomm.h) are charged to every rank's GPU outside the allocator. A script that
+ * never calls init_process_group is said so and predicted as one process (rank 0's capture, nothing charged).
  */
 #include "cli/command.h"
 
@@ -29,11 +35,14 @@
 #include "core/fileio.h"
 #include "core/selfpath.h"
 #include "core/units.h"
+#include "alloc/memstats.h"
 #include "analysis/predict.h"
+#include "device/devcomm.h"
 
 /* the checkout: where scripts/ has predict_venv.sh (and the capture package, scripts/oomlab_capture) */
 #define CHECKOUT_MARK "scripts/predict_venv.sh"
 #define DEFAULT_GPU "H100-80GB"
+#define PREDICT_NPROC_MAX 1024 /* --nproc's largest rank count */
 
 static int bad(const char *fmt, ...)
 {
@@ -50,6 +59,7 @@ typedef struct predict_cli {
     const char *gpu, *python_opt, *alloc_conf, *trace_out, *plot, *sweep;
     size_t budget;
     bool json;
+    int nproc;             /* --nproc N: ranks of a torch.distributed job; 0: one process */
     const char *script;
     char **args;
     int nargs;
@@ -175,6 +185,123 @@ static char *substitute(const char *arg, const char *name, const char *value)
     return out;
 }
 
+/* The status of a capture child as predict's: 0, or the exit status with the capture's line, or ours, printed. */
+static int capture_status(const predict_cli *c, int st, int sig)
+{
+    if (st == 0)
+        return 0;
+    if (st == 2 || st == 3 || st == 4)
+        return 2; /* the capture printed the one line (after the script's traceback) */
+    if (st == 127) {
+        char cut[ECHO_BUF];
+        fprintf(stderr, "oomlab: predict: could not run the capture with '%s' (not a Python with torch 2.11?)\n",
+                echo_str(c->python, cut));
+        return 2;
+    }
+    if (st < 0)
+        fprintf(stderr, "oomlab: predict: the capture was killed by signal %d\n", sig);
+    else
+        fprintf(stderr, "oomlab: predict: the capture failed with status %d (its output is above)\n", st);
+    return 1;
+}
+
+static void rank_trace_path(const predict_cli *c, int rank, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s/trace.%d.json", c->tmpdir, rank);
+}
+
+/* Every rank's capture (--nproc), at most as many children at once as there are CPUs. 0, or the first failing
+ * rank's status (the others run to their end). */
+static int capture_ranks(predict_cli *c)
+{
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    int width = ncpu < 1 ? 1 : ncpu > c->nproc ? c->nproc : (int)ncpu;
+    char pythonpath[PATH_MAX + 16];
+    snprintf(pythonpath, sizeof pythonpath, "%s/scripts", c->root);
+    size_t nargv = (size_t)c->nargs + 16;
+    char **argv = calloc(nargv, sizeof *argv);
+    pid_t *pids = calloc((size_t)c->nproc, sizeof *pids);
+    if (!argv || !pids) {
+        free(argv);
+        free(pids);
+        fprintf(stderr, "oomlab: predict: out of host memory\n");
+        return 1;
+    }
+    int rc = 0, next = 0, running = 0;
+    fflush(stdout);
+    fflush(stderr);
+    while (next < c->nproc || running > 0) {
+        if (next < c->nproc && running < width) {
+            char rank[16], world[16], trace[PATH_MAX + 32];
+            snprintf(rank, sizeof rank, "%d", next);
+            snprintf(world, sizeof world, "%d", c->nproc);
+            rank_trace_path(c, next, trace, sizeof trace);
+            size_t n = 0;
+            argv[n++] = c->python;
+            argv[n++] = "-m";
+            argv[n++] = "oomlab_capture";
+            argv[n++] = "--gpu";
+            argv[n++] = (char *)c->gpu;
+            argv[n++] = "--out";
+            argv[n++] = trace;
+            argv[n++] = "--rank";
+            argv[n++] = rank;
+            argv[n++] = "--world-size";
+            argv[n++] = world;
+            if (c->json)
+                argv[n++] = "--quiet";
+            argv[n++] = "--";
+            argv[n++] = (char *)c->script;
+            for (int i = 0; i < c->nargs; i++)
+                argv[n++] = c->args[i];
+            argv[n] = NULL;
+            pid_t pid = fork();
+            if (pid == 0) {
+                const char *old = getenv("PYTHONPATH");
+                size_t len = strlen(pythonpath) + (old ? strlen(old) : 0) + 2;
+                char *pp = malloc(len);
+                if (!pp)
+                    _exit(127);
+                snprintf(pp, len, "%s%s%s", pythonpath, old && *old ? ":" : "", old && *old ? old : "");
+                setenv("PYTHONPATH", pp, 1);
+                dup2(STDERR_FILENO, STDOUT_FILENO);
+                execv(argv[0], argv);
+                _exit(127);
+            }
+            if (pid < 0) {
+                if (!rc)
+                    rc = capture_status(c, 127, 0);
+                next = c->nproc; /* start no more; wait for those running */
+                continue;
+            }
+            pids[next++] = pid;
+            running++;
+            continue;
+        }
+        int status = 0;
+        pid_t pid = waitpid(-1, &status, 0);
+        if (pid < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        bool ours = false;
+        for (int k = 0; k < c->nproc; k++)
+            ours = ours || pids[k] == pid;
+        if (!ours)
+            continue;
+        running--;
+        int st = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+        int r = capture_status(c, st, sig);
+        if (r && !rc)
+            rc = r;
+    }
+    free(argv);
+    free(pids);
+    return rc;
+}
+
 /* One capture of the script (with value substituted when sweeping) into c->trace. 0, or the exit status (the
  * capture's line, or ours, printed). */
 static int capture(predict_cli *c, const char *value, bool quiet)
@@ -214,20 +341,7 @@ static int capture(predict_cli *c, const char *value, bool quiet)
     snprintf(pythonpath, sizeof pythonpath, "%s/scripts", c->root);
     int sig = 0;
     int st = run_child(argv, pythonpath, value ? c->sweep_name : NULL, value, NULL, &sig);
-    if (st == 0) {
-        rc = 0;
-    } else if (st == 2 || st == 3 || st == 4) {
-        rc = 2; /* the capture printed the one line (after the script's traceback) */
-    } else if (st == 127) {
-        char cut[ECHO_BUF];
-        fprintf(stderr, "oomlab: predict: could not run the capture with '%s' (not a Python with torch 2.11?)\n",
-                echo_str(c->python, cut));
-        rc = 2;
-    } else if (st < 0) {
-        fprintf(stderr, "oomlab: predict: the capture was killed by signal %d\n", sig);
-    } else {
-        fprintf(stderr, "oomlab: predict: the capture failed with status %d (its output is above)\n", st);
-    }
+    rc = capture_status(c, st, sig);
 out:
     for (int i = 0; owned && i < c->nargs; i++)
         free(owned[i]);
@@ -385,6 +499,162 @@ static int do_sweep(predict_cli *c)
     return 0;
 }
 
+/* "ranks 0-3" / "rank 2" / "ranks 0, 2, 5" of the group whose first rank is first (group[k] == first). */
+static void ranks_text(const int *group, int n, int first, char *out, size_t cap)
+{
+    int count = 0, last = -1;
+    bool run = true;
+    for (int k = 0; k < n; k++)
+        if (group[k] == first) {
+            run = run && (last < 0 || k == last + 1);
+            last = k;
+            count++;
+        }
+    if (count == 1) {
+        snprintf(out, cap, "rank %d", first);
+        return;
+    }
+    if (run) {
+        snprintf(out, cap, "ranks %d-%d", first, last);
+        return;
+    }
+    size_t len = (size_t)snprintf(out, cap, "ranks ");
+    for (int k = 0; k < n && len < cap; k++)
+        if (group[k] == first)
+            len += (size_t)snprintf(out + len, cap - len, "%s%d", k == first ? "" : ", ", k);
+}
+
+/* --nproc: every rank captured, the distinct traces analysed, a report per group of identical ranks and a line per
+ * rank (or the JSON of all). */
+static int do_nproc(predict_cli *c)
+{
+    int rc = capture_ranks(c);
+    if (rc)
+        return rc;
+    int n = c->nproc;
+    trace_file *t = calloc((size_t)n, sizeof *t);
+    predict_result *res = calloc((size_t)n, sizeof *res);
+    int *group = calloc((size_t)n, sizeof *group); /* the first rank with the same trace */
+    if (!t || !res || !group) {
+        free(t);
+        free(res);
+        free(group);
+        fprintf(stderr, "oomlab: predict: out of host memory\n");
+        return 1;
+    }
+    char err[1024], path[PATH_MAX + 32];
+    int loaded = 0;
+    for (; loaded < n && !rc; loaded++) {
+        rank_trace_path(c, loaded, path, sizeof path);
+        if (trace_load(path, &t[loaded], err, sizeof err) != OOM_OK)
+            rc = bad("rank %d: %s", loaded, err);
+    }
+    const cJSON *dist = rc ? NULL : cJSON_GetObjectItemCaseSensitive(t[0].capture, "distributed");
+    bool initialised = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(dist, "initialised"));
+    int nranks = initialised ? n : 1; /* never initialised: one process, rank 0's capture */
+    size_t nccl = initialised ? devcomm_model_bytes(n) : 0;
+    int ngroups = 0;
+    for (int k = 0; k < nranks && !rc; k++) {
+        group[k] = k;
+        for (int j = 0; j < k; j++)
+            if (group[j] == j && predict_traces_same(&t[j], &t[k])) {
+                group[k] = j;
+                break;
+            }
+        if (group[k] != k)
+            continue;
+        ngroups++;
+        predict_options po = {.budget = c->budget, .alloc_conf = c->alloc_conf, .advise = true, .external = nccl};
+        if (predict_run(&t[k], c->script, &po, &res[k], err, sizeof err) != OOM_OK)
+            rc = bad("rank %d: %s", k, err);
+    }
+    char cut[ECHO_BUF], who[256];
+    if (!rc && c->json) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "schema", "oomlab.predict.nproc/1");
+        cJSON_AddStringToObject(o, "script", c->script);
+        cJSON_AddNumberToObject(o, "nproc", n);
+        cJSON_AddBoolToObject(o, "distributed", initialised);
+        cJSON_AddNumberToObject(o, "nccl_bytes_per_rank", (double)nccl);
+        cJSON_AddNumberToObject(o, "distinct_traces", ngroups);
+        cJSON *ranks = cJSON_AddArrayToObject(o, "ranks");
+        for (int k = 0; k < nranks; k++) {
+            cJSON *r = predict_json(&res[group[k]], c->script);
+            cJSON_AddNumberToObject(r, "rank", k);
+            cJSON_AddNumberToObject(r, "same_trace_as", group[k]);
+            const cJSON *d = cJSON_GetObjectItemCaseSensitive(t[k].capture, "distributed");
+            cJSON_AddItemToObject(r, "distributed", d ? cJSON_Duplicate(d, true) : cJSON_CreateNull());
+            cJSON_AddItemToArray(ranks, r);
+        }
+        cli_print_json(o);
+    } else if (!rc) {
+        if (!initialised) {
+            printf("nproc: %s never called torch.distributed.init_process_group: predicted as one process (rank 0's "
+                   "capture; no NCCL buffers charged; each of the %d processes would run it alone)\n",
+                   echo_str(c->script, cut), n);
+        } else {
+            printf("nproc: %d rank%s, each captured as its own process (rank K of %d: RANK, LOCAL_RANK, WORLD_SIZE, "
+                   "MASTER_ADDR set as torchrun sets them; init_process_group made a fake process group on the CPU "
+                   "whose collectives complete at once)\n",
+                   n, n == 1 ? "" : "s", n);
+            if (ngroups == 1)
+                printf("nproc: the %d ranks recorded the same %zu allocations and frees: one report for all (rank 0's, "
+                       "with its op labels)\n",
+                       n, res[0].events);
+            else
+                printf("nproc: the ranks recorded %d different traces: one report for each\n", ngroups);
+            if (nccl)
+                printf("nccl: NCCL's own buffers, %zu bytes (%.0f MiB) per rank, charged to each rank's GPU outside "
+                       "the allocator: NCCL 2.28.9 measured on 2 x H200 (harness/device/devcomm.h; other GPUs, NCCL "
+                       "versions and rank counts not measured)\n",
+                       nccl, (double)nccl / 1048576.0);
+            else
+                printf("nccl: none charged: a world of one rank (harness/device/devcomm.h charges NCCL's buffers from "
+                       "2 ranks on)\n");
+        }
+        for (int k = 0; k < nranks; k++) {
+            if (group[k] != k)
+                continue;
+            putchar('\n');
+            if (initialised) {
+                ranks_text(group, nranks, k, who, sizeof who);
+                const cJSON *d = cJSON_GetObjectItemCaseSensitive(t[k].capture, "distributed");
+                const cJSON *held = cJSON_GetObjectItemCaseSensitive(d, "stashed_bytes");
+                printf("%s:\n", who);
+                if (cJSON_IsNumber(held) && held->valuedouble > 0)
+                    printf("held: %.0f bytes all-reduced before DDP's bucket rebuild kept until "
+                           "destroy_process_group, as ProcessGroupNCCL's Work stashes them "
+                           "(scripts/oomlab_capture/distributed.py)\n",
+                           held->valuedouble);
+            }
+            predict_print(&res[k], stdout);
+        }
+        if (initialised) {
+            printf("\nper rank (NCCL's buffers charged):\n");
+            char a[32], b[32];
+            for (int k = 0; k < n; k++) {
+                const predict_result *r = &res[group[k]];
+                printf("  rank %d: peak allocated %s (%zu bytes), peak reserved %s (%zu bytes), fits: %s\n", k,
+                       memstats_format_size(r->peak_allocated, a, sizeof a), r->peak_allocated,
+                       memstats_format_size(r->peak_reserved, b, sizeof b), r->peak_reserved,
+                       r->fits ? "yes" : "no (out of memory)");
+            }
+        }
+    }
+    for (int k = 0; k < n; k++) {
+        if (k < nranks && group[k] == k)
+            predict_result_free(&res[k]);
+        if (k < loaded)
+            trace_free(&t[k]);
+        rank_trace_path(c, k, path, sizeof path);
+        unlink(path);
+    }
+    free(t);
+    free(res);
+    free(group);
+    return rc;
+}
+
 /* NAME=LO..HI: NAME an identifier, 1 <= LO <= HI. */
 static bool parse_sweep(predict_cli *c, const char *s)
 {
@@ -420,7 +690,7 @@ int cli_predict(int argc, char **argv)
         const char *a = argv[i];
         bool takes = strcmp(a, "--gpu") == 0 || strcmp(a, "--budget") == 0 || strcmp(a, "--alloc-conf") == 0 ||
                      strcmp(a, "--trace") == 0 || strcmp(a, "--plot") == 0 || strcmp(a, "--python") == 0 ||
-                     strcmp(a, "--sweep") == 0;
+                     strcmp(a, "--sweep") == 0 || strcmp(a, "--nproc") == 0;
         if (takes && i + 1 >= argc)
             return bad("%s needs a value", a);
         if (strcmp(a, "--") == 0) {
@@ -447,6 +717,17 @@ int cli_predict(int argc, char **argv)
             c.plot = argv[++i];
             if (!c.plot[0])
                 return bad("--plot needs a file name");
+        } else if (strcmp(a, "--nproc") == 0) {
+            const char *v = argv[++i];
+            long n = 0;
+            bool digits = v[0] != 0 && strlen(v) <= 4;
+            for (const char *p = v; *p && digits; p++)
+                digits = isdigit((unsigned char)*p);
+            if (digits)
+                n = strtol(v, NULL, 10);
+            if (!digits || n < 1 || n > PREDICT_NPROC_MAX)
+                return bad("--nproc: '%s' is not a number of ranks from 1 to %d", echo_str(v, cut), PREDICT_NPROC_MAX);
+            c.nproc = (int)n;
         } else if (strcmp(a, "--python") == 0) {
             c.python_opt = argv[++i];
         } else if (strcmp(a, "--sweep") == 0) {
@@ -468,6 +749,8 @@ int cli_predict(int argc, char **argv)
     c.nargs = argc - i - 1;
     if (c.sweep && (c.trace_out || c.plot))
         return bad("--sweep runs many captures: not with --trace or --plot");
+    if (c.nproc && (c.sweep || c.trace_out || c.plot))
+        return bad("--nproc runs a capture per rank: not with --sweep, --trace or --plot (not supported yet)");
     if (access(c.script, R_OK) != 0)
         return bad("SCRIPT '%s': %s", echo_str(c.script, cut), strerror(errno));
     if (is_dir(c.script))
@@ -497,6 +780,10 @@ int cli_predict(int argc, char **argv)
         goto out;
     if (c.sweep) {
         rc = do_sweep(&c);
+        goto out;
+    }
+    if (c.nproc) {
+        rc = do_nproc(&c);
         goto out;
     }
     if ((rc = capture(&c, NULL, c.json)) != 0)

@@ -1,11 +1,14 @@
 """python -m oomlab_capture: run a PyTorch script on the CPU with its CUDA work on meta; write its device trace.
 
-    python -m oomlab_capture --gpu NAME --out TRACE.json [--quiet] -- SCRIPT [ARGS...]
+    python -m oomlab_capture --gpu NAME --out TRACE.json [--quiet] [--rank R --world-size N] -- SCRIPT [ARGS...]
     python -m oomlab_capture --list-gpus [--json]
     python -m oomlab_capture --build-extension
 
 --build-extension compiles the recording allocator now (ext.py: about 1.5 to 2 minutes, once) and exits 0,
 or 2 with the compiler's last line; a capture does it on first use otherwise (saying so on stderr).
+
+--rank R --world-size N: the script is rank R of an N-process torch.distributed job (torchrun's variables set,
+init_process_group on a fake process group: distributed.py); the trace's "distributed" says whether it initialised.
 
 SCRIPT runs as __main__ (sys.argv = [SCRIPT, ARGS...], sys.path[0] its folder, the working directory unchanged).
 Exit status: 0 the trace was written (atomically); 2 bad usage (one line on stderr); 3 the script raised (its
@@ -15,7 +18,8 @@ import json
 import os
 import sys
 
-USAGE = ("usage: python -m oomlab_capture --gpu NAME --out TRACE.json [--quiet] -- SCRIPT [ARGS...]\n"
+USAGE = ("usage: python -m oomlab_capture --gpu NAME --out TRACE.json [--quiet] [--rank R --world-size N] -- "
+         "SCRIPT [ARGS...]\n"
          "       python -m oomlab_capture --list-gpus [--json]\n"
          "       python -m oomlab_capture --build-extension")
 
@@ -26,7 +30,8 @@ def bad(msg):
 
 
 def parse(argv):
-    opts = {"gpu": None, "out": None, "quiet": False, "list": False, "json": False, "script": None, "args": []}
+    opts = {"rank": None, "world-size": None, "gpu": None, "out": None, "quiet": False, "list": False, "json": False,
+            "script": None, "args": []}
     i = 0
     while i < len(argv):
         a = argv[i]
@@ -36,7 +41,7 @@ def parse(argv):
                 raise ValueError("no SCRIPT after --")
             opts["script"], opts["args"] = rest[0], rest[1:]
             return opts
-        if a in ("--gpu", "--out"):
+        if a in ("--gpu", "--out", "--rank", "--world-size"):
             if i + 1 >= len(argv):
                 raise ValueError(f"{a} needs a value")
             opts[a[2:]] = argv[i + 1]
@@ -106,6 +111,12 @@ def main(argv):
         return bad("no SCRIPT given (python -m oomlab_capture --help)")
     if o["out"] is None:
         return bad("--out TRACE.json is required")
+    dist = None
+    if o["rank"] is not None or o["world-size"] is not None:
+        r, n = o["rank"] or "", o["world-size"] or ""
+        if not (r.isdigit() and n.isdigit() and 0 <= int(r) < int(n) <= 4096):
+            return bad(f"--rank '{r[:20]}' --world-size '{n[:20]}': need both, 0 <= rank < world size <= 4096")
+        dist = (int(r), int(n))
     script = o["script"]
     if not os.path.isfile(script):
         return bad(f"cannot run '{script[:60]}': no such file")
@@ -115,7 +126,7 @@ def main(argv):
 
     import runpy
     from .recorder import Capture
-    cap = Capture(gpu, quiet=o["quiet"])
+    cap = Capture(gpu, quiet=o["quiet"], dist=dist)
     sys.argv = [script] + o["args"]
     sys.path[0] = os.path.dirname(os.path.abspath(script))
     failure = None

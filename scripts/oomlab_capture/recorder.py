@@ -20,7 +20,7 @@ import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from . import ext, frames, placeholders
+from . import distributed, ext, frames, placeholders
 from .cuda_model import attention, composite, cublas, dropout, foreach, reduction, rnn, subclass, unmodelled
 
 aten = torch.ops.aten
@@ -75,8 +75,9 @@ class RecordMode(TorchDispatchMode):
 class Capture:
     """One capture: `with Capture(gpu): ...` then .trace() / .write(path)."""
 
-    def __init__(self, gpu, quiet=False):
+    def __init__(self, gpu, quiet=False, dist=None):
         self.gpu = gpu
+        self.dist = dist          # (rank, world size): torch.distributed on the fake group (distributed.py)
         self.quiet = quiet
         self.ext = ext.load(quiet=quiet)
         self.labels = []          # per op tag: (op name, step, user frames)
@@ -149,6 +150,8 @@ class Capture:
         torch.__future__.set_swap_module_params_on_conversion(True)
         stack.callback(torch.__future__.set_swap_module_params_on_conversion, swap)
         stack.enter_context(cudaapi.patched(self))
+        if self.dist is not None:
+            stack.enter_context(distributed.patched(self, *self.dist))
         handle = register_optimizer_step_post_hook(self._step_hook)
         stack.callback(handle.remove)
         stack.enter_context(devmap.DeviceMap(self))
@@ -204,6 +207,10 @@ class Capture:
             # the segment_free events they cause); the replay of a prediction knows nothing of them
             "empty_cache_calls": getattr(self, "empty_cache_calls", 0),
         }
+        st = self.state.get("dist")
+        if st is not None:
+            meta["distributed"] = {"rank": st.rank, "world_size": st.world, "initialised": st.initialised,
+                                   "backend": st.backend, "stashed_bytes": st.stashed_bytes}
         doc = {"segments": [], "device_traces": [self.events], "allocator_settings": {},
                "external_annotations": [], "oomlab_capture": meta}
         if self.budget is not None:

@@ -1,0 +1,202 @@
+"""torch.distributed under the capture (--rank R --world-size N): one rank of an N-rank job, run alone on the CPU.
+
+The capture is the job's launcher for that rank: it sets what torchrun sets (RANK, WORLD_SIZE, LOCAL_RANK,
+LOCAL_WORLD_SIZE, GROUP_RANK, ROLE_RANK, MASTER_ADDR, MASTER_PORT), and dist.init_process_group(any backend,
+any init_method) makes a process group of the capture's instead (backend "oomlab_fake", a c10d ProcessGroup in
+Python whose collectives complete at once, move nothing and return their tensors, as NCCL's in-place ones do;
+PyTorch's own FakeProcessGroup returns a future of None, which the Reducer's all-reduce hook refuses, comm.cpp
+parseHookResult) with that rank and world size and a FakeStore. The
+script's CUDA tensors are on meta as usual, so DistributedDataParallel runs on the meta parameters: the
+Reducer's buckets (torch/csrc/distributed/c10d/reducer.cpp initialize_buckets: one flat tensor per bucket, on
+the parameters' device), _sync_module_states' flattened broadcast buffers (c10d broadcast_coalesced) and the
+rebuild at the second forward (Reducer::rebuild_buckets) are allocations of the recording allocator, as on
+CUDA. What the meta path lacks, each after the PyTorch source it follows:
+- _verify_param_shape_across_processes (torch/nn/parallel/distributed.py __init__, reducer.cpp
+  verify_params_across_processes) all-gathers every rank's parameter shapes and compares them; the fake group
+  gathers nothing, so it is skipped: every rank runs the same script. Its two small tensors of 2 x nparams int64
+  (freed at once) are left out of the trace.
+- _to_kwargs (distributed.py _pre_forward, device_ids given) moves the inputs to torch.device(type,
+  device_ids[0]): on CUDA an input already on cuda:0 stays (no copy); on meta "meta" is not "meta:0", so the
+  target is taken index-less there, as CUDA's comparison would find it equal.
+- The first iteration's bucket outlives the rebuild. ProcessGroupNCCL's Work for a bucket's all-reduce stashes
+  its tensor (stashed_for_allocator_safety_, released only by work.wait()/synchronize(); the Reducer waits on
+  the Work's future instead), so the single bucket of iterations before the rebuild stays allocated beside the
+  rebuilt ones (measured on 2 x H200: scenarios/data_parallel.c's story). The fake group's Work holds nothing:
+  the capture holds every tensor all-reduced before Reducer._rebuild_buckets() first returns True, until
+  dist.destroy_process_group() or the capture's end (a tensor all-reduced by the script itself before the
+  rebuild is held the same way).
+NCCL's own buffers are cudaMalloc'd by libnccl outside the caching allocator: not in the trace; oomlab predict
+charges them as the process's non-PyTorch memory (harness/device/devcomm.h).
+"""
+import contextlib
+import os
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+
+class State:
+    def __init__(self, rank, world):
+        self.rank, self.world = rank, world
+        self.initialised = False       # the script called init_process_group
+        self.backend = None            # the backend it asked for
+        self.stash = []                # tensors held as ProcessGroupNCCL's Work holds them
+        self.stashing = True           # until the Reducer's first rebuild
+        self.stashed_bytes = 0
+
+    def hold(self, tensors):
+        """An all-reduce's tensors, held while stashing (see the module doc)."""
+        if not self.stashing:
+            return
+        for t in tensors:
+            if isinstance(t, torch.Tensor) and t.is_meta and not any(s is t for s in self.stash):
+                self.stash.append(t)
+                self.stashed_bytes += t.untyped_storage().nbytes()
+
+
+def _group_class():
+    """A c10d ProcessGroup in Python whose collectives complete at once, each Work's future holding its tensors
+    (as NCCL's in-place collectives return them: the Reducer's hook result, comm.cpp parseHookResult). Values
+    are not combined: on meta there are none. A collective not listed raises (ProcessGroup's own error)."""
+    import torch.distributed as dist
+    from torch._C._distributed_c10d import _create_work_from_future
+
+    def done(result):
+        fut = torch.futures.Future()
+        fut.set_result(result)
+        return _create_work_from_future(fut)
+
+    class OomlabGroup(dist.ProcessGroup):
+        def __init__(self, rank, world, state):
+            super().__init__(rank, world)
+            self._state = state
+
+        def getBackendName(self):
+            return "oomlab_fake"
+
+        def allreduce(self, tensors, opts=None):
+            self._state.hold(tensors)
+            return done(tensors)
+
+        def allreduce_coalesced(self, tensors, opts=None):
+            self._state.hold(tensors)
+            return done(tensors)
+
+        def broadcast(self, tensors, opts=None):
+            return done(tensors)
+
+        def reduce(self, tensors, opts=None):
+            return done(tensors)
+
+        def barrier(self, opts=None):
+            return done(None)
+
+        def allgather(self, outputs, inputs, opts=None):
+            return done(outputs)
+
+        def _allgather_base(self, output, input, opts=None):
+            return done(output)
+
+        def allgather_into_tensor_coalesced(self, outputs, inputs, opts=None):
+            return done(outputs)
+
+        def reduce_scatter(self, outputs, inputs, opts=None):
+            return done(outputs)
+
+        def _reduce_scatter_base(self, output, input, opts=None):
+            return done(output)
+
+        def reduce_scatter_tensor_coalesced(self, outputs, inputs, opts=None):
+            return done(outputs)
+
+    return OomlabGroup
+
+
+class _BroadcastBack(TorchDispatchMode):
+    """Reducer::sync_bucket_indices (reducer.cpp, inside rebuild_buckets) broadcasts rank 0's bucket indices and
+    sizes: a CPU tensor .to(device), broadcast, then copied back into the CPU tensor. Every rank runs the same
+    script, so rank 0's values are this rank's: the copy back (meta to CPU, which meta cannot do) keeps the CPU
+    tensor as it is. The .to(device) copies are device allocations, recorded as usual."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if (func is torch.ops.aten.copy_.default and isinstance(args[0], torch.Tensor) and args[0].device.type == "cpu"
+                and isinstance(args[1], torch.Tensor) and args[1].is_meta):
+            return args[0]
+        return func(*args, **(kwargs or {}))
+
+
+_GROUP = None     # the class, registered as backend "oomlab_fake" once per process
+_STATE = [None]   # the capture's State the group reports to
+
+
+ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "ROLE_RANK", "MASTER_ADDR",
+       "MASTER_PORT")
+
+
+@contextlib.contextmanager
+def patched(cap, rank, world):
+    import torch.distributed as dist
+    import torch.distributed.distributed_c10d as c10d
+    import torch.nn.parallel.distributed as ddp_mod
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+    global _GROUP
+    if _GROUP is None:
+        _GROUP = _group_class()
+        dist.Backend.register_backend("oomlab_fake", lambda store, r, n, timeout: _GROUP(r, n, _STATE[0]),
+                                      devices=["cpu", "cuda"])
+    st = State(rank, world)
+    cap.state["dist"] = st
+    _STATE[0] = st
+    saved_env = {k: os.environ.get(k) for k in ENV}
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world),
+                      GROUP_RANK="0", ROLE_RANK=str(rank), MASTER_ADDR="127.0.0.1", MASTER_PORT="29500")
+    real_init, real_destroy = c10d.init_process_group, c10d.destroy_process_group
+    real_verify, real_to_kwargs = ddp_mod._verify_param_shape_across_processes, ddp_mod._to_kwargs
+    Reducer = torch._C._distributed_c10d.Reducer
+    real_rebuild = Reducer._rebuild_buckets
+
+    def init_process_group(backend=None, init_method=None, timeout=None, world_size=-1, rank=-1, store=None,
+                           *args, **kwargs):
+        st.initialised = True
+        st.backend = str(backend) if backend is not None else "default"
+        return real_init("oomlab_fake", store=FakeStore(), rank=st.rank, world_size=st.world,
+                         **({"timeout": timeout} if timeout is not None else {}))
+
+    def destroy_process_group(group=None):
+        if group is None or group is c10d.GroupMember.WORLD:
+            st.stash.clear()
+            st.stashing = False
+        return real_destroy(group)
+
+    def to_kwargs(inputs, kwargs, target_device, use_side_stream):
+        if target_device.type == "meta":
+            target_device = torch.device("meta")
+        return real_to_kwargs(inputs, kwargs, target_device, use_side_stream)
+
+    def rebuild(self):
+        with _BroadcastBack():
+            r = real_rebuild(self)
+        if r:
+            st.stashing = False
+        return r
+
+    for mod in (dist, c10d):
+        mod.init_process_group, mod.destroy_process_group = init_process_group, destroy_process_group
+    ddp_mod._verify_param_shape_across_processes = lambda *a, **k: None
+    ddp_mod._to_kwargs = to_kwargs
+    Reducer._rebuild_buckets = rebuild
+    try:
+        yield st
+    finally:
+        st.stash.clear()
+        for mod in (dist, c10d):
+            mod.init_process_group, mod.destroy_process_group = real_init, real_destroy
+        ddp_mod._verify_param_shape_across_processes, ddp_mod._to_kwargs = real_verify, real_to_kwargs
+        Reducer._rebuild_buckets = real_rebuild
+        if dist.is_initialized():
+            real_destroy()
+        for k, v in saved_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
