@@ -9,6 +9,7 @@
  *   kc_blocks, KC_THREADS    launch sizes: a grid-stride grid capped at KC_MAX_BLOCKS
  *   KC_LAUNCHED(kernel)      the check after every launch: OOM_ECUDA with the CUDA error in the last-error record
  *   kc_warp_* / kc_block_*   f32 sums and maxima over a warp or a whole (1-D) block
+ *   kc_gemm_tile             a GEMM block's tile, in L2-friendly groups
  *
  * Kernels launch on the default stream, never synchronise and never allocate.
  */
@@ -45,6 +46,21 @@ template <typename T, int V> struct alignas(sizeof(T) * V) kc_vec {
 template <typename T> constexpr int kc_vec_len() { return (int)(16 / sizeof(T)); }
 
 static inline bool kc_aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
+/* ---- GEMM tiles ----------------------------------------------------------------------------------------------- */
+
+/* Block b's tile (tm, tn) of a tiles_m x tiles_n grid of C: blocks walk groups of 8 tile rows column by column, so
+ * the blocks resident at one time share A rows and B columns in L2 (gemm.cu and gemm_sm90.cu). */
+__device__ __forceinline__ void kc_gemm_tile(int tiles_m, int tiles_n, int *tm, int *tn)
+{
+    const int group = 8;
+    const int64_t b = blockIdx.x, per_group = (int64_t)group * tiles_n;
+    const int first = (int)(b / per_group) * group;
+    const int rows = min(tiles_m - first, group);
+    const int in_group = (int)(b % per_group);
+    *tm = first + in_group % rows;
+    *tn = in_group / rows;
+}
 
 /* ---- launches ------------------------------------------------------------------------------------------------ */
 

@@ -36,19 +36,6 @@ namespace {
 
 /* ---- shared helpers ---------------------------------------------------------------------------------- */
 
-/* Block b's tile (tm, tn): blocks walk groups of 8 tile rows column by column, so the blocks resident at one
- * time share A rows and B columns in L2. */
-__device__ __forceinline__ void tile_of_block(int tiles_m, int tiles_n, int *tm, int *tn)
-{
-    const int group = 8;
-    const int64_t b = blockIdx.x, per_group = (int64_t)group * tiles_n;
-    const int first = (int)(b / per_group) * group;
-    const int rows = min(tiles_m - first, group);
-    const int in_group = (int)(b % per_group);
-    *tm = first + in_group % rows;
-    *tn = in_group / rows;
-}
-
 /* C = beta * C (beta == 0: zeros, C not read): k == 0 or alpha == 0. */
 template <typename T> __global__ void scale_c_kernel(int64_t m, int64_t n, float beta, T *c, int64_t ldc)
 {
@@ -150,7 +137,7 @@ __global__ void __launch_bounds__(2 * BM, BM == 128 ? 2 : 1)
     __shared__ __align__(16) float Bs[2][SG_BK][SG_BN + SG_PAD];
 
     int tm, tn;
-    tile_of_block((int)((m + BM - 1) / BM), (int)((n + SG_BN - 1) / SG_BN), &tm, &tn);
+    kc_gemm_tile((int)((m + BM - 1) / BM), (int)((n + SG_BN - 1) / SG_BN), &tm, &tn);
     const int64_t m0 = (int64_t)tm * BM, n0 = (int64_t)tn * SG_BN;
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int ar = (warp / 2) * 32 + (lane / 8) * 4; /* first of this thread's rows in the tile */
@@ -404,7 +391,7 @@ __global__ void __launch_bounds__(HG_THREADS, 2) /* two blocks per SM: 2 x 80 Ki
     T *sb = sa + HG_STAGES * SA::ELEMS;     /* then HG_STAGES B slices */
 
     int tm, tn;
-    tile_of_block((int)((m + HG_BM - 1) / HG_BM), (int)((n + HG_BN - 1) / HG_BN), &tm, &tn);
+    kc_gemm_tile((int)((m + HG_BM - 1) / HG_BM), (int)((n + HG_BN - 1) / HG_BN), &tm, &tn);
     const int64_t m0 = (int64_t)tm * HG_BM, n0 = (int64_t)tn * HG_BN;
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int wr = (warp / HG_WARPS_N) * HG_WM, wc = (warp % HG_WARPS_N) * HG_WN;

@@ -185,18 +185,6 @@ template <typename T, int N, int TA, int TB> __device__ __forceinline__ void wgm
         SM90_WGMMA_M64N64K16("bf16", d, da, db, TA, TB);
 }
 
-/* Block b's tile (tm, tn): groups of 8 tile rows walked column by column, so resident blocks share A and B in L2. */
-__device__ __forceinline__ void tile_of(int tiles_m, int tiles_n, int *tm, int *tn)
-{
-    const int group = 8;
-    const int64_t b = blockIdx.x, per_group = (int64_t)group * tiles_n;
-    const int first = (int)(b / per_group) * group;
-    const int rows = min(tiles_m - first, group);
-    const int in_group = (int)(b % per_group);
-    *tm = first + in_group % rows;
-    *tn = in_group / rows;
-}
-
 #endif /* __CUDA_ARCH__ */
 
 /* TA: A is stored k x m (MN-major); TB: B is stored n x k (K-major). */
@@ -225,7 +213,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     __syncthreads();
 
     int tm, tn;
-    tile_of((m + BM - 1) / BM, (n + BN - 1) / BN, &tm, &tn);
+    kc_gemm_tile((m + BM - 1) / BM, (n + BN - 1) / BN, &tm, &tn);
     const int ktiles = (k + BK - 1) / BK;
 
     if (wg == 0) { /* the producer */

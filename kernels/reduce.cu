@@ -62,6 +62,49 @@ oom_status k_sum_rows_cuda(dtype dt, void *out, const void *a, int64_t m, int64_
 #define SUM_ALL_THREADS 1024
 #define SUM_ALL_BLOCKS 264 /* two per SM of an H100 or H200 */
 
+/* The sum of v over a 1-D block of SUM_ALL_THREADS threads, every thread gets it (f32: kc_block_sum). */
+__device__ __forceinline__ float block_sum(float v) { return kc_block_sum(v); }
+__device__ __forceinline__ double block_sum(double v)
+{
+    __shared__ double part[SUM_ALL_THREADS / 32];
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    if ((threadIdx.x & 31) == 0)
+        part[threadIdx.x >> 5] = v;
+    __syncthreads();
+    v = part[threadIdx.x & 31];
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    __syncthreads();
+    return v;
+}
+
+/* A grid's sum without allocation: thread 0 of each block leaves the block's partial (already summed over the
+ * block) in partials[blockIdx.x]; the last block to finish adds the partials in block order into *total (every
+ * thread) and returns true, setting *finished back to 0 for the next launch; the other blocks return false. Every
+ * thread of the block must call it. */
+template <typename Acc>
+__device__ bool grid_total(Acc block_partial, Acc *partials, unsigned int *finished, Acc *total)
+{
+    __shared__ bool last;
+    if (threadIdx.x == 0) {
+        partials[blockIdx.x] = block_partial;
+        __threadfence(); /* the partial is visible before the count says so */
+        last = atomicAdd(finished, 1u) == gridDim.x - 1;
+    }
+    __syncthreads();
+    if (!last)
+        return false;
+    __threadfence();
+    Acc p = 0;
+    for (unsigned b = threadIdx.x; b < gridDim.x; b += blockDim.x)
+        p += *(volatile Acc *)&partials[b];
+    *total = block_sum(p);
+    if (threadIdx.x == 0)
+        *finished = 0;
+    return true;
+}
+
 __device__ float sum_all_partials[SUM_ALL_BLOCKS];
 __device__ unsigned int sum_all_finished; /* blocks done; the last one sets it back to 0 */
 
@@ -87,24 +130,9 @@ template <typename T, int V> __global__ void sum_all_kernel(T *out, const T *a, 
             *out = kc_from_f<T>(acc);
         return;
     }
-    __shared__ bool last;
-    if (threadIdx.x == 0) {
-        sum_all_partials[blockIdx.x] = acc;
-        __threadfence(); /* the partial is visible before the count says so */
-        last = atomicAdd(&sum_all_finished, 1u) == gridDim.x - 1;
-    }
-    __syncthreads();
-    if (!last)
-        return;
-    __threadfence();
-    float p = 0.0f;
-    for (unsigned b = threadIdx.x; b < gridDim.x; b += blockDim.x)
-        p += *(volatile float *)&sum_all_partials[b];
-    p = kc_block_sum(p);
-    if (threadIdx.x == 0) {
-        *out = kc_from_f<T>(p);
-        sum_all_finished = 0;
-    }
+    float total;
+    if (grid_total(acc, sum_all_partials, &sum_all_finished, &total) && threadIdx.x == 0)
+        *out = kc_from_f<T>(total);
 }
 
 struct sum_all_launch {
@@ -135,25 +163,6 @@ __device__ double sum_squares_partials[SUM_ALL_BLOCKS];
 __device__ unsigned int sum_squares_finished;
 __device__ double sum_squares_result;
 
-/* The sum of v over a 1-D block of SUM_ALL_THREADS threads; thread 0 gets it. */
-__device__ __forceinline__ double block_sum_double(double v)
-{
-    __shared__ double part[SUM_ALL_THREADS / 32];
-    for (int o = 16; o > 0; o >>= 1)
-        v += __shfl_down_sync(0xffffffffu, v, o);
-    if ((threadIdx.x & 31) == 0)
-        part[threadIdx.x >> 5] = v;
-    __syncthreads();
-    v = 0.0;
-    if (threadIdx.x < 32) {
-        v = part[threadIdx.x];
-        for (int o = 16; o > 0; o >>= 1)
-            v += __shfl_down_sync(0xffffffffu, v, o);
-    }
-    __syncthreads();
-    return v;
-}
-
 template <typename T> __global__ void sum_squares_kernel(const T *a, int64_t n)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, stride = (int64_t)gridDim.x * blockDim.x;
@@ -162,25 +171,10 @@ template <typename T> __global__ void sum_squares_kernel(const T *a, int64_t n)
         double v = (double)kc_to_f(a[i]);
         acc += v * v;
     }
-    acc = block_sum_double(acc);
-    __shared__ bool last;
-    if (threadIdx.x == 0) {
-        sum_squares_partials[blockIdx.x] = acc;
-        __threadfence();
-        last = atomicAdd(&sum_squares_finished, 1u) == gridDim.x - 1;
-    }
-    __syncthreads();
-    if (!last)
-        return;
-    __threadfence();
-    double p = 0.0;
-    for (unsigned b = threadIdx.x; b < gridDim.x; b += blockDim.x)
-        p += *(volatile double *)&sum_squares_partials[b];
-    p = block_sum_double(p);
-    if (threadIdx.x == 0) {
-        sum_squares_result = p;
-        sum_squares_finished = 0;
-    }
+    acc = block_sum(acc);
+    double total;
+    if (grid_total(acc, sum_squares_partials, &sum_squares_finished, &total) && threadIdx.x == 0)
+        sum_squares_result = total;
 }
 
 struct sum_squares_launch {

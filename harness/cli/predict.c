@@ -86,6 +86,18 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* In a forked child before exec: PYTHONPATH = pythonpath, then what it held ("a:b"); exits 127 out of memory. */
+static void child_prepend_pythonpath(const char *pythonpath)
+{
+    const char *old = getenv("PYTHONPATH");
+    size_t n = strlen(pythonpath) + (old ? strlen(old) : 0) + 2;
+    char *pp = malloc(n);
+    if (!pp)
+        _exit(127);
+    snprintf(pp, n, "%s%s%s", pythonpath, old && *old ? ":" : "", old && *old ? old : "");
+    setenv("PYTHONPATH", pp, 1);
+}
+
 /* Run argv[0] with argv; stdout to out_path (created) when given, else to our stderr; env_name=env_value added
  * when env_name. The exit status, or -1 on a signal (*sig set), 127 when it could not be started. */
 static int run_child(char *const argv[], const char *pythonpath, const char *env_name, const char *env_value,
@@ -97,15 +109,8 @@ static int run_child(char *const argv[], const char *pythonpath, const char *env
     if (pid < 0)
         return 127;
     if (pid == 0) {
-        if (pythonpath) {
-            const char *old = getenv("PYTHONPATH");
-            size_t n = strlen(pythonpath) + (old ? strlen(old) : 0) + 2;
-            char *pp = malloc(n);
-            if (!pp)
-                _exit(127);
-            snprintf(pp, n, "%s%s%s", pythonpath, old && *old ? ":" : "", old && *old ? old : "");
-            setenv("PYTHONPATH", pp, 1);
-        }
+        if (pythonpath)
+            child_prepend_pythonpath(pythonpath);
         if (env_name)
             setenv(env_name, env_value, 1);
         if (out_path) {
@@ -257,13 +262,7 @@ static int capture_ranks(predict_cli *c)
             argv[n] = NULL;
             pid_t pid = fork();
             if (pid == 0) {
-                const char *old = getenv("PYTHONPATH");
-                size_t len = strlen(pythonpath) + (old ? strlen(old) : 0) + 2;
-                char *pp = malloc(len);
-                if (!pp)
-                    _exit(127);
-                snprintf(pp, len, "%s%s%s", pythonpath, old && *old ? ":" : "", old && *old ? old : "");
-                setenv("PYTHONPATH", pp, 1);
+                child_prepend_pythonpath(pythonpath);
                 dup2(STDERR_FILENO, STDOUT_FILENO);
                 execv(argv[0], argv);
                 _exit(127);
