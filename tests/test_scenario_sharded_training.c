@@ -72,21 +72,6 @@ Test(scenario, sharded_training_streams_keep_their_own_segments)
     run_result_free(&res);
 }
 
-/* At ci scale the values are computed (the collectives move real bytes between the ranks' devices) and every
- * variant shows what it must, with the full scale's outcomes. */
-Test(scenario, sharded_training_ci_passes, .timeout = 600)
-{
-    run_result res;
-    run_options o = {.backend = DEVICE_SIM, .scale = SCALE_CI, .no_fork = true};
-    scn_test_run("sharded_training", &o, &res);
-    cr_assert(scn_test_expected(&res));
-    cr_assert(res.passed);
-    cr_assert_eq(scn_test_variant(&res, "bug")->outcome, OUTCOME_OOM);
-    cr_assert_eq(scn_test_variant(&res, "fix-reshard-after-forward")->outcome, OUTCOME_OK);
-    cr_assert_eq(scn_test_variant(&res, "myth-shards-divide-all")->outcome, OUTCOME_OOM);
-    run_result_free(&res);
-}
-
 /* untyped_storage().resize_(0) frees the block while the views keep their shapes and the version counter; resize_
  * back allocates again (FSDP's free_storage and alloc_storage). */
 Test(scenario, storage_resize_frees_and_regrows_under_the_views)
