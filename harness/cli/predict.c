@@ -72,6 +72,20 @@ typedef struct predict_cli {
     int64_t lo, hi;
 } predict_cli;
 
+/* The capture's command line up to its options: PYTHON -m oomlab_capture --gpu GPU --out TRACE; returns its length. */
+static size_t capture_argv_head(predict_cli *c, const char *trace, char **argv)
+{
+    size_t n = 0;
+    argv[n++] = c->python;
+    argv[n++] = "-m";
+    argv[n++] = "oomlab_capture";
+    argv[n++] = "--gpu";
+    argv[n++] = (char *)c->gpu;
+    argv[n++] = "--out";
+    argv[n++] = (char *)trace;
+    return n;
+}
+
 /* A folder (or a link to one)? */
 static bool is_dir(const char *path)
 {
@@ -241,14 +255,7 @@ static int capture_ranks(predict_cli *c)
             snprintf(rank, sizeof rank, "%d", next);
             snprintf(world, sizeof world, "%d", c->nproc);
             rank_trace_path(c, next, trace, sizeof trace);
-            size_t n = 0;
-            argv[n++] = c->python;
-            argv[n++] = "-m";
-            argv[n++] = "oomlab_capture";
-            argv[n++] = "--gpu";
-            argv[n++] = (char *)c->gpu;
-            argv[n++] = "--out";
-            argv[n++] = trace;
+            size_t n = capture_argv_head(c, trace, argv);
             argv[n++] = "--rank";
             argv[n++] = rank;
             argv[n++] = "--world-size";
@@ -313,13 +320,7 @@ static int capture(predict_cli *c, const char *value, bool quiet)
         fprintf(stderr, "oomlab: predict: out of host memory\n");
         goto out;
     }
-    argv[n++] = c->python;
-    argv[n++] = "-m";
-    argv[n++] = "oomlab_capture";
-    argv[n++] = "--gpu";
-    argv[n++] = (char *)c->gpu;
-    argv[n++] = "--out";
-    argv[n++] = c->trace;
+    n = capture_argv_head(c, c->trace, argv);
     if (quiet)
         argv[n++] = "--quiet";
     argv[n++] = "--";
