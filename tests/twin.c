@@ -39,6 +39,9 @@ static bool notes_mention(const cJSON *variant, const char *text)
 
 /* false in twin_check_outcomes: samples are compared by count and label only */
 static bool compare_counters = true;
+/* twin_check_known's differences */
+static const twin_known *known_diffs;
+static size_t known_n;
 
 static void compare_samples(const char *vn, int dev, const scn_sample *samples, size_t n, const cJSON *rec)
 {
@@ -52,6 +55,8 @@ static void compare_samples(const char *vn, int dev, const scn_sample *samples, 
                  cJSON_GetArraySize(rec));
     size_t i = 0;
     const cJSON *s;
+    bool from[16] = {false}; /* known_diffs[k] applies from its sample on */
+    cr_assert_leq(known_n, sizeof from / sizeof from[0]);
     cJSON_ArrayForEach(s, rec)
     {
         if (i >= n)
@@ -63,9 +68,17 @@ static void compare_samples(const char *vn, int dev, const scn_sample *samples, 
         const int64_t mine[] = {m->allocated,      m->reserved,      m->active,   m->inactive_split,
                                 m->allocated_peak, m->reserved_peak, m->segments, m->device_allocs,
                                 m->device_frees,   m->alloc_retries, m->ooms};
-        for (size_t j = 0; j < sizeof keys / sizeof keys[0]; j++)
-            cr_expect_eq(mine[j], num(s, keys[j]), "%s: device %d: sample %zu '%s': %s is %lld, PyTorch %lld", vn,
-                         dev, i - 1, m->label, keys[j], (long long)mine[j], (long long)num(s, keys[j]));
+        for (size_t k = 0; k < known_n; k++)
+            from[k] = from[k] || (strcmp(known_diffs[k].variant, vn) == 0 && strcmp(known_diffs[k].from, m->label) == 0);
+        for (size_t j = 0; j < sizeof keys / sizeof keys[0]; j++) {
+            int64_t delta = 0;
+            for (size_t k = 0; k < known_n; k++)
+                if (from[k] && strcmp(known_diffs[k].key, keys[j]) == 0)
+                    delta += known_diffs[k].delta;
+            cr_expect_eq(mine[j] + delta, num(s, keys[j]),
+                         "%s: device %d: sample %zu '%s': %s is %lld (+%lld known), PyTorch %lld", vn, dev, i - 1,
+                         m->label, keys[j], (long long)mine[j], (long long)delta, (long long)num(s, keys[j]));
+        }
     }
 }
 
@@ -156,6 +169,15 @@ void twin_check_outcomes(const scenario *sc, const char *path)
     compare_counters = false;
     twin_check(sc, path);
     compare_counters = true;
+}
+
+void twin_check_known(const scenario *sc, const char *path, const twin_known *known, size_t nknown)
+{
+    known_diffs = known;
+    known_n = nknown;
+    twin_check(sc, path);
+    known_diffs = NULL;
+    known_n = 0;
 }
 
 void twin_check_sweep(const scenario *sc, const char *path)

@@ -20,6 +20,18 @@ void twin_check(const scenario *sc, const char *path);
  * thread lets a finished all-reduce's bucket go is a matter of timing). */
 void twin_check_outcomes(const scenario *sc, const char *path);
 
+/* A counter that differs from PyTorch's by a known, measured amount: from the sample labelled `from` on, on every
+ * device of `variant`, PyTorch's `key` (a memory_stats() name) is oomlab's + delta. twin_check_known demands
+ * exactly that difference there (so it fails once the difference is gone) and equality everywhere else. */
+typedef struct twin_known {
+    const char *variant;
+    const char *from;
+    const char *key;
+    int64_t delta;
+} twin_known;
+
+void twin_check_known(const scenario *sc, const char *path, const twin_known *known, size_t nknown);
+
 /* The same for every point of a twin's --sweep recording ({"scenario", "sweep", "lo", "hi", "points": [a
  * recording per value]}), each at its own parameters. */
 void twin_check_sweep(const scenario *sc, const char *path);

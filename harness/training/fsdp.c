@@ -1,12 +1,14 @@
 /* fsdp.c - FSDP2's fully_shard over an MLP on N ranks. See fsdp.h. */
 #include "training/fsdp.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "runtime/autograd.h"
 #include "runtime/ops.h"
+#include "runtime/reduce_config.h"
 #include "training/dist.h"
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -117,6 +119,56 @@ static oom_status collective(fsdp_rank *rk, devcomm_op op, tensor *out, tensor *
     return st;
 }
 
+/* ---- the CUDA kernels' packed metadata ----------------------------------------------------------------------- */
+
+/* split_with_sizes_copy and _chunk_cat's CUDA fast paths (aten/src/ATen/native/cuda/TensorShape.cu) pack their
+ * per-split vectors into one int64 tensor copied to the device (detail::pack_vecs: pinned host, then .to(device)):
+ * a device allocation of that many int64, freed when the op returns. Both launch blocks of BLOCK_SIZE 128 threads
+ * moving BYTES_PER_THREAD 16 bytes each. */
+#define TS_BLOCK_BYTES (128 * 16)
+
+static bool packed_metadata(fsdp_rank *rk, int64_t numel, tensor **out)
+{
+    *out = tensor_empty(rk->r, DT_I64, 1, &numel);
+    return *out != NULL;
+}
+
+/* split_with_sizes_copy_out_cuda_contiguous_no_cast over all_gather_output.view(N, -1), dim=1: dst and src base
+ * addresses and chunk sizes (one per split), block_idx_to_split_idx (one per block), blocks_cumsums (splits + 1).
+ * The blocks per split follow the kernel's grid: iter_factor = ceil(blocks x chunks / max_blocks), with max_blocks
+ * = SMs x maxThreadsPerMultiProcessor / 128 x 2, spread between chunks_per_block and iters_per_chunk. */
+static int64_t split_copy_metadata_numel(const fsdp_rank *rk, const fsdp_group *g)
+{
+    const aten_device_props pr = aten_device_props_of(rk->r);
+    const int64_t chunks = rk->w->n, es = (int64_t)dtype_size(g->p[0].shard->dt);
+    int64_t blocks = 0;
+    for (int j = 0; j < FSDP_NP; j++)
+        blocks += ceil_div(g->p[j].chunk_rows * g->p[j].row * es, TS_BLOCK_BYTES);
+    const int64_t max_blocks = (int64_t)((double)((int64_t)pr.sm_count * pr.max_threads_per_sm / 128) * 2.0);
+    const int64_t iter_factor = ceil_div(blocks * chunks, max_blocks);
+    int64_t per_block = (int64_t)ceil(sqrt((double)iter_factor));
+    per_block = per_block < chunks ? per_block : chunks;
+    const int64_t iters = ceil_div(iter_factor, per_block);
+    int64_t numel = 3 * FSDP_NP + FSDP_NP + 1;
+    for (int j = 0; j < FSDP_NP; j++)
+        numel += ceil_div(g->p[j].chunk_rows * g->p[j].row * es, TS_BLOCK_BYTES * iters);
+    return numel;
+}
+
+/* get_chunk_cat_metadata over the unsharded gradients in N chunks: srcs, actual sizes, padded chunk sizes and
+ * blocks per tensor (one each per tensor), the start offsets and start blocks (tensors + 1 each) and
+ * block_idx_to_tensor_idx (one per block of a padded chunk, TILE_SIZE 128 x 16 bytes). */
+static int64_t chunk_cat_metadata_numel(const fsdp_rank *rk, const fsdp_group *g, int have)
+{
+    const int64_t es = (int64_t)dtype_size(g->p[0].shard->dt);
+    int64_t numel = 4 * (int64_t)have + 2 * ((int64_t)have + 1);
+    for (int j = 0; j < FSDP_NP; j++)
+        if (g->p[j].unsharded && have > 0)
+            numel += ceil_div(g->p[j].chunk_rows * g->p[j].row * es, TS_BLOCK_BYTES);
+    (void)rk;
+    return numel;
+}
+
 /* ---- FSDPParamGroup ----------------------------------------------------------------------------------------- */
 
 /* unshard(): foreach_all_gather. The flat output (N x the shard bytes) is allocated on the all-gather copy-in stream
@@ -170,6 +222,9 @@ static bool copy_out(fsdp_rank *rk, fsdp_group *g)
     }
     size_t es = dtype_size(g->p[0].shard->dt);
     int64_t per = group_shard_numel(g);
+    tensor *meta = NULL; /* the kernel's packed metadata, freed when the op returns */
+    if (!packed_metadata(rk, split_copy_metadata_numel(rk, g), &meta))
+        return false;
     for (int c = 0; c < n; c++) { /* split_with_sizes_copy(all_gather_output.view(N, -1), dim=1) */
         size_t off = 0;
         for (int j = 0; j < FSDP_NP; j++) {
@@ -182,29 +237,40 @@ static bool copy_out(fsdp_rank *rk, fsdp_group *g)
             tensor_release(src);
             tensor_release(dst);
             fp->ag_output->st->version = v;
-            if (!ok)
+            if (!ok) {
+                tensor_release(meta);
                 return false;
+            }
             off += (size_t)m * es;
         }
     }
+    tensor_release(meta);
     g->unsharded = true;
     return true;
 }
 
-/* wait_for_unshard(): in forward the previous all-gather's output goes first (all_gather_state), this one is kept
- * until the next copy-out; elsewhere it is freed right after the copy-out. */
+/* wait_for_unshard(): in forward this all-gather's output is kept until the next layer's copy-out
+ * (all_gather_state); elsewhere it is freed right after the copy-out. The previous forward output goes only when
+ * the function returns, after this copy-out: `comm_ctx.all_gather_state = None` drops one reference, but the
+ * walrus `if prev_all_gather_state := self.comm_ctx.all_gather_state:` keeps a local one to the end (measured: the
+ * H200 recording frees it after the split_with_sizes_copy, with two layers' outputs and this one's parameters
+ * live). */
 static bool wait_for_unshard(fsdp_rank *rk, fsdp_group *g)
 {
     if (!g->ag_result)
         return true;
-    if (g->state == FSDP_FORWARD)
-        tensor_assign(&rk->ag_state, NULL);
+    tensor *prev = NULL;
+    if (g->state == FSDP_FORWARD) { /* prev_all_gather_state */
+        prev = rk->ag_state;
+        rk->ag_state = NULL;
+    }
     bool ok = copy_out(rk, g);
     if (g->state == FSDP_FORWARD) { /* all_gather_state takes the reference */
         rk->ag_state = g->ag_result;
         g->ag_result = NULL;
     }
     tensor_assign(&g->ag_result, NULL);
+    tensor_release(prev);
     return ok;
 }
 
@@ -245,6 +311,9 @@ static bool post_backward(fsdp_rank *rk, fsdp_group *g)
     size_t es = dtype_size(dt);
     tensor *in = tensor_empty(rk->r, dt, 1, &numel);
     bool ok = in != NULL;
+    tensor *meta = NULL; /* _chunk_cat's packed metadata: freed before its kernel runs (get_chunk_cat_metadata) */
+    ok = ok && packed_metadata(rk, chunk_cat_metadata_numel(rk, g, have), &meta);
+    tensor_release(meta);
     for (int c = 0; c < n && ok; c++) { /* chunk_cat(grads, dim=0, num_chunks=N): padding rows are zeros */
         size_t off = 0;
         for (int j = 0; j < FSDP_NP && ok; j++) {
@@ -271,7 +340,16 @@ static bool post_backward(fsdp_rank *rk, fsdp_group *g)
             off += (size_t)(fp->chunk_rows * fp->row) * es;
         }
     }
-    for (int j = 0; j < FSDP_NP; j++) /* unsharded_grads.clear() */
+    /* unsharded_grads.clear(), but foreach_reduce's `for i, (fsdp_param, unsharded_grad) in enumerate(...)` loop
+     * (run when N > 1) leaves its variable on the last gradient: that one goes when foreach_reduce returns (the
+     * recording frees the bias's gradient after the reduce-scatter output is allocated) */
+    tensor *held = NULL;
+    for (int j = FSDP_NP - 1; j >= 0 && !held; j--)
+        if (grads[j]) {
+            held = grads[j];
+            grads[j] = NULL;
+        }
+    for (int j = 0; j < FSDP_NP; j++)
         tensor_release(grads[j]);
     tensor *out = NULL;
     if (ok) {
@@ -297,6 +375,7 @@ static bool post_backward(fsdp_rank *rk, fsdp_group *g)
         off += (size_t)(fp->chunk_rows * fp->row) * es;
     }
     tensor_release(out);
+    tensor_release(held); /* foreach_reduce returns */
     tensor_assign(&rk->rs_state, in); /* reduce_scatter_state takes the reference */
     return ok && rt_ok(rk->r);
 }
@@ -325,9 +404,22 @@ static bool pre_backward(fsdp_rank *rk, int i)
 /* The hooks autograd calls on this rank: the pre-backward unshard on each layer's output node, and the
  * post-backward reduce-scatter once a group's last gradient is accumulated (RegisterPostBackwardFunction runs right
  * after the AccumulateGrad nodes, which the engine runs first). */
+static bool run_pending_post_backward(fsdp_rank *rk)
+{
+    for (int i = rk->nl - 1; i >= 0; i--)
+        if (rk->g[i].post_pending) {
+            rk->g[i].post_pending = false;
+            if (!post_backward(rk, &rk->g[i]))
+                return false;
+        }
+    return true;
+}
+
 static oom_status pre_node_hook(void *ctx, ag_node *node)
 {
     fsdp_rank *rk = ctx;
+    if (!run_pending_post_backward(rk))
+        return rt_status(rk->r);
     for (int i = 0; i < rk->nl; i++)
         if (rk->g[i].out_fn == node)
             return pre_backward(rk, i) ? OOM_OK : rt_status(rk->r);
@@ -342,7 +434,7 @@ static oom_status post_acc_hook(void *ctx, tensor *leaf)
             if (rk->g[i].p[j].unsharded == leaf) {
                 fsdp_group *g = &rk->g[i];
                 if (++g->grads_seen == FSDP_NP && g->input_requires_grad)
-                    return post_backward(rk, g) ? OOM_OK : rt_status(rk->r);
+                    g->post_pending = true; /* RegisterPostBackwardFunction's node: next, once this one returns */
                 return OOM_OK;
             }
     return OOM_OK;
@@ -351,7 +443,7 @@ static oom_status post_acc_hook(void *ctx, tensor *leaf)
 /* ---- model, forward, backward -------------------------------------------------------------------------------- */
 
 /* model = MLP(...).cuda(); fully_shard(each Linear); fully_shard(model): the shards made layer by layer, each
- * layer's full parameters freed when its fully_shard returns (bias, then weight: the list's order reversed). */
+ * layer's full parameters freed when its fully_shard returns (weight, then bias, as recorded). */
 bool fsdp_mlp_build(fsdp_rank *rk, int64_t width, int depth, int64_t classes)
 {
     rk->nl = depth + 1;
@@ -368,8 +460,8 @@ bool fsdp_mlp_shard(fsdp_rank *rk)
         for (int j = 0; j < FSDP_NP; j++)
             if (!shard_param(rk, &rk->g[i].p[j], full[j], rk->w->n))
                 return false;
+        tensor_assign(&rk->lin[i].weight, NULL); /* the H200 recording frees the weight, then the bias */
         tensor_assign(&rk->lin[i].bias, NULL);
-        tensor_assign(&rk->lin[i].weight, NULL);
     }
     tensor *ps[FSDP_MAX_LAYERS * FSDP_NP];
     size_t np = 0;
@@ -522,16 +614,24 @@ static void *backward_thread(void *arg)
     for (int i = 0; i < rk->nl; i++)
         rk->g[i].grads_seen = 0;
     oom_status st = autograd_backward(rk->loss, NULL, false);
+    if (st == OOM_OK && !run_pending_post_backward(rk))
+        st = rt_status(rk->r);
     for (int i = 0; i < rk->nl && st == OOM_OK; i++) {
         fsdp_group *g = &rk->g[i];
         if (g->state != FSDP_POST_BACKWARD && !post_backward(rk, g))
             st = rt_status(rk->r);
     }
-    for (int i = 0; i < rk->nl; i++) { /* finalize_backward */
-        tensor_assign(&rk->g[i].ag_result, NULL);
+    /* The root's final callback (finalize_backward) runs only when backward returns: after an OOM inside it, the
+     * prefetched all-gather output and the last reduce-scatter input stay in FSDP's state until the model goes
+     * (measured: the H200 recording's OOM samples hold them) */
+    for (int i = 0; i < rk->nl; i++) {
+        rk->g[i].post_pending = false;
+        if (st == OOM_OK)
+            tensor_assign(&rk->g[i].ag_result, NULL);
         rk->g[i].state = FSDP_IDLE;
     }
-    tensor_assign(&rk->rs_state, NULL);
+    if (st == OOM_OK)
+        tensor_assign(&rk->rs_state, NULL);
     rk->bw_status = st;
     pthread_mutex_lock(&w->mu);
     w->active[rk->k] = false;

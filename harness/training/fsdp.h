@@ -64,6 +64,8 @@ typedef struct fsdp_group {
     struct ag_node *out_fn; /* the grad_fn of the layer's output (borrowed): its pre-backward hook's node */
     bool input_requires_grad; /* its post_backward runs from autograd (RegisterPostBackwardFunction), else at the end */
     int grads_seen;
+    bool post_pending; /* every gradient accumulated: post_backward runs before the engine's next node (its own
+                          node in PyTorch, RegisterPostBackwardFunction, after the AccumulateGrad nodes return) */
 } fsdp_group;
 
 struct fsdp_world;
@@ -108,7 +110,7 @@ void fsdp_world_destroy(fsdp_world *w);
 /* model = MLP(width, depth, classes) on rank rk (nn.Linear layers, float32): false on a failure (in rk->r). */
 bool fsdp_mlp_build(fsdp_rank *rk, int64_t width, int depth, int64_t classes);
 /* fully_shard(each Linear), fully_shard(model), SGD(lr=1e-3) over the sharded parameters: each layer's shards made,
- * then its full parameters freed (bias, then weight: fully_shard's list let go). False on a failure. */
+ * then its full parameters freed (weight, then bias, as recorded). False on a failure. */
 bool fsdp_mlp_shard(fsdp_rank *rk);
 /* opt.zero_grad(); x, y = the batch; loss = F.cross_entropy(model(x), y) on every rank, layer by layer (pre_forward's
  * unshard and all-gather, the layer, post_forward's reshard). Every rank runs each phase; false when one failed (its

@@ -71,7 +71,7 @@ def body(t, variant, p):
             t.step("step %d: %s: OOM" % (done + 1, failed.split(": ", 1)[1]))
             break
     t.nccl_probe()
-    del loss, y, x, opt, model
+    del loss, y, x, opt, model, m  # m: the fully_shard loop's variable, which holds the last Linear (and FSDP's state)
     gc.collect()  # FSDP's states and hooks hold the modules in reference cycles
     t.step("everything released")
 

@@ -16,7 +16,7 @@ VARIANTS maps a variant name to its PYTORCH_CUDA_ALLOC_CONF text ("" for none); 
 to its full-scale default (the names and defaults of the scenario's --set parameters, so `--set name=value`
 means the same on both sides). Command line:
 
-    python3 scripts/twins/NAME.py [--json OUT] [--budget BYTES] [--set name=value]... [VARIANT...]
+    python3 scripts/twins/NAME.py [--json OUT] [--budget BYTES] [--set name=value]... [--history DIR] [VARIANT...]
 
 Each variant runs in its own process, with cuBLAS's workspaces off by default (CUBLAS_WORKSPACE_CONFIG=:0:0,
 CUBLASLT_WORKSPACE_SIZE=0: oomlab's GEMM needs none, docs/parity.md), or with them on given --workspaces. The
@@ -25,7 +25,9 @@ output is one JSON object: {"scenario", "torch", "device", "total_memory", "budg
 caught after the remedy, or anywhere without one), "story_ooms": the OOMs caught before t.remedy (0 without one),
 "oom": null|{"step", "what", "message", "kind"} (the first OOM caught, the story's where there is one), "error", "samples": [{"label", KEYS...}], "metrics": [{"name", "unit",
 "value", "sample"}], "notes": [text], "devices": [{"index", "name", "samples"}] (t.devices: the other devices of a
-variant on several devices, as the results JSON's "devices"; [] for one)}]}.
+variant on several devices, as the results JSON's "devices"; [] for one)}]}. --history DIR also records every
+allocation with torch.cuda.memory._record_memory_history (Python stacks) and writes each variant's (each rank's)
+snapshot to DIR/VARIANT.rankK.pickle, for pytorch.org/memory_viz or `oomlab replay`.
 
 A distributed twin passes nproc=N to main: each variant then runs as `torchrun --standalone --nproc_per_node N`,
 every rank a process with its own GPU (torch.cuda.set_device(LOCAL_RANK)), its own memory fraction and its own
@@ -115,6 +117,9 @@ def _child(name, variant, alloc_conf, params, budget, body):
         torch.cuda.set_device(local)  # before the Twin: the fraction and memory_stats() are this GPU's
     t = Twin(torch, budget)
     t.rank, t.world, t.device = rank, world, local
+    history = os.environ.get("OOMLAB_TWIN_HISTORY")  # main's --history DIR
+    if history:
+        torch.cuda.memory._record_memory_history(max_entries=2000000, stacks="python")
     if world > 1:
         import torch.distributed as dist
         free0 = torch.cuda.mem_get_info()[0]
@@ -125,6 +130,9 @@ def _child(name, variant, alloc_conf, params, budget, body):
         body(t, variant, params)
     except Exception as e:  # an error the scenario did not expect: the variant is an error, as in oomlab
         res["outcome"], res["error"] = "error", "%s: %s" % (type(e).__name__, e)
+    if history:
+        torch.cuda.memory._dump_snapshot(os.path.join(history, "%s.rank%d.pickle" % (variant, rank)))
+        torch.cuda.memory._record_memory_history(enabled=None)
     if world > 1:
         import torch.distributed as dist
         dist.destroy_process_group()
@@ -161,7 +169,7 @@ def _run_ranks(cmd, nproc, base_env):
 
 def main(doc, name, variants, params, budget, body, argv=None, nproc=1):
     argv = list(sys.argv[1:] if argv is None else argv)
-    out, chosen, workspaces = None, [], False
+    out, chosen, workspaces, history = None, [], False, None
     params = dict(params)
     i = 0
     try:
@@ -178,6 +186,10 @@ def main(doc, name, variants, params, budget, body, argv=None, nproc=1):
                 params[k] = int(v); i += 2
             elif a == "--workspaces":
                 workspaces = True; i += 1
+            elif a == "--history":
+                history = os.path.abspath(argv[i + 1]); i += 2
+                if not os.path.isdir(history):
+                    raise ValueError("--history: '%s' is not a directory" % argv[i - 1])
             elif a == "--child":
                 variant = argv[i + 1]
                 conf = variants[variant]
@@ -203,6 +215,9 @@ def main(doc, name, variants, params, budget, body, argv=None, nproc=1):
         env = dict(os.environ)
         env["PYTORCH_CUDA_ALLOC_CONF"] = variants[v]
         env.pop("PYTORCH_ALLOC_CONF", None)
+        env.pop("OOMLAB_TWIN_HISTORY", None)
+        if history:
+            env["OOMLAB_TWIN_HISTORY"] = history
         if not workspaces:
             env["CUBLAS_WORKSPACE_CONFIG"] = ":0:0"
             env["CUBLASLT_WORKSPACE_SIZE"] = "0"
