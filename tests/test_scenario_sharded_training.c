@@ -2,8 +2,8 @@
  * exact bytes at full scale (a dry run on sim), and its computed ci-scale run; storage resize_ as FSDP frees and
  * regrows the unsharded parameters.
  *
- * Suite "scenario" (sim). No PyTorch recording is committed yet: scripts/twins/sharded_training.py records one on 2
- * GPUs (docs/parity.md, "sharded_training").
+ * Suite "scenario" (sim). test_scenarios.c checks the PyTorch recordings (tests/data/twins/sharded_training*.json,
+ * docs/parity.md, "sharded_training").
  */
 #include <criterion/criterion.h>
 #include <string.h>
@@ -54,6 +54,41 @@ Test(scenario, sharded_training_full_scale_outcomes_and_bytes)
     cr_assert_eq(fwd_bug - fwd_fix, MODEL_BYTES, "bug %lld, fix %lld", (long long)fwd_bug, (long long)fwd_fix);
     cr_assert_eq(fwd_fix, 570672640); /* shards, 9 saved activations of 32 MiB, x, y, the logits, the loss */
     cr_assert_eq(bug->devices[0].samples[2].allocated, fwd_bug); /* rank 1 the same */
+    run_result_free(&res);
+}
+
+/* fix-activation-checkpointing keeps reshard_after_forward=False: after forward a rank holds the whole unsharded
+ * model, like the bug, but checkpoint_sequential(model, 2) keeps only the first segment's input of its 4 blocks:
+ * exactly 3 activations of 2048 x 4096 floats fewer than the bug. Three steps fit. */
+Test(scenario, sharded_training_checkpointing_keeps_the_model_and_drops_activations)
+{
+    run_result res;
+    run_full(&res, 0);
+    const variant_result *bug = scn_test_variant(&res, "bug");
+    const variant_result *ck = scn_test_variant(&res, "fix-activation-checkpointing");
+    cr_assert_eq(ck->outcome, OUTCOME_OK, "%s", ck->error);
+    int64_t fwd_bug = scn_test_sample(bug, "step 1: forward")->allocated;
+    int64_t fwd_ck = scn_test_sample(ck, "step 1: forward")->allocated;
+    cr_assert_eq(fwd_bug - fwd_ck, 3 * 32 * MIB, "bug %lld, checkpointed %lld", (long long)fwd_bug, (long long)fwd_ck);
+    cr_assert_geq(fwd_ck - scn_test_sample(ck, "fully_shard(model)")->allocated, MODEL_BYTES);
+    cr_assert_not_null(scn_test_sample(ck, "step 3: optimizer step"));
+    run_result_free(&res);
+}
+
+/* checkpoint_sequential with more segments than modules fails as PyTorch's does (range()'s step of 0): the variant
+ * is an error naming it, the others are unaffected. */
+Test(scenario, sharded_training_too_many_segments_is_pytorchs_error)
+{
+    run_result res;
+    run_options o = {.backend = DEVICE_SIM, .dry_run = true, .scale = SCALE_FULL, .no_fork = true};
+    scn_test_sets(&o, "segments=20");
+    scn_test_run("sharded_training", &o, &res);
+    const variant_result *ck = scn_test_variant(&res, "fix-activation-checkpointing");
+    cr_assert_eq(ck->outcome, OUTCOME_ERROR);
+    cr_assert_not_null(strstr(ck->error, "range() arg 3 must not be zero (checkpoint_sequential: 20 segments of 17 "
+                                        "modules)"),
+                       "%s", ck->error);
+    cr_assert_eq(scn_test_variant(&res, "fix-reshard-after-forward")->outcome, OUTCOME_OK);
     run_result_free(&res);
 }
 

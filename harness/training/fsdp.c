@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "runtime/autograd.h"
+#include "runtime/runtime.h"
 #include "runtime/ops.h"
 #include "runtime/reduce_config.h"
 #include "training/dist.h"
@@ -376,7 +377,11 @@ static bool post_backward(fsdp_rank *rk, fsdp_group *g)
     }
     tensor_release(out);
     tensor_release(held); /* foreach_reduce returns */
-    tensor_assign(&rk->rs_state, in); /* reduce_scatter_state takes the reference */
+    if (ok) /* reduce_scatter_state takes the reference once foreach_reduce returned; after an OOM inside it the input
+               was its local, gone with the exception's frames (measured: the ci-scale recording's OOM sample) */
+        tensor_assign(&rk->rs_state, in);
+    else
+        tensor_release(in);
     return ok && rt_ok(rk->r);
 }
 
@@ -505,6 +510,87 @@ static bool lazy_init(fsdp_rank *rk)
     return true;
 }
 
+/* Module j of the Sequential on rank rk (2 x depth + 1 of them): Linear j / 2 for even j, with FSDP's hooks around
+ * it (pre_forward: unshard, the all-gather, wait_for_unshard; post_forward: reshard), else a ReLU. In a checkpoint's
+ * recompute (backward) the hooks run again but find the layer unsharded (reshard_after_forward=False; fsdp_forward
+ * refuses checkpointing otherwise) and do nothing, and the recomputed output is not the node FSDP's pre-backward
+ * hook waits on. Returns a new reference, NULL on a failure (in the rt). */
+static tensor *run_module(fsdp_rank *rk, int j, tensor *h)
+{
+    if (j % 2)
+        return op_relu(h);
+    fsdp_group *g = &rk->g[j / 2];
+    const bool recompute = rk->recomputing;
+    if (!recompute) {
+        g->state = FSDP_FORWARD;
+        g->input_requires_grad = h->requires_grad;
+    }
+    if (!unshard(rk, g) || !wait_for_unshard(rk, g))
+        return NULL;
+    tensor *o = op_linear(h, g->p[0].unsharded, g->p[1].unsharded);
+    if (!o || recompute)
+        return o;
+    g->out_fn = o->grad_fn;
+    if (rk->reshard_after_forward) /* post_forward */
+        reshard(rk, g);
+    g->state = FSDP_IDLE;
+    return o;
+}
+
+/* checkpoint_sequential's run_function(start, end) over a segment of rk's modules. */
+static tensor *run_segment(void *ctx, tensor *x)
+{
+    fsdp_segment *sg = ctx;
+    fsdp_rank *rk = sg->rk;
+    const bool outer = rk->recomputing;
+    rk->recomputing = rk->r->ck_recompute != NULL; /* autograd_checkpoint_nr's recompute, inside backward */
+    tensor *h = tensor_retain(x);
+    for (int j = sg->first; j < sg->end && h; j++)
+        tensor_assign(&h, run_module(rk, j, h));
+    rk->recomputing = outer;
+    return h;
+}
+
+/* One rank's forward: opt.zero_grad(); x, y; loss = F.cross_entropy(model(x), y), model(x) being the Sequential's
+ * loop or checkpoint_sequential(model, segments, x, use_reentrant=False) (every segment but the last under
+ * checkpoint, the last plainly; `input` holds each segment's input until the segment returns); the root's
+ * post_forward frees the last all-gather output. */
+static oom_status forward_rank(fsdp_rank *rk)
+{
+    const fsdp_step *st = rk->w->step;
+    optim_zero_grad(rk->opt, true);
+    tensor *x = tensor_randn(rk->r, DT_F32, SHAPE(st->batch, st->width), 0.0, 1.0);
+    if (x)
+        tensor_assign(&rk->x, x);
+    tensor *y = x ? tensor_randint(rk->r, SHAPE(st->batch), 0, st->classes) : NULL;
+    if (y)
+        tensor_assign(&rk->y, y);
+    if (!y || !lazy_init(rk))
+        return rt_status(rk->r);
+    const int nmod = 2 * rk->nl - 1, nseg = rk->checkpoint_segments;
+    tensor *h = tensor_retain(rk->x);
+    int first = 0;
+    if (nseg > 1) {
+        const int size = nmod / nseg; /* segment_size = len(functions) // segments; the last takes the rest */
+        for (int k = 0; k < nseg - 1 && h; k++, first += size) {
+            rk->segments[k] = (fsdp_segment){rk, first, first + size};
+            tensor_assign(&h, autograd_checkpoint_nr(run_segment, &rk->segments[k], h));
+        }
+    }
+    fsdp_segment last = {rk, first, nmod};
+    if (h)
+        tensor_assign(&h, run_segment(&last, h));
+    if (!h)
+        return rt_status(rk->r);
+    tensor_assign(&rk->ag_state, NULL); /* the root's post_forward */
+    tensor *loss = op_cross_entropy(h, rk->y);
+    tensor_release(h);
+    if (!loss)
+        return rt_status(rk->r);
+    tensor_assign(&rk->loss, loss);
+    return OOM_OK;
+}
+
 static void io_free(fsdp_rank *rk)
 {
     tensor_assign(&rk->x, NULL);
@@ -512,105 +598,37 @@ static void io_free(fsdp_rank *rk)
     tensor_assign(&rk->loss, NULL);
 }
 
-/* One step's forward on every rank, layer by layer: pre_forward (unshard, the all-gather for all ranks,
- * wait_for_unshard), the layer, post_forward (reshard); the root's post_forward frees the last all-gather output.
- * Every rank runs each phase (they fail alike); false when one failed (its OOM not caught here). */
+static void run_ranks(fsdp_world *w, oom_status (*phase)(fsdp_rank *rk));
+
 bool fsdp_forward(fsdp_world *w, int64_t batch, int64_t width, int64_t classes)
 {
-    fsdp_rank *const *rks = w->rk;
-    const int n = w->n;
-    tensor *h[DEVCOMM_MAX_RANKS] = {NULL};
-    bool bad[DEVCOMM_MAX_RANKS] = {false}, any = false;
-    for (int k = 0; k < n; k++) {
-        fsdp_rank *rk = rks[k];
-        optim_zero_grad(rk->opt, true);
-        tensor *x = tensor_randn(rk->r, DT_F32, SHAPE(batch, width), 0.0, 1.0);
-        if (x)
-            tensor_assign(&rk->x, x);
-        tensor *y = x ? tensor_randint(rk->r, SHAPE(batch), 0, classes) : NULL;
-        if (y)
-            tensor_assign(&rk->y, y);
-        if (!y || !lazy_init(rk))
-            bad[k] = any = true;
-        else
-            h[k] = tensor_retain(rk->x);
-    }
-    for (int i = 0; i < rks[0]->nl && !any; i++) {
-        tensor *in[DEVCOMM_MAX_RANKS], *out[DEVCOMM_MAX_RANKS];
-        bool issued = false;
-        for (int k = 0; k < n; k++) {
-            fsdp_group *g = &rks[k]->g[i];
-            g->state = FSDP_FORWARD;
-            g->input_requires_grad = h[k]->requires_grad;
-            issued = g->ag_result == NULL && !g->unsharded;
-            if (!unshard(rks[k], g))
-                bad[k] = any = true;
-            out[k] = g->ag_result;
+    fsdp_step st = {batch, width, classes};
+    for (int k = 0; k < w->n; k++) {
+        fsdp_rank *rk = w->rk[k];
+        int nseg = rk->checkpoint_segments;
+        if (nseg > 1 && (rk->reshard_after_forward || nseg > 2 * rk->nl - 1)) {
+            rt_fail(rk->r, OOM_EINVAL,
+                    nseg > 2 * rk->nl - 1 ? "range() arg 3 must not be zero (checkpoint_sequential: %d segments of %d "
+                                            "modules)"
+                                          : "checkpointing is modelled with reshard_after_forward=False only (%d "
+                                            "segments of %d modules)",
+                    nseg, 2 * rk->nl - 1);
+            return false;
         }
-        if (any)
-            break;
-        if (issued) { /* the all-gather, every rank at once */
-            int64_t per = group_shard_numel(&rks[0]->g[i]);
-            for (int k = 0; k < n; k++)
-                in[k] = tensor_alias(out[k], (size_t)(per * k) * dtype_size(out[k]->dt), 1, &per, false);
-            if (run_collective(rks[0]->w, COMM_ALL_GATHER, out, in) != OOM_OK)
-                bad[0] = any = true;
-            for (int k = 0; k < n; k++)
-                tensor_release(in[k]);
-        }
-        for (int k = 0; k < n && !any; k++) {
-            fsdp_rank *rk = rks[k];
-            fsdp_group *g = &rk->g[i];
-            /* Sequential: input = module(input), the Linear (FSDP's pre_forward above, post_forward's reshard right
-             * after it), then the ReLU */
-            tensor *o = wait_for_unshard(rk, g) ? op_linear(h[k], g->p[0].unsharded, g->p[1].unsharded) : NULL;
-            tensor_assign(&h[k], o);
-            if (!o) {
-                bad[k] = true;
-                continue;
-            }
-            g->out_fn = o->grad_fn;
-            if (rk->reshard_after_forward) /* post_forward */
-                reshard(rk, g);
-            if (i + 1 < rk->nl) {
-                tensor *a = op_relu(o);
-                tensor_assign(&h[k], a);
-                if (!a) {
-                    bad[k] = true;
-                    continue;
-                }
-            }
-            g->state = FSDP_IDLE;
-        }
-        for (int k = 0; k < n; k++)
-            any = any || bad[k];
     }
-    for (int k = 0; k < n && !any; k++) {
-        fsdp_rank *rk = rks[k];
-        tensor_assign(&rk->ag_state, NULL); /* the root's post_forward */
-        tensor *loss = op_cross_entropy(h[k], rk->y);
-        if (!loss)
-            bad[k] = true;
-        else
-            tensor_assign(&rk->loss, loss);
-    }
-    for (int k = 0; k < n; k++) {
-        tensor_release(h[k]);
-        any = any || bad[k];
-    }
-    return !any;
+    w->step = &st;
+    run_ranks(w, forward_rank);
+    w->step = NULL;
+    bool ok = true;
+    for (int k = 0; k < w->n; k++)
+        ok = ok && w->rk[k]->status == OOM_OK;
+    return ok;
 }
 
 /* loss.backward() on one rank, then the root's final callback: post_backward for the groups autograd did not
  * reach (the first layer: its input needs no gradient), the last reduce-scatter input freed. */
-static void *backward_thread(void *arg)
+static oom_status backward_rank(fsdp_rank *rk)
 {
-    fsdp_rank *rk = arg;
-    fsdp_world *w = rk->w;
-    pthread_mutex_lock(&w->mu);
-    while (w->turn != rk->k)
-        pthread_cond_wait(&w->cv, &w->mu);
-    pthread_mutex_unlock(&w->mu);
     for (int i = 0; i < rk->nl; i++)
         rk->g[i].grads_seen = 0;
     oom_status st = autograd_backward(rk->loss, NULL, false);
@@ -632,7 +650,19 @@ static void *backward_thread(void *arg)
     }
     if (st == OOM_OK)
         tensor_assign(&rk->rs_state, NULL);
-    rk->bw_status = st;
+    return st;
+}
+
+/* One rank's thread: it waits for its turn, runs the phase, and hands the turn on when it ends. */
+static void *rank_thread(void *arg)
+{
+    fsdp_rank *rk = arg;
+    fsdp_world *w = rk->w;
+    pthread_mutex_lock(&w->mu);
+    while (w->turn != rk->k)
+        pthread_cond_wait(&w->cv, &w->mu);
+    pthread_mutex_unlock(&w->mu);
+    rk->status = w->phase(rk);
     pthread_mutex_lock(&w->mu);
     w->active[rk->k] = false;
     int nxt = next_active(w, 0);
@@ -651,14 +681,16 @@ static void *backward_thread(void *arg)
     return NULL;
 }
 
-/* Every rank's backward, each in its thread, one running at a time (rank 0 first; a rank hands over at each
- * collective and when it ends). Returns false when a thread could not start (the rest then run in turn anyway). */
-void fsdp_backward(fsdp_world *w)
+/* phase on every rank, each in its thread, one running at a time (rank 0 first; a rank hands over at each
+ * collective and when it ends), with FSDP's autograd hooks set; each rank's result in rk->status. A thread that
+ * cannot start runs on the caller's thread in its turn. */
+static void run_ranks(fsdp_world *w, oom_status (*phase)(fsdp_rank *rk))
 {
     pthread_t th[DEVCOMM_MAX_RANKS];
     bool started[DEVCOMM_MAX_RANKS] = {false};
     w->turn = 0;
     w->gen = 0;
+    w->phase = phase;
     for (int k = 0; k < w->n; k++) {
         w->active[k] = true;
         w->waiting[k] = false;
@@ -667,18 +699,24 @@ void fsdp_backward(fsdp_world *w)
     }
     w->threaded = true;
     for (int k = 0; k < w->n; k++)
-        started[k] = pthread_create(&th[k], NULL, backward_thread, w->rk[k]) == 0;
+        started[k] = pthread_create(&th[k], NULL, rank_thread, w->rk[k]) == 0;
     for (int k = 0; k < w->n; k++) {
         if (started[k])
             pthread_join(th[k], NULL);
         else
-            backward_thread(w->rk[k]);
+            rank_thread(w->rk[k]);
     }
     w->threaded = false;
+    w->phase = NULL;
     for (int k = 0; k < w->n; k++) {
         autograd_set_pre_node_hook(w->rk[k]->r, NULL, NULL);
         autograd_set_post_accumulate_hook(w->rk[k]->r, NULL, NULL);
     }
+}
+
+void fsdp_backward(fsdp_world *w)
+{
+    run_ranks(w, backward_rank);
 }
 
 void fsdp_world_init(fsdp_world *w, devcomm *c, int n)

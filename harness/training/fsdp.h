@@ -11,10 +11,10 @@
  * group's last gradient is accumulated, the first layer's at the end of backward. docs/parity.md
  * ("sharded_training") lists the PyTorch sources and what is not known to be exact.
  *
- * The ranks' forward runs phase by phase on the caller's thread; their backward runs one thread per rank, one at a
- * time (a turn passed at each collective and when a rank's backward ends), so each allocator sees its own process's
- * sequence and the collectives see every rank's data. A rank whose backward ends early (an OOM) leaves the others'
- * next collective failing with OOM_EINVAL, as NCCL would wait forever.
+ * The ranks' forward and backward run one thread per rank, one at a time (a turn passed at each collective and when a
+ * rank's phase ends), so each allocator sees its own process's sequence and the collectives see every rank's data.
+ * A rank whose phase ends early (an OOM) leaves the others' next collective failing with OOM_EINVAL, as NCCL would
+ * wait forever.
  */
 #ifndef OOMLAB_FSDP_H
 #define OOMLAB_FSDP_H
@@ -69,6 +69,14 @@ typedef struct fsdp_group {
 } fsdp_group;
 
 struct fsdp_world;
+struct fsdp_rank;
+
+/* A checkpointed segment of a rank's Sequential: modules [first, end) (2 x depth + 1 modules: Linear, ReLU, ...,
+ * Linear). It is the context of checkpoint nodes that outlive a forward, so it lives in the rank. */
+typedef struct fsdp_segment {
+    struct fsdp_rank *rk;
+    int first, end;
+} fsdp_segment;
 
 typedef struct fsdp_rank {
     rt *r;
@@ -77,6 +85,10 @@ typedef struct fsdp_rank {
     int nl;
     fsdp_group g[FSDP_MAX_LAYERS];
     bool reshard_after_forward;
+    int checkpoint_segments; /* 0 or 1: off; else model(x) is checkpoint_sequential(model, s, x, use_reentrant=False),
+                                modelled with reshard_after_forward=False only (a recompute then all-gathers nothing) */
+    fsdp_segment segments[2 * FSDP_MAX_LAYERS];
+    bool recomputing; /* a checkpoint's recompute runs this rank's modules */
     bool lazy_done;
     tensor *ag_state;  /* comm_ctx.all_gather_state: the last forward all-gather's output, freed after the next
                           copy-out */
@@ -84,8 +96,13 @@ typedef struct fsdp_rank {
     optimizer *opt;
     tensor *x, *y, *loss;
     struct fsdp_world *w;
-    oom_status bw_status;
+    oom_status status; /* the last phase's (forward's or backward's) result on this rank */
 } fsdp_rank;
+
+/* One step's shapes, for the forward threads. */
+typedef struct fsdp_step {
+    int64_t batch, width, classes;
+} fsdp_step;
 
 /* The ranks, and the turn-taking of their backward threads (see run_backward). */
 typedef struct fsdp_world {
@@ -101,7 +118,9 @@ typedef struct fsdp_world {
     devcomm_op cop;
     oom_status cst;
     unsigned gen;
-    bool threaded; /* the backward threads run (set and cleared by fsdp_backward's caller thread) */
+    bool threaded; /* the rank threads run (set and cleared by the caller of fsdp_forward / fsdp_backward) */
+    oom_status (*phase)(fsdp_rank *rk); /* what the rank threads run */
+    const fsdp_step *step;             /* forward's shapes */
 } fsdp_world;
 
 /* The world over devcomm c's n ranks; rk[k] is the caller's, set before use. fsdp_world_destroy frees the lock. */
@@ -112,11 +131,12 @@ bool fsdp_mlp_build(fsdp_rank *rk, int64_t width, int depth, int64_t classes);
 /* fully_shard(each Linear), fully_shard(model), SGD(lr=1e-3) over the sharded parameters: each layer's shards made,
  * then its full parameters freed (weight, then bias, as recorded). False on a failure. */
 bool fsdp_mlp_shard(fsdp_rank *rk);
-/* opt.zero_grad(); x, y = the batch; loss = F.cross_entropy(model(x), y) on every rank, layer by layer (pre_forward's
- * unshard and all-gather, the layer, post_forward's reshard). Every rank runs each phase; false when one failed (its
- * OOM left in its runtime). */
+/* opt.zero_grad(); x, y = the batch; loss = F.cross_entropy(model(x), y) on every rank (model(x): the Sequential's
+ * loop, or checkpoint_sequential with rk->checkpoint_segments), layer by layer (pre_forward's unshard and all-gather,
+ * the layer, post_forward's reshard). False when a rank failed: its OOM left in its runtime, each rank's result in
+ * rk->status (OOM_EINVAL: left at a collective by a rank that failed; checkpointing with reshard_after_forward). */
 bool fsdp_forward(fsdp_world *w, int64_t batch, int64_t width, int64_t classes);
-/* loss.backward() on every rank with FSDP's hooks (see above); each rank's result in rk->bw_status. */
+/* loss.backward() on every rank with FSDP's hooks (see above); each rank's result in rk->status. */
 void fsdp_backward(fsdp_world *w);
 /* del loss, x, y, opt, model on one rank: every tensor it holds released. */
 void fsdp_rank_free(fsdp_rank *rk);

@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """A distributed twin's recording against an oomlab run of the same scenario, rank by rank.
 
-    python3 scripts/twins/compare_ranks.py TWIN.torch.json RUN.json
+    python3 scripts/twins/compare_ranks.py [--all] TWIN.torch.json RUN.json
 
 TWIN is what a twin run with nproc > 1 writes (twinlib: rank 0's samples are the variant's, rank k's in "devices");
 RUN is `oomlab run NAME --json` or the file `--out` leaves (full scale: --dry-run on sim, or cuda). Per variant it
 prints `identical`, or the first difference: outcome, OOM step, a rank's sample count or a counter (label, both
-values). Exit 0 when every variant is identical, 1 otherwise, 2 on bad input.
+values); with --all, every sample of every rank that differs, each with every counter that differs (PyTorch/oomlab).
+Exit 0 when every variant is identical, 1 otherwise, 2 on bad input.
 """
 import json
 import sys
@@ -31,9 +32,20 @@ def differ(rank, ts, rs):
     return None
 
 
+def every_difference(name, rank, ts, rs):
+    """--all: one line per differing sample, its differing counters as PyTorch/oomlab."""
+    for t, r in zip(ts, rs):
+        diff = [f"{rk} {t.get(tk)}/{r.get(rk)}" for tk, rk in KEYS.items() if t.get(tk) != r.get(rk)]
+        if diff:
+            print(f"  {name:<28} rank {rank} {t['label']:<28} " + " ".join(diff))
+
+
 def main(argv):
+    every = len(argv) > 1 and argv[1] == "--all"
+    if every:
+        argv = argv[:1] + argv[2:]
     if len(argv) != 3:
-        print("compare_ranks: usage: compare_ranks.py TWIN.torch.json RUN.json", file=sys.stderr)
+        print("compare_ranks: usage: compare_ranks.py [--all] TWIN.torch.json RUN.json", file=sys.stderr)
         return 2
     try:
         with open(argv[1], encoding="utf-8") as f:
@@ -63,6 +75,10 @@ def main(argv):
                 why = why or differ(td["index"], td["samples"], rd["samples"])
         same += why is None
         print(f"{name:<28} {why or 'identical'}")
+        if why and every and rv is not None:
+            every_difference(name, 0, tv["samples"], rv["samples"])
+            for td, rd in zip(tv.get("devices", []), rv.get("devices", [])):
+                every_difference(name, td["index"], td["samples"], rd["samples"])
     print(f"{same} of {len(twin['variants'])} variants identical on every counter of every rank's samples")
     return 0 if same == len(twin["variants"]) else 1
 

@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
 """PyTorch twin of scenarios/sharded_training.c: FSDP2 (fully_shard) on 2 GPUs with torchrun, every Linear sharded,
 with reshard_after_forward=False (the gathered parameters kept after forward), the default reshard_after_forward=True,
-and the default at ranks x the per-rank batch.
+reshard_after_forward=False with model(x) as checkpoint_sequential(model, segments, x, use_reentrant=False), and the
+default at ranks x the per-rank batch.
 
     python3 scripts/twins/sharded_training.py [--json OUT] [--budget BYTES] [--set name=value]... [VARIANT...]
 
 Each variant runs as `torchrun --standalone --nproc_per_node RANKS` (twinlib's nproc): rank k on GPU k, each with the
 budget as its own memory fraction. Parameters (the scenario's --set names and full-scale defaults): width 4096,
-depth 8, batch 2048, ranks 2, steps 3; budget 1200 MiB. Samples carry the scenario's labels on every rank (rank 0's
+depth 8, batch 2048, ranks 2, steps 3, segments 2; budget 1200 MiB. Samples carry the scenario's labels on every rank (rank 0's
 are the variant's, rank 1's its "devices" entry). Each rank notes NCCL's buffers as measured (nccl_buffers_bytes).
 """
+import functools
 import gc
 import sys
 
@@ -18,9 +20,10 @@ import twinlib
 VARIANTS = {
     "bug": "",
     "fix-reshard-after-forward": "",
+    "fix-activation-checkpointing": "",
     "myth-shards-divide-all": "",
 }
-PARAMS = {"width": 4096, "depth": 8, "batch": 2048, "ranks": 2, "steps": 3}
+PARAMS = {"width": 4096, "depth": 8, "batch": 2048, "ranks": 2, "steps": 3, "segments": 2}
 BUDGET = 1200 * twinlib.MiB
 CLASSES = 10
 
@@ -31,7 +34,8 @@ def body(t, variant, p):
     from torch.distributed.fsdp import fully_shard
     width, depth, steps = p["width"], p["depth"], p["steps"]
     batch = p["batch"] * (p["ranks"] if variant == "myth-shards-divide-all" else 1)
-    raf = variant != "bug"
+    ckpt = variant == "fix-activation-checkpointing"
+    raf = variant not in ("bug", "fix-activation-checkpointing")
 
     layers = []
     for _ in range(depth):
@@ -43,6 +47,10 @@ def body(t, variant, p):
         if isinstance(m, nn.Linear):
             fully_shard(m, reshard_after_forward=raf)
     fully_shard(model, reshard_after_forward=raf)
+    if ckpt:  # model(x) runs checkpoint_sequential(model, segments, x, use_reentrant=False) inside FSDP's root hooks
+        from torch.utils.checkpoint import checkpoint_sequential
+        model.forward = functools.partial(checkpoint_sequential, list(model.children()), p["segments"],
+                                          use_reentrant=False)
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     t.step("fully_shard(model)")
 
