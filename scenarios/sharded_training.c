@@ -54,8 +54,8 @@
  *       outputs are recomputed in backward, when the later layers' activations are gone). A rank still holds the
  *       whole unsharded model after forward, 96 MiB less of activations, and 3 steps fit (peak 1.09 GiB
  *       allocated). The recompute runs FSDP's pre-forward hooks again, which find the layers unsharded and gather
- *       nothing. Recorded against PyTorch: it fits from 1180 MiB at full scale, and the bug still runs out up to
- *       1250 MiB.
+ *       nothing. It fits from 1180 MiB at full scale (PyTorch's recording: at 1200 MiB, and at the ci scale), and
+ *       the bug still runs out up to 1250 MiB.
  * The myths.
  *   myth-shards-divide-all  "sharding over N ranks divides all memory by N, so each rank can take N times the batch":
  *       the default resharding with a per-rank batch of ranks x batch. Parameters, gradients (and optimizer state)
