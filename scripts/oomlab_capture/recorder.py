@@ -21,12 +21,14 @@ from torch.optim.optimizer import register_optimizer_step_post_hook
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import distributed, ext, frames, placeholders
-from .cuda_model import attention, composite, cublas, dropout, foreach, reduction, rnn, subclass, unmodelled
+from .cuda_model import attention, composite, cublas, dropout, foreach, loss, reduction, rnn, subclass, unmodelled
 
 aten = torch.ops.aten
 SCHEMA = "oomlab.capture/1"
 # op -> the order (indices into its outputs) in which its CUDA kernel allocates them, where not output order
 ALLOC_ORDER = {**dropout.ALLOC_ORDER, **rnn.ALLOC_ORDER, **composite.ALLOC_ORDER}
+# op -> what runs on meta in its bracket instead, where CUDA's kernel allocates otherwise than meta's function
+REWRITE = {**composite.REWRITE, **loss.REWRITE}
 
 
 class RecordMode(TorchDispatchMode):
@@ -50,7 +52,7 @@ class RecordMode(TorchDispatchMode):
             # Every op is bracketed: an op with a CUDA kernel allocates only its outputs there (plus what
             # cuda_model adds); one without runs a composite kernel on CUDA whose own temporaries are added
             # by cuda_model.composite where known, never meta's.
-            run = composite.REWRITE.get(func, func)
+            run = REWRITE.get(func, func)
             x.op_begin()
             order = []
             try:
@@ -66,6 +68,7 @@ class RecordMode(TorchDispatchMode):
                 x.op_end(order)
         cublas.after(cap, func, args, kwargs, out)
         reduction.after(cap, func, args, kwargs, out)
+        loss.after(cap, func, args, kwargs, out)
         attention.after(cap, func, args, kwargs, out, held)
         composite.after(cap, held_c)
         foreach.after(cap, held_f)

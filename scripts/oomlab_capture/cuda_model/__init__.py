@@ -11,6 +11,8 @@ One module per concern; each size names the PyTorch 2.11 source it follows:
   foreach.py    the optimizer and clip_grad foreach paths CUDA takes (torch/utils/_foreach_utils.py) and
                 _foreach_norm's staging (ForeachReduceOp.cu)
   rnn.py        GRUCell/LSTMCell through CUDA's fused cell kernels (RNN.cpp, cuda/RNN.cu)
+  loss.py       mse_loss/smooth_l1_loss with a reduction: the structured kernel's output storage and unreduced
+                loss (Loss.cpp)
   composite.py  ops CUDA runs differently from meta's function (mean/sum without dim) and the temporaries of
                 embedding, embedding_dense_backward and boolean-mask indexing
   unmodelled.py what is not modelled, counted per op and said in the report: cuDNN convolution workspaces
