@@ -11,6 +11,9 @@ One module per concern; each size names the PyTorch 2.11 source it follows:
   foreach.py    the optimizer and clip_grad foreach paths CUDA takes (torch/utils/_foreach_utils.py) and
                 _foreach_norm's staging (ForeachReduceOp.cu)
   rnn.py        GRUCell/LSTMCell through CUDA's fused cell kernels (RNN.cpp, cuda/RNN.cu)
+  batch_norm.py native_batch_norm(_backward) as CUDA's native kernels run it on a channels-last-compatible input
+                (BatchNorm1d's [N, C]): the backward's sum_dy/sum_dy_xmu, its order, the reductions' staging
+                (cuda/Normalization.cu, Normalization.cuh)
   loss.py       mse_loss/smooth_l1_loss with a reduction: the structured kernel's output storage and unreduced
                 loss (Loss.cpp)
   composite.py  ops CUDA runs differently from meta's function (mean/sum without dim) and the temporaries of

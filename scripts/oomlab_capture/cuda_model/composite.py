@@ -33,8 +33,8 @@ aten = torch.ops.aten
 SOURCE = "aten/src/ATen/native/ReduceOps.cpp mean(self, dtype) / sum(self, dtype)"
 
 REWRITE = {
-    aten.mean.default: lambda x, dtype=None: aten.mean.dim(x, [], False, dtype=dtype),
-    aten.sum.default: lambda x, dtype=None: aten.sum.dim_IntList(x, [], False, dtype=dtype),
+    aten.mean.default: lambda cap, x, dtype=None: aten.mean.dim(x, [], False, dtype=dtype),
+    aten.sum.default: lambda cap, x, dtype=None: aten.sum.dim_IntList(x, [], False, dtype=dtype),
 }
 
 SOURCE_EMB = "aten/src/ATen/native/Embedding.cpp embedding_symint (indices.reshape(-1))"

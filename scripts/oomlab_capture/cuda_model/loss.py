@@ -33,7 +33,7 @@ def _reduction(func, args, kwargs):
 
 
 def _structured(func):
-    def run(*args, **kwargs):
+    def run(cap, *args, **kwargs):
         res = func(*args, **kwargs)  # meta's answer, for its dtype: a temporary the bracket drops
         if _reduction(func, args, kwargs) == 0:
             return res
