@@ -27,7 +27,7 @@ from .cuda_model import (attention, batch_norm, composite, cublas, dropout, fore
 aten = torch.ops.aten
 SCHEMA = "oomlab.capture/1"
 # op -> the order (indices into its outputs) in which its CUDA kernel allocates them, where not output order
-ALLOC_ORDER = {**dropout.ALLOC_ORDER, **rnn.ALLOC_ORDER, **composite.ALLOC_ORDER}
+ALLOC_ORDER = {**dropout.ALLOC_ORDER, **rnn.ALLOC_ORDER, **composite.ALLOC_ORDER, **attention.ALLOC_ORDER}
 # op -> what runs on meta in its bracket instead, where CUDA's kernel allocates otherwise than meta's function:
 # called as rewrite(cap, *args, **kwargs), it allocates the op's outputs (and any cuda_model additions between them)
 # in the CUDA kernel's order itself
