@@ -3,7 +3,8 @@
 One module per concern; each size names the PyTorch 2.11 source it follows:
   cublas.py     cuBLAS / cuBLASLt workspaces per handle and stream (CublasHandlePool.cpp, Blas.cpp)
   reduction.py  ATen reduction staging buffers (Reduce.cuh's setReduceConfig; harness/runtime/reduce_config.c)
-  attention.py  scaled_dot_product_attention's backend choice (sdp_utils.cpp) and what each backend saves
+  attention.py  scaled_dot_product_attention's backend choice (sdp_utils.cpp: cuDNN attention first on sm 9.0/10.x)
+                and what each backend saves and allocates (cudnn/MHA.cpp, cudnn-frontend, flash/efficient kernels)
   dropout.py    F.dropout -> native_dropout: output plus a 1-byte mask (Dropout.cpp, cuda/Dropout.cu)
   autocast.py   autocast's casts and weight-cast cache (autocast_mode.cpp/.h), which meta ignores
   subclass.py   the out-of-place paths meta takes because it counts as subclass-like (AccumulateGrad, the
@@ -11,8 +12,13 @@ One module per concern; each size names the PyTorch 2.11 source it follows:
   foreach.py    the optimizer and clip_grad foreach paths CUDA takes (torch/utils/_foreach_utils.py) and
                 _foreach_norm's staging (ForeachReduceOp.cu)
   rnn.py        GRUCell/LSTMCell through CUDA's fused cell kernels (RNN.cpp, cuda/RNN.cu)
+  batch_norm.py native_batch_norm(_backward) as CUDA's native kernels run it on a channels-last-compatible input
+                (BatchNorm1d's [N, C]): the backward's sum_dy/sum_dy_xmu, its order, the reductions' staging
+                (cuda/Normalization.cu, Normalization.cuh)
+  loss.py       mse_loss/smooth_l1_loss with a reduction: the structured kernel's output storage and unreduced
+                loss (Loss.cpp)
   composite.py  ops CUDA runs differently from meta's function (mean/sum without dim) and the temporaries of
-                embedding, embedding_dense_backward and boolean-mask indexing
+                embedding, embedding_dense_backward, boolean-mask indexing, layer_norm and pow.Scalar
   unmodelled.py what is not modelled, counted per op and said in the report: cuDNN convolution workspaces
                 (their size is cuDNN's heuristic choice per GPU and library version; the H100 recordings show 40
                 to 405 per training run, up to 162 MB each, with no rule in the shapes), so a prediction with

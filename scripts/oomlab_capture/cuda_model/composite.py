@@ -26,6 +26,12 @@ temporaries dropped); the temporaries its composite kernel makes on CUDA are add
   gradient made after dX, dgamma and dbeta and freed first. Meta's functions make neither copy. The H200 recording
   of tests/data/predict/scripts/vit.py shows both (its final norm's input; each block's norm1, whose gradient comes
   back through nn.MultiheadAttention's packed in-projection).
+- aten::pow.Scalar (a Python number to a tensor's power, `theta ** x`; aten/src/ATen/native/Pow.cpp
+  TORCH_IMPL_FUNC(pow_Scalar_out)): unless the base is 1, at::pow_out(out, wrapped_scalar_tensor(base,
+  exp.device()), exp), and wrapped_scalar_tensor (ATen/ScalarOps.h scalar_to_tensor) makes a 0-dim tensor of the
+  Scalar's own type on the exponent's device: 8 bytes for a float (double) or int (int64), after the output, freed
+  when the op returns. The H100 recording of tests/data/predict/scripts/llama.py shows it (rope_tables' inverse
+  frequencies, once per step).
 """
 import torch
 
@@ -33,8 +39,8 @@ aten = torch.ops.aten
 SOURCE = "aten/src/ATen/native/ReduceOps.cpp mean(self, dtype) / sum(self, dtype)"
 
 REWRITE = {
-    aten.mean.default: lambda x, dtype=None: aten.mean.dim(x, [], False, dtype=dtype),
-    aten.sum.default: lambda x, dtype=None: aten.sum.dim_IntList(x, [], False, dtype=dtype),
+    aten.mean.default: lambda cap, x, dtype=None: aten.mean.dim(x, [], False, dtype=dtype),
+    aten.sum.default: lambda cap, x, dtype=None: aten.sum.dim_IntList(x, [], False, dtype=dtype),
 }
 
 SOURCE_EMB = "aten/src/ATen/native/Embedding.cpp embedding_symint (indices.reshape(-1))"
@@ -45,6 +51,7 @@ SOURCE_EMB_BWD = "aten/src/ATen/native/cuda/Embedding.cu embedding_dense_backwar
 
 SOURCE_MASK = "aten/src/ATen/native/IndexingUtils.h expandTensors (mask.nonzero())"
 SOURCE_LN = "aten/src/ATen/native/cuda/layer_norm_kernel.cu layer_norm_cuda/layer_norm_backward_cuda (expect_contiguous)"
+SOURCE_POW = "aten/src/ATen/native/Pow.cpp pow_Scalar_out (wrapped_scalar_tensor(base, exp.device()))"
 AFTER_OUTPUTS = object()  # a held entry allocated in after(), once the op has made its outputs
 LAYER_NORM = {aten.native_layer_norm.default: 0, aten.native_layer_norm_backward.default: 1}  # op -> input's index
 
@@ -77,8 +84,16 @@ def before(cap, func, args, kwargs):
             held.append((cap.fake_alloc(n, "layer_norm: input made contiguous", SOURCE_LN), n))
         dy = args[0]
         if func is aten.native_layer_norm_backward.default and not dy.is_contiguous() and dy.numel() > 0:
-            held.append((AFTER_OUTPUTS, dy.numel() * dy.element_size()))
+            held.append((AFTER_OUTPUTS, dy.numel() * dy.element_size(), "layer_norm backward: dY made contiguous",
+                         SOURCE_LN))
         return held or None
+    if func is aten.pow.Scalar:
+        base = args[0] if args else kwargs.get("self")
+        exp = args[1] if len(args) > 1 else kwargs.get("exponent")
+        if not isinstance(base, (bool, int, float, complex)) or base == 1 or not getattr(exp, "is_meta", False):
+            return None
+        n = 1 if isinstance(base, bool) else 16 if isinstance(base, complex) else 8
+        return [(AFTER_OUTPUTS, n, "pow.Scalar: the base wrapped as a device scalar", SOURCE_POW)]
     if func is aten.embedding.default:
         idx = args[1]
         if not idx.is_contiguous() and idx.numel() > 0:
@@ -91,7 +106,6 @@ def after(cap, held):
     """Free what before() held; an AFTER_OUTPUTS entry is a temporary the kernel makes after its outputs: made
     now, freed first."""
     held = held or ()
-    post = [(cap.fake_alloc(n, "layer_norm backward: dY made contiguous", SOURCE_LN), n)
-            for a, n in held if a is AFTER_OUTPUTS]
+    post = [(cap.fake_alloc(h[1], h[2], h[3]), h[1]) for h in held if h[0] is AFTER_OUTPUTS]
     for a, n in post + [h for h in held if h[0] is not AFTER_OUTPUTS]:
         cap.fake_free(a, n)

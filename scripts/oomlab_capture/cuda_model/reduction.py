@@ -195,6 +195,12 @@ def _staging(cap, func, kind, x, dtype, args, kwargs):
             lay, offset, strides = (rows[0], rows[1], False), x.storage_offset(), rows[2]
     if lay is None:
         return
+    launch(cap, lay, dtype, kind, offset, strides)
+
+
+def launch(cap, lay, dtype, kind, offset=0, strides=()):
+    """One reduction kernel's staging and semaphores for layout lay (layout()'s (num_outputs, num_inputs,
+    fastest)) over values of type dtype: allocated, then freed, as gpu_reduce_kernel does around its launch."""
     scalar = dtype.itemsize
     arg = 8 if dtype in (torch.float64, torch.int64, torch.complex64) else 4
     if not dtype.is_floating_point and kind in ("sum", "mean"):
