@@ -97,6 +97,28 @@ static const scenario_variant variants[] = {
 static const char *sz(int64_t bytes, char *buf) { return memstats_format_size((uint64_t)(bytes < 0 ? 0 : bytes), buf, 32); }
 /* ---- the run ------------------------------------------------------------------------------------------------ */
 
+/* After a phase (forward or backward, each rank in its thread): a rank left waiting at a collective by one that ran
+ * out (uneven shards, or an injected fault on one rank) is cleared and noted, as in PyTorch it would wait until
+ * NCCL's timeout; every rank's OOM is caught. True when a rank failed. */
+static bool ranks_caught(scn *s, fsdp_rank *rr, int n, const char *what, int *stranded)
+{
+    bool other_oom = false, bad = false;
+    for (int q = 0; q < n; q++)
+        other_oom = other_oom || rr[q].status == OOM_ENOMEM_DEVICE;
+    for (int r = 0; r < n; r++)
+        if (rr[r].status == OOM_EINVAL && other_oom && rt_status(rr[r].r) == OOM_EINVAL) {
+            rt_clear(rr[r].r);
+            (*stranded)++;
+            scn_note(s, "rank %d reached a collective that a rank out of memory never joins: in PyTorch it waits "
+                        "until NCCL's timeout",
+                     r);
+        }
+    for (int r = 0; r < n; r++)
+        if (rr[r].status != OOM_OK && scn_caught(s, what))
+            bad = true;
+    return bad;
+}
+
 static oom_status run(scn *s, const scenario_variant *v)
 {
     const int64_t width = scn_param(s, "width"), depth = scn_param(s, "depth");
@@ -141,8 +163,7 @@ static oom_status run(scn *s, const scenario_variant *v)
     for (int k = 1; built && k <= steps && !failed && rt_ok(scn_rt(s)); k++) {
         snprintf(what, sizeof what, "step %d: forward", k);
         if (!fsdp_forward(&w, batch, width, CLASSES)) {
-            for (int r = 0; r < n; r++)
-                scn_caught(s, what);
+            ranks_caught(s, rr, n, what, &stranded);
             failed = "forward";
             break;
         }
@@ -151,22 +172,7 @@ static oom_status run(scn *s, const scenario_variant *v)
             fwd_bytes = scn_stat_device(s, 0, "allocated_bytes.all.current");
         snprintf(what, sizeof what, "step %d: backward", k);
         fsdp_backward(&w);
-        bool bad = false;
-        for (int r = 0; r < n; r++) { /* a rank left waiting at a collective by one that ran out (uneven shards) */
-            bool other_oom = false;
-            for (int q = 0; q < n; q++)
-                other_oom = other_oom || rr[q].status == OOM_ENOMEM_DEVICE;
-            if (rr[r].status == OOM_EINVAL && other_oom && rt_status(rr[r].r) == OOM_EINVAL) {
-                rt_clear(rr[r].r);
-                stranded++;
-                scn_note(s, "rank %d reached a collective that a rank out of memory never joins: in PyTorch it waits "
-                            "until NCCL's timeout",
-                         r);
-            }
-        }
-        for (int r = 0; r < n; r++)
-            if (rr[r].status != OOM_OK && scn_caught(s, what))
-                bad = true;
+        bool bad = ranks_caught(s, rr, n, what, &stranded);
         if (bad || !rt_ok(scn_rt(s))) {
             failed = "backward";
             break;
