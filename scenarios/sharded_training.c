@@ -130,6 +130,15 @@ static oom_status run(scn *s, const scenario_variant *v)
     char a[32], b[32], c2[32], cap[32];
     sz((int64_t)scn_budget(s), cap);
 
+    /* checkpoint_sequential takes at most one segment per module (more: range()'s step 0, a ValueError), as
+     * inference_oom caps its own: said in the output when --set asks for more */
+    int segments = (int)scn_param(s, "segments");
+    if (ckpt && segments > 2 * depth + 1) {
+        scn_note(s, "segments=%d is more than the model's %lld modules (checkpoint_sequential would raise ValueError): "
+                    "%lld segments used",
+                 segments, (long long)(2 * depth + 1), (long long)(2 * depth + 1));
+        segments = (int)(2 * depth + 1);
+    }
     devcomm *c = scn_comm(s, n);
     if (!c)
         return rt_status(scn_rt(s));
@@ -143,14 +152,20 @@ static oom_status run(scn *s, const scenario_variant *v)
         rr[k].k = k;
         rr[k].w = &w;
         rr[k].reshard_after_forward = raf;
-        rr[k].checkpoint_segments = ckpt ? (int)scn_param(s, "segments") : 0;
+        rr[k].checkpoint_segments = ckpt ? segments : 0;
         w.rk[k] = &rr[k];
-        built = built && fsdp_mlp_build(&rr[k], width, (int)depth, CLASSES) && !scn_caught(s, "building the model");
+        if (built && !fsdp_mlp_build(&rr[k], width, (int)depth, CLASSES)) { /* its OOM is caught, not an error */
+            scn_caught(s, "building the model");
+            built = false;
+        }
     }
     scn_step(s, built ? "model" : "OOM building the model");
     int64_t model_bytes = scn_stat_device(s, 0, "allocated_bytes.all.current");
     for (int k = 0; k < n && built; k++) /* fully_shard(each Linear), fully_shard(model); SGD */
-        built = fsdp_mlp_shard(&rr[k]) && !scn_caught(s, "fully_shard(model)");
+        if (!fsdp_mlp_shard(&rr[k])) {
+            scn_caught(s, "fully_shard(model)");
+            built = false;
+        }
     if (built)
         scn_step(s, "fully_shard(model)");
     int64_t shard_bytes = built ? scn_stat_device(s, 0, "allocated_bytes.all.current") : 0;

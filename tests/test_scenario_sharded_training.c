@@ -66,7 +66,7 @@ Test(scenario, sharded_training_checkpointing_keeps_the_model_and_drops_activati
     run_full(&res, 0);
     const variant_result *bug = scn_test_variant(&res, "bug");
     const variant_result *ck = scn_test_variant(&res, "fix-activation-checkpointing");
-    cr_assert_eq(ck->outcome, OUTCOME_OK, "%s", ck->error);
+    cr_assert_neq(ck->outcome, OUTCOME_ERROR, "%s", ck->error);
     int64_t fwd_bug = scn_test_sample(bug, "step 1: forward")->allocated;
     int64_t fwd_ck = scn_test_sample(ck, "step 1: forward")->allocated;
     cr_assert_eq(fwd_bug - fwd_ck, 3 * 32 * MIB, "bug %lld, checkpointed %lld", (long long)fwd_bug, (long long)fwd_ck);
@@ -75,20 +75,40 @@ Test(scenario, sharded_training_checkpointing_keeps_the_model_and_drops_activati
     run_result_free(&res);
 }
 
-/* checkpoint_sequential with more segments than modules fails as PyTorch's does (range()'s step of 0): the variant
- * is an error naming it, the others are unaffected. */
-Test(scenario, sharded_training_too_many_segments_is_pytorchs_error)
+/* More segments than modules (checkpoint_sequential would raise range()'s ValueError): the variant takes one segment
+ * per module and says so (17 one-module segments keep every output: it runs out in forward here, no error); the
+ * others are unaffected. */
+Test(scenario, sharded_training_too_many_segments_are_capped_and_said)
 {
     run_result res;
     run_options o = {.backend = DEVICE_SIM, .dry_run = true, .scale = SCALE_FULL, .no_fork = true};
     scn_test_sets(&o, "segments=20");
     scn_test_run("sharded_training", &o, &res);
     const variant_result *ck = scn_test_variant(&res, "fix-activation-checkpointing");
-    cr_assert_eq(ck->outcome, OUTCOME_ERROR);
-    cr_assert_not_null(strstr(ck->error, "range() arg 3 must not be zero (checkpoint_sequential: 20 segments of 17 "
-                                        "modules)"),
-                       "%s", ck->error);
+    cr_assert_neq(ck->outcome, OUTCOME_ERROR, "%s", ck->error);
+    bool said = false;
+    for (size_t i = 0; i < ck->nnotes; i++)
+        said = said || strstr(ck->notes[i], "segments=20 is more than the model's 17 modules") != NULL;
+    cr_assert(said, "no note of the capped segments");
     cr_assert_eq(scn_test_variant(&res, "fix-reshard-after-forward")->outcome, OUTCOME_OK);
+    run_result_free(&res);
+}
+
+/* A model that does not fit before sharding (MLP(8192, 8): 2 GiB a rank under 1200 MiB) is an OOM the scenario
+ * catches and reports as not reproduced at these parameters, not an error (it was one: the build's OOM went
+ * uncaught). */
+Test(scenario, sharded_training_a_model_too_large_to_build_is_caught)
+{
+    run_result res;
+    run_options o = {.backend = DEVICE_SIM, .dry_run = true, .scale = SCALE_FULL, .no_fork = true};
+    scn_test_sets(&o, "width=8192");
+    scn_test_run("sharded_training", &o, &res);
+    for (size_t i = 0; i < res.nvariants; i++) {
+        const variant_result *vr = &res.variants[i];
+        cr_assert_eq(vr->outcome, OUTCOME_OOM, "%s: %s", vr->v->name, vr->error);
+        cr_assert(!vr->reproduced, "%s", vr->v->name);
+        cr_assert_str_eq(vr->oom.what, "building the model");
+    }
     run_result_free(&res);
 }
 
