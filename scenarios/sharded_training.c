@@ -1,5 +1,6 @@
 /* sharded_training.c - FSDP2 (fully_shard, ZeRO-3) runs out when the gathered parameters are kept after forward:
- * every rank then holds the whole model beside its shard and its activations.
+ * every rank then holds the whole model beside its shard and its activations; or when each layer prefetches too
+ * many layers' all-gathers ahead of their use.
  *
  * Cause. fully_shard(layer) keeps 1/N of each parameter on each rank (its shard: a padded flat tensor, the
  * parameter a view of it) and all-gathers a layer's parameters only around its use. Before a layer's forward the
@@ -22,6 +23,15 @@
  * default a rank holds 544 MiB after forward and three steps fit (peak 896 MiB allocated). The CI scale
  * (MLP(896, 10), batch 640, 2 steps, under 112 MiB) has the same outcomes at the same steps.
  *
+ * Prefetching ahead. FSDP2 gathers one layer ahead in backward by default (forward: none ahead); explicit lists,
+ * mod.set_modules_to_forward_prefetch(next K Linears) and set_modules_to_backward_prefetch(previous K), issue K
+ * layers' all-gathers from each layer's pre-forward (pre-backward) hook, and each output (N x the shards, a whole
+ * layer: 64 MiB at full scale) is held until its own layer's hook copies it out. With the default resharding and
+ * K = 6 (bug-prefetch-ahead), forward's peak rises from 704 MiB to 864 MiB yet forward ends resharded, and step 1's
+ * backward, which holds every activation when it starts prefetching, runs out asking for a 64 MiB all-gather output
+ * on every rank; one layer ahead fits (fix-limit-gathers). PyTorch's probes: K up to 4 fits 1200 MiB. At the CI scale
+ * the layers are small beside the activations and K = 8 of its 11 Linears runs out, one ahead fits.
+ *
  * The PyTorch code it mirrors (scripts/twins/sharded_training.py runs it with torchrun --nproc_per_node 2):
  *     dist.init_process_group("nccl"); torch.cuda.set_device(rank)
  *     model = nn.Sequential(*[m for _ in range(depth) for m in (nn.Linear(width, width), nn.ReLU())],
@@ -30,6 +40,10 @@
  *         if isinstance(m, nn.Linear):
  *             fully_shard(m, reshard_after_forward=False)   # the bug; True (the default) is the fix
  *     fully_shard(model, reshard_after_forward=False)
+ *     # bug-prefetch-ahead (K = prefetch) and fix-limit-gathers (K = 1), with the default resharding:
+ *     #     lin = [m for m in model if isinstance(m, nn.Linear)]
+ *     #     for i in range(len(lin)): lin[i].set_modules_to_forward_prefetch(lin[i + 1:i + 1 + K])
+ *     #                              lin[i].set_modules_to_backward_prefetch(lin[max(0, i - K):i][::-1])
  *     # fix-activation-checkpointing: model.forward = functools.partial(checkpoint_sequential,
  *     #     list(model.children()), segments, use_reentrant=False)
  *     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
@@ -56,6 +70,8 @@
  *       allocated). The recompute runs FSDP's pre-forward hooks again, which find the layers unsharded and gather
  *       nothing. It fits from 1180 MiB at full scale (PyTorch's recording: at 1200 MiB, and at the ci scale), and
  *       the bug still runs out up to 1250 MiB.
+ *   fix-limit-gathers  the same explicit prefetching one Linear ahead: at most two all-gather outputs held at once
+ *       (the default's count), and three steps fit (peak 896 MiB allocated, the default's).
  * The myths.
  *   myth-shards-divide-all  "sharding over N ranks divides all memory by N, so each rank can take N times the batch":
  *       the default resharding with a per-rank batch of ranks x batch. Parameters, gradients (and optimizer state)
@@ -81,6 +97,8 @@ static const scenario_param params[] = {
     {"steps", "training steps (zero_grad, forward, backward, SGD step)", 3, 2, MAX_STEPS, 2},
     {"segments", "fix-activation-checkpointing: checkpoint_sequential's segments over the 2 x depth + 1 modules", 2, 2,
      2 * FSDP_MAX_LAYERS - 1, 2},
+    {"prefetch", "bug-prefetch-ahead: the Linears each one prefetches (set_modules_to_forward/backward_prefetch)", 6, 1,
+     FSDP_MAX_LAYERS - 1, 8},
 };
 
 static const scenario_variant variants[] = {
@@ -89,6 +107,12 @@ static const scenario_variant variants[] = {
      "fully_shard(m) (reshard_after_forward=True): parameters freed after forward, gathered again in backward", ""},
     {"fix-activation-checkpointing", VARIANT_FIX,
      "reshard_after_forward=False kept, model(x) as checkpoint_sequential(model, segments, x, use_reentrant=False)",
+     ""},
+    {"bug-prefetch-ahead", VARIANT_BUG,
+     "default resharding, each Linear prefetching the next `prefetch` Linears' all-gathers (and the previous ones' in "
+     "backward)",
+     ""},
+    {"fix-limit-gathers", VARIANT_FIX, "the same explicit prefetching, one Linear ahead: two layers' gathers in flight",
      ""},
     {"myth-shards-divide-all", VARIANT_MYTH,
      "\"sharding divides all memory by N\": the default resharding at N times the per-rank batch", ""},
@@ -127,6 +151,10 @@ static oom_status run(scn *s, const scenario_variant *v)
     const int64_t batch = scn_param(s, "batch") * (myth ? n : 1);
     const bool ckpt = strcmp(v->name, "fix-activation-checkpointing") == 0;
     const bool raf = strcmp(v->name, "bug") != 0 && !ckpt;
+    /* explicit prefetching: bug-prefetch-ahead's `prefetch` Linears, fix-limit-gathers' one */
+    const int prefetch = strcmp(v->name, "bug-prefetch-ahead") == 0 ? (int)scn_param(s, "prefetch")
+                         : strcmp(v->name, "fix-limit-gathers") == 0 ? 1
+                                                                     : 0;
     char a[32], b[32], c2[32], cap[32];
     sz((int64_t)scn_budget(s), cap);
 
@@ -153,6 +181,7 @@ static oom_status run(scn *s, const scenario_variant *v)
         rr[k].w = &w;
         rr[k].reshard_after_forward = raf;
         rr[k].checkpoint_segments = ckpt ? segments : 0;
+        rr[k].forward_prefetch = rr[k].backward_prefetch = prefetch;
         w.rk[k] = &rr[k];
         if (built && !fsdp_mlp_build(&rr[k], width, (int)depth, CLASSES)) { /* its OOM is caught, not an error */
             scn_caught(s, "building the model");
@@ -173,6 +202,7 @@ static oom_status run(scn *s, const scenario_variant *v)
     int done = 0;
     const char *failed = NULL;
     int64_t fwd_bytes = 0;
+    int fwd_gathered = 0; /* rank 0's Linears still unsharded after step 1's forward */
     int stranded = 0; /* ranks left at a collective by one that ran out */
     char what[64];
     for (int k = 1; built && k <= steps && !failed && rt_ok(scn_rt(s)); k++) {
@@ -183,8 +213,11 @@ static oom_status run(scn *s, const scenario_variant *v)
             break;
         }
         scn_step(s, "%s", what);
-        if (k == 1)
+        if (k == 1) {
             fwd_bytes = scn_stat_device(s, 0, "allocated_bytes.all.current");
+            for (int i = 0; i < rr[0].nl; i++)
+                fwd_gathered += rr[0].g[i].unsharded;
+        }
         snprintf(what, sizeof what, "step %d: backward", k);
         fsdp_backward(&w);
         bool bad = ranks_caught(s, rr, n, what, &stranded);
@@ -206,6 +239,7 @@ static oom_status run(scn *s, const scenario_variant *v)
     }
     if (failed)
         scn_step(s, "step %d: %s: OOM", done + 1, failed);
+    const int held_peak = rr[0].ag_held_peak; /* the gathers in flight, as FSDP's state held them */
     for (int k = 0; k < n; k++) /* del loss, y, x, opt, model */
         fsdp_rank_free(&rr[k]);
     scn_step(s, "everything released");
@@ -236,6 +270,23 @@ static oom_status run(scn *s, const scenario_variant *v)
         scn_expect(s, ranks_oom + stranded == n && ranks_oom > 0,
                    "every rank runs out at the same point (%d of %d ranks; %d left waiting at a collective)", ranks_oom,
                    n, stranded);
+    }
+    if (prefetch > 1) { /* bug-prefetch-ahead */
+        if (!oom) {
+            scn_not_reproduced(s, "with %d Linears prefetched ahead the step still fits %s (peak %s)", prefetch, cap,
+                               sz(scn_stat(s, "allocated_bytes.all.peak"), a));
+            return OOM_OK;
+        }
+        scn_expect(s, held_peak > 2,
+                   "rank 0 held up to %d layers' all-gather outputs at once, issued ahead of their use (FSDP's default "
+                   "and one layer ahead: 2)",
+                   held_peak);
+        if (fwd_bytes > 0)
+            scn_expect(s, fwd_gathered == 0,
+                       "after forward every layer is resharded (%d of %lld Linears still gathered): what runs out is "
+                       "the gathers in flight, in %s",
+                       fwd_gathered, (long long)depth + 1, failed);
+        return OOM_OK;
     }
     if (v->kind == VARIANT_BUG) {
         if (!oom) {
@@ -269,6 +320,9 @@ static oom_status run(scn *s, const scenario_variant *v)
         return OOM_OK; /* a fix that runs out: its kind's check fails it */
     scn_expect(s, done == steps, "%d steps on %d ranks fit %s: peak %s allocated, %s reserved on rank 0", steps, n,
                cap, sz(scn_stat(s, "allocated_bytes.all.peak"), a), sz(scn_stat(s, "reserved_bytes.all.peak"), b));
+    if (prefetch == 1)
+        scn_expect(s, held_peak <= 2, "one Linear prefetched ahead: rank 0 held at most %d all-gather outputs at once",
+                   held_peak);
     if (ckpt) {
         /* the unsharded model stays, as in the bug; what shrinks is what forward keeps for backward */
         scn_expect(s, fwd_bytes - shard_bytes >= model_bytes,
@@ -290,8 +344,9 @@ const scenario scenario_sharded_training = {
              "use (the all-gather buffer on its own stream); with reshard_after_forward=False the unsharded "
              "parameters stay after forward, so every rank holds the whole model beside its shard and the "
              "activations, and backward runs out. The default reshard_after_forward=True frees them after each "
-             "layer's forward and fits, and so does keeping them with activation checkpointing; sharding does not "
-             "divide the activations, so N times the per-rank batch runs out.",
+             "layer's forward and fits, and so does keeping them with activation checkpointing. Prefetching many "
+             "layers' all-gathers ahead (set_modules_to_forward/backward_prefetch) runs out too; one ahead fits. "
+             "Sharding does not divide the activations, so N times the per-rank batch runs out.",
     .default_budget = (size_t)1200 << 20,
     .ci_budget = (size_t)112 << 20,
     .params = params,

@@ -75,6 +75,50 @@ Test(scenario, sharded_training_checkpointing_keeps_the_model_and_drops_activati
     run_result_free(&res);
 }
 
+/* Explicit prefetching (set_modules_to_forward/backward_prefetch) with the default resharding: 6 Linears ahead
+ * raise step 1's forward peak from 738,444,288 B (one ahead, fix-limit-gathers, which is also the default's) to
+ * 906,298,368 B, PyTorch's figures, yet forward ends with the same bytes (every layer resharded); backward's
+ * prefetched gathers then run out asking for a 64 MiB all-gather output while one ahead fits. */
+Test(scenario, sharded_training_prefetching_ahead_runs_out_and_one_ahead_fits)
+{
+    run_result res;
+    run_full(&res, 0);
+    const variant_result *bug = scn_test_variant(&res, "bug-prefetch-ahead");
+    const variant_result *lim = scn_test_variant(&res, "fix-limit-gathers");
+    const variant_result *def = scn_test_variant(&res, "fix-reshard-after-forward");
+    cr_assert_eq(bug->outcome, OUTCOME_OOM);
+    cr_assert(bug->reproduced);
+    cr_assert_str_eq(bug->oom.what, "step 1: backward");
+    cr_assert_eq(bug->oom.requested, 64 * MIB);
+    cr_assert_eq(bug->devices[0].stats.num_ooms, 1, "rank 1 runs out too");
+    cr_assert_eq(lim->outcome, OUTCOME_OK);
+    const scn_sample *fb = scn_test_sample(bug, "step 1: forward"), *fl = scn_test_sample(lim, "step 1: forward");
+    cr_assert_eq(fb->allocated_peak, 906298368);
+    cr_assert_eq(fl->allocated_peak, 738444288);
+    cr_assert_eq(fb->allocated, fl->allocated);
+    cr_assert_eq(fl->allocated, scn_test_sample(def, "step 1: forward")->allocated);
+    run_result_free(&res);
+}
+
+/* prefetch=1 makes bug-prefetch-ahead fix-limit-gathers: every sample the same, and the bug not reproduced. */
+Test(scenario, sharded_training_prefetching_one_ahead_is_the_fix)
+{
+    run_result res;
+    run_options o = {.backend = DEVICE_SIM, .dry_run = true, .scale = SCALE_FULL, .no_fork = true};
+    scn_test_sets(&o, "prefetch=1");
+    scn_test_run("sharded_training", &o, &res);
+    const variant_result *bug = scn_test_variant(&res, "bug-prefetch-ahead");
+    const variant_result *lim = scn_test_variant(&res, "fix-limit-gathers");
+    cr_assert_eq(bug->outcome, OUTCOME_OK);
+    cr_assert(!bug->reproduced);
+    cr_assert_eq(bug->nsamples, lim->nsamples);
+    for (size_t i = 0; i < bug->nsamples; i++) {
+        cr_assert_eq(bug->samples[i].allocated_peak, lim->samples[i].allocated_peak, "%s", bug->samples[i].label);
+        cr_assert_eq(bug->samples[i].reserved, lim->samples[i].reserved, "%s", bug->samples[i].label);
+    }
+    run_result_free(&res);
+}
+
 /* More segments than modules (checkpoint_sequential would raise range()'s ValueError): the variant takes one segment
  * per module and says so (17 one-module segments keep every output: it runs out in forward here, no error); the
  * others are unaffected. */

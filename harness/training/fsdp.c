@@ -196,6 +196,11 @@ static bool unshard(fsdp_rank *rk, fsdp_group *g)
         off += (size_t)m * dtype_size(out->dt);
     }
     g->ag_result = out;
+    int held = rk->ag_state != NULL;
+    for (int i = 0; i < rk->nl; i++)
+        held += rk->g[i].ag_result != NULL;
+    if (held > rk->ag_held_peak)
+        rk->ag_held_peak = held;
     if (ok && rk->w->threaded)
         ok = collective(rk, COMM_ALL_GATHER, out, in) == OOM_OK;
     tensor_release(in);
@@ -385,8 +390,19 @@ static bool post_backward(fsdp_rank *rk, fsdp_group *g)
     return ok && rt_ok(rk->r);
 }
 
-/* pre_backward(): the group unsharded (a no-op when still unsharded, or when prefetched), then the default backward
- * prefetch: the previous layer's all-gather issued. */
+/* _prefetch_unshard: the target's all-gather issued under use_training_state(state) (its output kept in
+ * _all_gather_result until the target's own wait_for_unshard). */
+static bool prefetch_unshard(fsdp_rank *rk, fsdp_group *t, fsdp_state state)
+{
+    fsdp_state old = t->state;
+    t->state = state;
+    bool ok = unshard(rk, t);
+    t->state = old;
+    return ok;
+}
+
+/* pre_backward(): the group unsharded (a no-op when still unsharded, or when prefetched), then the backward prefetch:
+ * the previous layer's all-gather issued (the default), or the explicit list's previous K, nearest first. */
 static bool pre_backward(fsdp_rank *rk, int i)
 {
     fsdp_group *g = &rk->g[i];
@@ -395,14 +411,12 @@ static bool pre_backward(fsdp_rank *rk, int i)
     g->state = FSDP_PRE_BACKWARD;
     if (!unshard(rk, g) || !wait_for_unshard(rk, g))
         return false;
-    if (i > 0) { /* _backward_prefetch: the reverse post-forward order */
-        fsdp_group *t = &rk->g[i - 1];
-        fsdp_state old = t->state;
-        t->state = FSDP_PRE_BACKWARD; /* use_training_state(PRE_BACKWARD) */
-        bool ok = unshard(rk, t);
-        t->state = old;
-        return ok;
-    }
+    /* _backward_prefetch (the default: the reverse post-forward order, one layer), or FSDPState._pre_backward's
+     * explicit list, nearest first */
+    const int ahead = rk->backward_prefetch > 0 ? rk->backward_prefetch : 1;
+    for (int t = i - 1; t >= 0 && t >= i - ahead; t--)
+        if (!prefetch_unshard(rk, &rk->g[t], FSDP_PRE_BACKWARD))
+            return false;
     return true;
 }
 
@@ -527,6 +541,10 @@ static tensor *run_module(fsdp_rank *rk, int j, tensor *h)
     }
     if (!unshard(rk, g) || !wait_for_unshard(rk, g))
         return NULL;
+    /* FSDPState._pre_forward: after the group's pre_forward, the explicit forward prefetch list, in order */
+    for (int t = j / 2 + 1; !recompute && t < rk->nl && t <= j / 2 + rk->forward_prefetch; t++)
+        if (!prefetch_unshard(rk, &rk->g[t], FSDP_FORWARD))
+            return NULL;
     tensor *o = op_linear(h, g->p[0].unsharded, g->p[1].unsharded);
     if (!o || recompute)
         return o;

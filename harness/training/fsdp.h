@@ -5,8 +5,10 @@
  * A rank keeps each parameter's padded shard (its torch.chunk rows, the sharded parameter a view of it). Unshard: the
  * flat all-gather output (N x the group's shards) allocated on FSDP's all-gather copy-in stream, all-gathered, copied
  * out into each parameter's unsharded storage (default stream; the unsharded parameter a leaf over it); reshard:
- * those storages resize_(0). Backward: pre-backward (unshard, prefetch of the previous layer) runs in the engine's
- * hook before the layer output's grad_fn; post-backward (the unsharded gradients copied into a reduce-scatter input,
+ * those storages resize_(0). Explicit prefetching (forward_prefetch, backward_prefetch: set_modules_to_*_prefetch)
+ * issues the next (previous) K layers' all-gathers from a layer's pre-forward (pre-backward) hook, each output held
+ * until its layer's own hook copies it out. Backward: pre-backward (unshard, prefetch of the previous layer) runs in
+ * the engine's hook before the layer output's grad_fn; post-backward (the unsharded gradients copied into a reduce-scatter input,
  * freed, reduce-scattered into an output on the reduce-scatter stream whose views are the sharded .grad) once the
  * group's last gradient is accumulated, the first layer's at the end of backward. docs/parity.md
  * ("sharded_training") lists the PyTorch sources and what is not known to be exact.
@@ -85,6 +87,10 @@ typedef struct fsdp_rank {
     int nl;
     fsdp_group g[FSDP_MAX_LAYERS];
     bool reshard_after_forward;
+    int forward_prefetch;  /* 0: FSDP's default (no forward prefetch); K: each Linear's
+                              set_modules_to_forward_prefetch(the next K Linears) */
+    int backward_prefetch; /* 0: FSDP's default (the previous layer, in reverse post-forward order); K: each Linear's
+                              set_modules_to_backward_prefetch(the previous K Linears, nearest first) */
     int checkpoint_segments; /* 0 or 1: off; else model(x) is checkpoint_sequential(model, s, x, use_reentrant=False),
                                 modelled with reshard_after_forward=False only (a recompute then all-gathers nothing) */
     fsdp_segment segments[2 * FSDP_MAX_LAYERS];
@@ -93,6 +99,8 @@ typedef struct fsdp_rank {
     tensor *ag_state;  /* comm_ctx.all_gather_state: the last forward all-gather's output, freed after the next
                           copy-out */
     tensor *rs_state;  /* comm_ctx.reduce_scatter_state: the last reduce-scatter's input */
+    int ag_held_peak;  /* the most all-gather outputs this rank held at once (every group's _all_gather_result and
+                          all_gather_state): the gathers in flight */
     optimizer *opt;
     tensor *x, *y, *loss;
     struct fsdp_world *w;
