@@ -107,6 +107,12 @@ static void pack_b_slice(dtype dt, bool tb, const void *b, int64_t ldb, int64_t 
 #if defined(__clang__) || defined(__GNUC__)
 __attribute__((no_sanitize("address", "undefined")))
 #endif
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+/* GCC: an AVX2 clone beside the baseline (x86-64's SSE2), picked at load time: the 8 x 8 tile fits 8 ymm registers
+ * instead of spilling 16 xmm ones. AVX2 without FMA, and -std=c11 keeps -ffp-contract=off: every element's sum
+ * is the same sequence of float multiplies and adds either way, so the results are bit for bit the same. */
+__attribute__((target_clones("avx2", "default")))
+#endif
 static void micro_kernel(int64_t kc, const float *restrict a, const float *restrict b, float *restrict c,
                          bool first)
 {
