@@ -310,6 +310,37 @@ Test(gemm, ref_exact_on_integers)
             }
 }
 
+/* Non-integer f32 data: C is bit for bit each element's sums in the micro-kernel's order (within a k-slice of 256
+ * from p = 0 up, then the slices added in order), whichever clone of the micro-kernel the CPU picked (the AVX2 one
+ * on x86-64 with GCC): a clone that reordered or fused the arithmetic would change low bits. */
+Test(gemm, ref_f32_sums_in_its_documented_order)
+{
+    enum { M = 37, N = 29, K = 600, KC = 256 };
+    float *a = malloc(sizeof(float) * M * K), *b = malloc(sizeof(float) * K * N), *c = malloc(sizeof(float) * M * N);
+    cr_assert(a && b && c);
+    uint32_t x = 12345;
+    for (int i = 0; i < M * K; i++)
+        a[i] = (float)((x = x * 1664525u + 1013904223u) >> 8) / 16777216.0f - 0.5f;
+    for (int i = 0; i < K * N; i++)
+        b[i] = (float)((x = x * 1664525u + 1013904223u) >> 8) / 16777216.0f - 0.5f;
+    cr_assert_eq(k_gemm_ref(DT_F32, false, false, M, N, K, 1.0f, a, K, b, N, 0.0f, c, N), OOM_OK);
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            float acc = 0.0f;
+            for (int p0 = 0; p0 < K; p0 += KC) {
+                float t = 0.0f;
+                for (int p = p0; p < p0 + KC && p < K; p++)
+                    t += a[i * K + p] * b[p * N + j];
+                acc = p0 == 0 ? t : acc + t;
+            }
+            cr_assert(memcmp(&acc, &c[i * N + j], sizeof acc) == 0, "C[%d][%d] %a, in order %a", i, j, c[i * N + j],
+                      acc);
+        }
+    free(a);
+    free(b);
+    free(c);
+}
+
 /* alpha == 0 and k == 0: C = beta * C exactly; A and B are not read (they hold NaN here). */
 Test(gemm, ref_alpha_zero_and_k_zero_scale_c)
 {
