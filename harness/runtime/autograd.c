@@ -882,3 +882,26 @@ oom_status autograd_graph_check(const ag_node *root, bool expensive, char *why, 
               OOM_ECORRUPT);
     return st;
 }
+
+tensor *autograd_checkpoint_sequential(ag_checkpoint_fn run, void *owner, ag_segment *segs, int nfun, int nseg,
+                                       bool reentrant, const char *what, tensor *x)
+{
+    if (!x || !rt_ok(x->rt))
+        return NULL;
+    if (nseg < 1 || nseg > nfun) {
+        rt_fail(x->rt, OOM_EINVAL, "range() arg 3 must not be zero (checkpoint_sequential: %d segments of %d %s)",
+                nseg, nfun, what);
+        return NULL;
+    }
+    const int size = nfun / nseg; /* segment_size = len(functions) // segments */
+    tensor *h = tensor_retain(x);
+    int first = 0;
+    for (int k = 0; k < nseg - 1 && h; k++, first += size) {
+        segs[k] = (ag_segment){owner, first, first + size};
+        tensor_assign(&h, reentrant ? autograd_checkpoint(run, &segs[k], h) : autograd_checkpoint_nr(run, &segs[k], h));
+    }
+    ag_segment last = {owner, first, nfun};
+    if (h)
+        tensor_assign(&h, run(&last, h));
+    return h;
+}

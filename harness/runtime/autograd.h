@@ -150,6 +150,21 @@ tensor *autograd_checkpoint(ag_checkpoint_fn fn, void *ctx, tensor *x);
  * nested in another). */
 tensor *autograd_checkpoint_nr(ag_checkpoint_fn fn, void *ctx, tensor *x);
 
+/* A run of a sequence's functions [first, end), the context of a checkpointed segment (owner: whose functions). */
+typedef struct ag_segment {
+    void *owner;
+    int first, end;
+} ag_segment;
+
+/* torch.utils.checkpoint.checkpoint_sequential(functions, nseg, x): nfun functions cut into segments of
+ * nfun / nseg (the last takes the rest), every segment but the last under checkpoint (autograd_checkpoint when
+ * reentrant, else autograd_checkpoint_nr), the last run plainly; run(segment, x) runs one segment, and `input` (the
+ * running h) holds each segment's input until the segment returns. segs (nseg - 1 entries, the caller's) are the
+ * checkpoint nodes' contexts, so they must outlive the backward. nseg > nfun fails as range() does (OOM_EINVAL,
+ * "range() arg 3 must not be zero", `what` naming the functions). Returns a new reference, NULL on failure. */
+tensor *autograd_checkpoint_sequential(ag_checkpoint_fn run, void *owner, ag_segment *segs, int nfun, int nseg,
+                                       bool reentrant, const char *what, tensor *x);
+
 /* A post hook on every parameter's AccumulateGrad node of r (NULL removes it): called with the leaf once its .grad
  * holds the new gradient, as DDP's Reducer registers its autograd_hook on each parameter's grad accumulator
  * (add_post_hook). The hook may replace leaf->grad (the reducer points it into a bucket). A failure it returns stops

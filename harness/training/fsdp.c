@@ -558,8 +558,8 @@ static tensor *run_module(fsdp_rank *rk, int j, tensor *h)
 /* checkpoint_sequential's run_function(start, end) over a segment of rk's modules. */
 static tensor *run_segment(void *ctx, tensor *x)
 {
-    fsdp_segment *sg = ctx;
-    fsdp_rank *rk = sg->rk;
+    const ag_segment *sg = ctx;
+    fsdp_rank *rk = sg->owner;
     const bool outer = rk->recomputing;
     rk->recomputing = rk->r->ck_recompute != NULL; /* autograd_checkpoint_nr's recompute, inside backward */
     tensor *h = tensor_retain(x);
@@ -585,19 +585,8 @@ static oom_status forward_rank(fsdp_rank *rk)
         tensor_assign(&rk->y, y);
     if (!y || !lazy_init(rk))
         return rt_status(rk->r);
-    const int nmod = 2 * rk->nl - 1, nseg = rk->checkpoint_segments;
-    tensor *h = tensor_retain(rk->x);
-    int first = 0;
-    if (nseg > 1) {
-        const int size = nmod / nseg; /* segment_size = len(functions) // segments; the last takes the rest */
-        for (int k = 0; k < nseg - 1 && h; k++, first += size) {
-            rk->segments[k] = (fsdp_segment){rk, first, first + size};
-            tensor_assign(&h, autograd_checkpoint_nr(run_segment, &rk->segments[k], h));
-        }
-    }
-    fsdp_segment last = {rk, first, nmod};
-    if (h)
-        tensor_assign(&h, run_segment(&last, h));
+    const int nmod = 2 * rk->nl - 1, nseg = rk->checkpoint_segments > 1 ? rk->checkpoint_segments : 1;
+    tensor *h = autograd_checkpoint_sequential(run_segment, rk, rk->segments, nmod, nseg, false, "modules", rk->x);
     if (!h)
         return rt_status(rk->r);
     tensor_assign(&rk->ag_state, NULL); /* the root's post_forward */

@@ -73,12 +73,9 @@ typedef struct fsdp_group {
 struct fsdp_world;
 struct fsdp_rank;
 
-/* A checkpointed segment of a rank's Sequential: modules [first, end) (2 x depth + 1 modules: Linear, ReLU, ...,
- * Linear). It is the context of checkpoint nodes that outlive a forward, so it lives in the rank. */
-typedef struct fsdp_segment {
-    struct fsdp_rank *rk;
-    int first, end;
-} fsdp_segment;
+/* A checkpointed segment of a rank's Sequential (ag_segment, owner the fsdp_rank): modules [first, end) of its
+ * 2 x depth + 1 (Linear, ReLU, ..., Linear). The context of checkpoint nodes that outlive a forward: it lives in
+ * the rank. */
 
 typedef struct fsdp_rank {
     rt *r;
@@ -93,7 +90,7 @@ typedef struct fsdp_rank {
                               set_modules_to_backward_prefetch(the previous K Linears, nearest first) */
     int checkpoint_segments; /* 0 or 1: off; else model(x) is checkpoint_sequential(model, s, x, use_reentrant=False),
                                 modelled with reshard_after_forward=False only (a recompute then all-gathers nothing) */
-    fsdp_segment segments[2 * FSDP_MAX_LAYERS];
+    ag_segment segments[2 * FSDP_MAX_LAYERS];
     bool recomputing; /* a checkpoint's recompute runs this rank's modules */
     bool lazy_done;
     tensor *ag_state;  /* comm_ctx.all_gather_state: the last forward all-gather's output, freed after the next

@@ -8,12 +8,9 @@
 #include "runtime/autograd.h"
 #include "runtime/ops.h"
 
-/* A run of the Sequential's modules: the function a checkpointed segment recomputes. */
-typedef struct mlp_segment {
-    const nn_mlp *m;
-    int first, end; /* functions [first, end): the modules (2i is Linear i, 2i + 1 the ReLU after it, 2 * depth the
-                     * classifier), or with checkpoint_blocks the hidden blocks (i: Sequential(Linear i, ReLU)) */
-} mlp_segment;
+/* A checkpointed segment (ag_segment, owner the nn_mlp) runs functions [first, end): the modules (2i is Linear i,
+ * 2i + 1 the ReLU after it, 2 * depth the classifier), or with checkpoint_blocks the hidden blocks (i:
+ * Sequential(Linear i, ReLU)). */
 
 /* A parameter: Parameter(torch.empty(shape)), then reset_parameters()'s init.uniform_(-bound, bound) in place,
  * so it starts at version 1 as in PyTorch (the version autograd's messages print). */
@@ -110,7 +107,7 @@ nn_mlp *nn_mlp_new(rt *r, int64_t width, int depth, int64_t classes, dtype dt)
     }
     nn_mlp *m = calloc(1, sizeof *m);
     nn_linear *layers = calloc((size_t)depth + 1, sizeof *layers);
-    struct mlp_segment *segments = calloc(2 * (size_t)depth + 1, sizeof *segments);
+    ag_segment *segments = calloc(2 * (size_t)depth + 1, sizeof *segments);
     if (!m || !layers || !segments) {
         fprintf(stderr, "oomlab: out of host memory\n");
         abort();
@@ -161,35 +158,19 @@ static tensor *run_block(const nn_mlp *m, int i, tensor *x)
  * functions[j] is a module, or with checkpoint_blocks a hidden block. */
 static tensor *run_segment(void *ctx, tensor *x)
 {
-    const mlp_segment *s = ctx;
+    const ag_segment *s = ctx;
+    const nn_mlp *m = s->owner;
     tensor *h = tensor_retain(x);
     for (int j = s->first; j < s->end && h; j++)
-        tensor_assign(&h, s->m->checkpoint_blocks ? run_block(s->m, j, h) : run_module(s->m, j, h));
+        tensor_assign(&h, m->checkpoint_blocks ? run_block(m, j, h) : run_module(m, j, h));
     return h;
 }
 
-/* checkpoint_sequential(functions, nseg, x): every segment but the last under checkpoint(), the last plainly;
- * `input` (h here) holds each segment's input until the segment returns. */
+/* checkpoint_sequential(functions, nseg, x); the segments are contexts of nodes that may outlive this call: they
+ * live in the model */
 static tensor *checkpoint_sequential(nn_mlp *m, int nfun, int nseg, const char *what, tensor *x)
 {
-    if (nseg > nfun) {
-        rt_fail(m->rt, OOM_EINVAL, "range() arg 3 must not be zero (checkpoint_sequential: %d segments of %d %s)",
-                nseg, nfun, what);
-        return NULL;
-    }
-    int size = nfun / nseg; /* segment_size = len(functions) // segments; the last segment takes the rest */
-    tensor *h = tensor_retain(x);
-    int first = 0;
-    /* the segments are contexts of nodes that may outlive this call: they live in the model */
-    for (int s = 0; s < nseg - 1 && h; s++, first += size) {
-        m->segments[s] = (mlp_segment){m, first, first + size};
-        tensor_assign(&h, m->checkpoint_reentrant ? autograd_checkpoint(run_segment, &m->segments[s], h)
-                                                  : autograd_checkpoint_nr(run_segment, &m->segments[s], h));
-    }
-    mlp_segment last = {m, first, nfun};
-    if (h)
-        tensor_assign(&h, run_segment(&last, h));
-    return h;
+    return autograd_checkpoint_sequential(run_segment, m, m->segments, nfun, nseg, m->checkpoint_reentrant, what, x);
 }
 
 tensor *nn_mlp_forward(nn_mlp *m, tensor *x)
@@ -210,7 +191,7 @@ tensor *nn_mlp_forward(nn_mlp *m, tensor *x)
     }
     int nmod = 2 * m->depth + 1;
     if (m->checkpoint_segments <= 1) {
-        mlp_segment all = {m, 0, nmod}; /* nn.Sequential's forward: the same loop */
+        ag_segment all = {m, 0, nmod}; /* nn.Sequential's forward: the same loop */
         return run_segment(&all, x);
     }
     return checkpoint_sequential(m, nmod, m->checkpoint_segments, "modules", x);

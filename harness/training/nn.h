@@ -27,6 +27,7 @@
 #include <stdint.h>
 
 #include "core/compat.h"
+#include "runtime/autograd.h"
 #include "runtime/tensor.h"
 
 OOM_BEGIN_DECLS
@@ -63,7 +64,7 @@ typedef struct nn_mlp {
     int checkpoint_segments; /* 0 or 1: off; else checkpoint_sequential over the modules */
     bool checkpoint_reentrant; /* use_reentrant=True (default false, as PyTorch recommends) */
     bool checkpoint_blocks;    /* checkpoint_sequential over the hidden blocks, then the classifier (see above) */
-    struct mlp_segment *segments; /* nn.c: the checkpointed segments' contexts (they outlive a forward) */
+    ag_segment *segments; /* the checkpointed segments' contexts (they outlive a forward) */
 } nn_mlp;
 
 /* MLP(width, depth, classes) in dtype dt (f32 for training; f16/bf16 for a .half() model). NULL on failure
