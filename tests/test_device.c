@@ -484,6 +484,75 @@ Test(device_sim, driver_first_kernel)
     device_close(dev);
 }
 
+/* A process that initialised NCCL: rank 0 of sharded_training's bug at full scale on 2 x H200
+ * (docs/measurements/h200x2-2026-11-27-sharded-history/bug.rank0.pickle; scripts/twins/nccl_layout.py), its
+ * segments in PyTorch's order, the first kernel (torch.randn) after the tenth and NCCL's first collective after the
+ * first all-gather's output: every address is PyTorch's, relative to the first segment. */
+Test(device_sim, driver_nccl_layout)
+{
+    static const struct {
+        char op;       /* 'a' alloc, 'k' first kernel launch, 'c' NCCL's first collective */
+        size_t mib;    /* a */
+        long long rel; /* a: address - first address, MiB */
+    } seq[] = {
+        {'a', 64, 0},     {'a', 2, 64},     {'a', 64, 66},    {'a', 64, -1612}, {'a', 64, -1676}, {'a', 64, -1740},
+        {'a', 64, -1804}, {'a', 64, -1868}, {'a', 64, -1932}, {'a', 32, 130},   {'k', 0, 0},      {'a', 66, -2188},
+        {'c', 0, 0},      {'a', 66, -1260}, {'a', 64, -1194}, {'a', 64, -1130}, {'a', 32, -1066}, {'a', 64, -1034},
+        {'a', 32, -970},  {'a', 64, -938},  {'a', 32, -874},  {'a', 64, -842},  {'a', 2, -2190},
+    };
+    device *dev = open_sim(0, true);
+    device_note_nccl(dev, DEVICE_NCCL_INIT);
+    devptr first = 0;
+    for (size_t i = 0; i < sizeof seq / sizeof seq[0]; i++) {
+        if (seq[i].op == 'k') {
+            device_note_kernel_launch(dev);
+            continue;
+        }
+        if (seq[i].op == 'c') {
+            device_note_nccl(dev, DEVICE_NCCL_COLLECTIVE);
+            continue;
+        }
+        devptr p;
+        cr_assert_eq(device_mem_alloc(dev, seq[i].mib * MiB, &p), OOM_OK);
+        if (first == 0)
+            first = p;
+        long long rel = ((long long)p - (long long)first) / (long long)MiB;
+        cr_assert_eq(rel, seq[i].rel, "step %zu (%zu MiB) at %+lld MiB, PyTorch's at %+lld", i, seq[i].mib, rel,
+                     seq[i].rel);
+    }
+    device_close(dev);
+
+    /* NCCL initialised after the first segment changes nothing: the plain layout (driver_gaps_and_release) */
+    dev = open_sim(0, true);
+    devptr a, b;
+    cr_assert_eq(device_mem_alloc(dev, 2 * MiB, &a), OOM_OK);
+    device_note_nccl(dev, DEVICE_NCCL_INIT);
+    device_note_nccl(dev, DEVICE_NCCL_COLLECTIVE);
+    cr_assert_eq(device_mem_alloc(dev, 2 * MiB, &b), OOM_OK);
+    cr_assert_eq(b, a + 74 * MiB);
+    device_close(dev);
+}
+
+/* The model behind device_order_key is told of NCCL too (the cuda backend's shadow): its keys are where an NCCL
+ * process's sim puts each segment. */
+Test(device_sim, model_order_follows_the_nccl_layout)
+{
+    device_options mo = {.kind = DEVICE_SIM, .sim_dry_run = true, .sim_model_order = true};
+    device *dev = NULL, *nccl = open_sim(0, true);
+    cr_assert_eq(device_open(&mo, &dev), OOM_OK);
+    device_note_nccl(dev, DEVICE_NCCL_INIT);
+    device_note_nccl(nccl, DEVICE_NCCL_INIT);
+    static const size_t mib[] = {64, 2, 64, 64};
+    for (size_t i = 0; i < sizeof mib / sizeof mib[0]; i++) {
+        devptr p, q;
+        cr_assert_eq(device_mem_alloc(dev, mib[i] * MiB, &p), OOM_OK);
+        cr_assert_eq(device_mem_alloc(nccl, mib[i] * MiB, &q), OOM_OK);
+        cr_assert_eq(device_order_key(dev, p), q, "segment %zu", i);
+    }
+    device_close(dev);
+    device_close(nccl);
+}
+
 /* Every address the H100's driver gave the scripted and random cuMemAlloc/cuMemFree sequences of
  * scripts/twins/addr_probe.py (tests/data/addr_probe.json), relative to the sequence's first allocation.
  * In the "torch" flavour PyTorch had run a kernel first, and in "torch0" the script's "k"/"K" ops launch one:

@@ -1084,6 +1084,7 @@ static const device_ops cuda_ops = {
     cu_close,
     cu_processes,
     NULL, /* external: libnccl's own cudaMalloc charges the GPU */
+    NULL, /* note_nccl: the driver lays out its own regions; the shadow is told */
 };
 
 int device_cuda_ordinal(const device *dev)

@@ -38,6 +38,9 @@ oom_status devcomm_open(device *const *devs, int n, devcomm **out)
     c->n = n;
     for (int k = 0; k < n; k++)
         c->devs[k] = devs[k];
+    if (n > 1 && (devs[0]->kind == DEVICE_SIM || distinct_gpus(devs, n)))
+        for (int k = 0; k < n; k++) /* NCCL initialised: the driver lays segments out as in such a process */
+            device_note_nccl(devs[k], DEVICE_NCCL_INIT);
     if (distinct_gpus(devs, n)) {
         oom_status st = devnccl_init(devs, n, &c->nccl, c->external, c->why, sizeof c->why);
         if (st == OOM_OK) {
@@ -205,6 +208,9 @@ oom_status devcomm_run(devcomm *c, devcomm_op op, const devptr *send, const devp
                                               : staged_run(c, op, send, recv, count, dt, root);
     if (st != OOM_OK)
         return st;
+    if (c->engine == DEVCOMM_NCCL || c->modelled)
+        for (int k = 0; k < c->n; k++)
+            device_note_nccl(c->devs[k], DEVICE_NCCL_COLLECTIVE);
     c->calls[op]++;
     size_t es = dtype_size(dt);
     for (int k = 0; k < c->n; k++) /* what rank k put into the collective */

@@ -688,3 +688,12 @@ void device_note_kernel_launch(device *dev)
     dev->ops->note_kernel_launch(dev->impl);
     device_note_kernel_launch(dev->shadow);
 }
+
+void device_note_nccl(device *dev, device_nccl_event ev)
+{
+    if (!dev)
+        return;
+    if (dev->ops->note_nccl)
+        dev->ops->note_nccl(dev->impl, ev);
+    device_note_nccl(dev->shadow, ev);
+}

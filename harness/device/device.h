@@ -87,6 +87,12 @@ typedef struct device_proc {
     bool self;                     /* pid is this process's getpid() */
 } device_proc;
 #define DEVICE_MAX_PROCS 64
+
+/* What NCCL did in the process (device_note_nccl). */
+typedef enum device_nccl_event {
+    DEVICE_NCCL_INIT,       /* a communicator spanning GPUs was created (before any segment) */
+    DEVICE_NCCL_COLLECTIVE, /* a collective ran (the first one matters) */
+} device_nccl_event;
 /* VMM granularity on both backends (the H100 reports 2 MiB). */
 #define DEVICE_VMM_GRANULARITY ((size_t)2 << 20)
 
@@ -158,6 +164,9 @@ typedef struct device_ops {
      * model, as the driver's placement of libnccl's memory is out of sight of oomlab's model on cuda too;
      * OOM_ENOMEM_DEVICE when the capacity has no room. NULL (cuda): the library's own cudaMalloc did it. */
     oom_status (*external)(void *impl, size_t bytes, bool charge);
+    /* NCCL in this process (device_note_nccl): sim lays its regions out as the driver does in a process that
+     * initialised NCCL (sim.c's file comment). NULL (cuda): the real driver does it; the shadow is told. */
+    void (*note_nccl)(void *impl, device_nccl_event ev);
 } device_ops;
 
 /* The device handle. Fields are read-only for callers. */
@@ -298,6 +307,10 @@ void *device_host_view(device *dev, devptr p);
 oom_status device_processes(device *dev, device_proc *out, size_t cap, size_t *count);
 void device_addr_hint(device *dev, devptr addr, size_t bytes);
 void device_note_kernel_launch(device *dev);
+/* The process has initialised NCCL on dev (DEVICE_NCCL_INIT, a communicator spanning GPUs: devcomm_open), or
+ * NCCL's first collective on dev ran (DEVICE_NCCL_COLLECTIVE): sim's model of the driver (on cuda, the shadow's)
+ * places segments as in such a process from then on. INIT counts only before the device's first segment. */
+void device_note_nccl(device *dev, device_nccl_event ev);
 /* device_ops.external: charge bytes another library holds on the device, or release them (see device_ops). */
 oom_status device_external_charge(device *dev, size_t bytes);
 void device_external_release(device *dev, size_t bytes);

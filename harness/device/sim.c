@@ -24,6 +24,18 @@
  * allocates memory of its own then (modules, local memory: 2 + 26 + 480 MiB for PyTorch's fill kernel, other
  * amounts for others); that is not modelled, so later regions sit higher than on the GPU, in the same order.
  * The order matters because the caching allocator breaks best-fit ties between equal-size blocks by address.
+ * A process that initialised NCCL (a communicator spanning GPUs: devcomm_open calls device_note_nccl before the
+ * first segment) starts otherwise, measured from PyTorch's snapshots of sharded_training on 2 x H200 (driver 580,
+ * NCCL 2.28.9; docs/parity.md, "sharded_training"; scripts/twins/nccl_layout.py), T the heap's top:
+ *   first      [T-192, T)        its bottom 12 MiB the driver's: segments fill it from T-180 up;
+ *              [T-928, T-192)    the driver's;
+ *   NCCL's     [T-1440, T-928)   held whole by the driver until NCCL's first collective (DEVICE_NCCL_COLLECTIVE)
+ *                                frees it; the empty region then takes segments from its bottom up (newest region);
+ *              [T-1728, T-1440)  the driver's; new regions are carved below.
+ * The first kernel launch carves 160 MiB of the driver's below the regions (the launch region does not exist),
+ * and NCCL's first collective a 32 MiB region whose bottom 30 MiB the driver holds (its top 2 MiB free). Which
+ * gaps the driver's memory leaves further down varies from run to run by tens to hundreds of MiB and is not
+ * modelled: later regions sit higher than on the GPU, in the same order.
  * The driver puts reservations of tens of GiB (expandable segments') at 0x302000000 and up, and small ones among
  * the segments; the sim puts every reservation in the lowest free gap above SIM_VA_BASE: the caching allocator
  * never compares addresses across reservations. An addr_hint of an exact size
@@ -50,6 +62,8 @@
 
 #include "device/device.h"
 
+#include "core/check.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -67,6 +81,14 @@
 #define SIM_LAUNCH_BELOW ((size_t)480 << 20)        /* the launch region's base below the first region */
 #define SIM_LAUNCH_FREE ((size_t)2 << 20)           /* the launch region's free top before the first kernel */
 #define SIM_DRIVER_BLOCK ((size_t)64 << 20)         /* the driver's own block right below the first region */
+/* A process that initialised NCCL (device_note_nccl; see the file comment), measured on 2 x H200: */
+#define SIM_NCCL_FIRST ((size_t)192 << 20)       /* the first region, at the top */
+#define SIM_NCCL_FIRST_HELD ((size_t)12 << 20)   /* held by the driver at its bottom */
+#define SIM_NCCL_DRIVER_HIGH ((size_t)736 << 20) /* the driver's, right below the first region */
+#define SIM_NCCL_COMM ((size_t)512 << 20)        /* held by the driver until NCCL's first collective */
+#define SIM_NCCL_DRIVER_LOW ((size_t)288 << 20)  /* the driver's, below that */
+#define SIM_NCCL_LAUNCH ((size_t)160 << 20)      /* the driver's at the first kernel launch, carved as a region */
+#define SIM_NCCL_COLL_HELD ((size_t)30 << 20)    /* held in a region carved at NCCL's first collective */
 #define SIM_HOST_ALIGN ((size_t)4096)
 #define SIM_HOST_PAGE ((size_t)4096) /* pinning works on whole pages */
 #define PAGE_CONT UINT32_MAX /* a granule inside a mapped page, not its first */
@@ -121,7 +143,13 @@ typedef struct sim_dev {
     size_t hint_bytes;   /* the hint applies to a mem_alloc of exactly this many bytes */
     bool heap_ready;     /* the context's regions exist (made at the first placement the model decides) */
     bool launched;       /* a kernel was launched: the launch reservation is freed */
-    uint64_t launch_seq; /* the launch region (by seq: the array moves) */
+    uint64_t launch_seq; /* the launch region (by seq: the array moves); in the NCCL layout, NCCL's region */
+    /* The NCCL layout (device_note_nccl). Invariants (nccl_layout_check, checked builds): N1 nccl_collective
+     * implies nccl; N2 nccl is set only while heap_ready is false (before the first segment), so the context's
+     * regions are one layout or the other; N3 until NCCL's first collective its region exists, spans
+     * SIM_NCCL_COMM and is held whole, no segment in it. */
+    bool nccl;            /* the process initialised NCCL: heap_init lays out the NCCL process's regions */
+    bool nccl_collective; /* NCCL's first collective ran: its region's reservation is freed */
     size_t capacity;
     size_t in_use;  /* physical bytes charged, the context's included */
     size_t context; /* of which the CUDA context's (0: no context modeled) */
@@ -280,8 +308,28 @@ static bool region_carve(sim_dev *s, size_t z, devptr *out)
 static size_t round_region(size_t n) { return (n + SIM_REGION - 1) / SIM_REGION * SIM_REGION; }
 
 /* The regions the context starts with (see the file comment). */
+static bool heap_init_nccl(sim_dev *s)
+{
+    devptr f = SIM_HEAP_TOP - SIM_NCCL_FIRST, high = f - SIM_NCCL_DRIVER_HIGH, comm = high - SIM_NCCL_COMM;
+    sim_region *g;
+    if (!region_add(s, f, SIM_NCCL_FIRST, SIM_NCCL_FIRST_HELD, false) ||
+        !region_add(s, high, SIM_NCCL_DRIVER_HIGH, 0, true))
+        return false;
+    if (!s->nccl_collective) {
+        if (!(g = region_add(s, comm, SIM_NCCL_COMM, SIM_NCCL_COMM, false)))
+            return false;
+        s->launch_seq = g->seq;
+    }
+    if (!region_add(s, comm - SIM_NCCL_DRIVER_LOW, SIM_NCCL_DRIVER_LOW, 0, true))
+        return false;
+    s->heap_ready = true;
+    return true;
+}
+
 static bool heap_init(sim_dev *s)
 {
+    if (s->nccl)
+        return heap_init_nccl(s);
     devptr f = SIM_HEAP_TOP - SIM_REGION;
     size_t launch = SIM_LAUNCH_BELOW - SIM_DRIVER_BLOCK;
     sim_region *g;
@@ -298,9 +346,31 @@ static bool heap_init(sim_dev *s)
     return true;
 }
 
-/* Where the driver puts a segment of size bytes (a multiple of GRAN); *g gets its region. */
-static bool place_segment(sim_dev *s, size_t size, devptr *out, sim_region **g)
+#if OOM_DEBUG >= 2
+/* N1-N3 of sim_dev (O(regions); place_segment runs it in checked builds). */
+static oom_status nccl_layout_check(const sim_dev *s, bool expensive, char *why, size_t cap)
 {
+    (void)expensive;
+    OOM_REQUIRE(!s->nccl_collective || s->nccl, why, cap, "N1: NCCL's collective ran without NCCL initialised");
+    if (!s->nccl || s->nccl_collective || !s->heap_ready)
+        return OOM_OK;
+    const sim_region *comm = NULL;
+    for (size_t i = 0; i < s->nregions; i++)
+        if (s->regions[i].seq == s->launch_seq)
+            comm = &s->regions[i];
+    OOM_REQUIRE(comm != NULL, why, cap, "N3: NCCL's region is gone before its first collective");
+    OOM_REQUIRE(comm->size == SIM_NCCL_COMM && comm->held == SIM_NCCL_COMM && comm->live == 1, why, cap,
+                "N3: NCCL's region spans %zu B, %zu held, %zu live before its first collective", comm->size,
+                comm->held, comm->live);
+    return OOM_OK;
+}
+#endif
+
+/* Where the driver puts a segment of size bytes (a multiple of GRAN); *g gets its region, *fresh whether it was
+ * made for this segment. */
+static bool place_segment(sim_dev *s, size_t size, devptr *out, sim_region **g, bool *fresh)
+{
+    *fresh = false;
     devptr hint = s->hint;
     size_t hint_bytes = s->hint_bytes;
     s->hint = 0;
@@ -317,12 +387,14 @@ static bool place_segment(sim_dev *s, size_t size, devptr *out, sim_region **g)
             if (s->regions[i].base < hint + size && hint < s->regions[i].base + s->regions[i].size)
                 overlaps = true;
         if (!overlaps && (*g = region_add(s, hint, size, 0, false)) != NULL) {
+            *fresh = true;
             *out = hint;
             return true;
         }
     }
     if (!s->heap_ready && !heap_init(s))
         return false;
+    OOM_VALIDATE("sim", nccl_layout_check, s);
     /* 1. existing regions, newest first */
     sim_region *best = NULL;
     for (size_t i = 0; i < s->nregions; i++) {
@@ -341,6 +413,7 @@ static bool place_segment(sim_dev *s, size_t size, devptr *out, sim_region **g)
     devptr base;
     if (!region_carve(s, z, &base) || !(*g = region_add(s, base, z, 0, false)))
         return false;
+    *fresh = true;
     *out = base;
     return true;
 }
@@ -427,14 +500,15 @@ static oom_status sim_mem_alloc(void *impl, size_t bytes, devptr *out)
         return OOM_ENOMEM_DEVICE;
     }
     sim_region *g = NULL;
-    if (!place_segment(s, size, &base, &g))
+    bool fresh;
+    if (!place_segment(s, size, &base, &g, &fresh))
         return OOM_ENOMEM_DEVICE;
     sim_range r = {.base = base, .size = size, .bytes = bytes, .kind = RANGE_SEGMENT};
     if (!s->dry_run) {
         void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (m == MAP_FAILED) {
             int e = errno;
-            if (g->live == 0) {
+            if (fresh) { /* undo the new region */
                 g->live = 1;
                 region_release_segment(s, base);
             }
@@ -447,7 +521,7 @@ static oom_status sim_mem_alloc(void *impl, size_t bytes, devptr *out)
     if (!insert_range(s, &r)) {
         if (r.backing)
             munmap(r.backing, size);
-        if (g->live == 0) { /* undo an empty new region */
+        if (fresh) { /* undo the new region */
             g->live = 1;
             region_release_segment(s, base);
         }
@@ -987,6 +1061,12 @@ static void sim_note_kernel_launch(void *impl)
     if (s->launched)
         return;
     s->launched = true;
+    if (s->nccl) { /* the driver's own memory at the first launch, carved below the regions */
+        devptr at;
+        if ((s->heap_ready || heap_init(s)) && region_carve(s, SIM_NCCL_LAUNCH, &at))
+            region_add(s, at, SIM_NCCL_LAUNCH, 0, true);
+        return;
+    }
     for (size_t i = 0; i < s->nregions; i++) {
         sim_region *g = &s->regions[i];
         if (g->seq == s->launch_seq && g->held) {
@@ -995,6 +1075,32 @@ static void sim_note_kernel_launch(void *impl)
             break;
         }
     }
+}
+
+static void sim_note_nccl(void *impl, device_nccl_event ev)
+{
+    sim_dev *s = impl;
+    if (ev == DEVICE_NCCL_INIT) {
+        if (!s->heap_ready)
+            s->nccl = true;
+        return;
+    }
+    if (!s->nccl || s->nccl_collective)
+        return;
+    s->nccl_collective = true;
+    if (!s->heap_ready && !heap_init(s))
+        return;
+    for (size_t i = 0; i < s->nregions; i++) {
+        sim_region *g = &s->regions[i];
+        if (g->seq == s->launch_seq && g->held) {
+            g->held = 0; /* freed; the empty region stays until a segment in it is freed */
+            g->live--;
+            break;
+        }
+    }
+    devptr at; /* a region whose bottom the driver holds, its top free */
+    if (region_carve(s, SIM_REGION, &at))
+        region_add(s, at, SIM_REGION, SIM_NCCL_COLL_HELD, false);
 }
 
 static void sim_close(void *impl)
@@ -1053,6 +1159,7 @@ static const device_ops sim_ops = {
     .close = sim_close,
     .processes = sim_processes,
     .external = sim_external,
+    .note_nccl = sim_note_nccl,
 };
 
 oom_status device_sim_open(const device_options *opt, device *dev)
