@@ -235,6 +235,39 @@ Test(devcomm, data_parallel_full_scale_outcomes)
     run_result_free(&res);
 }
 
+/* ZeroRedundancyOptimizer(SGD) in place of SGD: rank 0 steps 3 of the 10 parameters (the greedy partition by numel:
+ * two 4096 x 4096 weights and the classifier's), and SGD keeps no state to share, so every counter of every sample of
+ * both ranks is the bug's, its OOM in step 2's backward included. */
+Test(devcomm, data_parallel_zero_redundancy_optimizer_changes_nothing_here)
+{
+    run_result res;
+    run_options o = {.backend = DEVICE_SIM, .dry_run = true, .scale = SCALE_FULL, .no_fork = true};
+    o.variants[o.nvariants++] = "bug";
+    o.variants[o.nvariants++] = "myth-zero-redundancy-optimizer";
+    scn_test_run("data_parallel", &o, &res);
+    const variant_result *bug = scn_test_variant(&res, "bug"), *z = scn_test_variant(&res, "myth-zero-redundancy-optimizer");
+    cr_assert(z->reproduced);
+    cr_assert_eq(z->outcome, OUTCOME_OOM);
+    cr_assert_str_eq(z->oom.what, "step 2: backward");
+    cr_assert_eq(z->nsamples, bug->nsamples);
+    cr_assert_eq(z->ndevices, 1);
+    for (size_t i = 0; i < z->nsamples; i++) {
+        const scn_sample *a = &bug->samples[i], *b = &z->samples[i];
+        const scn_sample *a1 = &bug->devices[0].samples[i], *b1 = &z->devices[0].samples[i];
+        cr_assert_str_eq(a->label, b->label);
+        cr_assert(a->allocated == b->allocated && a->reserved == b->reserved && a->allocated_peak == b->allocated_peak &&
+                      a->segments == b->segments && a->device_allocs == b->device_allocs,
+                  "%s", a->label);
+        cr_assert(a1->allocated == b1->allocated && a1->reserved == b1->reserved, "rank 1: %s", a->label);
+    }
+    bool said = false;
+    for (size_t e = 0; e < z->nexpect; e++)
+        said = said || (z->expect[e].holds && strstr(z->expect[e].text, "gives rank 0 3 of the 10 parameters") &&
+                        strstr(z->expect[e].text, "adds 0 bytes"));
+    cr_assert(said, "no passing expectation of the partition and the empty state");
+    run_result_free(&res);
+}
+
 /* gradient_as_bucket_view: after backward every .grad is a view into a bucket (no second copy): allocated after
  * backward is the parameters and the buckets, the bug's parameters, buckets and gradients. */
 Test(devcomm, data_parallel_bucket_view_drops_the_second_copy)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch twin of scenarios/data_parallel.c: DistributedDataParallel on 2 GPUs with torchrun, its gradient buckets
-beside the gradients, against gradient_as_bucket_view=True, a smaller per-rank batch, a smaller bucket_cap_mb and
-the same model trained on one GPU first.
+beside the gradients, against gradient_as_bucket_view=True, a smaller per-rank batch, a smaller bucket_cap_mb,
+the same model trained on one GPU first, and ZeroRedundancyOptimizer(SGD) in place of SGD.
 
     python3 scripts/twins/data_parallel.py [--json OUT] [--budget BYTES] [--set name=value]... [VARIANT...]
 
@@ -22,6 +22,7 @@ VARIANTS = {
     "fix-smaller-batch": "",
     "myth-smaller-buckets": "",
     "myth-ddp-shards": "",
+    "myth-zero-redundancy-optimizer": "",
 }
 PARAMS = {"width": 4096, "depth": 4, "batch": 2048, "small_batch": 512, "bucket_cap_mib": 25,
           "small_bucket_cap_mib": 1, "ranks": 2, "steps": 3}
@@ -41,7 +42,11 @@ def body(t, variant, p):
     for _ in range(depth):
         layers += [nn.Linear(width, width), nn.ReLU()]
     model = nn.Sequential(*layers, nn.Linear(width, CLASSES)).to("cuda")
-    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    if variant == "myth-zero-redundancy-optimizer":  # ZeRO-1: each rank steps (and keeps state for) its partition
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+        opt = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.SGD, lr=1e-3)
+    else:
+        opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     t.step("model and optimizer")
 
     if variant == "myth-ddp-shards":  # every rank trains alone first, as `python train.py` on one GPU
