@@ -52,6 +52,7 @@ static oom_status load(const char *path, bool sweeps, cJSON **out, char *err, si
  * tick labels, axis labels and title go; the areas are set exactly (margins at screen), so panels align. */
 typedef struct layout {
     int height, header, cols, rows, cell_h, pad_l, pad_r, pad_t, pad_b;
+    int pad_l0; /* more left padding in the first column (0 unless the caller sets it) */
 } layout;
 
 static void layout_init(layout *L, int n, int maxcols, int header, int cell_h, int pad_l, int pad_r, int pad_t,
@@ -151,7 +152,7 @@ static void layout_panel(FILE *g, const layout *L, int i)
     double cw = (double)WIDTH / L->cols, x0 = c * cw, top = L->height - L->header - (double)r * L->cell_h;
     fprintf(g, "set lmargin at screen %.5f\nset rmargin at screen %.5f\nset tmargin at screen %.5f\n"
                "set bmargin at screen %.5f\n",
-            (x0 + L->pad_l) / WIDTH, (x0 + cw - L->pad_r) / WIDTH, (top - L->pad_t) / L->height,
+            (x0 + L->pad_l + (c == 0 ? L->pad_l0 : 0)) / WIDTH, (x0 + cw - L->pad_r) / WIDTH, (top - L->pad_t) / L->height,
             (top - L->cell_h + L->pad_b) / L->height);
 }
 
@@ -306,6 +307,9 @@ static oom_status timeline(const cJSON *run, const char *out, char *err, size_t 
     double hunit = any_host ? gp_unit(host_top, &hname) : 1048576.0, h2max = host_top / hunit * 1.5; /* the pinned budget well under the device's */
     layout L;
     layout_init(&L, nv, 3, 96, labelled ? 440 : 330, 78, any_host ? 70 : 22, 42, labelled ? 190 : 62);
+    /* labelled: the first sample's label, rotated 30 degrees, reaches left of its panel: room for about 20
+     * characters ("model and optimizer") in the first column, whose panels alone move right */
+    L.pad_l0 = labelled ? 40 : 0;
     gp_figure f;
     oom_status st = gp_begin(&f, out, WIDTH, L.height, 12, err, errcap);
     if (st != OOM_OK)
