@@ -163,6 +163,36 @@ Test(autograd, mul_saves_each_operand_for_the_other)
     close_rt(r);
 }
 
+/* mse_loss as CUDA runs it (Loss.cpp, structured): the 0-dim loss keeps the [128, 1] output's 512 B storage (resize_
+ * never shrinks), and the unreduced loss, 512 B more, lives only inside the op, as the H100 recording of grad_accum's
+ * nn.MSELoss shows; its value is still the mean of the squared differences, and backward's gradient is input-sized. */
+Test(autograd, mse_loss_keeps_input_sized_storage_and_an_unreduced_temporary)
+{
+    rt *r = open_rt();
+    tensor *a = leaf(r, SHAPE(128, 1), true), *b = leaf(r, SHAPE(128, 1), false);
+    int64_t before = test_stat(r, "allocated_bytes.all.current");
+    tensor *e = op_mse_loss(a, b);
+    OK(r);
+    cr_assert_eq(e->ndim, 0);
+    cr_assert_eq(e->st->nbytes, 512);
+    cr_assert_eq(test_stat(r, "allocated_bytes.all.current") - before, 512);
+    cr_assert_eq(test_stat(r, "allocated_bytes.all.peak") - before, 1024);
+    float va[128], vb[128], loss;
+    host(a, va);
+    host(b, vb);
+    host(e, &loss);
+    double want = 0;
+    for (int i = 0; i < 128; i++)
+        want += ((double)va[i] - vb[i]) * ((double)va[i] - vb[i]) / 128;
+    cr_assert_float_eq(loss, want, 1e-5 * (1 + want));
+    cr_assert_eq(autograd_backward(e, NULL, false), OOM_OK);
+    cr_assert_eq(a->grad->st->nbytes, 512);
+    tensor_release(e);
+    tensor_release(a);
+    tensor_release(b);
+    close_rt(r);
+}
+
 Test(autograd, no_grad_records_nothing)
 {
     rt *r = open_rt();

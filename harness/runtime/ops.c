@@ -856,8 +856,23 @@ tensor *op_mse_loss(tensor *input, tensor *target)
     tensor *out = NULL;
     if (a && b && same_shape(a, b, "mse_loss") && need_contiguous(a, "mse_loss") &&
         need_contiguous(b, "mse_loss") && is_float(a, "mse_loss")) {
-        out = tensor_empty(r, a->dt, SCALAR);
-        if (out && !KRUN(r, mse_loss(a->dt, tensor_data(out), tensor_data(a), tensor_data(b), tensor_numel(a))))
+        /* Loss.cpp, structured: TORCH_META_FUNC(mse_loss) allocates the output at the inputs' shape and resize_({})
+         * makes it 0-dim, which never shrinks a storage: the loss keeps numel elements' bytes. TORCH_IMPL_FUNC
+         * then makes the unreduced loss (the same size again), mean_out reduces it into the output (with its
+         * staging), and the unreduced loss goes when the function returns. The kernel here computes the mean
+         * directly; the unreduced loss is the allocator's view of the same work. */
+        tensor *full = tensor_empty(r, a->dt, a->ndim, a->shape);
+        out = full ? tensor_alias(full, 0, SCALAR, false) : NULL;
+        tensor_release(full);
+        tensor *loss = out ? tensor_empty(r, a->dt, a->ndim, a->shape) : NULL;
+        reduce_staging st;
+        bool ok = loss && reduce_staging_begin(r, ATEN_OP_MEAN, ATEN_REDUCE_ALL, loss, tensor_numel(loss), 1, &st);
+        if (ok) {
+            ok = KRUN(r, mse_loss(a->dt, tensor_data(out), tensor_data(a), tensor_data(b), tensor_numel(a)));
+            reduce_staging_end(&st);
+        }
+        tensor_release(loss);
+        if (!ok)
             out = (tensor_release(out), NULL);
     }
     tensor *in[2] = {a, b};
