@@ -63,10 +63,10 @@ static int64_t group_shard_numel(const fsdp_group *g)
 
 /* ---- the collectives, in turn ------------------------------------------------------------------------------- */
 
-/* Every rank's part of one collective: in[k], out[k] of rank k. Forward calls it for all ranks at once (threads
- * off); in backward each rank's thread deposits its part, hands the turn to the next rank, and the last to arrive
- * runs the collective for all and hands the turn back to the first. A rank whose backward ended (an OOM) never
- * arrives: the others' collective fails with OOM_EINVAL, as NCCL would wait forever. */
+/* Every rank's part of one collective: in[k], out[k] of rank k. Each rank's thread (forward and backward alike)
+ * deposits its part, hands the turn to the next rank, and the last to arrive runs the collective for all and hands
+ * the turn back to the first. A rank whose phase ended (an OOM) never arrives: the others' collective fails with
+ * OOM_EINVAL, as NCCL would wait forever. */
 static oom_status run_collective(fsdp_world *w, devcomm_op op, tensor *const *out, tensor *const *in)
 {
     oom_status st = op == COMM_ALL_GATHER ? dist_all_gather_into_tensor(w->c, out, in)
@@ -89,8 +89,6 @@ static int next_active(const fsdp_world *w, int from)
 static oom_status collective(fsdp_rank *rk, devcomm_op op, tensor *out, tensor *in)
 {
     fsdp_world *w = rk->w;
-    if (!w->threaded)
-        return OOM_OK; /* forward: the caller runs it for all ranks */
     pthread_mutex_lock(&w->mu);
     w->cin[rk->k] = in;
     w->cout[rk->k] = out;
@@ -201,7 +199,7 @@ static bool unshard(fsdp_rank *rk, fsdp_group *g)
         held += rk->g[i].ag_result != NULL;
     if (held > rk->ag_held_peak)
         rk->ag_held_peak = held;
-    if (ok && rk->w->threaded)
+    if (ok)
         ok = collective(rk, COMM_ALL_GATHER, out, in) == OOM_OK;
     tensor_release(in);
     return ok && rt_ok(rk->r);
@@ -364,7 +362,7 @@ static bool post_backward(fsdp_rank *rk, fsdp_group *g)
         rt_set_stream(rk->r, prev);
         ok = out != NULL;
     }
-    if (ok && rk->w->threaded)
+    if (ok)
         ok = collective(rk, COMM_REDUCE_SCATTER, out, in) == OOM_OK;
     size_t off = 0;
     for (int j = 0; j < FSDP_NP && ok; j++) {
@@ -704,7 +702,6 @@ static void run_ranks(fsdp_world *w, oom_status (*phase)(fsdp_rank *rk))
         autograd_set_pre_node_hook(w->rk[k]->r, pre_node_hook, w->rk[k]);
         autograd_set_post_accumulate_hook(w->rk[k]->r, post_acc_hook, w->rk[k]);
     }
-    w->threaded = true;
     for (int k = 0; k < w->n; k++)
         started[k] = pthread_create(&th[k], NULL, rank_thread, w->rk[k]) == 0;
     for (int k = 0; k < w->n; k++) {
@@ -713,7 +710,6 @@ static void run_ranks(fsdp_world *w, oom_status (*phase)(fsdp_rank *rk))
         else
             rank_thread(w->rk[k]);
     }
-    w->threaded = false;
     w->phase = NULL;
     for (int k = 0; k < w->n; k++) {
         autograd_set_pre_node_hook(w->rk[k]->r, NULL, NULL);

@@ -109,7 +109,7 @@ typedef struct fsdp_step {
     int64_t batch, width, classes;
 } fsdp_step;
 
-/* The ranks, and the turn-taking of their backward threads (see run_backward). */
+/* The ranks, and the turn-taking of their threads in forward and backward (see run_ranks). */
 typedef struct fsdp_world {
     int n;
     devcomm *c;
@@ -117,13 +117,12 @@ typedef struct fsdp_world {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int turn;                          /* the rank whose thread may run */
-    bool active[DEVCOMM_MAX_RANKS];    /* its backward has not ended */
+    bool active[DEVCOMM_MAX_RANKS];    /* its phase has not ended */
     bool waiting[DEVCOMM_MAX_RANKS];   /* arrived at the pending collective */
     tensor *cin[DEVCOMM_MAX_RANKS], *cout[DEVCOMM_MAX_RANKS];
     devcomm_op cop;
     oom_status cst;
     unsigned gen;
-    bool threaded; /* the rank threads run (set and cleared by the caller of fsdp_forward / fsdp_backward) */
     oom_status (*phase)(fsdp_rank *rk); /* what the rank threads run */
     const fsdp_step *step;             /* forward's shapes */
 } fsdp_world;
