@@ -163,6 +163,16 @@ void scn_note(scn *s, const char *fmt, ...)
     va_end(ap);
 }
 
+/* The note just added moves to the front: a variant's first note is why it is not reproduced (the table, the JSON
+ * export and the report read it as the reason), whatever was noted before (a communicator's notes come first). */
+static void last_note_first(variant_result *res)
+{
+    char last[sizeof res->notes[0]];
+    memcpy(last, res->notes[res->nnotes - 1], sizeof last);
+    memmove(res->notes[1], res->notes[0], (res->nnotes - 1) * sizeof res->notes[0]);
+    memcpy(res->notes[0], last, sizeof last);
+}
+
 void scn_not_reproduced(scn *s, const char *fmt, ...)
 {
     s->res->reproduced = false;
@@ -170,6 +180,7 @@ void scn_not_reproduced(scn *s, const char *fmt, ...)
     va_start(ap, fmt);
     add_note(s, fmt, ap);
     va_end(ap);
+    last_note_first(s->res);
 }
 
 const memstats *scn_stats(const scn *s) { return cachealloc_stats(s->r->ca); }
@@ -652,16 +663,10 @@ static void kind_check(scn *s, variant_result *res)
                      "(%.199s); %.223s",
                      memstats_format_size((uint64_t)-res->saved, b, sizeof b), res->saved_what, fate);
         if (res->outcome == OUTCOME_OK && res->reproduced) {
-            /* the shortfall it shows does not happen: said first, as scn_not_reproduced's reason is (the table
-             * reads the first note as it) */
-            scn_note(s, "it fits in %s at these parameters: the shortfall it shows at the scenario's own budget "
-                        "does not happen",
-                     cap);
-            char first[sizeof res->notes[0]];
-            memcpy(first, res->notes[res->nnotes - 1], sizeof first);
-            memmove(res->notes[1], res->notes[0], (res->nnotes - 1) * sizeof res->notes[0]);
-            memcpy(res->notes[0], first, sizeof first);
-            res->reproduced = false;
+            /* the shortfall it shows does not happen: the reason, as scn_not_reproduced gives it */
+            scn_not_reproduced(s, "it fits in %s at these parameters: the shortfall it shows at the scenario's own "
+                                  "budget does not happen",
+                               cap);
         }
     }
 }

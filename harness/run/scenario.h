@@ -106,7 +106,8 @@ void scn_note(scn *s, const char *fmt, ...)
 #endif
     ;
 /* At these parameters the failure this variant demonstrates does not happen (the budget has room, say): the
- * variant is reported "not reproduced", with why, and its expectations say what holds instead. It does not fail
+ * variant is reported "not reproduced", with why (made its first note, ahead of any noted before), and its
+ * expectations say what holds instead. It does not fail
  * the run: a parameter change is not a broken mechanism. */
 void scn_not_reproduced(scn *s, const char *fmt, ...)
 #if defined(__GNUC__)
