@@ -100,6 +100,25 @@ Test(scenario, sharded_training_prefetching_ahead_runs_out_and_one_ahead_fits)
     run_result_free(&res);
 }
 
+/* A per-rank batch whose input alone does not fit (65536 x 4096 floats, 1 GiB) runs out before any prefetched gather
+ * piles up: bug-prefetch-ahead is not reproduced, and its first note, the reason the table and the report show, says
+ * so (the communicator's notes were noted before it). */
+Test(scenario, sharded_training_prefetching_not_reproduced_says_why_first)
+{
+    run_result res;
+    run_options o = {.backend = DEVICE_SIM, .dry_run = true, .scale = SCALE_FULL, .no_fork = true};
+    scn_test_sets(&o, "batch=65536");
+    o.variants[o.nvariants++] = "bug-prefetch-ahead";
+    scn_test_run("sharded_training", &o, &res);
+    const variant_result *bug = scn_test_variant(&res, "bug-prefetch-ahead");
+    cr_assert_eq(bug->outcome, OUTCOME_OOM);
+    cr_assert(!bug->reproduced);
+    cr_assert_geq(bug->nnotes, 2);
+    cr_assert(strstr(bug->notes[0], "comes before the prefetched gathers pile up") != NULL, "first note: %s",
+              bug->notes[0]);
+    run_result_free(&res);
+}
+
 /* prefetch=1 makes bug-prefetch-ahead fix-limit-gathers: every sample the same, and the bug not reproduced. */
 Test(scenario, sharded_training_prefetching_one_ahead_is_the_fix)
 {
