@@ -111,6 +111,17 @@ SWEEPS = {
     "transformer_encoder": {"args": ["--lengths", "128,64,96"], "calibrate": 64, "target": 160, "hold": 4096},
     "gpt": {"args": ["--block-size", "128"], "calibrate": 64, "target": 128, "hold": 6144},
 }
+# The zoo (tests/data/predict/zoo/scripts: training scripts around transformers, timm and torchvision models, issue
+# 27): --zoo records these instead of CASES. "reserve": MiB for scheduling (the capture's prediction plus a margin)
+ZOO_SCRIPTS = os.path.join(ROOT, "tests", "data", "predict", "zoo", "scripts")
+ZOO = {n: {"script": n + ".py", "args": [], "reserve": r, "dir": ZOO_SCRIPTS} for n, r in {
+    "hf_llama_bf16": 10240, "hf_qwen2_autocast": 12288, "hf_mistral_ckpt": 8192, "hf_gemma_eager": 6144,
+    "hf_phi_fp16": 8192, "hf_gpt2": 14336, "hf_gpt2_eager": 12288, "hf_gptneox_trainer": 10240,
+    "hf_llama_accelerate": 6144, "hf_llama_padded": 6144, "hf_bert_cls": 10240, "hf_roberta_mlm": 20480,
+    "hf_deberta_v2": 9216, "hf_distilbert_loader": 8192, "hf_t5_adafactor": 16384, "hf_bart_fp16": 10240,
+    "timm_vit_b16": 6144, "timm_swin_t": 6144, "hf_clip_vision": 6144, "hf_vit_cls": 8192, "tv_vit_b16": 8192,
+    "tv_resnet50_bf16": 6144, "timm_resnet50_cl": 6144, "timm_convnext_t": 6144, "tv_efficientnet_b0": 9216,
+    "timm_regnety_cl": 6144, "tv_mobilenet_lightning": 4096}.items()}
 SWEEP_LO, SWEEP_HI = 1, 512
 FAKE_CAUGHT = 30  # --fake: MiB below its minimum budget in which resnet18 still completes, its OOMs caught
 FAKE_TOTAL = 85017493504  # --fake's device: torch's total_memory of an H100 80GB HBM3 (81,079.5 MiB)
@@ -159,7 +170,12 @@ def real_child(spec):
         torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python",
                                                  max_entries=MAX_ENTRIES)
     allowed = advise_record.apply_budget(torch, spec["budget"])
-    outcome, message = run_script(spec["script"], spec["args"])
+    if spec.get("labelled"):
+        import oplabels
+        with oplabels.OpLabels():
+            outcome, message = run_script(spec["script"], spec["args"])
+    else:
+        outcome, message = run_script(spec["script"], spec["args"])
     torch.cuda.synchronize()
     st = dict(torch.cuda.memory_stats())
     res = {"outcome": outcome, "message": message, "total_memory": total, "allowed": allowed,
@@ -168,6 +184,10 @@ def real_child(spec):
            "retries": int(st.get("num_alloc_retries", 0)), "torch": torch.__version__,
            "cuda": torch.version.cuda, "gpu": torch.cuda.get_device_name(0),
            "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")}
+    try:
+        res["host_memory_stats"] = {k: int(v) for k, v in torch.cuda.host_memory_stats().items()}
+    except Exception as e:  # noqa: BLE001 - recorded, not fatal
+        res["host_memory_stats"] = {"error": str(e)[:200]}
     if record_to:
         torch.cuda.memory._dump_snapshot(record_to + ".pickle")
         torch.cuda.memory._record_memory_history(enabled=None)
@@ -254,15 +274,16 @@ class Gpu:
     """The probes in flight: at most jobs at once, and their budgets plus PROBE_OVERHEAD within the device's
     memory less HEADROOM."""
 
-    def __init__(self, jobs, total_mib):
-        self.jobs, self.cap = jobs, total_mib - HEADROOM
+    def __init__(self, jobs, total_mib, leave=0):
+        self.leave = HEADROOM + leave  # MiB of the device kept free (--leave: for other work beside)
+        self.jobs, self.cap = jobs, total_mib - self.leave
         self.running, self.held = 0, 0
         self.cv = threading.Condition()
         self.open_searches = 0  # searches not finished (how far ahead each may look)
 
     def set_total(self, total_mib):
         with self.cv:
-            self.cap = total_mib - HEADROOM
+            self.cap = total_mib - self.leave
             self.cv.notify_all()
 
     def acquire(self, mib):
@@ -294,7 +315,7 @@ class Gpu:
 class Recorder:
     def __init__(self, opts):
         self.opts = opts
-        self.gpu = Gpu(opts.jobs, FAKE_TOTAL // MiB)
+        self.gpu = Gpu(opts.jobs, FAKE_TOTAL // MiB, opts.leave)
         self.lock = threading.Lock()
         self.log_f = open(os.path.join(opts.out, "predict_record.log"), "a")
         self.work = tempfile.mkdtemp(prefix="predict_record_")
@@ -315,7 +336,7 @@ class Recorder:
             self.failures.append(text)
         self.log("FAILED " + text)
 
-    def run(self, script, args, alloc_conf, budget_mib, hold_mib, record_to=None):
+    def run(self, script, args, alloc_conf, budget_mib, hold_mib, record_to=None, folder=SCRIPTS, labelled=False):
         """One fresh process; its result dict, or None when it failed to produce one or the deadline passed."""
         hold = self.gpu.acquire(hold_mib)
         try:
@@ -325,8 +346,8 @@ class Recorder:
                 return None
             fd, result = tempfile.mkstemp(dir=self.work, suffix=".json")
             os.close(fd)
-            spec = {"script": os.path.join(SCRIPTS, script), "args": list(args), "budget": budget_mib * MiB,
-                    "record_to": record_to, "result": result, "fake": self.opts.fake}
+            spec = {"script": os.path.join(folder, script), "args": list(args), "budget": budget_mib * MiB,
+                    "record_to": record_to, "result": result, "fake": self.opts.fake, "labelled": labelled}
             env = advise_record.alloc_conf_env(alloc_conf)
             env.pop("CUBLAS_WORKSPACE_CONFIG", None)  # ordinary programs: cuBLAS's workspaces as PyTorch sets them
             env.pop("CUBLASLT_WORKSPACE_SIZE", None)
@@ -360,7 +381,7 @@ class Recorder:
 
     def probe(self, case, args, conf_name, mib, what):
         """A capped run: a PROBE dict ("runs": None when the script failed for another reason than memory)."""
-        res = self.run(case["script"], args, SETTINGS[conf_name], mib, mib)
+        res = self.run(case["script"], args, SETTINGS[conf_name], mib, mib, folder=case.get("dir", SCRIPTS))
         if res is None:
             return {"budget_mib": mib, "runs": None, "outcome": "error"}
         runs = res["outcome"] == "ok" and res["ooms"] == 0
@@ -404,10 +425,16 @@ class Recorder:
                     lo = m
         return hi, path
 
-    def min_budget(self, name, case, conf_name, need, peak_reserved, total_mib):
+    def min_budget(self, name, case, conf_name, need, peak_reserved, total_mib, guess=None):
         """advise.c fill_row's search for one setting; its record. Where a capped run completed although an OOM
         was raised inside it (cuDNN catches the OOM of a workspace and takes another algorithm), the smallest
-        budget at which the script completes is searched too ("completes")."""
+        budget at which the script completes is searched too ("completes").
+
+        guess (MiB, or None): `oomlab advise` on the recording's own trace (--oomlab). G - 1 and G are probed
+        first, at once; B = G when G runs and G - 1 runs out ("guided": the answer where PyTorch's
+        runs change from OOM to running, as the whole bisection would find it when the runs are monotonic, which
+        "monotonic" checks over every probe made); otherwise those probes narrow lo and hi and the bisection
+        below runs as without a guess."""
         probes, cache = [], {}
 
         def get(mib):
@@ -424,8 +451,31 @@ class Recorder:
         if hi <= lo:
             hi = lo + 1
         out = {"lo": lo, "hi": hi, "path": [], "probes": probes}
-        found = False
-        while hi < total_mib:
+        known_hi = False
+        if guess is not None and guess > 2:
+            cands = [guess - 1, guess]
+            with ThreadPoolExecutor(len(cands)) as pool:
+                r = dict(zip(cands, pool.map(probe, cands)))
+            out["guess"] = guess
+            if any(v is None for v in r.values()):
+                return None, out
+            if r[guess] and not r[guess - 1]:
+                out["path"] = cands
+                out["guided"] = True
+                b = guess
+                out["monotonic"] = all(p["runs"] == (p["budget_mib"] >= b) for p in probes
+                                       if p["runs"] is not None)
+                self.log("%-44s %-26s minimum budget %d MiB (OOM at %d MiB), guided by advise, %d probes" %
+                         (name, conf_name, b, b - 1, len(probes)))
+                probes.sort(key=lambda p: p["budget_mib"])
+                return b, out
+            ran = [m for m in cands if r[m]]
+            if ran:
+                hi, known_hi = min(ran), True
+            lo = max([lo] + [m for m in cands if not r[m] and m < hi])
+            out["guided"] = False
+        found = known_hi
+        while not found and hi < total_mib:
             out["path"].append(hi)
             r = probe(hi)
             if r is None:
@@ -534,25 +584,64 @@ class Recorder:
         self.log("%-44s largest batch under %d MiB: %d (%d probes)" % (name, budget, largest, len(probes)))
         return out
 
+    def labelled(self, name, case, base, folder):
+        """A second recording with every aten op labelled (oplabels.py) into base.labelled.trace.json, and whether
+        its allocations and frees (action and size, in order) are the plain recording's, so that its labels name
+        the plain recording's events."""
+        r = self.run(case["script"], case["args"], "", 0, case["reserve"], record_to=base + ".labelled",
+                     folder=folder, labelled=True)
+        if r is None:
+            return {"error": "no result"}
+        try:
+            seqs = []
+            for path in (base + ".trace.json", base + ".labelled.trace.json"):
+                with open(path) as f:
+                    ev = json.load(f)["device_traces"][0]
+                seqs.append([(e["action"], e["size"]) for e in ev if e["action"] in ("alloc", "free_completed")])
+        except (OSError, ValueError, KeyError, IndexError) as e:
+            return {"error": str(e)[:200]}
+        same = seqs[0] == seqs[1]
+        first = next((i for i, (a, b) in enumerate(zip(*seqs)) if a != b), min(map(len, seqs)))
+        self.log("%-44s labelled recording: %s (%d and %d events, first difference at %s)" %
+                 (name, "the same events" if same else "OTHER EVENTS", len(seqs[0]), len(seqs[1]),
+                  "-" if same else first))
+        return {"same": same, "events": len(seqs[0]), "labelled_events": len(seqs[1]),
+                "first_difference": None if same else first, "outcome": r["outcome"]}
+
+    def guesses(self, name, base):
+        """`oomlab advise --json` on the recording: its minimum budget per setting of SETTINGS (MiB), {} when it
+        fails (the bisection then runs unguided)."""
+        try:
+            p = subprocess.run([self.opts.oomlab, "advise", "--json", base + ".trace.json"], capture_output=True,
+                               text=True, timeout=300)
+            rows = {r["alloc_conf"]: r["min_budget_mib"] for r in json.loads(p.stdout)["settings"]}
+        except (OSError, ValueError, KeyError, subprocess.TimeoutExpired) as e:
+            self.log("%-44s advise on the recording failed (%s): unguided" % (name, str(e)[:100]))
+            return {}
+        g = {s: rows.get(conf) for s, conf in SETTINGS.items() if isinstance(rows.get(conf), int)}
+        self.log("%-44s advise on the recording: %s" % (name, g))
+        return g
+
     def planned(self, name):
         """The searches of a case after its recording: ("bisect", SETTING) and ("sweep", NAME)."""
         if self.opts.skip_bisect:
             return []
         jobs = []
-        if CASES[name].get("bisect", True) or self.opts.bisect_llama:
+        if self.opts.cases[name].get("bisect", True) or self.opts.bisect_llama:
             jobs += [("bisect", s) for s in SETTINGS]
-        if name in SWEEPS:
+        if name in SWEEPS and self.opts.cases is CASES:
             jobs.append(("sweep", name))
         return jobs
 
     def case(self, name):
         """Record, bisect and sweep one case (its searches counted open in Gpu from the start); its document."""
-        case = CASES[name]
+        case = self.opts.cases[name]
         opts = self.opts
         base = os.path.join(opts.out, name)
+        folder = case.get("dir", SCRIPTS)
         jobs = self.planned(name)
         self.log("%-44s recording (%s %s)" % (name, case["script"], " ".join(case["args"])))
-        res = self.run(case["script"], case["args"], "", 0, case["reserve"], record_to=base)
+        res = self.run(case["script"], case["args"], "", 0, case["reserve"], record_to=base, folder=folder)
         if res is None:
             self.gpu.open(-len(jobs))
             return None
@@ -563,16 +652,21 @@ class Recorder:
         with open(base + ".trace.json") as f:
             need = need_of(json.load(f))
         doc = {"schema": "oomlab.predict-twin/1", "name": name,
-               "script": os.path.relpath(os.path.join(SCRIPTS, case["script"]), ROOT), "args": case["args"],
+               "script": os.path.relpath(os.path.join(folder, case["script"]), ROOT), "args": case["args"],
                "gpu": res["gpu"], "total_memory": res["total_memory"], "torch": res["torch"], "cuda": res["cuda"],
                "alloc_conf": "", "cublas_workspaces": "pytorch defaults",
                "peak_allocated": res["memory_stats"]["allocated_bytes.all.peak"],
                "peak_reserved": res["memory_stats"]["reserved_bytes.all.peak"], "need": need,
                "outcome": res["outcome"], "output": res["output"], "seconds": res["wall"],
-               "memory_stats": res["memory_stats"], "fake": bool(opts.fake)}
+               "memory_stats": res["memory_stats"], "host_memory_stats": res.get("host_memory_stats"),
+               "fake": bool(opts.fake)}
         self.log("%-44s recorded: peak allocated %d, reserved %d, need %d (%s) %.1f s" %
                  (name, doc["peak_allocated"], doc["peak_reserved"], need, res["outcome"], res["wall"]))
         write_json(base + ".torch.json", doc)
+        if opts.labelled and res["outcome"] == "ok":
+            doc["labelled"] = self.labelled(name, case, base, folder)
+            write_json(base + ".torch.json", doc)
+        guesses = self.guesses(name, base) if opts.oomlab and res["outcome"] == "ok" else {}
         if not jobs or res["outcome"] != "ok":
             self.gpu.open(-len(jobs))
             return doc
@@ -591,14 +685,14 @@ class Recorder:
             unc = {"peak_allocated": doc["peak_allocated"], "peak_reserved": peak,
                    "ooms": res["memory_stats"].get("num_ooms", 0)}
             if SETTINGS[s]:
-                r = self.run(case["script"], case["args"], SETTINGS[s], 0, case["reserve"])
+                r = self.run(case["script"], case["args"], SETTINGS[s], 0, case["reserve"], folder=folder)
                 if r is None:
                     return None
                 peak = r["reserved_peak"]
                 unc = {"peak_allocated": r["allocated_peak"], "peak_reserved": peak, "ooms": r["ooms"]}
                 self.log("%-44s %-26s uncapped: peak allocated %d, reserved %d" %
                          (name, s, r["allocated_peak"], peak))
-            b, out = self.min_budget(name, case, s, need, peak, total_mib)
+            b, out = self.min_budget(name, case, s, need, peak, total_mib, guess=guesses.get(s))
             out["uncapped"] = unc
             return b, out
 
@@ -656,14 +750,21 @@ def main(argv):
                     help="seconds after which no run starts, so that what finished is written (default 510; "
                     "0: none)")
     ap.add_argument("--fake", action="store_true", help="no GPU: test the driver with made-up probes")
+    ap.add_argument("--leave", type=int, default=0, metavar="MiB",
+                    help="device memory to leave to other work running beside (default 0)")
+    ap.add_argument("--zoo", action="store_true", help="the zoo's cases (ZOO: tests/data/predict/zoo/scripts)")
+    ap.add_argument("--labelled", action="store_true",
+                    help="also record each case with every aten op labelled (NAME.labelled.trace.json)")
+    ap.add_argument("--oomlab", help="an oomlab binary: its advise on each recording guides the bisections")
     ap.add_argument("--pack", action="store_true",
                     help="at the end, move the traces and NAME.torch.json files into DIR.tar.xz (a device machine "
                     "returns at most 8 files)")
     opts = ap.parse_args(argv)
-    names = [n for o in opts.only for n in o.split(",") if n] or list(CASES)
-    bad = [n for n in names if n not in CASES]
+    opts.cases = ZOO if opts.zoo else CASES
+    names = [n for o in opts.only for n in o.split(",") if n] or list(opts.cases)
+    bad = [n for n in names if n not in opts.cases]
     if bad:
-        ap.error("no case %s (cases: %s)" % (", ".join(bad), " ".join(CASES)))
+        ap.error("no case %s (cases: %s)" % (", ".join(bad), " ".join(opts.cases)))
     if opts.jobs < 1:
         ap.error("-j must be at least 1")
     opts.sweeps = {k: dict(v) for k, v in SWEEPS.items()}
