@@ -7,6 +7,8 @@
 - data-dependent shapes: nonzero() as if every element were non-zero, masked_select() as if every element were
   selected: the largest output, so a prediction is never low because of them.
 Control flow that depends on these values runs as the placeholder says; the trace lists where that happened.
+Each is asked of values.py first: a tensor with a CPU value (from the data) answers as the GPU would, and the
+trace lists that too ("answered"); only a value the capture cannot have gets a placeholder.
 """
 import torch
 
@@ -28,13 +30,32 @@ def _host(t):
 
 def dispatch(cap, func, args, kwargs):
     if func in (aten._local_scalar_dense.default, aten.item.default) and args[0].is_meta:
+        v = cap.values.get(args[0])
+        if v is not None:
+            cap.answered("aten::item")
+            return v.item()
         cap.placeholder("aten::item")
         return _value(args[0].dtype)
     if func is aten.nonzero.default and args[0].is_meta:
-        cap.placeholder("aten::nonzero (every element counted)")
         x = args[0]
+        v = cap.values.get(x)
+        if v is not None:
+            cap.answered("aten::nonzero")
+            nz = v.nonzero()
+            out = torch.empty(nz.shape, dtype=torch.long, device="meta")
+            cap.values.put(out, nz)
+            return out
+        cap.placeholder("aten::nonzero (every element counted)")
         return torch.empty((x.numel(), x.dim()), dtype=torch.long, device="meta")
     if func is aten.masked_select.default and args[0].is_meta:
+        vx, vm = cap.values.get(args[0]), cap.values.get(args[1]) if args[1].is_meta else args[1]
+        if vm is not None:
+            cap.answered("aten::masked_select")
+            n = int(torch.broadcast_to(vm, torch.broadcast_shapes(args[0].shape, args[1].shape)).sum())
+            out = torch.empty((n,), dtype=args[0].dtype, device="meta")
+            if vx is not None:
+                cap.values.put(out, torch.masked_select(vx, vm))
+            return out
         cap.placeholder("aten::masked_select (every element selected)")
         shape = torch.broadcast_shapes(args[0].shape, args[1].shape)
         n = 1
@@ -58,8 +79,13 @@ def function(cap, func, args, kwargs):
             name = "Tensor.to(cpu)"
     if name is None or not args or not isinstance(args[0], torch.Tensor) or not args[0].is_meta:
         return NotImplemented
-    cap.placeholder(name)
-    h = _host(args[0])
+    h = cap.values.get(args[0])
+    if h is not None:
+        cap.answered(name)
+        h = h.clone()
+    else:
+        cap.placeholder(name)
+        h = _host(args[0])
     if func is torch.Tensor.numpy:
         return h.numpy()
     if func is torch.Tensor.tolist:

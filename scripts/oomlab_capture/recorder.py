@@ -20,9 +20,9 @@ import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from . import distributed, ext, frames, placeholders
-from .cuda_model import (attention, batch_norm, composite, cublas, dropout, foreach, loss, reduction, rnn, subclass,
-                         unmodelled)
+from . import distributed, ext, frames, placeholders, values
+from .cuda_model import (attention, batch_norm, composite, cublas, dropout, embedding, foreach, loss, reduction, rnn,
+                         subclass, unmodelled)
 
 aten = torch.ops.aten
 SCHEMA = "oomlab.capture/1"
@@ -31,7 +31,7 @@ ALLOC_ORDER = {**dropout.ALLOC_ORDER, **rnn.ALLOC_ORDER, **composite.ALLOC_ORDER
 # op -> what runs on meta in its bracket instead, where CUDA's kernel allocates otherwise than meta's function:
 # called as rewrite(cap, *args, **kwargs), it allocates the op's outputs (and any cuda_model additions between them)
 # in the CUDA kernel's order itself
-REWRITE = {**composite.REWRITE, **loss.REWRITE, **batch_norm.REWRITE}
+REWRITE = {**composite.REWRITE, **loss.REWRITE, **batch_norm.REWRITE, **embedding.REWRITE}
 
 
 class RecordMode(TorchDispatchMode):
@@ -43,6 +43,7 @@ class RecordMode(TorchDispatchMode):
         kwargs = kwargs or {}
         cap = self.cap
         cap.begin_op(func)
+        prep = cap.values.before(func, args, kwargs)
         unmodelled.note(cap, func, args, kwargs)
         held = attention.before(cap, func, args, kwargs)
         held_c = composite.before(cap, func, args, kwargs)
@@ -76,6 +77,7 @@ class RecordMode(TorchDispatchMode):
         attention.after(cap, func, args, kwargs, out, held)
         composite.after(cap, held_c)
         foreach.after(cap, held_f)
+        cap.values.after(func, args, out, prep)
         return out
 
 
@@ -91,6 +93,7 @@ class Capture:
         self.state = {}           # the cuda_model modules' own state
         self.steps = 0            # optimizer.step calls completed
         self.placeholders = {}    # (what, where) -> count
+        self.values = values.Values()  # the CPU values of small tensors: what control flow reads
         self.modelled = {}        # (what, source) -> [bytes, count]
         self.unmodelled = {}      # (what, source) -> ops that make allocations the capture does not model
         self.budget = None        # set_per_process_memory_fraction(f) * total_memory
@@ -125,10 +128,17 @@ class Capture:
         self.unmodelled[(what, source)] = self.unmodelled.get((what, source), 0) + 1
 
     def placeholder(self, what):
-        f = frames.user_frames(1)
-        where = f"{f[0]['filename']}:{f[0]['line']}" if f else "?"
-        key = (what, where)
+        key = (what, self._where())
         self.placeholders[key] = self.placeholders.get(key, 0) + 1
+
+    def answered(self, what):
+        """A value the program read that the capture computed from the data (values.py), not a placeholder."""
+        self.values.answer(what, self._where())
+
+    @staticmethod
+    def _where():
+        f = frames.user_frames(1)
+        return f"{f[0]['filename']}:{f[0]['line']}" if f else "?"
 
     def allocated(self):
         return self.ext.counters()[0]
@@ -205,6 +215,9 @@ class Capture:
             "seconds": round(self.seconds, 3),
             "placeholders": [{"what": w, "count": n, "where": where}
                              for (w, where), n in sorted(self.placeholders.items())],
+            "answered": [{"what": w, "count": n, "where": where}
+                         for (w, where), n in sorted(self.values.answered.items())],
+            "mirrored_ops": self.values.mirrored,
             "modelled": [{"what": w, "bytes": b, "count": n, "source": s}
                          for (w, s), (b, n) in sorted(self.modelled.items())],
             "not_modelled": [{"what": w, "ops": n, "source": s}

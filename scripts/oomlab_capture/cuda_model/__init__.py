@@ -18,9 +18,11 @@ One module per concern; each size names the PyTorch 2.11 source it follows:
   loss.py       mse_loss/smooth_l1_loss with a reduction: the structured kernel's output storage and unreduced
                 loss (Loss.cpp)
   composite.py  ops CUDA runs differently from meta's function (mean/sum without dim) and the temporaries of
-                embedding, embedding_dense_backward, boolean-mask indexing, layer_norm and pow.Scalar
+                embedding, boolean-mask indexing, layer_norm and pow.Scalar
+  embedding.py  embedding_dense_backward's two paths: the feature kernel (<= 3072 indices) and the sort path
+                (cub's radix sort, unique_by_key and scan temporaries, EmbeddingBackwardKernel.cu's segment buffers)
   unmodelled.py what is not modelled, counted per op and said in the report: cuDNN convolution workspaces
                 (their size is cuDNN's heuristic choice per GPU and library version; the H100 recordings show 40
                 to 405 per training run, up to 162 MB each, with no rule in the shapes), so a prediction with
-                convolutions is low by them; embedding backward's sort path (> 3072 indices)
+                convolutions is low by them
 """

@@ -8,9 +8,6 @@ labelled as such, never silently.
                      run_conv_plan: at::empty({plan.getWorkspaceSize()})), freed when the call returns. Its size
                      is cuDNN's choice per GPU, library version and shape (docs/parity.md, "Predicting without a
                      GPU": 9.6 to 134.5 MB each for ResNet-18 at batch 32 on an H100).
-  embedding backward aten::embedding_dense_backward with more than 3072 indices or scale_grad_by_freq: the sort
-                     path (aten/src/ATen/native/cuda/Embedding.cu embedding_dense_backward_cuda, cub's radix sort
-                     and embedding_backward_cuda_kernel's segment buffers), all freed within the op.
 """
 import torch
 
@@ -18,18 +15,11 @@ aten = torch.ops.aten
 
 CONV = {aten.convolution.default, aten.convolution_backward.default}
 SOURCE_CONV = "aten/src/ATen/native/cudnn/Conv_v8.cpp run_conv_plan: a workspace per call, of cuDNN's choosing"
-SOURCE_EMB = ("aten/src/ATen/native/cuda/Embedding.cu embedding_dense_backward_cuda sort path (cub radix sort, "
-              "embedding_backward_cuda_kernel); temporaries freed within the op")
 
 
 def note(cap, func, args, kwargs):
     if func in CONV:
         cap.count_unmodelled("cuDNN convolution workspaces", SOURCE_CONV)
-    elif func is aten.embedding_dense_backward.default:
-        idx = args[1]
-        scale = args[4] if len(args) > 4 else kwargs.get("scale_grad_by_freq", False)
-        if idx.numel() > 3072 or scale:
-            cap.count_unmodelled("embedding backward's sort path (> 3072 indices)", SOURCE_EMB)
 
 
 SOURCE_COMPILE = "torch/__init__.py compile; torch/_inductor (kernels and buffer plans made for the GPU)"
