@@ -11,11 +11,6 @@ temporaries dropped); the temporaries its composite kernel makes on CUDA are add
 - aten::embedding (aten/src/ATen/native/Embedding.cpp embedding_symint): weight.index_select(0,
   indices.reshape(-1)): reshape copies non-contiguous indices (a [:, :-1] slice of the tokens) before the
   output is allocated; the copy is freed when embedding returns (measured: tests/data/addr_gpt.trace.json).
-- aten::embedding_dense_backward (a CUDA kernel, aten/src/ATen/native/cuda/Embedding.cu
-  embedding_dense_backward_cuda): with at most 3072 indices and no scale_grad_by_freq it copies the indices
-  contiguous, then allocates the zeroed grad_weight (measured: addr_gpt). Above 3072 indices it sorts them
-  (embedding_backward_cuda_kernel: sorted and original indices, counts, segment offsets, partial sums): not
-  modelled, those temporaries are missing.
 - aten::index with a boolean mask (x[mask], aten/src/ATen/native/TensorAdvancedIndexing.cpp via
   IndexingUtils.h expandTensors): the mask becomes mask.nonzero() first, an int64 [count, mask.dim()] tensor
   held while the op runs. count is data: the capture assumes every element is selected (a placeholder, listed).
@@ -46,11 +41,10 @@ REWRITE = {
 SOURCE_EMB = "aten/src/ATen/native/Embedding.cpp embedding_symint (indices.reshape(-1))"
 
 
-SOURCE_EMB_BWD = "aten/src/ATen/native/cuda/Embedding.cu embedding_dense_backward_cuda (indices.contiguous())"
-
-
 SOURCE_MASK = "aten/src/ATen/native/IndexingUtils.h expandTensors (mask.nonzero())"
 SOURCE_LN = "aten/src/ATen/native/cuda/layer_norm_kernel.cu layer_norm_cuda/layer_norm_backward_cuda (expect_contiguous)"
+SOURCE_SAFE_SOFTMAX = "aten/src/ATen/native/transformers/attention.cpp _safe_softmax (isneginf, all, masked_fill_)"
+SOURCE_SOFTMAX_BWD = "aten/src/ATen/native/cuda/SoftMax.cu softmax_backward_cuda_out (tmp = grad * output)"
 SOURCE_POW = "aten/src/ATen/native/Pow.cpp pow_Scalar_out (wrapped_scalar_tensor(base, exp.device()))"
 AFTER_OUTPUTS = object()  # a held entry allocated in after(), once the op has made its outputs
 LAYER_NORM = {aten.native_layer_norm.default: 0, aten.native_layer_norm_backward.default: 1}  # op -> input's index
@@ -71,11 +65,6 @@ def before(cap, func, args, kwargs):
                 n = m.numel() * m.dim() * 8
                 held.append((cap.fake_alloc(n, "boolean mask index: nonzero()", SOURCE_MASK), n))
         return held or None
-    if func is aten.embedding_dense_backward.default:
-        idx = args[1]
-        if not idx.is_contiguous() and 0 < idx.numel() <= 3072:
-            n = idx.numel() * idx.element_size()
-            return [(cap.fake_alloc(n, "embedding backward: indices made contiguous", SOURCE_EMB_BWD), n)]
     if func in LAYER_NORM:
         held = []
         x = args[LAYER_NORM[func]]
@@ -94,6 +83,28 @@ def before(cap, func, args, kwargs):
             return None
         n = 1 if isinstance(base, bool) else 16 if isinstance(base, complex) else 8
         return [(AFTER_OUTPUTS, n, "pow.Scalar: the base wrapped as a device scalar", SOURCE_POW)]
+    if func is aten._safe_softmax.default:
+        # attention.cpp _safe_softmax: softmax, then isneginf(self) and its all(dim, keepdim) (bool), and the 0 that
+        # masked_fill_ writes (a scalar tensor of the output's dtype), freed when the op returns (measured: the H200
+        # SDPA probes, the math path)
+        x, dim = args[0], args[1] % max(args[0].dim(), 1)
+        if x.numel() == 0:
+            return None
+        esize = (args[2] if len(args) > 2 and args[2] is not None else kwargs.get("dtype") or x.dtype).itemsize
+        return [(AFTER_OUTPUTS, x.numel(), "_safe_softmax: isneginf", SOURCE_SAFE_SOFTMAX),
+                (AFTER_OUTPUTS, x.numel() // x.size(dim), "_safe_softmax: all(dim)", SOURCE_SAFE_SOFTMAX),
+                (AFTER_OUTPUTS, esize, "_safe_softmax: the fill value", SOURCE_SAFE_SOFTMAX)]
+    if func is aten._softmax_backward_data.default:
+        # native/cuda/SoftMax.cu softmax_backward_cuda_out: Tensor tmp = grad * output, after grad_input, freed on
+        # return (log_softmax's backward has no such product)
+        g, y = args[0], args[1]
+        n = 1
+        for d in torch.broadcast_shapes(g.shape, y.shape):
+            n *= d
+        if n == 0:
+            return None
+        return [(AFTER_OUTPUTS, n * torch.promote_types(g.dtype, y.dtype).itemsize,
+                 "softmax backward: grad * output", SOURCE_SOFTMAX_BWD)]
     if func is aten.embedding.default:
         idx = args[1]
         if not idx.is_contiguous() and idx.numel() > 0:
@@ -107,5 +118,5 @@ def after(cap, held):
     now, freed first."""
     held = held or ()
     post = [(cap.fake_alloc(h[1], h[2], h[3]), h[1]) for h in held if h[0] is AFTER_OUTPUTS]
-    for a, n in post + [h for h in held if h[0] is not AFTER_OUTPUTS]:
+    for a, n in list(reversed(post)) + [h for h in held if h[0] is not AFTER_OUTPUTS]:
         cap.fake_free(a, n)
