@@ -1,11 +1,16 @@
 """python -m oomlab_capture: run a PyTorch script on the CPU with its CUDA work on meta; write its device trace.
 
-    python -m oomlab_capture --gpu NAME --out TRACE.json [--quiet] [--rank R --world-size N] -- SCRIPT [ARGS...]
+    python -m oomlab_capture --gpu NAME --out TRACE.json [--out-upper UPPER.json] [--quiet] [--rank R --world-size N]
+                             -- SCRIPT [ARGS...]
     python -m oomlab_capture --list-gpus [--json]
     python -m oomlab_capture --build-extension
 
 --build-extension compiles the recording allocator now (ext.py: about 1.5 to 2 minutes, once) and exits 0,
 or 2 with the compiler's last line; a capture does it on first use otherwise (saying so on stderr).
+
+--out-upper UPPER.json: where the capture met allocations the CPU cannot know (the trace's "range": cuDNN
+convolutions not in a measured table), their bounds make a second trace, written here too; without a range,
+nothing is written there.
 
 --rank R --world-size N: the script is rank R of an N-process torch.distributed job (torchrun's variables set,
 init_process_group on a fake process group: distributed.py); the trace's "distributed" says whether it initialised.
@@ -18,8 +23,8 @@ import json
 import os
 import sys
 
-USAGE = ("usage: python -m oomlab_capture --gpu NAME --out TRACE.json [--quiet] [--rank R --world-size N] -- "
-         "SCRIPT [ARGS...]\n"
+USAGE = ("usage: python -m oomlab_capture --gpu NAME --out TRACE.json [--out-upper UPPER.json] [--quiet] "
+         "[--rank R --world-size N] -- SCRIPT [ARGS...]\n"
          "       python -m oomlab_capture --list-gpus [--json]\n"
          "       python -m oomlab_capture --build-extension")
 
@@ -30,7 +35,8 @@ def bad(msg):
 
 
 def parse(argv):
-    opts = {"rank": None, "world-size": None, "gpu": None, "out": None, "quiet": False, "list": False, "json": False,
+    opts = {"rank": None, "world-size": None, "gpu": None, "out": None, "out-upper": None, "quiet": False,
+            "list": False, "json": False,
             "script": None, "args": []}
     i = 0
     while i < len(argv):
@@ -41,7 +47,7 @@ def parse(argv):
                 raise ValueError("no SCRIPT after --")
             opts["script"], opts["args"] = rest[0], rest[1:]
             return opts
-        if a in ("--gpu", "--out", "--rank", "--world-size"):
+        if a in ("--gpu", "--out", "--out-upper", "--rank", "--world-size"):
             if i + 1 >= len(argv):
                 raise ValueError(f"{a} needs a value")
             opts[a[2:]] = argv[i + 1]
@@ -152,6 +158,8 @@ def main(argv):
         return 4
     try:
         cap.write(o["out"])
+        if o["out-upper"] and cap.ranges:
+            cap.write(o["out-upper"], upper=True)
     except OSError as e:
         return bad(f"cannot write '{o['out'][:60]}': {e.strerror}")
     if not o["quiet"]:

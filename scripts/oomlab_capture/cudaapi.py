@@ -6,7 +6,8 @@ rounded blocks: the replay gives those); memory_reserved answers the same figure
 allocator model, which runs after the capture). set_per_process_memory_fraction is recorded as the trace's
 "budget" (bytes, as scripts/snapshot2json.py --budget writes it) for the replay to apply. synchronize,
 empty_cache, manual_seed and friends do nothing on meta. Tensor.pin_memory returns the tensor (host bytes are
-not device bytes), so a DataLoader's pin thread never touches CUDA.
+not device bytes) and counts its bytes as pinned host memory (the trace's "pinned"); torch.accelerator answers as
+torch.cuda does, so a DataLoader's pin thread never touches CUDA.
 """
 import contextlib
 import types
@@ -83,7 +84,22 @@ def patched(cap):
             mem_saved[name] = getattr(cuda.memory, name)
             setattr(cuda.memory, name, repl[name])
     pin, is_pinned = torch.Tensor.pin_memory, torch.Tensor.is_pinned
-    torch.Tensor.pin_memory = lambda self, device=None: self
+
+    def pin_memory(self, device=None):
+        cap.pinned(self)
+        return self
+
+    torch.Tensor.pin_memory = pin_memory
+    # torch.accelerator (the DataLoader's pin thread asks it for the device): the GPU as torch.cuda answers
+    acc = torch.accelerator
+    acc_repl = {"is_available": lambda: True, "device_count": lambda: 1,
+                "current_accelerator": lambda check_available=False: torch.device("cuda"),
+                "current_device_index": lambda: 0, "current_device_idx": lambda: 0,
+                "set_device_index": lambda device: None, "set_device_idx": lambda device: None,
+                "synchronize": lambda device=None: None}
+    acc_saved = {n: getattr(acc, n) for n in acc_repl if hasattr(acc, n)}
+    for n in acc_saved:
+        setattr(acc, n, acc_repl[n])
     try:
         yield
     finally:
@@ -91,4 +107,6 @@ def patched(cap):
             setattr(cuda, name, fn)
         for name, fn in mem_saved.items():
             setattr(cuda.memory, name, fn)
+        for name, fn in acc_saved.items():
+            setattr(acc, name, fn)
         torch.Tensor.pin_memory, torch.Tensor.is_pinned = pin, is_pinned

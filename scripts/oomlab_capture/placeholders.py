@@ -65,6 +65,7 @@ def dispatch(cap, func, args, kwargs):
     return NotImplemented
 
 
+SOURCE_COPY = "aten/src/ATen/native/cuda/Copy.cu copy_kernel_cuda (copy_requires_temporaries, src_contig)"
 _HOST_COPY = {torch.Tensor.cpu: "Tensor.cpu", torch.Tensor.numpy: "Tensor.numpy", torch.Tensor.tolist: "Tensor.tolist"}
 
 
@@ -79,6 +80,11 @@ def function(cap, func, args, kwargs):
             name = "Tensor.to(cpu)"
     if name is None or not args or not isinstance(args[0], torch.Tensor) or not args[0].is_meta:
         return NotImplemented
+    x = args[0]
+    if x.numel() and not x.is_contiguous():
+        # Copy.cu copy_kernel_cuda to the host: src.expand_as(dst).contiguous() on the device first
+        n = x.numel() * x.element_size()
+        cap.fake_free(cap.fake_alloc(n, "device-to-host copy: a contiguous device temporary", SOURCE_COPY), n)
     h = cap.values.get(args[0])
     if h is not None:
         cap.answered(name)

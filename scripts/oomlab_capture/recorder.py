@@ -14,6 +14,7 @@ The allocations themselves come from the recording Meta allocator (ext, meta_all
 import json
 import os
 import tempfile
+import threading
 import time
 
 import torch
@@ -21,8 +22,8 @@ from torch.optim.optimizer import register_optimizer_step_post_hook
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import distributed, ext, frames, placeholders, values
-from .cuda_model import (attention, batch_norm, composite, cublas, dropout, embedding, foreach, loss, reduction, rnn,
-                         subclass, unmodelled)
+from .cuda_model import (attention, batch_norm, composite, cublas, cudnn_conv, dropout, embedding, foreach, loss,
+                         reduction, rnn, subclass)
 
 aten = torch.ops.aten
 SCHEMA = "oomlab.capture/1"
@@ -31,7 +32,7 @@ ALLOC_ORDER = {**dropout.ALLOC_ORDER, **rnn.ALLOC_ORDER, **composite.ALLOC_ORDER
 # op -> what runs on meta in its bracket instead, where CUDA's kernel allocates otherwise than meta's function:
 # called as rewrite(cap, *args, **kwargs), it allocates the op's outputs (and any cuda_model additions between them)
 # in the CUDA kernel's order itself
-REWRITE = {**composite.REWRITE, **loss.REWRITE, **batch_norm.REWRITE, **embedding.REWRITE}
+REWRITE = {**composite.REWRITE, **loss.REWRITE, **batch_norm.REWRITE, **embedding.REWRITE, **cudnn_conv.REWRITE}
 
 
 class RecordMode(TorchDispatchMode):
@@ -44,7 +45,6 @@ class RecordMode(TorchDispatchMode):
         cap = self.cap
         cap.begin_op(func)
         prep = cap.values.before(func, args, kwargs)
-        unmodelled.note(cap, func, args, kwargs)
         held = attention.before(cap, func, args, kwargs)
         held_c = composite.before(cap, func, args, kwargs)
         held_f = foreach.before(cap, func, args, kwargs)
@@ -76,6 +76,7 @@ class RecordMode(TorchDispatchMode):
         batch_norm.forward(cap, func, args, kwargs, out)
         attention.after(cap, func, args, kwargs, out, held)
         composite.after(cap, held_c)
+        composite.copy_temporary(cap, func, args, kwargs, out)
         foreach.after(cap, held_f)
         cap.values.after(func, args, out, prep)
         return out
@@ -98,6 +99,11 @@ class Capture:
         self.unmodelled = {}      # (what, source) -> ops that make allocations the capture does not model
         self.budget = None        # set_per_process_memory_fraction(f) * total_memory
         self.events = []
+        self.events_hi = []       # the upper trace: events with the range's allocations (range_alloc) too
+        self.hi_only = set()      # the fake addresses of those allocations
+        self.ranges = {}          # (what, source) -> [count, largest, total bytes]
+        self.pins = []            # the bytes of each Tensor.pin_memory call, in order (pinned host memory)
+        self._pin_lock = threading.Lock()
         self.seconds = 0.0
         self._stack = None
 
@@ -112,6 +118,24 @@ class Capture:
     def fake_alloc(self, size, what, source, keep=False):
         self.count_modelled(what, size, source)
         return self.ext.fake_alloc(size)
+
+    def pinned(self, t):
+        """Tensor.pin_memory on the host tensor t: its bytes, as CachingHostAllocator is asked for them (the
+        DataLoader's pin thread calls this beside the program's thread)."""
+        n = t.numel() * t.element_size() if isinstance(t, torch.Tensor) else 0
+        with self._pin_lock:
+            self.pins.append(n)
+
+    def range_alloc(self, size, what, source):
+        """An allocation the CUDA path may make whose size the CPU cannot know: in the upper trace only (the
+        range's high end, events_hi), with size its bound; its free with fake_free as any other."""
+        r = self.ranges.setdefault((what, source), [0, 0, 0])
+        r[0] += 1
+        r[1] = max(r[1], size)
+        r[2] += size
+        a = self.ext.fake_alloc(size)
+        self.hi_only.add(a)
+        return a
 
     def fake_free(self, addr, size):
         self.ext.fake_free(addr, size)
@@ -193,19 +217,21 @@ class Capture:
             name, step, fr = self.labels[tag] if 0 <= tag < len(self.labels) else ("?", 0, [])
             where = f" at {os.path.basename(fr[0]['filename'])}:{fr[0]['line']}" if fr else ""
             what = name if action == 0 else "free"
-            self.events.append({"action": "alloc" if action == 0 else "free_requested", "addr": addr,
-                                "size": size, "stream": 0, "time_us": t + i, "frames": fr,
-                                "user_metadata": f"step {step}: {what}{where}"})
+            e = {"action": "alloc" if action == 0 else "free_requested", "addr": addr, "size": size, "stream": 0,
+                 "time_us": t + i, "frames": fr, "user_metadata": f"step {step}: {what}{where}"}
+            evs = [e]
             if action == 1:
-                e = dict(self.events[-1])
-                e["action"] = "free_completed"
-                self.events.append(e)
+                evs.append(dict(e, action="free_completed"))
+            self.events_hi.extend(evs)
+            if addr not in self.hi_only:
+                self.events.extend(evs)
 
     # -- the result ----------------------------------------------------------------------------------------
     def n_allocs(self):
         return sum(1 for e in self.events if e["action"] == "alloc")
 
-    def trace(self):
+    def trace(self, upper=False):
+        """The snapshot dict; upper: the range's upper trace (range_alloc's allocations in it)."""
         g = self.gpu
         meta = {
             "schema": SCHEMA,
@@ -222,6 +248,13 @@ class Capture:
                          for (w, s), (b, n) in sorted(self.modelled.items())],
             "not_modelled": [{"what": w, "ops": n, "source": s}
                              for (w, s), n in sorted(self.unmodelled.items())],
+            # what the CPU cannot know, as a bound: in the upper trace only ([] when the trace is exact there)
+            "range": [{"what": w, "count": n, "largest": big, "bytes": total, "source": s}
+                      for (w, s), (n, big, total) in sorted(self.ranges.items())],
+            "trace": "upper" if upper else "lower",
+            # host memory pinned by Tensor.pin_memory (a DataLoader's pin_memory=True): the calls and their bytes;
+            # the caching host allocator's reuse depends on the loader's timing, so only the calls are counted
+            "pinned": {"calls": len(self.pins), "bytes": sum(self.pins), "largest": max(self.pins, default=0)},
             "steps": self.steps,
             # torch.cuda.empty_cache() calls: a trace without segments cannot carry them (PyTorch records only
             # the segment_free events they cause); the replay of a prediction knows nothing of them
@@ -231,19 +264,20 @@ class Capture:
         if st is not None:
             meta["distributed"] = {"rank": st.rank, "world_size": st.world, "initialised": st.initialised,
                                    "backend": st.backend, "stashed_bytes": st.stashed_bytes}
-        doc = {"segments": [], "device_traces": [self.events], "allocator_settings": {},
+        doc = {"segments": [], "device_traces": [self.events_hi if upper else self.events], "allocator_settings": {},
                "external_annotations": [], "oomlab_capture": meta}
         if self.budget is not None:
             doc["budget"] = self.budget
         return doc
 
-    def write(self, path):
-        """The trace as JSON, atomically (a temp file beside it, then rename)."""
+    def write(self, path, upper=False):
+        """The trace as JSON (upper: the range's upper trace), atomically (a temp file beside it, then
+        rename)."""
         folder = os.path.dirname(os.path.abspath(path))
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=".oomlab_capture.")
         try:
             with os.fdopen(fd, "w") as f:
-                json.dump(self.trace(), f, separators=(",", ":"))
+                json.dump(self.trace(upper), f, separators=(",", ":"))
                 f.write("\n")
             os.replace(tmp, path)
         except BaseException:

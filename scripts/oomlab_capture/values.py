@@ -31,6 +31,10 @@ NEVER = {aten.empty.memory_format, aten.empty_strided.default, aten.empty_like.d
          aten.nonzero.default, aten.masked_select.default}
 # ops that overwrite their first argument entirely: a shadow can be made for it even if it had none
 OVERWRITE = {aten.copy_.default, aten.fill_.Scalar, aten.fill_.Tensor, aten.zero_.default}
+# ops whose values do not depend on their first argument's (only its shape, dtype and layout): torch.ones_like(
+# input_ids) has a value though input_ids (random) has none
+SHAPE_ONLY = {aten.ones_like.default, aten.zeros_like.default, aten.full_like.default, aten.new_ones.default,
+              aten.new_zeros.default, aten.new_full.default}
 
 
 def _version(t):
@@ -120,6 +124,10 @@ class Values:
                 return ("overwrite", tree_map(self.known, list(args[1:])), kwargs)
             except KeyError:
                 return None
+        if func in SHAPE_ONLY and args and isinstance(args[0], torch.Tensor) and args[0].is_meta \
+                and self.get(args[0]) is None:
+            x = args[0]
+            args = (torch.empty_strided(x.shape, x.stride(), dtype=x.dtype),) + tuple(args[1:])
         try:
             return ("op", tree_map(self.known, args), tree_map(self.known, kwargs))
         except KeyError:

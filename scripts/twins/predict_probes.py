@@ -407,6 +407,8 @@ def cmd_check_sdpa(opts):
     """Every recorded SDPA case run under the capture: the backend _fused_sdp_choice took (read from the op the
     recording shows) and every allocation and free, in order, must be the recording's."""
     import torch.nn.functional as F
+    from oomlab_capture.cuda_model import attention
+    attention.RUN_UNDER_MODE = True  # the probes ran under oplabels.OpLabels, a Python dispatch mode
     d = load(opts.input)
     names = {int(k): v for k, v in d["backends"].items()}
     bad, n, verbose = [], 0, {}
@@ -443,9 +445,31 @@ def cmd_check_sdpa(opts):
     return 1 if bad else 0
 
 
+def cmd_table_convs(opts):
+    """The capture's table (cuda_model/cudnn_conv.py) from a convs recording: per key its events as
+    [action, size] ("a" alloc, "f" free), written as xz JSON. Keys seen twice have the same events (the
+    recording lists any that differ under "conflicts"; only the temp flags, which the table does not keep,
+    may)."""
+    import lzma
+    d = load(opts.input)
+    bad = [c for c in d["conflicts"] if [e[:2] for e in c["events"]] != [e[:2] for e in c["first"]]]
+    if bad:
+        print("table-convs: %d keys recorded with different events, e.g. %s" % (len(bad), bad[0]["key"]))
+        return 1
+    table = {"schema": "oomlab.cudnn-conv-table/1", "gpu": d["gpu"], "torch": d["torch"], "cudnn": d["cudnn"],
+             "source": "scripts/twins/predict_probes.py convs", "entries": {
+                 k: [e[:2] for e in v["events"]] for k, v in sorted(d["entries"].items())}}
+    tmp = opts.out + ".tmp"
+    with lzma.open(tmp, "wt", preset=9) as f:
+        json.dump(table, f, separators=(",", ":"))
+    os.replace(tmp, opts.out)
+    print("table-convs: %d keys -> %s (%d bytes)" % (len(table["entries"]), opts.out, os.path.getsize(opts.out)))
+    return 0
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("what", choices=["sdpa", "convs", "convs-child", "embedding", "check-sdpa"])
+    ap.add_argument("what", choices=["sdpa", "convs", "convs-child", "embedding", "check-sdpa", "table-convs"])
     ap.add_argument("--out")
     ap.add_argument("--in", dest="input", help="check-*: the recording (predict_probes.py's output, .xz too)")
     ap.add_argument("--only", action="append", default=[], type=lambda s: tuple(s.split("=", 1)),
@@ -469,8 +493,8 @@ def main(argv):
         torch.cuda.synchronize = lambda: None
         torch.cuda.empty_cache = lambda: None
         torch.cuda.memory._set_memory_metadata = _DRY.append
-    if opts.what.startswith("check-"):
-        return {"check-sdpa": cmd_check_sdpa}[opts.what](opts)
+    if opts.what in ("check-sdpa", "table-convs"):
+        return {"check-sdpa": cmd_check_sdpa, "table-convs": cmd_table_convs}[opts.what](opts)
     try:
         {"sdpa": cmd_sdpa, "convs": cmd_convs, "convs-child": cmd_convs_child, "embedding": cmd_embedding}[
             opts.what](opts)

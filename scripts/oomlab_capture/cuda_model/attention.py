@@ -211,13 +211,19 @@ def replace(cap, func, args, kwargs):
     return res[0]
 
 
+# The GPU run being modelled had a Python dispatch mode active, which makes every tensor subclass-like to ATen
+# (at::areAnyTensorSubclassLike): true only for the SDPA probes, recorded under scripts/twins/oplabels.py's mode
+# (predict_probes.py check-sdpa sets it); a user's program runs without one.
+RUN_UNDER_MODE = False
+
+
 def _math(q, k, v, mask, dropout_p, is_causal, scale, enable_gqa):
     """attention.cpp _scaled_dot_product_attention_math as CUDA runs it. On meta the C++ function would take
     at::dropout's unfused path (is_fused_kernel_acceptable wants a CUDA tensor: a float noise tensor, not
     native_dropout's bool mask) and add the mask out of place (meta is subclass-like), so it is transcribed:
     fp16/bf16 upcast to float32 (allow_fp16_bf16_reduction_math_sdp off), both operands scaled by the square
     root of the scale, a causal mask made and converted, grouped-query keys and values repeated to the query's
-    heads, the mask added (out of place: measured, the H200 SDPA probes), _safe_softmax, native_dropout, and
+    heads, the mask added in place, _safe_softmax, native_dropout, and
     both results cast back (the attention weights' cast is made and dropped, as the C++ returns and discards
     it)."""
     import math
@@ -238,7 +244,9 @@ def _math(q, k, v, mask, dropout_p, is_causal, scale, enable_gqa):
         ve = va.repeat_interleave(q.size(-3) // v.size(-3), -3)
     attn = torch.matmul(query, ke.transpose(-2, -1) * sf)
     if mask is not None:
-        attn = attn.add(mask)
+        # in place unless areAnyTensorSubclassLike({attn, mask}) (measured: hf_mistral_ckpt's recording adds in
+        # place); meta is subclass-like, and so is any tensor while a Python dispatch mode runs (RUN_UNDER_MODE)
+        attn = attn.add(mask) if RUN_UNDER_MODE else attn.add_(mask)
     attn = aten._safe_softmax(attn, -1)
     if dropout_p > 0.0:
         attn = aten.native_dropout(attn, dropout_p, True)[0]

@@ -45,6 +45,7 @@ SOURCE_MASK = "aten/src/ATen/native/IndexingUtils.h expandTensors (mask.nonzero(
 SOURCE_LN = "aten/src/ATen/native/cuda/layer_norm_kernel.cu layer_norm_cuda/layer_norm_backward_cuda (expect_contiguous)"
 SOURCE_SAFE_SOFTMAX = "aten/src/ATen/native/transformers/attention.cpp _safe_softmax (isneginf, all, masked_fill_)"
 SOURCE_SOFTMAX_BWD = "aten/src/ATen/native/cuda/SoftMax.cu softmax_backward_cuda_out (tmp = grad * output)"
+SOURCE_COPY = "aten/src/ATen/native/cuda/Copy.cu copy_kernel_cuda (copy_requires_temporaries, dst_contig)"
 SOURCE_POW = "aten/src/ATen/native/Pow.cpp pow_Scalar_out (wrapped_scalar_tensor(base, exp.device()))"
 AFTER_OUTPUTS = object()  # a held entry allocated in after(), once the op has made its outputs
 LAYER_NORM = {aten.native_layer_norm.default: 0, aten.native_layer_norm_backward.default: 1}  # op -> input's index
@@ -111,6 +112,31 @@ def before(cap, func, args, kwargs):
             n = idx.numel() * idx.element_size()
             return [(cap.fake_alloc(n, "embedding: indices reshaped (copied)", SOURCE_EMB), n)]
     return None
+
+
+def _dense_same(a, b):
+    """TensorIterator sees one contiguous run: both dense, non-overlapping, with the same strides."""
+    return a.shape == b.shape and a.stride() == b.stride() and a.is_non_overlapping_and_dense()
+
+
+def copy_temporary(cap, func, args, kwargs, out):
+    """native/cuda/Copy.cu copy_kernel_cuda between the host and the device: unless the dtypes are the same and
+    TensorIterator sees one contiguous run (copy_requires_temporaries), the copy goes through contiguous
+    temporaries; the one on the device is empty_like(dst, contiguous) when the device side is dst and not
+    contiguous (the host's are host memory). aten::_to_copy to the device allocates it after its output; copy_
+    into a device tensor within the op. Freed when the copy returns."""
+    if func is aten._to_copy.default:
+        src, dst = args[0], out
+    elif func is aten.copy_.default:
+        dst, src = args[0], args[1]
+    else:
+        return
+    if not (isinstance(src, torch.Tensor) and isinstance(dst, torch.Tensor) and dst.is_meta and not src.is_meta):
+        return
+    if dst.numel() == 0 or dst.is_contiguous() or (src.dtype == dst.dtype and _dense_same(src, dst)):
+        return
+    n = dst.numel() * dst.element_size()
+    cap.fake_free(cap.fake_alloc(n, "host-to-device copy: a contiguous device temporary", SOURCE_COPY), n)
 
 
 def after(cap, held):

@@ -1,0 +1,172 @@
+"""Convolutions as PyTorch runs them on a GPU whose cuDNN behaviour is measured: every allocation, in order.
+
+On CUDA, aten::convolution and convolution_backward go through aten/src/ATen/native/Convolution.cpp
+select_conv_backend (cuDNN, or a native kernel for some depthwise and dilated cases); cuDNN's calls allocate the
+workspace of the plan its heuristics pick (cudnn/Conv_v8.cpp run_conv_plan), freed when the call returns. The
+plan is cuDNN's choice per GPU, library version and problem, and it cannot be had without the GPU: cuDNN's
+deviceless heuristics choose other knobs (docs/parity.md, "cuDNN workspaces"). So the sizes come from a table
+measured on the GPU (data/cudnn_conv_GPU.json.xz, scripts/twins/predict_probes.py convs, then table-convs):
+per call (conv_key.key: sizes, strides, dtypes, the convolution's parameters, the gradients asked for) every
+allocation and free PyTorch made inside the op. A call in the table is replayed event for event: its outputs
+come from meta's own function, one at a time in the recorded order (convolution_backward's gradients asked one
+by one), its workspaces are fake allocations between them.
+
+A call not in the table (another GPU, batch, image size or model) gets no workspace in the trace: the lower end
+of a range. Its size for the upper end is bound(): the largest workspace the table holds for a call of the same
+direction, relative to the call's tensors, applied to this call's (an explicit bound, measured over the table,
+not a derivation: it says so in the prediction).
+
+Invariants (validate.py):
+  C1 a replayed call allocates exactly the table's outputs: as many, of the same sizes, in the same order;
+  C2 every workspace a replayed call allocates is freed within the call.
+"""
+import functools
+import json
+import lzma
+import math
+import os
+
+import torch
+
+from . import conv_key
+
+aten = torch.ops.aten
+HERE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data")
+TABLES = {"H200": "cudnn_conv_H200.json.xz"}  # predict's --gpu name -> the table measured on it
+SOURCE = ("aten/src/ATen/native/cudnn/Conv_v8.cpp run_conv_plan (each plan's workspace), measured per call on "
+          "the GPU: scripts/oomlab_capture/data/%s")
+SOURCE_MISS = ("aten/src/ATen/native/cudnn/Conv_v8.cpp run_conv_plan: a workspace of cuDNN's choosing per call; "
+               "this call is not in a measured table")
+
+
+@functools.lru_cache(maxsize=None)
+def table(gpu_name):
+    """The measured table for a GPU of gpus.py, or None."""
+    name = TABLES.get(gpu_name)
+    if name is None:
+        return None
+    with lzma.open(os.path.join(HERE, name), "rt") as f:
+        return json.load(f)
+
+
+def _temps(events):
+    """Each allocation's flag: True for a workspace (freed later within the call; frees pair with the most recent
+    open allocation of their size)."""
+    flags, open_ = [None] * len(events), {}
+    for i, (a, size) in enumerate(events):
+        if a == "a":
+            open_.setdefault(size, []).append(i)
+            flags[i] = False
+        elif open_.get(size):
+            flags[open_[size].pop()] = True
+    return flags
+
+
+def _nbytes(t):
+    return t.numel() * t.element_size() if isinstance(t, torch.Tensor) else 0
+
+
+def lookup(cap, func, args):
+    t = table(cap.gpu["name"])
+    if t is None:
+        return None
+    return t["entries"].get(conv_key.key(func, args))
+
+
+def replay(cap, events, make_outputs):
+    """The call's events in order: outputs from make_outputs (a generator yielding each output as it is asked
+    for), workspaces as fake allocations. None (nothing allocated) where the table's outputs are not meta's."""
+    src = SOURCE % TABLES[cap.gpu["name"]]
+    flags = _temps(events)
+    outs, live = [], {}
+    gen = make_outputs()
+    for (a, size), temp in zip(events, flags):
+        if a == "a" and not temp:
+            o = next(gen, None)
+            if o is None or _nbytes(o) != size:
+                raise LookupError("the table's outputs are not meta's")
+            outs.append(o)
+        elif a == "a":
+            live.setdefault(size, []).append(cap.fake_alloc(size, "cuDNN convolution: workspace", src))
+        elif live.get(size):
+            cap.fake_free(live[size].pop(), size)
+    if next(gen, None) is not None:
+        raise LookupError("meta makes more outputs than the table")
+    return outs
+
+
+def _cuda_layout(out, x, w):
+    """The output as CUDA lays it out: Convolution.cpp _convolution allocates cuDNN's output in
+    cudnn_conv_suggest_memory_format(input, weight), channels-last when either is; meta's convolution is always
+    contiguous. (Made inside the op's bracket, so meta's contiguous tensor is dropped as a temporary.)"""
+    from torch._prims_common import suggest_memory_format
+    if out.dim() == 4 and torch.channels_last in (suggest_memory_format(x), suggest_memory_format(w)) \
+            and not out.is_contiguous(memory_format=torch.channels_last):
+        return out.contiguous(memory_format=torch.channels_last)
+    return out
+
+
+def forward(cap, *args):
+    """REWRITE of aten::convolution."""
+    ev = lookup(cap, aten.convolution.default, args)
+    if ev is None:
+        return _miss(cap, aten.convolution.default, args)
+
+    def outputs():
+        yield _cuda_layout(aten.convolution.default(*args), args[0], args[1])
+    try:
+        return replay(cap, ev, outputs)[0]
+    except LookupError:
+        return _miss(cap, aten.convolution.default, args)
+
+
+def backward(cap, *args):
+    """REWRITE of aten::convolution_backward: the gradients asked one at a time, in the table's order."""
+    ev = lookup(cap, aten.convolution_backward.default, args)
+    if ev is None:
+        return _miss(cap, aten.convolution_backward.default, args)
+    mask = list(args[10])
+    got = [None, None, None]
+
+    def outputs():
+        for i in range(3):
+            if mask[i]:
+                one = [j == i for j in range(3)]
+                got[i] = aten.convolution_backward.default(*args[:10], one)[i]
+                yield got[i]
+    try:
+        replay(cap, ev, outputs)
+    except LookupError:
+        return _miss(cap, aten.convolution_backward.default, args)
+    return tuple(got)
+
+
+def _miss(cap, func, args):
+    """Not in a table: meta's outputs alone in the lower trace; in the upper one, after them, a workspace of
+    bound() bytes for the call, freed with it."""
+    out = func(*args)
+    if func is aten.convolution.default:
+        out = _cuda_layout(out, args[0], args[1])
+    n = bound(func, args)
+    if n:
+        cap.fake_free(cap.range_alloc(n, "cuDNN convolution workspace (a call not in a measured table: "
+                                         "bounded)", SOURCE_MISS), n)
+    return out
+
+
+# The table's largest workspace relative to a call's tensors (its input and output, or gradient and input),
+# per direction: measured over data/cudnn_conv_H200.json.xz by predict_probes.py table-convs.
+BOUND = {"fwd": 13.0, "bwd": 23.0}
+
+
+def bound(func, args):
+    """An upper bound of the workspace of a call not in the table: BOUND times its tensors' bytes."""
+    if func is aten.convolution.default:
+        x, w = args[0], args[1]
+        n = _nbytes(x) + _nbytes(w)
+        return int(math.ceil(BOUND["fwd"] * n))
+    gy, x = args[0], args[1]
+    return int(math.ceil(BOUND["bwd"] * (_nbytes(gy) + _nbytes(x))))
+
+
+REWRITE = {aten.convolution.default: forward, aten.convolution_backward.default: backward}
