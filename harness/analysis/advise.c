@@ -409,6 +409,8 @@ oom_status advise_run(const trace_file *t, const char *path, const advise_option
     res->kernels = opt->kernels;
     res->kernel_at = opt->kernel_at;
     snprintf(res->path, sizeof res->path, "%s", path);
+    snprintf(res->prediction_conf, sizeof res->prediction_conf, "%s",
+             opt->prediction_conf ? opt->prediction_conf : "");
     char with[200];
     trace_devices_with_events(t, with, sizeof with);
     size_t nwith = 0;
@@ -618,6 +620,10 @@ void advise_print(const advise_result *res, FILE *out)
     if (res->recorded_error[0]) /* replay refuses them too (trace.h reads them once for both) */
         fprintf(out, "%s settings: unreadable (%s): their row is left out\n", res->prediction ? "the trace's" : "recorded",
                 res->recorded_error);
+    else if (res->prediction && res->prediction_conf[0])
+        fprintf(out, "the prediction's settings: %s (--alloc-conf: the peaks and the fit above are under them; the "
+                     "table tries each setting on the same trace)\n",
+                res->prediction_conf);
     else
         fprintf(out, "%s settings: %s\n", res->prediction ? "the trace's" : "recorded",
                 res->recorded_default ? "PyTorch's defaults" : res->recorded.text);

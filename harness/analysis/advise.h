@@ -54,6 +54,8 @@ typedef struct advise_options {
     bool series;             /* sample allocated and reserved over the trace for the plot */
     size_t device_total;     /* the GPU the budgets are fractions of; 0: an H100 80GB (replay_options) */
     size_t device_context;   /* with device_total: its CUDA context's bytes */
+    const char *prediction_conf; /* `oomlab predict --alloc-conf`: the settings its own peaks and fit are under
+                                  * (said in the report; the table tries every setting either way); NULL: none */
 } advise_options;
 
 /* One setting's figures. Invariant: fits implies min_budget > 0 and passes_at == min_budget, fails_at ==
@@ -92,6 +94,7 @@ typedef struct advise_result {
     char recorded_error[ALLOC_CONF_ERR_MAX]; /* why allocator_settings did not parse ("" if it did): the row of the
                                               * recording's own settings is left out, and the output says so */
     bool recorded_default;        /* they are PyTorch's defaults */
+    char prediction_conf[ALLOC_CONF_TEXT_MAX]; /* opt->prediction_conf ("" : none) */
     size_t recorded_budget;       /* 0: none known */
     const char *budget_source;    /* "--budget", "file" or "none" */
     long recorded_oom_event;      /* the first oom entry of the trace; -1 if none */

@@ -10,8 +10,11 @@
 #include "core/fail.h"
 
 #define MIB ((size_t)1 << 20)
-/* A device no trace fills: the uncapped replay's (dry run: nothing is backed). Placement does not depend on it. */
-#define PREDICT_UNCAPPED_TOTAL ((size_t)1 << 50)
+/* A device no trace fills: the uncapped replay's (dry run: nothing is backed). Placement does not depend on it. Not
+ * larger: under expandable_segments the allocator reserves 1 1/8 of the device's addresses per pool, and the sim
+ * keeps a page table for that range (2 MiB pages: 2.25 M entries here; at 2^50 bytes the table did not fit in host
+ * memory, the reservation failed and every peak came out 0). */
+#define PREDICT_UNCAPPED_TOTAL ((size_t)1 << 42)
 
 static double mib(size_t b) { return (double)b / (double)MIB; }
 
@@ -160,6 +163,7 @@ oom_status predict_run(const trace_file *t, const char *path, const predict_opti
     if (opt->alloc_conf && opt->alloc_conf[0]) {
         ao.extra[0] = opt->alloc_conf;
         ao.nextra = 1;
+        ao.prediction_conf = opt->alloc_conf;
     }
     rc = advise_run(t, path, &ao, &res->advise, err, errcap);
     res->has_advise = true;
@@ -171,6 +175,10 @@ void predict_result_free(predict_result *res)
     if (res->has_advise)
         advise_result_free(&res->advise);
     cJSON_Delete(res->capture);
+    if (res->upper) {
+        predict_result_free(res->upper);
+        free(res->upper);
+    }
     memset(res, 0, sizeof *res);
 }
 
@@ -184,6 +192,39 @@ static double num_of(const cJSON *o, const char *key)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
     return cJSON_IsNumber(v) ? v->valuedouble : 0;
+}
+
+/* The capture's "range": what the upper trace bounds. */
+static void print_range(const cJSON *cap, FILE *out)
+{
+    fprintf(out, "range: allocations the CPU cannot know, each bounded in the upper trace (the lower trace leaves "
+                 "them out):\n");
+    const cJSON *r;
+    cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(cap, "range"))
+    {
+        fprintf(out, "  %s: %.0f, up to %.0f bytes each (%s)\n", str_of(r, "what"), num_of(r, "count"),
+                num_of(r, "largest"), str_of(r, "source"));
+    }
+}
+
+/* "fits: ..." of one analysis; end names it where there is a range. */
+static void print_fit(const predict_result *res, const char *end, FILE *out)
+{
+    char at[64] = "";
+    if (end)
+        snprintf(at, sizeof at, " (%s)", end);
+    if (res->fits) {
+        fprintf(out, "fits%s: yes, on the %s %s\n", at, res->gpu.name,
+                res->budget ? "under the budget" : "(the whole device)");
+        return;
+    }
+    fprintf(out, "fits%s: no: out of memory at event %ld", at, res->oom_event);
+    if (res->oom_step >= 0)
+        fprintf(out, ", step %ld, %s%s%s", res->oom_step, res->oom_op, res->oom_where[0] ? " at " : "",
+                res->oom_where);
+    else if (res->oom_metadata[0])
+        fprintf(out, " (%s)", res->oom_metadata);
+    fprintf(out, "\n  %s\n", res->oom_message);
 }
 
 void predict_print(const predict_result *res, FILE *out)
@@ -208,21 +249,34 @@ void predict_print(const predict_result *res, FILE *out)
     else
         fprintf(out, "budget: the whole device: the allocator may reserve what the context%s leaves, %zu bytes\n",
                 res->external ? " and NCCL's buffers" : "", res->gpu.total - res->gpu.context - res->external);
-    fprintf(out, "peak allocated: %s (%zu bytes)\n", memstats_format_size(res->peak_allocated, a, sizeof a),
-            res->peak_allocated);
-    fprintf(out, "peak reserved:  %s (%zu bytes), uncapped\n", memstats_format_size(res->peak_reserved, b, sizeof b),
-            res->peak_reserved);
-    if (res->fits) {
-        fprintf(out, "fits: yes, on the %s %s\n", res->gpu.name,
-                res->budget ? "under the budget" : "(the whole device)");
+    const predict_result *up = res->upper;
+    if (!up) {
+        fprintf(out, "peak allocated: %s (%zu bytes)\n", memstats_format_size(res->peak_allocated, a, sizeof a),
+                res->peak_allocated);
+        fprintf(out, "peak reserved:  %s (%zu bytes), uncapped\n",
+                memstats_format_size(res->peak_reserved, b, sizeof b), res->peak_reserved);
     } else {
-        fprintf(out, "fits: no: out of memory at event %ld", res->oom_event);
-        if (res->oom_step >= 0)
-            fprintf(out, ", step %ld, %s%s%s", res->oom_step, res->oom_op, res->oom_where[0] ? " at " : "",
-                    res->oom_where);
-        else if (res->oom_metadata[0])
-            fprintf(out, " (%s)", res->oom_metadata);
-        fprintf(out, "\n  %s\n", res->oom_message);
+        char c2[32], d2[32];
+        fprintf(out, "peak allocated: between %s and %s (%zu to %zu bytes)\n",
+                memstats_format_size(res->peak_allocated, a, sizeof a),
+                memstats_format_size(up->peak_allocated, c2, sizeof c2), res->peak_allocated, up->peak_allocated);
+        fprintf(out, "peak reserved:  between %s and %s (%zu to %zu bytes), uncapped\n",
+                memstats_format_size(res->peak_reserved, b, sizeof b),
+                memstats_format_size(up->peak_reserved, d2, sizeof d2), res->peak_reserved, up->peak_reserved);
+        print_range(cap, out);
+    }
+    print_fit(res, up ? "the lower end" : NULL, out);
+    if (up)
+        print_fit(up, "the upper end", out);
+    const cJSON *an = cJSON_GetObjectItemCaseSensitive(cap, "answered");
+    if (cJSON_GetArraySize(an) > 0) {
+        fprintf(out, "answered from the data: values the script read from device tensors, computed on the CPU "
+                     "from what they were made of:\n");
+        const cJSON *p;
+        cJSON_ArrayForEach(p, an)
+        {
+            fprintf(out, "  %s x%.0f at %s\n", str_of(p, "what"), num_of(p, "count"), str_of(p, "where"));
+        }
     }
     const cJSON *ph = cJSON_GetObjectItemCaseSensitive(cap, "placeholders");
     if (cJSON_GetArraySize(ph) == 0) {
@@ -257,9 +311,28 @@ void predict_print(const predict_result *res, FILE *out)
             fprintf(out, "  %s: %.0f ops (%s)\n", str_of(m, "what"), num_of(m, "ops"), str_of(m, "source"));
         }
     }
+    const cJSON *pin = cJSON_GetObjectItemCaseSensitive(cap, "pinned");
+    if (num_of(pin, "calls") > 0)
+        fprintf(out, "pinned host memory: %.0f Tensor.pin_memory calls, %.0f bytes in all, the largest %.0f (host "
+                     "memory, not the GPU's; how much the caching host allocator holds at once depends on the "
+                     "loader's timing)\n",
+                num_of(pin, "calls"), num_of(pin, "bytes"), num_of(pin, "largest"));
     if (res->has_advise) {
         fputc('\n', out);
         advise_print(&res->advise, out);
+    }
+    if (up && up->has_advise) {
+        fprintf(out, "\nthe range's upper end (the upper trace), minimum budget per setting:\n");
+        for (size_t i = 0; i < up->advise.nrows; i++) {
+            const advise_row *r = &up->advise.rows[i];
+            const advise_row *lo = i < res->advise.nrows ? &res->advise.rows[i] : NULL;
+            if (r->fits && lo && lo->fits)
+                fprintf(out, "  %-52s %6zu MiB (the lower end: %zu MiB)\n", r->conf[0] ? r->conf : "(PyTorch's "
+                        "defaults)", r->min_budget / MIB, lo->min_budget / MIB);
+            else
+                fprintf(out, "  %-52s does not fit the %s\n", r->conf[0] ? r->conf : "(PyTorch's defaults)",
+                        up->gpu.name);
+        }
     }
 }
 
@@ -303,7 +376,7 @@ cJSON *predict_json(const predict_result *res, const char *script)
         cJSON_AddStringToObject(m, "metadata", res->oom_metadata);
         cJSON_AddStringToObject(m, "message", res->oom_message);
     }
-    static const char *const copied[] = {"placeholders", "modelled", "not_modelled"};
+    static const char *const copied[] = {"placeholders", "answered", "modelled", "not_modelled", "range"};
     for (size_t i = 0; i < sizeof copied / sizeof copied[0]; i++) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(res->capture, copied[i]);
         cJSON_AddItemToObject(o, copied[i], cJSON_IsArray(v) ? cJSON_Duplicate(v, true) : cJSON_CreateArray());
@@ -314,8 +387,15 @@ cJSON *predict_json(const predict_result *res, const char *script)
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(res->capture, keys[i]);
         cJSON_AddItemToObject(c, keys[i], v ? cJSON_Duplicate(v, true) : cJSON_CreateNull());
     }
+    const cJSON *pin = cJSON_GetObjectItemCaseSensitive(res->capture, "pinned");
+    cJSON *p = cJSON_AddObjectToObject(o, "pinned");
+    static const char *const pkeys[] = {"calls", "bytes", "largest"};
+    for (size_t i = 0; p && i < sizeof pkeys / sizeof pkeys[0]; i++)
+        cJSON_AddNumberToObject(p, pkeys[i], num_of(pin, pkeys[i]));
     cJSON *adv = res->has_advise ? advise_json(&res->advise) : cJSON_CreateNull();
     cJSON_AddItemToObject(o, "advise", adv);
+    cJSON *up = res->upper ? predict_json(res->upper, script) : cJSON_CreateNull();
+    cJSON_AddItemToObject(o, "upper", up);
     return o;
 }
 

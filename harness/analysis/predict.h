@@ -32,7 +32,8 @@
 
 OOM_BEGIN_DECLS
 
-#define PREDICT_SCHEMA "oomlab.predict/3" /* /2 had no "external_bytes", /1 no "not_modelled" */
+#define PREDICT_SCHEMA "oomlab.predict/4" /* /3 had no "range", "upper", "answered", "pinned"; /2 no "external_bytes",
+                                          * /1 no "not_modelled" */
 /* The capture's trace metadata (scripts/oomlab_capture/recorder.py) this reader understands. */
 #define CAPTURE_SCHEMA "oomlab.capture/1"
 
@@ -74,6 +75,10 @@ typedef struct predict_result {
     bool has_advise;
     advise_result advise;
     cJSON *capture;        /* a copy of the trace's "oomlab_capture" (placeholders, modelled, torch, ...) */
+    /* The range's upper end: the analysis of the capture's upper trace, where the capture met allocations the CPU
+     * cannot know (its "range": cuDNN convolutions not in a measured table) and put their bounds in; NULL when
+     * the prediction is a point. Owned: predict_result_free frees it. Invariant: upper->upper == NULL. */
+    struct predict_result *upper;
 } predict_result;
 
 /* Analyse the loaded trace t (path names it in messages). OOM_EINVAL with one line in err: a capture of another
@@ -84,17 +89,21 @@ oom_status predict_run(const trace_file *t, const char *path, const predict_opti
 
 void predict_result_free(predict_result *res);
 
-/* The report for people: peaks, fit, the OOM, placeholders, modelled and not modelled allocations, then
- * advise's. */
+/* The report for people: peaks (and the range's upper end, with what makes it), fit, the OOM, placeholders,
+ * the values answered from the data, modelled and not modelled allocations, pinned host memory, then advise's
+ * (and the minimum budgets of the upper trace). */
 void predict_print(const predict_result *res, FILE *out);
 
-/* The same as one JSON object (schema oomlab.predict/3): schema, script, gpu {name, total_memory, sm_count, arch,
+/* The same as one JSON object (schema oomlab.predict/4): schema, script, gpu {name, total_memory, sm_count, arch,
  * context_bytes}, budget (null: the whole device), cap (what the allocator may hold: the budget's cap, or total less
  * the context and external), external_bytes, events, peak_allocated, peak_reserved, fits, oom (null or
- * {event, step, op, where, metadata, message}), placeholders, modelled, not_modelled ([{what, ops, source}]: ops
- * whose CUDA allocations the capture leaves out, so the prediction is low by them; [] when none), capture {torch,
- * ops, seconds, steps},
- * advise (advise's JSON, oomlab.advise/1, or null). NULL when out of memory. */
+ * {event, step, op, where, metadata, message}), placeholders, answered ([{what, count, where}]: values read from
+ * the data), modelled, not_modelled ([{what, ops, source}]: ops whose CUDA allocations the capture leaves out, so
+ * the prediction is low by them; [] when none), range ([{what, count, largest, bytes, source}]: what the upper
+ * trace bounds; [] when the prediction is a point), pinned {calls, bytes, largest} (host memory Tensor.pin_memory
+ * asked for), capture {torch, ops, seconds, steps}, advise (advise's JSON, oomlab.advise/1, or null), upper (the
+ * same object for the upper trace, its own "upper" null; null when the prediction is a point). NULL when out of
+ * memory. */
 cJSON *predict_json(const predict_result *res, const char *script);
 
 /* Do two loaded traces hold the same events (action, address, size), device by device? `oomlab predict --nproc`'s

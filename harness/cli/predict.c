@@ -67,6 +67,7 @@ typedef struct predict_cli {
     char python[PATH_MAX + 32]; /* the Python that runs the capture */
     char tmpdir[PATH_MAX];
     char trace[PATH_MAX + 16];
+    char upper[PATH_MAX + 24]; /* the capture's upper trace (--out-upper), written only where it met a range */
     /* --sweep NAME=LO..HI */
     char sweep_name[64];
     int64_t lo, hi;
@@ -321,6 +322,8 @@ static int capture(predict_cli *c, const char *value, bool quiet)
         goto out;
     }
     n = capture_argv_head(c, c->trace, argv);
+    argv[n++] = "--out-upper";
+    argv[n++] = c->upper;
     if (quiet)
         argv[n++] = "--quiet";
     argv[n++] = "--";
@@ -390,12 +393,12 @@ static int check_gpu(predict_cli *c)
     return rc;
 }
 
-/* Load c->trace and analyse it. 0 or the exit status with its line printed. */
-static int analyse(predict_cli *c, const predict_options *po, predict_result *res)
+/* Load one trace and analyse it. 0 or the exit status with its line printed. */
+static int analyse_one(predict_cli *c, const char *path, const predict_options *po, predict_result *res)
 {
     trace_file t;
     char err[1024];
-    oom_status st = trace_load(c->trace, &t, err, sizeof err);
+    oom_status st = trace_load(path, &t, err, sizeof err);
     if (st == OOM_OK)
         st = predict_run(&t, c->script, po, res, err, sizeof err);
     else
@@ -406,6 +409,37 @@ static int analyse(predict_cli *c, const predict_options *po, predict_result *re
         return bad("%s", err);
     }
     return 0;
+}
+
+/* Analyse c->trace, and the upper trace into res->upper where the capture wrote one (a range). 0 or the exit
+ * status with its line printed. */
+static int analyse(predict_cli *c, const predict_options *po, predict_result *res)
+{
+    int rc = analyse_one(c, c->trace, po, res);
+    if (rc || access(c->upper, F_OK) != 0)
+        return rc;
+    predict_result *up = calloc(1, sizeof *up);
+    if (!up) {
+        predict_result_free(res);
+        return bad("out of host memory");
+    }
+    if ((rc = analyse_one(c, c->upper, po, up)) != 0) {
+        free(up);
+        predict_result_free(res);
+        return rc;
+    }
+    res->upper = up;
+    return 0;
+}
+
+/* --trace OUT.json's upper companion: OUT.upper.json (OUT.upper after a name without ".json"). */
+static void upper_name(const char *out, char *buf, size_t cap)
+{
+    size_t n = strlen(out);
+    if (n > 5 && strcmp(out + n - 5, ".json") == 0)
+        snprintf(buf, cap, "%.*s.upper.json", (int)(n - 5), out);
+    else
+        snprintf(buf, cap, "%s.upper", out);
 }
 
 /* --sweep's probe: one capture at value, its fit. */
@@ -421,14 +455,18 @@ static int sweep_probe(int64_t value, void *ctx, predict_probe *out)
     predict_result res;
     if ((rc = analyse(c, &po, &res)) != 0)
         return rc;
-    out->fits = res.fits;
-    out->peak_allocated = res.peak_allocated;
-    out->peak_reserved = res.peak_reserved;
+    /* with a range, the sweep goes by its upper end: what fits there fits whatever the bounded allocations are */
+    const predict_result *r = res.upper ? res.upper : &res;
+    out->fits = r->fits;
+    out->peak_allocated = r->peak_allocated;
+    out->peak_reserved = r->peak_reserved;
     predict_result_free(&res);
     unlink(c->trace);
+    unlink(c->upper);
     FILE *f = c->json ? stderr : stdout;
-    fprintf(f, "  %s=%lld: peak allocated %zu, peak reserved %zu, fits: %s\n", c->sweep_name, (long long)value,
-            out->peak_allocated, out->peak_reserved, out->fits ? "yes" : "no");
+    fprintf(f, "  %s=%lld: peak allocated %zu, peak reserved %zu%s, fits: %s\n", c->sweep_name, (long long)value,
+            out->peak_allocated, out->peak_reserved, r != &res ? " (the range's upper end)" : "",
+            out->fits ? "yes" : "no");
     fflush(f);
     return 0;
 }
@@ -776,6 +814,7 @@ int cli_predict(int argc, char **argv)
         return 1;
     }
     snprintf(c.trace, sizeof c.trace, "%s/trace.json", c.tmpdir);
+    snprintf(c.upper, sizeof c.upper, "%s/trace.upper.json", c.tmpdir);
     if ((rc = check_gpu(&c)) != 0)
         goto out;
     if (c.sweep) {
@@ -796,21 +835,33 @@ int cli_predict(int argc, char **argv)
     if (c.plot && advise_plot(&res.advise, c.plot, err, sizeof err) != OOM_OK) {
         rc = bad("--plot: %s", err);
     } else if (c.trace_out) {
-        size_t len = 0;
-        char *text = fileio_read_all(c.trace, &len);
-        oom_error_clear();
-        if (!text || fileio_write_atomic(c.trace_out, text, len) != OOM_OK)
-            rc = bad("--trace: %s", oom_error_detail());
-        free(text);
+        const char *from[2] = {c.trace, res.upper ? c.upper : NULL};
+        char to_upper[PATH_MAX + 16];
+        upper_name(c.trace_out, to_upper, sizeof to_upper);
+        const char *to[2] = {c.trace_out, to_upper};
+        for (int k = 0; k < 2 && rc == 0 && from[k]; k++) {
+            size_t len = 0;
+            char *text = fileio_read_all(from[k], &len);
+            oom_error_clear();
+            if (!text || fileio_write_atomic(to[k], text, len) != OOM_OK)
+                rc = bad("--trace: %s", oom_error_detail());
+            free(text);
+        }
     }
     if (rc == 0) {
         if (c.json) {
             cli_print_json(predict_json(&res, c.script));
         } else {
             predict_print(&res, stdout);
-            if (c.trace_out)
+            if (c.trace_out) {
                 printf("trace: %s (PyTorch's snapshot format: oomlab replay, oomlab advise, memory_viz)\n",
                        c.trace_out);
+                if (res.upper) {
+                    char to_upper[PATH_MAX + 16];
+                    upper_name(c.trace_out, to_upper, sizeof to_upper);
+                    printf("upper trace: %s (the range's upper end)\n", to_upper);
+                }
+            }
             if (c.plot)
                 printf("plot: %s\n", c.plot);
         }
@@ -818,6 +869,7 @@ int cli_predict(int argc, char **argv)
     predict_result_free(&res);
 out:
     unlink(c.trace);
+    unlink(c.upper);
     rmdir(c.tmpdir);
     return rc;
 }

@@ -15,7 +15,7 @@ sdpa: F.scaled_dot_product_attention forward and backward over a grid of dtypes,
   dropout and query/key layouts, with torch._fused_sdp_choice's answer (SDPBackend) for each; every op's events.
 convs: a model family's convolutions as PyTorch runs them on this GPU: each model of MODELS (torchvision and timm,
   at 224 x 224) built on the GPU in each mode (float32, or under autocast bfloat16 / float16; NCHW or channels_last
-  "-cl"), one forward and backward per batch size; per convolution call (cuda_model/conv_key.py's key) the events
+  "-cl"), one forward and backward per batch size; per convolution call (cuda_model/op_keys.py's key) the events
   inside aten::convolution / convolution_backward: outputs, and the workspaces cuDNN's plan takes and frees.
   A key seen twice with other events is listed under "conflicts".
 embedding: aten::embedding_dense_backward over index counts around its 3072-index switch, int32 and int64
@@ -202,11 +202,11 @@ def build(torch, name, device):
 def conv_model(torch, name, modes, batches, deadline, t0):
     """One model in every mode and batch: {"key": events} entries, conflicts, runs."""
     from oplabels import OpLabels
-    from oomlab_capture.cuda_model import conv_key
+    from oomlab_capture.cuda_model import op_keys
     entries, conflicts, runs = {}, [], []
 
     def label_key(func, args, kwargs):
-        return conv_key.key(func, args)
+        return op_keys.key(func, args)
 
     for mode in modes:
         dtname, _, cl = mode.partition("-")
@@ -248,6 +248,7 @@ def conv_model(torch, name, modes, batches, deadline, t0):
                         continue
                     k = lab.split(" | ", 1)[1]
                     e = [[a, s, t] for a, s, t in evs]
+                    op = lab.split(" | ", 1)[0].split(" ", 1)[-1]
                     n += 1
                     if k in entries:
                         if entries[k]["events"] != e and len(conflicts) < 200:
@@ -255,7 +256,7 @@ def conv_model(torch, name, modes, batches, deadline, t0):
                                               "mode": mode, "batch": b})
                         entries[k]["seen"] += 1
                     else:
-                        entries[k] = {"events": e, "seen": 1, "model": name, "mode": mode, "batch": b}
+                        entries[k] = {"events": e, "seen": 1, "model": name, "mode": mode, "batch": b, "op": op}
                 r["convs"] = n
             except Exception as e:  # noqa: BLE001 - an OOM at a large batch included
                 history(torch, False)
@@ -334,6 +335,53 @@ def cmd_convs(opts):
     print("convs: %d keys, %d conflicts, %d runs (%d failed) in %.1f s -> %s" %
           (len(merged["entries"]), len(merged["conflicts"]), len(merged["runs"]),
            sum(1 for r in merged["runs"] if "error" in r), merged["seconds"], opts.out), flush=True)
+
+
+# ---- ops: nonzero, index_put with accumulate ----
+
+def cmd_ops(opts):
+    """aten::nonzero over sizes, dims and dtypes; aten::_index_put_impl_(accumulate=True) (advanced indexing's
+    backward) over self shapes, index counts and value shapes: each call's allocations."""
+    import torch
+    torch.cuda.init()
+    res = {"torch": torch.__version__, "gpu": torch.cuda.get_device_name(0), "nonzero": [], "index_put": []}
+    g = torch.Generator(device=DEV).manual_seed(0)
+    for n in (1, 16, 100, 1000, 4096, 10000, 65536, 100000, 1 << 20, 4 << 20):
+        for shape in ((n,), (n // 4 or 1, 4) if n >= 4 else (n,)):
+            for dt in ("bool", "int64", "float32"):
+                for frac in (0.0, 0.5, 1.0):
+                    x = (torch.rand(shape, device=DEV, generator=g) < frac).to(getattr(torch, dt))
+                    torch.cuda.synchronize()
+                    history(torch, True)
+                    try:
+                        out = torch.nonzero(x)
+                        torch.cuda.synchronize()
+                        ev = [e for _, evs in events_by_op(torch) for e in evs]
+                        res["nonzero"].append({"shape": list(shape), "dtype": dt, "nnz": int(out.size(0)),
+                                               "events": ev})
+                    except Exception as e:  # noqa: BLE001 - recorded
+                        res["nonzero"].append({"shape": list(shape), "dtype": dt, "error": str(e)[:200]})
+                    history(torch, False)
+    for rows, cols in ((169, 24), (1000, 64), (50000, 128), (32000, 1)):
+        for nidx in (100, 2401, 3000, 10000, 100000):
+            for idt in ("int64", "int32"):
+                self_ = torch.zeros(rows, cols, device=DEV)
+                idx = torch.randint(0, rows, (nidx,), device=DEV, generator=g, dtype=getattr(torch, idt))
+                val = torch.randn(nidx, cols, device=DEV, generator=g)
+                torch.cuda.synchronize()
+                history(torch, True)
+                try:
+                    torch.ops.aten._index_put_impl_(self_, [idx], val, True, False)
+                    torch.cuda.synchronize()
+                    ev = [e for _, evs in events_by_op(torch) for e in evs]
+                    res["index_put"].append({"self": [rows, cols], "nidx": nidx, "index": idt, "values": [nidx, cols],
+                                             "events": ev})
+                except Exception as e:  # noqa: BLE001 - recorded
+                    res["index_put"].append({"self": [rows, cols], "nidx": nidx, "error": str(e)[:200]})
+                history(torch, False)
+    write_json(opts.out, res)
+    print("ops: %d nonzero, %d index_put cases -> %s" % (len(res["nonzero"]), len(res["index_put"]), opts.out),
+          flush=True)
 
 
 # ---- embedding ----
@@ -445,6 +493,33 @@ def cmd_check_sdpa(opts):
     return 1 if bad else 0
 
 
+def conv_bounds(entries, slope=4.0):
+    """Per direction, two hulls of the largest workspace W of every call over its tensors' bytes T (input and
+    weight forward, gradient and input backward): W <= ratio * T and W <= slope * T + offset, the smallest ratio
+    and offset (whole MiB) that hold for every call of the table."""
+    import math
+    import re
+    from oomlab_capture.cuda_model.cudnn_conv import _temps
+    sizes = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}
+    out = {}
+    for k, ev in entries.items():
+        kind = k.split()[0]
+        ts = {n: (dt, [int(x) for x in sh.split(",") if x.strip()])
+              for n, dt, sh, _ in re.findall(r"(\w+)=(\w+)\[([\d, ]*)\]/\[([\d, ]*)\]", k)}
+        nb = {n: math.prod(sh) * sizes[dt] for n, (dt, sh) in ts.items()}
+        t = nb["x"] + nb["w"] if kind == "fwd" else nb["gy"] + nb["x"]
+        flags = _temps(ev)
+        w = max([size for (a, size), f in zip(ev, flags) if a == "a" and f] or [0])
+        b = out.setdefault(kind, {"ratio": 0.0, "slope": slope, "offset": 0})
+        if t:
+            b["ratio"] = max(b["ratio"], w / t)
+        b["offset"] = max(b["offset"], w - slope * t)
+    for b in out.values():
+        b["ratio"] = math.ceil(b["ratio"] * 100) / 100
+        b["offset"] = int(math.ceil(b["offset"] / (1 << 20))) << 20
+    return out
+
+
 def cmd_table_convs(opts):
     """The capture's table (cuda_model/cudnn_conv.py) from a convs recording: per key its events as
     [action, size] ("a" alloc, "f" free), written as xz JSON. Keys seen twice have the same events (the
@@ -459,6 +534,7 @@ def cmd_table_convs(opts):
     table = {"schema": "oomlab.cudnn-conv-table/1", "gpu": d["gpu"], "torch": d["torch"], "cudnn": d["cudnn"],
              "source": "scripts/twins/predict_probes.py convs", "entries": {
                  k: [e[:2] for e in v["events"]] for k, v in sorted(d["entries"].items())}}
+    table["bound"] = conv_bounds(table["entries"])
     tmp = opts.out + ".tmp"
     with lzma.open(tmp, "wt", preset=9) as f:
         json.dump(table, f, separators=(",", ":"))
@@ -469,7 +545,7 @@ def cmd_table_convs(opts):
 
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("what", choices=["sdpa", "convs", "convs-child", "embedding", "check-sdpa", "table-convs"])
+    ap.add_argument("what", choices=["sdpa", "convs", "convs-child", "embedding", "ops", "check-sdpa", "table-convs"])
     ap.add_argument("--out")
     ap.add_argument("--in", dest="input", help="check-*: the recording (predict_probes.py's output, .xz too)")
     ap.add_argument("--only", action="append", default=[], type=lambda s: tuple(s.split("=", 1)),
@@ -496,8 +572,8 @@ def main(argv):
     if opts.what in ("check-sdpa", "table-convs"):
         return {"check-sdpa": cmd_check_sdpa, "table-convs": cmd_table_convs}[opts.what](opts)
     try:
-        {"sdpa": cmd_sdpa, "convs": cmd_convs, "convs-child": cmd_convs_child, "embedding": cmd_embedding}[
-            opts.what](opts)
+        {"sdpa": cmd_sdpa, "convs": cmd_convs, "convs-child": cmd_convs_child, "embedding": cmd_embedding,
+         "ops": cmd_ops}[opts.what](opts)
     except Exception:  # noqa: BLE001 - the log says what failed
         traceback.print_exc()
         return 1

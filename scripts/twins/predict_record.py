@@ -622,6 +622,68 @@ class Recorder:
         self.log("%-44s advise on the recording: %s" % (name, g))
         return g
 
+    def rebisect(self, name):
+        """--rebisect FROM: the minimum budgets FROM/NAME.torch.json lacks (null), bisected now against its committed
+        recording (FROM/NAME.trace.json or .trace.json.xz: the need and advise's guess), the rest of the document
+        kept; written to OUT/NAME.torch.json."""
+        import lzma
+        case = self.opts.cases[name]
+        src = os.path.join(self.opts.rebisect, name)
+        with open(src + ".torch.json") as f:
+            doc = json.load(f)
+        todo = [s for s in SETTINGS if (doc.get("min_budget_mib") or {}).get(s) is None]
+        if not todo:
+            self.gpu.open(-len(SETTINGS))
+            return doc
+        self.gpu.open(-(len(SETTINGS) - len(todo)))
+        trace = os.path.join(self.work, name + ".trace.json")
+        opener = lzma.open if os.path.exists(src + ".trace.json.xz") else open
+        with opener(src + ".trace.json.xz" if opener is lzma.open else src + ".trace.json", "rt") as f, \
+                open(trace, "w") as g:
+            g.write(f.read())
+        with open(trace) as f:
+            need = need_of(json.load(f))
+        guesses = self.guesses(name, trace[:-len(".trace.json")]) if self.opts.oomlab else {}
+        total_mib = doc["total_memory"] // MiB
+        self.gpu.set_total(total_mib)
+        folder = case.get("dir", SCRIPTS)
+
+        def one(s):
+            try:
+                peak = doc["peak_reserved"]
+                unc = {"peak_allocated": doc["peak_allocated"], "peak_reserved": peak,
+                       "ooms": doc["memory_stats"].get("num_ooms", 0)}
+                if SETTINGS[s]:
+                    r = self.run(case["script"], case["args"], SETTINGS[s], 0, case["reserve"], folder=folder)
+                    if r is None:
+                        return s, None
+                    peak = r["reserved_peak"]
+                    unc = {"peak_allocated": r["allocated_peak"], "peak_reserved": peak, "ooms": r["ooms"]}
+                b, out = self.min_budget(name, case, s, need, peak, total_mib, guess=guesses.get(s))
+                out["uncapped"] = unc
+                return s, (b, out)
+            finally:
+                self.gpu.open(-1)
+
+        with ThreadPoolExecutor(len(todo)) as pool:
+            results = list(pool.map(one, todo))
+        for s, r in results:
+            doc.setdefault("uncapped", {})
+            doc.setdefault("bisect", {})
+            if r is None:
+                continue
+            b, out = r
+            doc["uncapped"][s] = out.pop("uncapped")
+            doc["min_budget_mib"][s] = b
+            doc["bisect"][s] = out
+            if "completes" in out:
+                doc.setdefault("min_budget_mib_completes", {})[s] = out["completes"]["min_budget_mib"]
+            if b is None:
+                self.fail("%s (%s): no minimum budget found" % (name, s))
+        doc["rebisected"] = todo
+        write_json(os.path.join(self.opts.out, name + ".torch.json"), doc)
+        return doc
+
     def planned(self, name):
         """The searches of a case after its recording: ("bisect", SETTING) and ("sweep", NAME)."""
         if self.opts.skip_bisect:
@@ -752,6 +814,9 @@ def main(argv):
     ap.add_argument("--fake", action="store_true", help="no GPU: test the driver with made-up probes")
     ap.add_argument("--leave", type=int, default=0, metavar="MiB",
                     help="device memory to leave to other work running beside (default 0)")
+    ap.add_argument("--rebisect", metavar="FROM",
+                    help="record nothing: bisect the minimum budgets that FROM/NAME.torch.json lacks, from its "
+                    "recording there")
     ap.add_argument("--zoo", action="store_true", help="the zoo's cases (ZOO: tests/data/predict/zoo/scripts)")
     ap.add_argument("--labelled", action="store_true",
                     help="also record each case with every aten op labelled (NAME.labelled.trace.json)")
@@ -779,7 +844,7 @@ def main(argv):
                                      ", fake" if opts.fake else ""))
     rec.gpu.open(sum(len(rec.planned(n)) for n in names))
     with ThreadPoolExecutor(len(names)) as pool:
-        docs = dict(zip(names, pool.map(rec.case, names)))
+        docs = dict(zip(names, pool.map(rec.rebisect if opts.rebisect else rec.case, names)))
     summary = {"schema": "oomlab.predict-twin-summary/1", "seconds": round(time.perf_counter() - rec.t0, 1),
                "probes": rec.nprobes, "probe_seconds": round(rec.probe_seconds, 1), "jobs": opts.jobs,
                "failures": rec.failures, "cases": {}}

@@ -3,7 +3,11 @@
 # (its memory history plain and with each aten op labelled, the minimum budgets bisected with advise's guess),
 # and, beside it, the per-op probes: SDPA's choice and allocations, the cuDNN convolution table.
 #
-#   bash scripts/twins/zoo_gpu.sh [PART...]     PART: zoo sdpa convs embedding (default: zoo sdpa convs)
+#   bash scripts/twins/zoo_gpu.sh [PART...]     PART: zoo rebisect sdpa convs ops embedding (default: zoo sdpa convs)
+#
+# rebisect: no recording; the minimum budgets tests/data/predict/zoo/NAME.torch.json lacks, bisected against the
+# committed recordings (predict_record.py --rebisect). CONV_MODELS, CONV_BATCHES, CONV_JOBS choose the convs part's
+# grid (predict_probes.py's MODELS and BATCHES by default).
 #
 # Logs and results go to $OUT (default ./zoo_out), packed into at most 8 files. Carry .gpubundle (a no-CUDA build
 # of oomlab: make BUILD=build/nocuda NVCC= build/nocuda/oomlab, stripped, with its libcjson) for advise's guesses,
@@ -45,8 +49,14 @@ case " $parts " in *" embedding "*)
   (python3 scripts/twins/predict_probes.py embedding --out "$OUT/embedding.json" >"$OUT/embedding.log" 2>&1
    say "embedding exit $?") & pids+=($!) ;;
 esac
+case " $parts " in *" ops "*)
+  (python3 scripts/twins/predict_probes.py ops --out "$OUT/ops.json" >"$OUT/ops.log" 2>&1
+   say "ops exit $?") & pids+=($!) ;;
+esac
 case " $parts " in *" convs "*)
-  (python3 scripts/twins/predict_probes.py convs --out "$OUT/convs.json" -j "${CONV_JOBS:-3}" \
+  models=()
+  [ -n "${CONV_MODELS:-}" ] && models=(--models "$CONV_MODELS")
+  (python3 scripts/twins/predict_probes.py convs --out "$OUT/convs.json" -j "${CONV_JOBS:-3}" "${models[@]}" \
      --batches "${CONV_BATCHES:-8,16,32,64}" --deadline "${CONV_DEADLINE:-420}" >"$OUT/convs.log" 2>&1
    say "convs exit $?") & pids+=($!) ;;
 esac
@@ -59,11 +69,22 @@ case " $parts " in *" zoo "*)
     >"$OUT/zoo.log" 2>&1
   say "zoo exit $?" ;;
 esac
+case " $parts " in *" rebisect "*)
+  only=()
+  [ -n "${ZOO_ONLY:-}" ] && only=(--only "$ZOO_ONLY")
+  fake=(); [ -n "${ZOO_FAKE:-}" ] && fake=(--fake)
+  timeout -s INT "${ZOO_LIMIT:-470}" python3 scripts/twins/predict_record.py --zoo "${fake[@]}" \
+    --rebisect tests/data/predict/zoo --oomlab .gpubundle/oomlab.sh --out "$OUT/rebisect" -j "${ZOO_JOBS:-10}" \
+    --leave "${ZOO_LEAVE:-40000}" --timeout 150 --deadline "${ZOO_DEADLINE:-330}" "${only[@]}" \
+    >"$OUT/rebisect.log" 2>&1
+  say "rebisect exit $?" ;;
+esac
 for p in "${pids[@]}"; do wait "$p"; done
 say "packing"
 (cd "$OUT" && tar cJf zoo_gpu.tar.xz --exclude=zoo_gpu.tar.xz --exclude='*.log' -- * 2>>"$log")
 ls -la "$OUT" "$OUT/zoo" 2>&1 | tee -a "$log" >/dev/null
 # what comes back: the archive and the logs (a device call returns 8 files)
 cp "$OUT/zoo/predict_record.log" "$OUT/predict_record.log" 2>/dev/null || true
+cp "$OUT/rebisect/predict_record.log" "$OUT/rebisect_record.log" 2>/dev/null || true
 find "$OUT" -mindepth 1 -maxdepth 1 ! -name zoo_gpu.tar.xz ! -name '*.log' -exec rm -rf {} +
 say "done"

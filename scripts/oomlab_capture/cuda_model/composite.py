@@ -33,9 +33,41 @@ import torch
 aten = torch.ops.aten
 SOURCE = "aten/src/ATen/native/ReduceOps.cpp mean(self, dtype) / sum(self, dtype)"
 
+SOURCE_ROLL = ("aten/src/ATen/native/cuda/TensorTransformations.cu roll_cuda (self.contiguous(), one dim at a "
+               "time: native/TensorTransformations.h roll_common)")
+
+
+def roll(cap, x, shifts, dims=()):
+    """aten::roll as roll_cuda runs it: several dims roll one at a time (roll_common), each single-dim roll makes
+    a non-contiguous input contiguous first (freed when it returns) and a contiguous output; the intermediate
+    results are freed when the next roll has made its own. Meta's function allocates the final output only: the
+    rest are fake allocations around it."""
+    shifts, dims = list(shifts), list(dims)
+    n = x.numel() * x.element_size()
+    if not dims and len(shifts) == 1 or n == 0:
+        return aten.roll.default(x, shifts, dims)
+    steps = list(zip(shifts, dims)) if len(dims) > 1 else [(shifts[0], dims[0])]
+    prev, contiguous = None, x.is_contiguous()
+    for k in range(len(steps)):
+        last = k == len(steps) - 1
+        copy = None if contiguous else cap.fake_alloc(n, "roll: input made contiguous", SOURCE_ROLL)
+        if last:
+            out = aten.roll.default(x, shifts, dims)
+        else:
+            cur = cap.fake_alloc(n, "roll: one dimension rolled", SOURCE_ROLL)
+        if copy is not None:
+            cap.fake_free(copy, n)
+        if prev is not None:
+            cap.fake_free(prev, n)
+        if not last:
+            prev, contiguous = cur, True
+    return out
+
+
 REWRITE = {
     aten.mean.default: lambda cap, x, dtype=None: aten.mean.dim(x, [], False, dtype=dtype),
     aten.sum.default: lambda cap, x, dtype=None: aten.sum.dim_IntList(x, [], False, dtype=dtype),
+    aten.roll.default: roll,
 }
 
 SOURCE_EMB = "aten/src/ATen/native/Embedding.cpp embedding_symint (indices.reshape(-1))"

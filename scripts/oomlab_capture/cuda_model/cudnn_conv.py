@@ -6,15 +6,15 @@ workspace of the plan its heuristics pick (cudnn/Conv_v8.cpp run_conv_plan), fre
 plan is cuDNN's choice per GPU, library version and problem, and it cannot be had without the GPU: cuDNN's
 deviceless heuristics choose other knobs (docs/parity.md, "cuDNN workspaces"). So the sizes come from a table
 measured on the GPU (data/cudnn_conv_GPU.json.xz, scripts/twins/predict_probes.py convs, then table-convs):
-per call (conv_key.key: sizes, strides, dtypes, the convolution's parameters, the gradients asked for) every
+per call (op_keys.key: sizes, strides, dtypes, the convolution's parameters, the gradients asked for) every
 allocation and free PyTorch made inside the op. A call in the table is replayed event for event: its outputs
 come from meta's own function, one at a time in the recorded order (convolution_backward's gradients asked one
 by one), its workspaces are fake allocations between them.
 
 A call not in the table (another GPU, batch, image size or model) gets no workspace in the trace: the lower end
-of a range. Its size for the upper end is bound(): the largest workspace the table holds for a call of the same
-direction, relative to the call's tensors, applied to this call's (an explicit bound, measured over the table,
-not a derivation: it says so in the prediction).
+of a range. Its size for the upper end is bound(): hulls of the H200 table's workspaces over their calls' tensor
+bytes, applied to this call's (an explicit bound, measured over the table, not a derivation, and for another GPU
+the H200's: the prediction says so).
 
 Invariants (validate.py):
   C1 a replayed call allocates exactly the table's outputs: as many, of the same sizes, in the same order;
@@ -28,7 +28,7 @@ import os
 
 import torch
 
-from . import conv_key
+from . import op_keys
 
 aten = torch.ops.aten
 HERE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data")
@@ -36,7 +36,8 @@ TABLES = {"H200": "cudnn_conv_H200.json.xz"}  # predict's --gpu name -> the tabl
 SOURCE = ("aten/src/ATen/native/cudnn/Conv_v8.cpp run_conv_plan (each plan's workspace), measured per call on "
           "the GPU: scripts/oomlab_capture/data/%s")
 SOURCE_MISS = ("aten/src/ATen/native/cudnn/Conv_v8.cpp run_conv_plan: a workspace of cuDNN's choosing per call; "
-               "this call is not in a measured table")
+               "this call is not in a measured table; bounded by the H200 table's largest workspaces relative to "
+               "their calls' tensors")
 
 
 @functools.lru_cache(maxsize=None)
@@ -70,7 +71,7 @@ def lookup(cap, func, args):
     t = table(cap.gpu["name"])
     if t is None:
         return None
-    return t["entries"].get(conv_key.key(func, args))
+    return t["entries"].get(op_keys.key(func, args))
 
 
 def replay(cap, events, make_outputs):
@@ -95,14 +96,22 @@ def replay(cap, events, make_outputs):
     return outs
 
 
-def _cuda_layout(out, x, w):
-    """The output as CUDA lays it out: Convolution.cpp _convolution allocates cuDNN's output in
-    cudnn_conv_suggest_memory_format(input, weight), channels-last when either is; meta's convolution is always
-    contiguous. (Made inside the op's bracket, so meta's contiguous tensor is dropped as a temporary.)"""
+def _backend_format(x, w):
+    """Convolution.cpp determine_backend_memory_format for cuDNN: cudnn_conv_suggest_memory_format(input, weight),
+    channels-last when either suggests it (4-D)."""
     from torch._prims_common import suggest_memory_format
-    if out.dim() == 4 and torch.channels_last in (suggest_memory_format(x), suggest_memory_format(w)) \
-            and not out.is_contiguous(memory_format=torch.channels_last):
-        return out.contiguous(memory_format=torch.channels_last)
+    if x.dim() == 4 and torch.channels_last in (suggest_memory_format(x), suggest_memory_format(w)):
+        return torch.channels_last
+    return torch.contiguous_format
+
+
+def _cuda_layout(out, x, w):
+    """The output as CUDA lays it out: _convolution allocates cuDNN's output in the backend's memory format;
+    meta's convolution is always contiguous. (Made inside the op's bracket, so meta's contiguous tensor is dropped
+    as a temporary.)"""
+    fmt = _backend_format(x, w)
+    if fmt is torch.channels_last and not out.is_contiguous(memory_format=fmt):
+        return out.contiguous(memory_format=fmt)
     return out
 
 
@@ -127,12 +136,17 @@ def backward(cap, *args):
         return _miss(cap, aten.convolution_backward.default, args)
     mask = list(args[10])
     got = [None, None, None]
+    # convolution_backward makes grad_output, input and weight contiguous in the backend's memory format first
+    # (their copies are the table's temporaries), so the gradients come out in that format, not in meta's choice
+    fmt = _backend_format(args[1], args[2])
+    cargs = [t.contiguous(memory_format=fmt) if i < 3 and isinstance(t, torch.Tensor) and t.dim() == 4 else t
+             for i, t in enumerate(args[:10])]
 
     def outputs():
         for i in range(3):
             if mask[i]:
                 one = [j == i for j in range(3)]
-                got[i] = aten.convolution_backward.default(*args[:10], one)[i]
+                got[i] = aten.convolution_backward.default(*cargs, one)[i]
                 yield got[i]
     try:
         replay(cap, ev, outputs)
@@ -154,19 +168,16 @@ def _miss(cap, func, args):
     return out
 
 
-# The table's largest workspace relative to a call's tensors (its input and output, or gradient and input),
-# per direction: measured over data/cudnn_conv_H200.json.xz by predict_probes.py table-convs.
-BOUND = {"fwd": 13.0, "bwd": 23.0}
+BOUND_TABLE = "H200"  # the table whose hulls bound a call found in no table (the only one measured)
 
 
 def bound(func, args):
-    """An upper bound of the workspace of a call not in the table: BOUND times its tensors' bytes."""
-    if func is aten.convolution.default:
-        x, w = args[0], args[1]
-        n = _nbytes(x) + _nbytes(w)
-        return int(math.ceil(BOUND["fwd"] * n))
-    gy, x = args[0], args[1]
-    return int(math.ceil(BOUND["bwd"] * (_nbytes(gy) + _nbytes(x))))
+    """An upper bound of the workspace of a call not in the table: the smaller of the measured table's two hulls
+    over the call's tensors' bytes T (input and weight forward, gradient and input backward), ratio * T and
+    slope * T + offset (predict_probes.py conv_bounds: every call of the table under both)."""
+    b = table(BOUND_TABLE)["bound"]["fwd" if func is aten.convolution.default else "bwd"]
+    t = _nbytes(args[0]) + _nbytes(args[1])
+    return int(math.ceil(min(b["ratio"] * t, b["slope"] * t + b["offset"])))
 
 
 REWRITE = {aten.convolution.default: forward, aten.convolution_backward.default: backward}

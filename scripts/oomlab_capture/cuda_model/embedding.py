@@ -34,16 +34,18 @@ def _a256(x):
     return _cdiv(x, 256) * 256
 
 
-def sort_pairs_temp(n, ib):
-    """DeviceRadixSort::SortPairs(index_t keys and values, int64 n): temp_storage_bytes on sm_90."""
+def sort_pairs_temp(n, ib, bits=None):
+    """DeviceRadixSort::SortPairs(index_t keys and values, int64 n, bits [0, bits)): temp_storage_bytes on sm_90
+    (dispatch_radix_sort.cuh InvokeOnesweep: the extra key and value buffers only for more than one pass)."""
     single_tile, tile = (2304, 4608) if ib == 8 else (4864, 6528)
     if n <= single_tile:
         return 1
-    passes = ib
+    passes = _cdiv(8 * ib if bits is None else bits, 8)
     portion = ((1 << 28) - 1) // tile * tile
     portions = _cdiv(n, portion)
     blocks = _cdiv(min(n, portion), tile)
-    return (_a256(portions * passes * 256 * 8) + _a256(blocks * 256 * 4) + 2 * _a256(n * ib)
+    extra = 2 * _a256(n * ib) if passes > 1 else 0
+    return (_a256(portions * passes * 256 * 8) + _a256(blocks * 256 * 4) + extra
             + _a256(portions * passes * 4) + 255)
 
 

@@ -16,6 +16,11 @@ includes the Meta key), and some code picks an out-of-place form for them:
   CUDA, `output = at::add(output, bias)` for a subclass-like bias (a second output-sized tensor). Met by
   nn.MultiheadAttention's in-projection of a batch_first input (transposed, so not contiguous). The model
   replaces F.linear by that same logic with the in-place add.
+- torch.gather's backward, torch/csrc/autograd/FunctionsManual.cpp gather_backward(): grad.new_zeros(self's
+  sizes), then `result.scatter_add_(dim, index, grad)` on CUDA, `result.scatter_add(...)` (a second tensor of
+  self's size) for a subclass-like index or grad. The model runs the in-place scatter_add_ when aten::scatter_add
+  reaches the dispatcher from a GatherBackward node (measured: hf_deberta_v2's recording, its relative
+  attention's gathers).
 """
 import torch
 
@@ -27,7 +32,16 @@ SOURCE_LINEAR = "aten/src/ATen/native/Linear.cpp linear (isTensorSubclassLike bi
 SOURCE_BUFFER = "torch/csrc/autograd/input_buffer.cpp accumulate/can_accumulate_inplace"
 
 
+SOURCE_GATHER = "torch/csrc/autograd/FunctionsManual.cpp gather_backward (areAnyTensorSubclassLike branch)"
+
+
 def replace(cap, func, args, kwargs):
+    if func is aten.scatter_add.default:
+        node = torch._C._current_autograd_node()
+        if node is None or not node.name().startswith("GatherBackward") or kwargs:
+            return NotImplemented
+        cap.count_modelled("gather backward's in-place scatter_add_ (meta scatters out of place)", 0, SOURCE_GATHER)
+        return aten.scatter_add_.default(*args)
     if func is not aten.add.Tensor or kwargs.get("alpha", 1) != 1 or len(args) != 2:
         return NotImplemented
     node = torch._C._current_autograd_node()

@@ -21,7 +21,27 @@ def _ints(v):
     return ",".join(str(int(i)) for i in v)
 
 
+_BN_FWD = {aten.cudnn_batch_norm.default, aten.native_batch_norm.default}
+_BN_BWD = {aten.cudnn_batch_norm_backward.default, aten.native_batch_norm_backward.default}
+
+
+def _bn(func, args):
+    if func in _BN_FWD:
+        x, w, b, rm, rv, training = args[:6]
+        return "bnf x=%s w=%s rs=%d t=%d" % (_t(x), str(w.dtype).replace("torch.", "") if w is not None else "-",
+                                              rm is not None, bool(training))
+    if func is aten.cudnn_batch_norm_backward.default:
+        x, gy, w, rm = args[0], args[1], args[2], args[3]
+        train = True
+    else:
+        gy, x, w, rm, train = args[0], args[1], args[2], args[3], args[7]
+    return "bnb x=%s gy=%s w=%s rs=%d t=%d" % (_t(x), _t(gy), str(w.dtype).replace("torch.", "") if w is not None
+                                                else "-", rm is not None, bool(train))
+
+
 def key(func, args):
+    if func in _BN_FWD or func in _BN_BWD:
+        return _bn(func, args)
     if func is aten.convolution.default:
         x, w, b, stride, padding, dilation, transposed, output_padding, groups = args[:9]
         return "fwd x=%s w=%s b=%d s=%s p=%s d=%s t=%d op=%s g=%d" % (
