@@ -6,8 +6,9 @@
 #                        install missing Debian packages, build, run a scenario (cuda when a GPU is
 #                        visible, else sim), print its table, write results/runs/.../SCENARIO.json and
 #                        its plot SCENARIO.png; without SCENARIO, the whole catalog in one table
-#   make test            install missing Debian packages and build/venv (torch 2.11 for oomlab predict's tests:
-#                        scripts/predict_venv.sh, at once when present), build the checked build (build/checked:
+#   make test            install missing Debian packages and build/venv (torch 2.11 and the zoo's model libraries
+#                        for oomlab predict's tests: scripts/predict_venv.sh --zoo, at once when present), build the
+#                        checked build (build/checked:
 #                        OOM_DEBUG=2, the allocator validator after every call) and run the Criterion suite on it (sim)
 #   make test BACKEND=cuda   the same suite on a real GPU (one job at a time)
 #   make bench           build with OOM_DEBUG=0 and run the benchmarks
@@ -25,7 +26,7 @@
 #   make deps            apt-get the packages that are missing
 #   make clean
 
-PACKAGES := libcjson-dev libcriterion-dev gnuplot-nox libxml2-utils python3-venv
+PACKAGES := libcjson-dev libcriterion-dev gnuplot-nox libxml2-utils python3-venv xz-utils
 
 CC      ?= cc
 NVCC    ?= $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
@@ -171,7 +172,7 @@ endif
 test: deps
 	@bash scripts/check_layers.sh
 	$(MAKE) --no-print-directory mdlint
-	@bash scripts/predict_venv.sh
+	@bash scripts/predict_venv.sh --zoo
 	$(MAKE) --no-print-directory BUILD=$(CHECKED) DEBUG=2 $(CHECKED)/oomlab $(CHECKED)/oomlab_tests
 	OOMLAB_TEST_BACKEND=$(BACKEND) OOMLAB_BIN=$(CHECKED)/oomlab $(CHECKED)/oomlab_tests --color=never $(TEST_JOBS) $(TESTFLAGS)
 

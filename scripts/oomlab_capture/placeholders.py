@@ -37,16 +37,20 @@ def dispatch(cap, func, args, kwargs):
         cap.placeholder("aten::item")
         return _value(args[0].dtype)
     if func is aten.nonzero.default and args[0].is_meta:
+        from .cuda_model import indexing
         x = args[0]
         v = cap.values.get(x)
         if v is not None:
             cap.answered("aten::nonzero")
             nz = v.nonzero()
-            out = torch.empty(nz.shape, dtype=torch.long, device="meta")
-            cap.values.put(out, nz)
-            return out
+
+            def make():
+                out = torch.empty(nz.shape, dtype=torch.long, device="meta")
+                cap.values.put(out, nz)
+                return out
+            return indexing.nonzero(cap, x, make)
         cap.placeholder("aten::nonzero (every element counted)")
-        return torch.empty((x.numel(), x.dim()), dtype=torch.long, device="meta")
+        return indexing.nonzero(cap, x, lambda: torch.empty((x.numel(), x.dim()), dtype=torch.long, device="meta"))
     if func is aten.masked_select.default and args[0].is_meta:
         vx, vm = cap.values.get(args[0]), cap.values.get(args[1]) if args[1].is_meta else args[1]
         if vm is not None:

@@ -22,8 +22,8 @@ from torch.optim.optimizer import register_optimizer_step_post_hook
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import distributed, ext, frames, placeholders, values
-from .cuda_model import (attention, batch_norm, composite, cublas, cudnn_conv, dropout, embedding, foreach, loss,
-                         reduction, rnn, subclass)
+from .cuda_model import (attention, batch_norm, composite, cublas, cudnn_conv, dropout, embedding, foreach, indexing,
+                         loss, reduction, rnn, subclass)
 
 aten = torch.ops.aten
 SCHEMA = "oomlab.capture/1"
@@ -32,7 +32,8 @@ ALLOC_ORDER = {**dropout.ALLOC_ORDER, **rnn.ALLOC_ORDER, **composite.ALLOC_ORDER
 # op -> what runs on meta in its bracket instead, where CUDA's kernel allocates otherwise than meta's function:
 # called as rewrite(cap, *args, **kwargs), it allocates the op's outputs (and any cuda_model additions between them)
 # in the CUDA kernel's order itself
-REWRITE = {**composite.REWRITE, **loss.REWRITE, **batch_norm.REWRITE, **embedding.REWRITE, **cudnn_conv.REWRITE}
+REWRITE = {**composite.REWRITE, **loss.REWRITE, **batch_norm.REWRITE, **embedding.REWRITE, **cudnn_conv.REWRITE,
+           **indexing.REWRITE}
 
 
 class RecordMode(TorchDispatchMode):

@@ -494,9 +494,10 @@ def cmd_check_sdpa(opts):
 
 
 def conv_bounds(entries, slope=4.0):
-    """Per direction, two hulls of the largest workspace W of every call over its tensors' bytes T (input and
-    weight forward, gradient and input backward): W <= ratio * T and W <= slope * T + offset, the smallest ratio
-    and offset (whole MiB) that hold for every call of the table."""
+    """Per kind of call (convolution forward and backward, batch norm forward and backward), two hulls of the
+    largest workspace W of every call over its tensors' bytes T (input and weight forward, gradient and input
+    backward; batch norm: input, and input and gradient): W <= ratio * T and W <= slope * T + offset, the smallest
+    ratio and offset (whole MiB) that hold for every call of the table."""
     import math
     import re
     from oomlab_capture.cuda_model.cudnn_conv import _temps
@@ -507,7 +508,8 @@ def conv_bounds(entries, slope=4.0):
         ts = {n: (dt, [int(x) for x in sh.split(",") if x.strip()])
               for n, dt, sh, _ in re.findall(r"(\w+)=(\w+)\[([\d, ]*)\]/\[([\d, ]*)\]", k)}
         nb = {n: math.prod(sh) * sizes[dt] for n, (dt, sh) in ts.items()}
-        t = nb["x"] + nb["w"] if kind == "fwd" else nb["gy"] + nb["x"]
+        t = {"fwd": lambda: nb["x"] + nb["w"], "bwd": lambda: nb["gy"] + nb["x"], "bnf": lambda: nb["x"],
+             "bnb": lambda: nb["x"] + nb["gy"]}[kind]()
         flags = _temps(ev)
         w = max([size for (a, size), f in zip(ev, flags) if a == "a" and f] or [0])
         b = out.setdefault(kind, {"ratio": 0.0, "slope": slope, "offset": 0})
@@ -526,14 +528,25 @@ def cmd_table_convs(opts):
     recording lists any that differ under "conflicts"; only the temp flags, which the table does not keep,
     may)."""
     import lzma
-    d = load(opts.input)
-    bad = [c for c in d["conflicts"] if [e[:2] for e in c["events"]] != [e[:2] for e in c["first"]]]
-    if bad:
-        print("table-convs: %d keys recorded with different events, e.g. %s" % (len(bad), bad[0]["key"]))
-        return 1
-    table = {"schema": "oomlab.cudnn-conv-table/1", "gpu": d["gpu"], "torch": d["torch"], "cudnn": d["cudnn"],
-             "source": "scripts/twins/predict_probes.py convs", "entries": {
-                 k: [e[:2] for e in v["events"]] for k, v in sorted(d["entries"].items())}}
+    entries, meta = {}, None
+    for path in opts.input.split(","):
+        d = load(path)
+        bad = [c for c in d["conflicts"] if [e[:2] for e in c["events"]] != [e[:2] for e in c["first"]]]
+        for k, v in d["entries"].items():
+            ev = [e[:2] for e in v["events"]]
+            if k in entries and entries[k] != ev:
+                bad.append({"key": k})
+            entries[k] = ev
+        if bad:
+            print("table-convs: %d keys recorded with different events, e.g. %s" % (len(bad), bad[0]["key"]))
+            return 1
+        if meta and (meta["gpu"], meta["torch"], meta["cudnn"]) != (d["gpu"], d["torch"], d["cudnn"]):
+            print("table-convs: %s is of another GPU, torch or cuDNN" % path)
+            return 1
+        meta = d
+    table = {"schema": "oomlab.cudnn-conv-table/1", "gpu": meta["gpu"], "torch": meta["torch"],
+             "cudnn": meta["cudnn"], "source": "scripts/twins/predict_probes.py convs", "entries": dict(
+                 sorted(entries.items()))}
     table["bound"] = conv_bounds(table["entries"])
     tmp = opts.out + ".tmp"
     with lzma.open(tmp, "wt", preset=9) as f:
@@ -547,7 +560,8 @@ def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("what", choices=["sdpa", "convs", "convs-child", "embedding", "ops", "check-sdpa", "table-convs"])
     ap.add_argument("--out")
-    ap.add_argument("--in", dest="input", help="check-*: the recording (predict_probes.py's output, .xz too)")
+    ap.add_argument("--in", dest="input", help="check-*, table-convs: the recording (predict_probes.py's output, .xz "
+                    "too; table-convs: several, comma-separated, merged)")
     ap.add_argument("--only", action="append", default=[], type=lambda s: tuple(s.split("=", 1)),
                     help="check-*: cases with KEY=VALUE only (repeatable)")
     ap.add_argument("--show", type=int, default=20, help="check-*: failures printed (default 20)")

@@ -97,12 +97,54 @@ def _staging(cap, what, n_values, elem, grid_x):
     cap.fake_free(a, n_values * elem)
 
 
+SOURCE_CUDNN = ("aten/src/ATen/native/cudnn/BatchNorm.cpp cudnn_batch_norm/cudnn_batch_norm_backward (cuDNN's "
+                "workspace), measured per call on the GPU: scripts/oomlab_capture/data/%s")
+SOURCE_CUDNN_MISS = ("aten/src/ATen/native/cudnn/BatchNorm.cpp: cuDNN's workspace for this call is not in a measured "
+                     "table; bounded by the H200 table's largest workspaces relative to their inputs")
+
+
+def cudnn_workspaces(cap, func, args, outs):
+    """After a cuDNN batch norm's outputs (meta's, which are cuDNN's: output, save_mean, save_var; grad_input,
+    grad_weight, grad_bias): the workspaces the measured table (cudnn_conv.table, keys op_keys.key) holds for the
+    call, allocated and freed in its order; a call not in the table gets its bound in the upper trace. Only a table
+    whose workspaces all come after the outputs is replayed here."""
+    from . import cudnn_conv, op_keys
+    t = cudnn_conv.table(cap.gpu["name"])
+    ev = t["entries"].get(op_keys.key(func, args)) if t else None
+    sizes = [r.numel() * r.element_size() for r in outs if isinstance(r, torch.Tensor) and r.numel()]
+    if ev is not None:
+        flags = cudnn_conv._temps(ev)
+        kept = [size for (a, size), temp in zip(ev, flags) if a == "a" and not temp]
+        first_temp = next((i for i, f in enumerate(flags) if f), len(ev))
+        if kept == sizes and all(not (a == "a" and not f) for (a, _), f in zip(ev[first_temp:], flags[first_temp:])):
+            src = SOURCE_CUDNN % cudnn_conv.TABLES[cap.gpu["name"]]
+            live = {}
+            for (a, size), temp in zip(ev[first_temp:], flags[first_temp:]):
+                if a == "a":
+                    live.setdefault(size, []).append(cap.fake_alloc(size, "cuDNN batch norm: workspace", src))
+                elif live.get(size):
+                    cap.fake_free(live[size].pop(), size)
+            return
+    b = cudnn_conv.table(cudnn_conv.BOUND_TABLE)["bound"]["bnf" if func is aten.native_batch_norm.default else "bnb"]
+    n = args[0].numel() * args[0].element_size()
+    if func is not aten.native_batch_norm.default:
+        n += args[1].numel() * args[1].element_size()
+    bound = int(min(b["ratio"] * n, b["slope"] * n + b["offset"]))
+    if bound:
+        cap.fake_free(cap.range_alloc(bound, "cuDNN batch norm workspace (a call not in a measured table: bounded)",
+                                      SOURCE_CUDNN_MISS), bound)
+
+
 def forward(cap, func, args, kwargs, out):
-    """After native_batch_norm's outputs: mark a native call's save_mean, add the statistics' staging."""
+    """After native_batch_norm's outputs: mark a native call's save_mean, add the statistics' staging; a cuDNN
+    call's workspaces."""
     if func is not aten.native_batch_norm.default or not isinstance(out, (tuple, list)):
         return
     x, weight, bias, rm, rv, training, _, eps = args[:8]
-    if x.numel() == 0 or _cudnn(x, weight, bias, rm, rv, training, eps):
+    if x.numel() == 0:
+        return
+    if _cudnn(x, weight, bias, rm, rv, training, eps):
+        cudnn_workspaces(cap, func, args, out)
         return
     e = cap.ext.storage_entry(out[1])
     if e is not None:
@@ -141,7 +183,12 @@ def backward(cap, grad_out, x, weight, rm, rv, save_mean, save_invstd, train, ep
                      and _channels_last_kernels(x) and (weight is None or weight.is_contiguous())
                      and save_mean.is_contiguous() and save_invstd.is_contiguous())
     generic = reduce and not channels_last and _viewable(x, shape3) and _viewable(grad_out, shape3)
-    if (not native or fused or x.numel() == 0 or save_invstd is None or save_mean.numel() == 0
+    if not native and x.numel() > 0:  # cuDNN's backward: meta's outputs, then its workspaces
+        outs = tuple(None if r is None else torch.empty_like(r) for r in res)
+        cudnn_workspaces(cap, aten.native_batch_norm_backward.default,
+                         (grad_out, x, weight, rm, rv, save_mean, save_invstd, train, eps, mask), outs)
+        return outs
+    if (fused or x.numel() == 0 or save_invstd is None or save_mean.numel() == 0
             or save_invstd.numel() == 0 or (reduce and not channels_last and not generic)):
         # the fused kernel allocates meta's outputs in their order; the rest is not modelled
         return tuple(None if r is None else torch.empty_like(r) for r in res)

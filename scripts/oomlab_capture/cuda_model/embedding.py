@@ -10,60 +10,21 @@ segment_offsets, num_of_segments (int64 scalar), unique_by_key's keys_out and te
 its offsets, the exclusive scan's temporary, num_of_partial_segments, partial_segment_offset and
 grad_weight_per_segment (float32 for half, bfloat16 and float), freed in reverse at the end.
 
-CUB's temporary sizes are CCCL 3.0's (CUDA 13) for sm_90: onesweep radix sort over the whole key (nbits is not
-passed: begin 0, end 8 x sizeof(index)), is_overwrite_okay false (an extra key and value buffer), OffsetT 64-bit;
-the tile sizes of each algorithm's sm_90 tuning (cub/device/dispatch/tuning/tuning_*.cuh). Checked against 46
+CUB's temporary sizes are cub.py's: the radix sort over the whole key (nbits is not passed: begin 0, end 8 x
+sizeof(index)), so with more than one pass its extra key and value buffers. Checked against 46
 calls recorded on an H200 and the H100 recording of tests/data/predict/transformer_encoder.py, every size equal
 (docs/parity.md, "Predicting without a GPU"). Other architectures tune other tiles: their sizes here are sm_90's,
 a few KiB apart at most, and the prediction says so ("modelled" names the assumption).
 """
 import torch
 
+from . import cub
+
 aten = torch.ops.aten
 SOURCE = ("aten/src/ATen/native/cuda/Embedding.cu embedding_dense_backward_cuda, EmbeddingBackwardKernel.cu "
           "embedding_backward_cuda_kernel; cub (CCCL 3.0) temporaries, sm_90 tunings")
 SOURCE_OTHER = SOURCE + " (this GPU's own tunings not modelled: sm_90's assumed)"
 SORT_PATH_MIN = 3073  # more indices than this take the sort path (num_indices <= 3072: the feature kernel)
-
-
-def _cdiv(a, b):
-    return -(-a // b)
-
-
-def _a256(x):
-    return _cdiv(x, 256) * 256
-
-
-def sort_pairs_temp(n, ib, bits=None):
-    """DeviceRadixSort::SortPairs(index_t keys and values, int64 n, bits [0, bits)): temp_storage_bytes on sm_90
-    (dispatch_radix_sort.cuh InvokeOnesweep: the extra key and value buffers only for more than one pass)."""
-    single_tile, tile = (2304, 4608) if ib == 8 else (4864, 6528)
-    if n <= single_tile:
-        return 1
-    passes = _cdiv(8 * ib if bits is None else bits, 8)
-    portion = ((1 << 28) - 1) // tile * tile
-    portions = _cdiv(n, portion)
-    blocks = _cdiv(min(n, portion), tile)
-    extra = 2 * _a256(n * ib) if passes > 1 else 0
-    return (_a256(portions * passes * 256 * 8) + _a256(blocks * 256 * 4) + extra
-            + _a256(portions * passes * 4) + 255)
-
-
-def _tile_state(tiles, word):
-    return _a256(word * (32 + tiles)) + 511
-
-
-def unique_by_key_temp(n, ib):
-    return _tile_state(_cdiv(n, 640 * 7 if ib == 8 else 512 * 14), 16)
-
-
-def exclusive_sum_temp(m, ib):
-    return _tile_state(_cdiv(m, 128 * 7 if ib == 8 else 128 * 15), 16 if ib == 8 else 8)
-
-
-def scan_by_key_temp(n, ib):
-    t = _cdiv(n, 224 * 11 if ib == 8 else 288 * 14)
-    return _a256(16 * (t + 32)) + _a256(ib * (t + 1)) + 255
 
 
 def dense_backward(cap, grad, indices, num_weights, padding_idx, scale_grad_by_freq):
@@ -97,19 +58,19 @@ def dense_backward(cap, grad, indices, num_weights, padding_idx, scale_grad_by_f
     alloc(n * ib, "sorted indices")
     alloc(n * ib, "original indices")
     rng = alloc(n * ib, "range (arange)")
-    free(alloc(sort_pairs_temp(n, ib), "cub radix sort temporary"))
+    free(alloc(cub.radix_sort_pairs(n, ib), "cub radix sort temporary"))
     free(rng)
     if scale_grad_by_freq:
         alloc(n * ib, "count")
-        free(alloc(scan_by_key_temp(n, ib), "cub inclusive sum by key temporary"))
-        free(alloc(scan_by_key_temp(n, ib), "cub inclusive scan by key temporary"))
+        free(alloc(cub.scan_by_key(n, ib), "cub inclusive sum by key temporary"))
+        free(alloc(cub.scan_by_key(n, ib), "cub inclusive scan by key temporary"))
     out = aten.embedding_dense_backward.default(grad, indices, num_weights, padding_idx, scale_grad_by_freq)
     kernel = [alloc(n * ib, "segment offsets"), alloc(8, "number of segments")]
     keys = alloc(n * ib, "unique_by_key keys")
-    free(alloc(unique_by_key_temp(n, ib), "cub unique_by_key temporary"))
+    free(alloc(cub.unique_by_key(n, ib), "cub unique_by_key temporary"))
     free(keys)
     kernel += [alloc(m * ib, "partials per segment"), alloc(m * ib, "partials per segment offset")]
-    free(alloc(exclusive_sum_temp(m, ib), "cub exclusive scan temporary"))
+    free(alloc(cub.exclusive_sum(m, ib), "cub exclusive scan temporary"))
     kernel += [alloc(8, "number of partial segments"), alloc(p * ib, "partial segment offset"),
                alloc(p * grad.size(-1) * acc, "grad_weight per segment")]
     for e in reversed(kernel):

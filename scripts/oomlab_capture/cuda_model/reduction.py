@@ -14,7 +14,9 @@ equal), generalised to the three layouts TensorIterator coalesces a contiguous r
           tensor): the rows layout, with output_vec_size also limited by the reduced dims' strides and the view's
           offset, as get_output_vec_size (Reduce.cuh) limits it by every input stride but the output's and the
           base address. The H200 recording of tests/data/predict/scripts/vit.py shows its staging.
-Other layouts (a reduced middle dimension, other non-contiguous inputs) are not modelled: no staging is added.
+  any other: iter_layout, TensorIterator's reordering and coalescing of the dims for any strides (a channels-last
+          gradient summed over (0, 2, 3), a reduced middle dimension). Inputs with a zero stride (broadcast) are
+          not modelled: no staging is added.
 
 A sum whose input type is not its output type (a bool or int32 mask summed into int64, sum(dtype=...)) first casts
 the input: aten/src/ATen/native/ReduceOpsUtils.h make_reduction_from_out_ty / make_reduction reduce
@@ -41,8 +43,12 @@ def _last_pow2(n):
     return p
 
 
-def config(gpu, num_outputs, num_inputs, fastest, arg_size, scalar_size, input_vec_size, in_addr_elems=0, strides=()):
-    """(global_memory_size, semaphore_size) of setReduceConfig for this reduction; (0, 0) without staging."""
+def config(gpu, num_outputs, num_inputs, fastest, arg_size, scalar_size, input_vec_size, in_addr_elems=0, strides=(),
+           vec=True, out_dim=None):
+    """(global_memory_size, semaphore_size) of setReduceConfig for this reduction; (0, 0) without staging. vec:
+    whether setReduceConfig may vectorize (the fastest moving stride is one element, and along the input one
+    reduced dimension only); out_dim: the iterator's size of its first kept dimension (get_output_vec_size), where
+    it is not num_outputs."""
     warp = 32
     c = {"step_input": 1, "step_output": 1, "output_vec_size": 1}
     dim0 = num_inputs if fastest else num_outputs
@@ -50,11 +56,11 @@ def config(gpu, num_outputs, num_inputs, fastest, arg_size, scalar_size, input_v
     if num_inputs * num_outputs == 1:
         dim0 = dim1 = 1
     elif fastest:
-        if dim0 >= 128:
+        if dim0 >= 128 and vec:
             dim0 //= input_vec_size
-    else:
+    elif vec:
         v = 4
-        for val in (in_addr_elems, num_outputs, *strides):
+        for val in (in_addr_elems, num_outputs if out_dim is None else out_dim, *strides):
             while val % v != 0:
                 v //= 2
         c["output_vec_size"] = v
@@ -155,6 +161,41 @@ def layout(x, dims):
     return None
 
 
+def iter_layout(x, red):
+    """TensorIterator's view of reducing x over the dims red, any strides: (num_outputs, num_inputs, fastest, vec,
+    offset, strides, out_dim) for config(), or None (a broadcast input: not modelled).
+
+    TensorIteratorBase::reorder_dimensions sorts the dims by stride, reduced dims first (strides[0] the fastest),
+    coalesce_dimensions merges neighbours whose strides chain; setReduceConfig reduces along the fastest striding
+    dimension when every dim is reduced or the first reduced dim's stride is below the first kept dim's, vectorizes
+    the input only then with one reduced dim left and a unit stride, and else the output, by get_output_vec_size
+    (the base address, the first kept dim's size, every other dim's stride)."""
+    dims = [d for d in range(x.dim()) if x.size(d) != 1]
+    if any(x.stride(d) == 0 for d in dims):
+        return None
+    order = (sorted((d for d in dims if d in red), key=lambda d: (x.stride(d), -d))
+             + sorted((d for d in dims if d not in red), key=lambda d: (x.stride(d), -d)))
+    groups = []  # [size, stride, reduced]
+    for d in order:
+        r = d in red
+        if groups and groups[-1][2] == r and x.stride(d) == groups[-1][0] * groups[-1][1]:
+            groups[-1][0] *= x.size(d)
+        else:
+            groups.append([x.size(d), x.stride(d), r])
+    n_red = sum(1 for g in groups if g[2])
+    num_in = 1
+    for g in groups[:n_red]:
+        num_in *= g[0]
+    num_out = max(1, x.numel() // max(num_in, 1))
+    if n_red == len(groups):
+        return 1, num_in, True, n_red <= 1 and (not groups or groups[0][1] == 1), x.storage_offset(), (), None
+    fastest = n_red > 0 and groups[0][1] < groups[n_red][1]
+    if fastest:
+        return num_out, num_in, True, n_red == 1 and groups[0][1] == 1, x.storage_offset(), (), None
+    others = [g[1] for i, g in enumerate(groups) if i != n_red]
+    return num_out, num_in, False, groups[n_red][1] == 1, x.storage_offset(), others, groups[n_red][0]
+
+
 _OPS = {aten.sum.default: "sum", aten.sum.dim_IntList: "sum", aten.mean.default: "mean",
         aten.mean.dim: "mean", aten.amax.default: "amax", aten.amin.default: "amin",
         aten.linalg_vector_norm.default: "norm"}
@@ -193,20 +234,27 @@ def _staging(cap, func, kind, x, dtype, args, kwargs):
         rows = view_rows(x, set(range(nd)) if not dims else {d % max(nd, 1) for d in dims})
         if rows is not None:
             lay, offset, strides = (rows[0], rows[1], False), x.storage_offset(), rows[2]
+    if lay is None and x.numel() > 0:
+        nd = x.dim()
+        it = iter_layout(x, set(range(nd)) if not dims else {d % max(nd, 1) for d in dims})
+        if it is not None:
+            n_out, n_in, fastest, vec, offset, strides, out_dim = it
+            launch(cap, (n_out, n_in, fastest), dtype, kind, offset, strides, vec, out_dim)
+        return
     if lay is None:
         return
     launch(cap, lay, dtype, kind, offset, strides)
 
 
-def launch(cap, lay, dtype, kind, offset=0, strides=()):
+def launch(cap, lay, dtype, kind, offset=0, strides=(), vec=True, out_dim=None):
     """One reduction kernel's staging and semaphores for layout lay (layout()'s (num_outputs, num_inputs,
     fastest)) over values of type dtype: allocated, then freed, as gpu_reduce_kernel does around its launch."""
     scalar = dtype.itemsize
     arg = 8 if dtype in (torch.float64, torch.int64, torch.complex64) else 4
     if not dtype.is_floating_point and kind in ("sum", "mean"):
         arg = 8  # integer sums accumulate in int64
-    vec = 8 if kind == "sum" and scalar == 2 else 4
-    buf, sem = config(cap.gpu, lay[0], lay[1], lay[2], arg, scalar, vec, offset, strides)
+    buf, sem = config(cap.gpu, lay[0], lay[1], lay[2], arg, scalar, 8 if kind == "sum" and scalar == 2 else 4, offset,
+                      strides, vec, out_dim)
     if buf == 0:
         return
     a = cap.fake_alloc(buf, "reduction staging", SOURCE)
