@@ -4,8 +4,9 @@ Three layers, entered together by Capture.__enter__:
 - devmap.DeviceMap (a TorchFunctionMode): device="cuda", .to("cuda"), .cuda() become meta; F.dropout and
   F.scaled_dot_product_attention take the path CUDA takes (cuda_model.dropout, cuda_model.attention);
   .item(), .tolist(), .cpu() of a meta tensor get placeholders.
-- RecordMode (a TorchDispatchMode): every aten op, forward and backward (on meta the autograd engine runs
-  backward on the calling thread). Each op is bracketed (ext op_begin/op_end) so the meta function's own
+- RecordMode (a TorchDispatchMode): every aten op that touches the device (a meta tensor or device among its
+  arguments; host work passes through untouched, charged nothing), forward and backward (on meta the autograd
+  engine runs backward on the calling thread). Each op is bracketed (ext op_begin/op_end) so the meta function's own
   temporaries are dropped and its outputs are logged in the order a CUDA kernel allocates them; around the op
   the CUDA path's own allocations are added (cuda_model); data-dependent ops get placeholders.
 - cudaapi: torch.cuda.* answers as a GPU of the chosen kind would, without a CUDA context.
@@ -20,6 +21,7 @@ import time
 import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
 
 from . import distributed, ext, frames, placeholders, values
 from .cuda_model import (attention, batch_norm, composite, cublas, cudnn_conv, dropout, embedding, foreach, indexing,
@@ -36,6 +38,18 @@ REWRITE = {**composite.REWRITE, **loss.REWRITE, **batch_norm.REWRITE, **embeddin
            **indexing.REWRITE}
 
 
+def _on_device(args, kwargs):
+    """Whether an op touches the device (the program's CUDA, meta here): a meta tensor among its arguments, or a
+    meta device asked for (factories)."""
+    for x in tree_flatten((args, kwargs))[0]:
+        if isinstance(x, torch.Tensor):
+            if x.is_meta:
+                return True
+        elif isinstance(x, torch.device) and x.type == "meta":
+            return True
+    return False
+
+
 class RecordMode(TorchDispatchMode):
     def __init__(self, cap):
         super().__init__()
@@ -44,6 +58,9 @@ class RecordMode(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         cap = self.cap
+        if not _on_device(args, kwargs):
+            # host work (a CPU matmul, a reduction of CPU tensors): no device bytes, no CUDA library's either
+            return func(*args, **kwargs)
         cap.begin_op(func)
         prep = cap.values.before(func, args, kwargs)
         held = attention.before(cap, func, args, kwargs)
