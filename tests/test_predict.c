@@ -201,7 +201,7 @@ static const cJSON *get(const cJSON *o, const char *key)
     return v;
 }
 
-/* --json (schema oomlab.predict/3, its keys pinned) of an OOM: 40 MiB under a 32 MiB budget (fraction 0.5 of
+/* --json (schema oomlab.predict/4, its keys pinned) of an OOM: 40 MiB under a 32 MiB budget (fraction 0.5 of
  * 64 MiB: a cap of exactly 32 MiB) runs out at event 0, step 0, aten::empty; --trace keeps the trace, which
  * replay and advise take as a prediction. */
 Test(predict, json_oom_and_trace)
@@ -213,14 +213,15 @@ Test(predict, json_oom_and_trace)
     cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
     cJSON *o = cJSON_Parse(r.out);
     cr_assert_not_null(o, "not JSON: %s", r.out);
-    static const char *const keys[] = {"schema", "script", "gpu", "budget", "cap", "external_bytes", "events",
-                                       "peak_allocated", "peak_reserved", "fits", "oom", "placeholders",
-                                       "modelled", "not_modelled", "capture", "advise"};
+    static const char *const keys[] = {"schema",  "script",         "gpu",           "budget",       "cap",
+                                       "external_bytes", "events", "peak_allocated", "peak_reserved", "fits",
+                                       "oom",     "placeholders",   "answered",      "modelled",     "not_modelled",
+                                       "range",   "capture",        "pinned",        "advise",       "upper"};
     size_t n = 0;
     for (const cJSON *k = o->child; k; k = k->next, n++)
         cr_assert_str_eq(k->string, keys[n], "key %zu", n);
     cr_assert_eq(n, sizeof keys / sizeof keys[0]);
-    cr_assert_str_eq(get(o, "schema")->valuestring, "oomlab.predict/3");
+    cr_assert_str_eq(get(o, "schema")->valuestring, "oomlab.predict/4");
     cr_assert_eq(cJSON_GetArraySize(get(o, "not_modelled")), 0); /* the double reports none */
     cr_assert_str_eq(get(get(o, "gpu"), "name")->valuestring, "TEST-64MiB");
     cr_assert_eq(get(get(o, "gpu"), "total_memory")->valuedouble, 67108864);
@@ -330,7 +331,7 @@ Test(predict, real_capture_end_to_end, .timeout = 600)
     cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
     cJSON *o = cJSON_Parse(r.out);
     cr_assert_not_null(o, "%s", r.out);
-    cr_assert_str_eq(get(o, "schema")->valuestring, "oomlab.predict/3");
+    cr_assert_str_eq(get(o, "schema")->valuestring, "oomlab.predict/4");
     cr_assert_str_eq(get(get(o, "gpu"), "name")->valuestring, "H100-80GB");
     cr_assert(cJSON_IsTrue(get(o, "fits")));
     cr_assert_gt(get(o, "peak_allocated")->valuedouble, 0);
@@ -424,7 +425,7 @@ Test(predict, nproc_charges_nccl_and_groups_ranks)
     cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
     cJSON *o = cJSON_Parse(r.out);
     cr_assert_not_null(o, "%s", r.out);
-    cr_assert_str_eq(get(o, "schema")->valuestring, "oomlab.predict.nproc/1");
+    cr_assert_str_eq(get(o, "schema")->valuestring, "oomlab.predict.nproc/2");
     cr_assert(cJSON_IsTrue(get(o, "distributed")));
     cr_assert_eq(get(o, "nccl_bytes_per_rank")->valuedouble, 908066816.0);
     cr_assert_eq(get(o, "distinct_traces")->valueint, 2);
@@ -566,5 +567,207 @@ Test(predict, capture_records_ddp_buckets, .timeout = 600)
     }
     cr_expect_eq(n, 6);
     cr_expect_eq(params, 8437800, "the parameters' bytes");
+    cJSON_Delete(o);
+}
+
+/* A range (issue 27): what the CPU cannot know the capture bounds in an upper trace (the double's ARG upper:N, an
+ * allocation there only); predict gives both ends, in the text ("between"), the JSON ("range", "upper") and with
+ * --trace OUT.json an OUT.upper.json beside it. Without one, "upper" is null and no upper trace is written. */
+Test(predict, range_from_an_upper_trace)
+{
+    const char *s = script("s.py", "import torch\n");
+    run_result r = run(fmt("predict --python " FAKE " --gpu TEST-64MiB --trace '%s' '%s' 10MiB upper:20MiB",
+                           tpath("t.json"), s));
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+    cr_expect_not_null(strstr(r.out, "peak reserved:  between 10.00 MiB and 30.00 MiB (10485760 to 31457280 bytes), "
+                                     "uncapped\n"),
+                       "%s", r.out);
+    cr_expect_not_null(strstr(r.out, "  a bounded allocation (test double): 1, up to 20971520 bytes each"), "%s",
+                       r.out);
+    cr_expect_not_null(strstr(r.out, "fits (the upper end): yes"), "%s", r.out);
+    cr_expect_not_null(strstr(r.out, "  (PyTorch's defaults)                                     30 MiB (the lower "
+                                     "end: 10 MiB)\n"),
+                       "%s", r.out);
+    cr_expect_eq(access(tpath("t.upper.json"), F_OK), 0, "no upper trace beside --trace");
+    run_free(&r);
+    r = run(fmt("predict --python " FAKE " --gpu TEST-64MiB --json '%s' 10MiB upper:20MiB", s));
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+    cJSON *o = cJSON_Parse(r.out);
+    cr_assert_not_null(o, "%s", r.out);
+    cr_expect_eq(get(o, "peak_reserved")->valuedouble, 10485760);
+    cr_expect_eq(cJSON_GetArraySize(get(o, "range")), 1);
+    cr_expect_eq(get(cJSON_GetArrayItem(get(o, "range"), 0), "largest")->valuedouble, 20971520);
+    const cJSON *up = get(o, "upper");
+    cr_assert(cJSON_IsObject(up));
+    cr_expect_eq(get(up, "peak_allocated")->valuedouble, 31457280);
+    cr_expect_eq(get(up, "peak_reserved")->valuedouble, 31457280);
+    cJSON_Delete(o);
+    run_free(&r);
+    r = run(fmt("predict --python " FAKE " --gpu TEST-64MiB --json --trace '%s' '%s' 10MiB", tpath("u.json"), s));
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+    o = cJSON_Parse(r.out);
+    cr_assert_not_null(o, "%s", r.out);
+    cr_expect(cJSON_IsNull(get(o, "upper")));
+    cr_expect_eq(cJSON_GetArraySize(get(o, "range")), 0);
+    cr_expect_neq(access(tpath("u.upper.json"), F_OK), 0, "an upper trace without a range");
+    cJSON_Delete(o);
+    run_free(&r);
+}
+
+/* Under --alloc-conf expandable_segments:True the peaks are the replay's under that setting (they were 0 bytes:
+ * the verdict was computed, the peaks not): 10 MiB in one expandable segment of 20 MiB pages. */
+Test(predict, expandable_segments_peaks)
+{
+    const char *s = script("s.py", "import torch\n");
+    run_result r = run(fmt("predict --python " FAKE " --gpu TEST-64MiB --alloc-conf expandable_segments:True --json "
+                           "'%s' 10MiB",
+                           s));
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+    cJSON *o = cJSON_Parse(r.out);
+    cr_assert_not_null(o, "%s", r.out);
+    cr_expect_eq(get(o, "peak_allocated")->valuedouble, 10485760);
+    cr_expect_eq(get(o, "peak_reserved")->valuedouble, 20971520);
+    cr_expect(cJSON_IsTrue(get(o, "fits")));
+    cJSON_Delete(o);
+    run_free(&r);
+    r = run(fmt("predict --python " FAKE " --gpu TEST-64MiB --alloc-conf expandable_segments:True '%s' 10MiB", s));
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+    cr_expect_not_null(strstr(r.out, "peak reserved:  20.00 MiB (20971520 bytes), uncapped\n"), "%s", r.out);
+    cr_expect_not_null(strstr(r.out, "the prediction's settings: expandable_segments:True"), "%s", r.out);
+    cr_expect_null(strstr(r.out, "the trace's settings: PyTorch's defaults"), "%s", r.out);
+    run_free(&r);
+}
+
+/* A capture under a torch other than the modelled 2.11 says what that means, in one line of the text and in the
+ * JSON's capture.torch_note (the double reports the version its first line names, with the capture's own rule,
+ * scripts/oomlab_capture/versions.py); under 2.11 nothing is said. */
+Test(predict, another_torch_is_said)
+{
+    const char *s = script("s.py", "# fake: torch 2.10.0+cu128\n");
+    run_result r = run(fmt("predict --python " FAKE " --gpu TEST-64MiB '%s' 10MiB", s));
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+    cr_expect_not_null(strstr(r.out, "\nnote: torch 2.10.0+cu128 is not 2.11: the allocator and the CUDA-path models "
+                                     "are PyTorch 2.11's, so this is the memory 2.11 would use; 2.10.0's kernels and "
+                                     "allocator may allocate otherwise\n"),
+                       "%s", r.out);
+    run_free(&r);
+    r = run(fmt("predict --python " FAKE " --gpu TEST-64MiB --json '%s' 10MiB", s));
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+    cJSON *o = cJSON_Parse(r.out);
+    cr_assert_not_null(o, "%s", r.out);
+    cr_expect(cJSON_IsString(get(get(o, "capture"), "torch_note")));
+    cJSON_Delete(o);
+    run_free(&r);
+    s = script("t.py", "# fake: torch 2.11.0+cu130\n");
+    r = run(fmt("predict --python " FAKE " --gpu TEST-64MiB '%s' 10MiB", s));
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+    cr_expect_null(strstr(r.out, "\nnote: "), "%s", r.out);
+    run_free(&r);
+}
+
+/* The real capture (build/venv) of a small script; its --json parsed. */
+static cJSON *predict_real(const char *name, const char *text)
+{
+    if (access("build/venv/bin/python", X_OK) != 0)
+        cr_skip_test("build/venv is not installed (make test installs it: scripts/predict_venv.sh)");
+    write_file(name, text);
+    run_result r = run(fmt("predict --json --gpu H200 '%s'", tpath(name)));
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+    cJSON *o = cJSON_Parse(r.out);
+    cr_assert_not_null(o, "%s", r.out);
+    run_free(&r);
+    return o;
+}
+
+static double modelled_count(const cJSON *o, const char *what)
+{
+    const cJSON *m;
+    cJSON_ArrayForEach(m, get(o, "modelled"))
+    {
+        if (strcmp(get(m, "what")->valuestring, what) == 0)
+            return get(m, "count")->valuedouble;
+    }
+    return 0;
+}
+
+/* Control flow on a value the data gives is answered from the data (values.py), as the GPU run goes: every
+ * sequence is full length, so mask.all() is True and the script takes 8 MiB, not the 24 MiB a placeholder's
+ * False led to. Peak allocated: the 8 MiB and the 1,024-byte mask. */
+Test(predict, a_branch_on_data_goes_the_gpu_way, .timeout = 600)
+{
+    cJSON *o = predict_real("answered.py",
+                            "import torch\n"
+                            "lengths = torch.tensor([256, 256, 256, 256])\n"
+                            "mask = (torch.arange(256)[None, :] < lengths[:, None]).to('cuda')\n"
+                            "if mask.all():\n"
+                            "    x = torch.empty(8 << 20, dtype=torch.uint8, device='cuda')\n"
+                            "else:\n"
+                            "    x = torch.empty(24 << 20, dtype=torch.uint8, device='cuda')\n");
+    cr_expect_eq(get(o, "peak_allocated")->valuedouble, 8388608 + 1024);
+    cr_expect_eq(cJSON_GetArraySize(get(o, "placeholders")), 0);
+    const cJSON *a = get(o, "answered");
+    cr_assert_eq(cJSON_GetArraySize(a), 1);
+    cr_expect_str_eq(get(cJSON_GetArrayItem(a, 0), "what")->valuestring, "aten::item");
+    cr_expect_not_null(strstr(get(cJSON_GetArrayItem(a, 0), "where")->valuestring, "answered.py:4"));
+    cJSON_Delete(o);
+}
+
+/* Grouped-query attention in bfloat16 (enable_gqa=True, causal, no mask: transformers 5's Llama and Qwen2) takes
+ * cuDNN attention on an H200, as PyTorch 2.11 does (it was predicted as the math kernel): its forward and
+ * backward workspaces are charged. */
+Test(predict, gqa_attention_takes_cudnn, .timeout = 600)
+{
+    cJSON *o = predict_real("gqa.py",
+                            "import torch\n"
+                            "import torch.nn.functional as F\n"
+                            "q = torch.randn(1, 8, 256, 64, dtype=torch.bfloat16, device='cuda', requires_grad=True)\n"
+                            "k = torch.randn(1, 2, 256, 64, dtype=torch.bfloat16, device='cuda', requires_grad=True)\n"
+                            "v = torch.randn(1, 2, 256, 64, dtype=torch.bfloat16, device='cuda', requires_grad=True)\n"
+                            "F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True).sum()"
+                            ".backward()\n");
+    cr_expect_eq(modelled_count(o, "scaled_dot_product_attention backend cudnn"), 1);
+    cr_expect_eq(modelled_count(o, "cuDNN attention forward: workspace (engine, measured)"), 1);
+    cr_expect_eq(modelled_count(o, "cuDNN attention backward: workspace (dQ_accum from cudnn-frontend, rest "
+                                   "measured)"),
+                 1);
+    cJSON_Delete(o);
+}
+
+/* Host work is charged nothing: a 2048 x 2048 matmul and reductions of CPU tensors beside one 1 MiB device
+ * tensor predict exactly that 1 MiB (they were charged a cuBLAS workspace and reduction staging); a script that
+ * never touches the device gets one line and exit 2. */
+Test(predict, host_work_is_not_charged, .timeout = 600)
+{
+    cJSON *o = predict_real("cpuwork.py", "import torch\n"
+                                          "a = torch.randn(2048, 2048)\n"
+                                          "print((a @ a).sum(dim=0).mean().item())\n"
+                                          "x = torch.empty(1 << 20, dtype=torch.uint8, device='cuda')\n");
+    cr_expect_eq(get(o, "peak_allocated")->valuedouble, 1048576);
+    cr_expect_eq(cJSON_GetArraySize(get(o, "modelled")), 0, "charged for host work");
+    cJSON_Delete(o);
+    write_file("cpuonly.py", "import torch\n"
+                             "a = torch.randn(512, 512)\n"
+                             "(a @ a).sum().item()\n");
+    expect_bad_input(fmt("predict '%s'", tpath("cpuonly.py")), "never allocated device memory");
+}
+
+/* The usual input pipeline: DataLoader(num_workers=2, pin_memory=True) with non_blocking copies is captured (it
+ * failed: "Found no NVIDIA driver" from the pin thread), and its pinned host memory counted: 4 batches of a
+ * 16 x 3 x 32 x 32 float32 tensor (196,608 bytes) and 16 int64 labels (128 bytes). */
+Test(predict, dataloader_with_pinned_memory, .timeout = 600)
+{
+    cJSON *o = predict_real("loader.py",
+                            "import torch\n"
+                            "from torch.utils.data import DataLoader, TensorDataset\n"
+                            "data = TensorDataset(torch.randn(64, 3, 32, 32), torch.randint(0, 10, (64,)))\n"
+                            "loader = DataLoader(data, batch_size=16, num_workers=2, pin_memory=True)\n"
+                            "if __name__ == '__main__':\n"
+                            "    for x, y in loader:\n"
+                            "        x, y = x.to('cuda', non_blocking=True), y.to('cuda', non_blocking=True)\n"
+                            "        (x.sum() + y.sum()).item()\n");
+    const cJSON *p = get(o, "pinned");
+    cr_expect_eq(get(p, "calls")->valuedouble, 8);
+    cr_expect_eq(get(p, "bytes")->valuedouble, 4 * (196608 + 128));
+    cr_expect_eq(get(p, "largest")->valuedouble, 196608);
     cJSON_Delete(o);
 }

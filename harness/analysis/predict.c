@@ -234,6 +234,9 @@ void predict_print(const predict_result *res, FILE *out)
     fprintf(out, "predict: %s (torch %s, %.0f ops captured in %.1f s, %zu events, %.0f steps)\n",
             res->path, str_of(cap, "torch"), num_of(cap, "ops"), num_of(cap, "seconds"), res->events,
             num_of(cap, "steps"));
+    const cJSON *note = cJSON_GetObjectItemCaseSensitive(cap, "torch_note");
+    if (cJSON_IsString(note))
+        fprintf(out, "note: %s\n", note->valuestring);
     fprintf(out, "gpu: %s (%s, %d SMs): %zu bytes (%.0f MiB), of which the CUDA context holds %zu (%.0f MiB) "
                  "outside the allocator\n",
             res->gpu.name, res->gpu.arch[0] ? res->gpu.arch : "?", res->gpu.sm_count, res->gpu.total,
@@ -382,7 +385,7 @@ cJSON *predict_json(const predict_result *res, const char *script)
         cJSON_AddItemToObject(o, copied[i], cJSON_IsArray(v) ? cJSON_Duplicate(v, true) : cJSON_CreateArray());
     }
     cJSON *c = cJSON_AddObjectToObject(o, "capture");
-    static const char *const keys[] = {"schema", "torch", "ops", "seconds", "steps"};
+    static const char *const keys[] = {"schema", "torch", "torch_note", "ops", "seconds", "steps"};
     for (size_t i = 0; c && i < sizeof keys / sizeof keys[0]; i++) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(res->capture, keys[i]);
         cJSON_AddItemToObject(c, keys[i], v ? cJSON_Duplicate(v, true) : cJSON_CreateNull());

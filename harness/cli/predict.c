@@ -74,6 +74,8 @@ typedef struct predict_cli {
 } predict_cli;
 
 /* The capture's command line up to its options: PYTHON -m oomlab_capture --gpu GPU --out TRACE; returns its length. */
+#define ARGV_HEAD 7 /* the entries capture_argv_head writes */
+
 static size_t capture_argv_head(predict_cli *c, const char *trace, char **argv)
 {
     size_t n = 0;
@@ -238,7 +240,7 @@ static int capture_ranks(predict_cli *c)
     int width = ncpu < 1 ? 1 : ncpu > c->nproc ? c->nproc : (int)ncpu;
     char pythonpath[PATH_MAX + 16];
     snprintf(pythonpath, sizeof pythonpath, "%s/scripts", c->root);
-    size_t nargv = (size_t)c->nargs + 16;
+    size_t nargv = (size_t)c->nargs + ARGV_HEAD + 8; /* --rank R --world-size N --quiet -- script ... NULL */
     char **argv = calloc(nargv, sizeof *argv);
     pid_t *pids = calloc((size_t)c->nproc, sizeof *pids);
     if (!argv || !pids) {
@@ -314,7 +316,8 @@ static int capture_ranks(predict_cli *c)
 static int capture(predict_cli *c, const char *value, bool quiet)
 {
     size_t n = 0;
-    char **argv = calloc((size_t)c->nargs + 12, sizeof *argv);
+    /* the head, --out-upper PATH --quiet -- script, the script's arguments, NULL */
+    char **argv = calloc((size_t)c->nargs + ARGV_HEAD + 6, sizeof *argv);
     char **owned = calloc((size_t)c->nargs + 1, sizeof *owned);
     int rc = 1;
     if (!argv || !owned) {
@@ -609,7 +612,7 @@ static int do_nproc(predict_cli *c)
     char cut[ECHO_BUF], who[256];
     if (!rc && c->json) {
         cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "schema", "oomlab.predict.nproc/1");
+        cJSON_AddStringToObject(o, "schema", "oomlab.predict.nproc/2");
         cJSON_AddStringToObject(o, "script", c->script);
         cJSON_AddNumberToObject(o, "nproc", n);
         cJSON_AddBoolToObject(o, "distributed", initialised);

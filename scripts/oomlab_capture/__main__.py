@@ -131,8 +131,11 @@ def main(argv):
         return bad(f"cannot write '{o['out'][:60]}': the folder {folder[:60]} does not exist")
 
     import runpy
+
     from .recorder import Capture
     cap = Capture(gpu, quiet=o["quiet"], dist=dist)
+    if cap.torch_note:
+        print(f"oomlab_capture: {cap.torch_note}", file=sys.stderr)
     sys.argv = [script] + o["args"]
     sys.path[0] = os.path.dirname(os.path.abspath(script))
     failure = None

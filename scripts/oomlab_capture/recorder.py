@@ -23,7 +23,7 @@ from torch.optim.optimizer import register_optimizer_step_post_hook
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from . import distributed, ext, frames, placeholders, values
+from . import distributed, ext, frames, placeholders, values, versions
 from .cuda_model import (attention, batch_norm, composite, cublas, cudnn_conv, dropout, embedding, foreach, indexing,
                          loss, reduction, rnn, subclass)
 
@@ -108,7 +108,8 @@ class Capture:
         self.dist = dist          # (rank, world size): torch.distributed on the fake group (distributed.py)
         self.quiet = quiet
         self.ext = ext.load(quiet=quiet)
-        self.labels = []          # per op tag: (op name, step, user frames)
+        self.labels = []          # per op tag: (op name, step, user frames); also one per optimizer step
+        self.n_ops = 0            # device ops recorded
         self.state = {}           # the cuda_model modules' own state
         self.steps = 0            # optimizer.step calls completed
         self.placeholders = {}    # (what, where) -> count
@@ -116,6 +117,7 @@ class Capture:
         self.modelled = {}        # (what, source) -> [bytes, count]
         self.unmodelled = {}      # (what, source) -> ops that make allocations the capture does not model
         self.budget = None        # set_per_process_memory_fraction(f) * total_memory
+        self.torch_note = versions.note(torch.__version__)  # None for the modelled torch (versions.py)
         self.events = []
         self.events_hi = []       # the upper trace: events with the range's allocations (range_alloc) too
         self.hi_only = set()      # the fake addresses of those allocations
@@ -130,6 +132,7 @@ class Capture:
         return torch._C._current_autograd_node() is not None
 
     def begin_op(self, func):
+        self.n_ops += 1
         self.labels.append((func.name(), self.steps, frames.user_frames()))
         self.ext.set_tag(len(self.labels) - 1)
 
@@ -219,7 +222,10 @@ class Capture:
         return self
 
     def _step_hook(self, opt, args, kwargs):
+        # what is freed after optimizer.step belongs to the next step (its label, until the next op's)
         self.steps += 1
+        self.labels.append(("optimizer.step", self.steps, frames.user_frames()))
+        self.ext.set_tag(len(self.labels) - 1)
 
     def __exit__(self, *exc):
         self._stack.close()
@@ -255,7 +261,9 @@ class Capture:
             "schema": SCHEMA,
             "gpu": {k: g[k] for k in ("name", "total_memory", "sm_count", "arch", "context_bytes", "sources")},
             "torch": torch.__version__,
-            "ops": len(self.labels) - 1,
+            # versions.note: what a prediction under a torch other than the modelled one means (None: 2.11)
+            "torch_note": self.torch_note,
+            "ops": self.n_ops,
             "seconds": round(self.seconds, 3),
             "placeholders": [{"what": w, "count": n, "where": where}
                              for (w, where), n in sorted(self.placeholders.items())],
