@@ -90,6 +90,9 @@ def patched(cap):
         return self
 
     torch.Tensor.pin_memory = pin_memory
+    from .cuda_model import cublas
+    clear_ws = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)
+    torch._C._cuda_clearCublasWorkspaces = lambda: cublas.clear(cap)
     # torch.accelerator (the DataLoader's pin thread asks it for the device): the GPU as torch.cuda answers
     acc = torch.accelerator
     acc_repl = {"is_available": lambda: True, "device_count": lambda: 1,
@@ -103,6 +106,10 @@ def patched(cap):
     try:
         yield
     finally:
+        if clear_ws is None:
+            del torch._C._cuda_clearCublasWorkspaces
+        else:
+            torch._C._cuda_clearCublasWorkspaces = clear_ws
         for name, fn in saved.items():
             setattr(cuda, name, fn)
         for name, fn in mem_saved.items():

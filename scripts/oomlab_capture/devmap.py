@@ -5,9 +5,15 @@ become meta. .item(), .tolist(), .cpu(), .numpy() of a meta tensor are answered 
 (placeholders.py). F.dropout and F.scaled_dot_product_attention are replaced by name in torch.nn.functional
 for the capture (patch_functional), and F.linear too (cuda_model.subclass), because a TorchFunctionMode does not see the calls a torch function makes
 inside itself (nn.MultiheadAttention's call of scaled_dot_product_attention).
+
+The program's tensors report device meta where the GPU run's report cuda: torch.autocast and its queries take
+"meta" as "cuda", `x[i] = 2` makes its value a host scalar as THPVariable_setitem does for a CUDA tensor, and
+LIBRARY_PATCHES adjusts library code that branches on the device type (transformers' maybe_autocast).
 """
 import contextlib
 import functools
+import importlib.abc
+import sys
 
 import torch
 import torch.nn.functional as F
@@ -27,6 +33,7 @@ def map_device(d):
 
 _TO = {torch.Tensor.to}
 _CUDA = {torch.Tensor.cuda}
+_SETITEM = torch.Tensor.__setitem__
 
 
 class DeviceMap(TorchFunctionMode):
@@ -57,6 +64,13 @@ class DeviceMap(TorchFunctionMode):
             if isinstance(d, int) and not isinstance(d, bool):
                 d = "cuda"
             args = (args[0], map_device(d)) + tuple(args[2:])
+        if func is _SETITEM and len(args) == 3 and isinstance(args[2], (bool, int, float, complex)) \
+                and isinstance(args[0], torch.Tensor) and args[0].is_meta:
+            # x[i] = 2 on a CUDA tensor: THPVariable_setitem (torch/csrc/autograd/python_variable_indexing.cpp)
+            # makes the value a 0-dim tensor on the host (self_device.is_cuda()), so copy_to fills, and a mask
+            # index goes to masked_fill_ (canDispatchToMaskedFill): no device scalar, no nonzero. On meta it would
+            # be a meta scalar (8 bytes charged).
+            args = (args[0], args[1], torch.tensor(args[2], dtype=args[0].dtype))
         out = placeholders.function(self.cap, func, args, kwargs)
         if out is NotImplemented:
             out = autocast.function(self.cap, func, args, kwargs)
@@ -112,9 +126,29 @@ def patch_functional(cap):
     torch.nn.MultiheadAttention.forward = mha_forward
     orig_compile = torch.compile
     torch.compile = functools.partial(unmodelled.eager_compile, cap)
+    # The program's tensors report device meta, so `torch.autocast(x.device.type, enabled=False)` (transformers'
+    # maybe_autocast around RoPE, forcing float32) names "meta": it means the GPU's autocast, "cuda".
+    orig_ac_init = torch.amp.autocast_mode.autocast.__init__
+    orig_ac_query = {n: getattr(torch, n) for n in ("is_autocast_enabled", "get_autocast_dtype")}
+
+    def ac_init(self, device_type, *a, **k):
+        orig_ac_init(self, "cuda" if device_type == "meta" else device_type, *a, **k)
+
+    def ac_query(orig):
+        return lambda device_type=None, *a: (orig(*a) if device_type is None else
+                                             orig("cuda" if device_type == "meta" else device_type, *a))
+    torch.amp.autocast_mode.autocast.__init__ = ac_init
+    for n, f in orig_ac_query.items():
+        setattr(torch, n, ac_query(f))
+    finder = _PatchOnImport(LIBRARY_PATCHES)
+    sys.meta_path.insert(0, finder)
     try:
         yield
     finally:
+        sys.meta_path.remove(finder)
+        torch.amp.autocast_mode.autocast.__init__ = orig_ac_init
+        for n, f in orig_ac_query.items():
+            setattr(torch, n, f)
         restore = [("gru_cell", had_gru, orig_gru), ("lstm_cell", had_lstm, orig_lstm)]
         restore += [(n, had_mod[n], orig_mod[n]) for n in modules]
         for name, had, orig in restore:
@@ -126,3 +160,55 @@ def patch_functional(cap):
         torch.nn.MultiheadAttention.forward = orig_mha
         torch.compile = orig_compile
         torch.clear_autocast_cache = orig_clear
+
+
+def _maybe_autocast(mod):
+    """transformers.utils.generic.maybe_autocast returns a null context for device "meta" (the program's tensors'
+    device here): on the GPU it is "cuda", and `maybe_autocast("cuda", enabled=False)` turns autocast off (RoPE's
+    cos and sin in float32 under bfloat16 autocast: Llama, Qwen2, Mistral, Gemma, Phi)."""
+    orig = mod.maybe_autocast
+
+    @functools.wraps(orig)
+    def maybe_autocast(device_type, *args, **kwargs):
+        return orig("cuda" if device_type == "meta" else device_type, *args, **kwargs)
+    mod.maybe_autocast = maybe_autocast
+
+
+# module -> patch(module), applied when the program imports it: library code that asks the program's tensors for
+# their device type and would branch on "meta" where the GPU run sees "cuda"
+LIBRARY_PATCHES = {"transformers.utils.generic": _maybe_autocast}
+
+
+class _PatchOnImport(importlib.abc.MetaPathFinder):
+    """A finder that lets the other finders find a module of `patches` and patches it once it has executed (its
+    importers then bind the patched names); a module already imported is patched at once."""
+
+    def __init__(self, patches):
+        self.patches = dict(patches)
+        for name in list(self.patches):
+            if name in sys.modules:
+                self.patches.pop(name)(sys.modules[name])
+
+    def find_spec(self, name, path, target=None):
+        patch = self.patches.get(name)
+        if patch is None:
+            return None
+        for f in sys.meta_path:
+            if f is self or not hasattr(f, "find_spec"):
+                continue
+            spec = f.find_spec(name, path, target)
+            if spec is not None and spec.loader is not None:
+                break
+        else:
+            return None
+        inner = spec.loader
+
+        class Loader(importlib.abc.Loader):
+            def create_module(self, spec):
+                return inner.create_module(spec)
+
+            def exec_module(self, module):
+                inner.exec_module(module)
+                patch(module)
+        spec.loader = Loader()
+        return spec

@@ -111,6 +111,11 @@ def function(cap, func, args, kwargs):
         target = args[1] if len(args) > 1 else kwargs.get("target")
         extra = dict(zip(["weight", "size_average", "ignore_index", "reduce", "reduction", "label_smoothing"],
                          args[2:]), **{k: v for k, v in kwargs.items() if k not in ("input", "target")})
+        if (_eligible(x) and extra.get("label_smoothing") and isinstance(target, torch.Tensor)
+                and not target.is_floating_point() and extra.get("size_average") is None
+                and extra.get("reduce") is None):
+            return _ce_label_smoothing(cap, x, target, extra.get("weight"), extra.get("reduction", "mean"),
+                                       extra.get("ignore_index", -100), extra["label_smoothing"])
         if (_eligible(x) and not extra.get("label_smoothing") and isinstance(target, torch.Tensor)
                 and not target.is_floating_point()):
             # native/LossNLL.cpp cross_entropy_loss_symint: log_softmax(self, class_dim, self.scalar_type()), whose
@@ -125,6 +130,52 @@ def function(cap, func, args, kwargs):
             return F.nll_loss(lsm, target, weight=weight, ignore_index=extra.get("ignore_index", -100),
                               reduction=extra.get("reduction", "mean"))
     return NotImplemented
+
+
+def _ce_label_smoothing(cap, x, target, weight, reduction, ignore_index, label_smoothing):
+    """native/LossNLL.cpp cross_entropy_loss_label_smoothing under AutocastCUDA, op for op: the log-probs in the
+    input's dtype (dtype given), nll_loss an fp32 op (its casts, the last argument first), sum fp32_set_opt_dtype
+    (a float32 result of lower-precision log-probs, no copy); a / b and a + b evaluate b first, as GCC does, and
+    tensors die as C++ destroys them (a full expression's temporaries in reverse, then a block's locals in reverse
+    order of declaration)."""
+    cd = 0 if x.dim() == 1 else 1
+    inp = F.log_softmax(x, cd, dtype=x.dtype)
+    w32 = cast(cap, weight, torch.float32, False) if isinstance(weight, torch.Tensor) else weight
+    nll = F.nll_loss(cast(cap, inp, torch.float32, False), target, weight=w32, ignore_index=ignore_index,
+                     reduction=reduction)
+    del w32
+    n_classes = inp.size(cd)
+
+    def fp32_sum(t, *dim):
+        return t.sum(*dim, dtype=torch.float32) if t.dtype in (torch.float16, torch.bfloat16) else t.sum(*dim)
+    if isinstance(weight, torch.Tensor):
+        shape = [1] * inp.dim()
+        shape[cd] = weight.size(0)
+        smooth = -fp32_sum(inp * weight.view(shape), cd)
+    else:
+        smooth = -fp32_sum(inp, cd)
+    ignore_mask = target == ignore_index
+    smooth.masked_fill_(ignore_mask, 0.0)
+    if reduction == "mean":
+        if isinstance(weight, torch.Tensor):
+            den = weight.gather(0, target.masked_select(~ignore_mask).flatten()).sum()
+            num = smooth.sum()
+            ret = num / den
+            del num, den
+        else:
+            true_mask = ~ignore_mask
+            den = true_mask.sum()
+            num = smooth.sum()
+            ret = num / den
+            del num, den, true_mask
+    elif reduction == "sum":
+        ret = smooth.sum()
+    else:
+        ret = smooth
+    b = ret * (label_smoothing / n_classes)
+    out = (1 - label_smoothing) * nll + b
+    del b, ret, ignore_mask, smooth, nll
+    return out
 
 
 def clear(cap):

@@ -11,9 +11,10 @@ temporaries dropped); the temporaries its composite kernel makes on CUDA are add
 - aten::embedding (aten/src/ATen/native/Embedding.cpp embedding_symint): weight.index_select(0,
   indices.reshape(-1)): reshape copies non-contiguous indices (a [:, :-1] slice of the tokens) before the
   output is allocated; the copy is freed when embedding returns (measured: tests/data/addr_gpt.trace.json).
-- aten::index with a boolean mask (x[mask], aten/src/ATen/native/TensorAdvancedIndexing.cpp via
-  IndexingUtils.h expandTensors): the mask becomes mask.nonzero() first, an int64 [count, mask.dim()] tensor
-  held while the op runs. count is data: the capture assumes every element is selected (a placeholder, listed).
+- aten::index (x[mask], x[i, j]): make_info's allocations on CUDA (a mask's nonzero, host and int32 indices
+  moved or widened, indices of differing strides made contiguous) are indexing.advanced_index's; a mask's count
+  comes from the data where the capture has it (values.py), else every element is assumed selected (a
+  placeholder, listed).
 - aten::native_layer_norm and native_layer_norm_backward (CUDA kernels, aten/src/ATen/native/cuda/
   layer_norm_kernel.cu layer_norm_cuda / layer_norm_backward_cuda): X = input.expect_contiguous() copies a
   non-contiguous input (a ViT's x[:, 0] before its final norm) before Y (dX) is allocated, freed when the op
@@ -119,10 +120,11 @@ REWRITE = {
 SOURCE_EMB = "aten/src/ATen/native/Embedding.cpp embedding_symint (indices.reshape(-1))"
 
 
-SOURCE_MASK = "aten/src/ATen/native/IndexingUtils.h expandTensors (mask.nonzero())"
 SOURCE_LN = "aten/src/ATen/native/cuda/layer_norm_kernel.cu layer_norm_cuda/layer_norm_backward_cuda (expect_contiguous)"
 SOURCE_SAFE_SOFTMAX = "aten/src/ATen/native/transformers/attention.cpp _safe_softmax (isneginf, all, masked_fill_)"
 SOURCE_SOFTMAX_BWD = "aten/src/ATen/native/cuda/SoftMax.cu softmax_backward_cuda_out (tmp = grad * output)"
+SOURCE_ISINF = "aten/src/ATen/native/TensorCompare.cpp isinf (self.abs() == inf)"
+SOURCE_CUM = "aten/src/ATen/native/ReduceOps.cpp impl_func_cum_ops (self.to(result.scalar_type()))"
 SOURCE_COPY = "aten/src/ATen/native/cuda/Copy.cu copy_kernel_cuda (copy_requires_temporaries, dst_contig)"
 SOURCE_POW = "aten/src/ATen/native/Pow.cpp pow_Scalar_out (wrapped_scalar_tensor(base, exp.device()))"
 AFTER_OUTPUTS = object()  # a held entry allocated in after(), once the op has made its outputs
@@ -138,22 +140,15 @@ ALLOC_ORDER = {aten._embedding_bag.default: (2, 1, 0, 3), aten._embedding_bag_fo
 def before(cap, func, args, kwargs):
     if func is aten.index.Tensor:
         from . import indexing
-        held = []
-        for m in args[1]:
-            if isinstance(m, torch.Tensor) and m.dtype in (torch.bool, torch.uint8) and m.numel() > 0 and m.is_meta:
-                v = cap.values.get(m)
-                if v is not None:
-                    cap.answered("aten::index with a boolean mask")
-                    count = int(v.count_nonzero())
-                else:
-                    cap.placeholder("aten::index with a boolean mask (every element selected)")
-                    count = m.numel()
-                n = count * m.dim() * 8
 
-                def make(n=n):
-                    return (cap.fake_alloc(n, "boolean mask index: nonzero()", SOURCE_MASK), n)
-                held.append(indexing.nonzero(cap, m, make))
-        return [h for h in held if h[1]] or None
+        def count(m):
+            v = cap.values.get(m)
+            if v is not None:
+                cap.answered("aten::index with a boolean mask")
+                return int(v.count_nonzero())
+            cap.placeholder("aten::index with a boolean mask (every element selected)")
+            return m.numel()
+        return indexing.advanced_index(cap, args[0], args[1], count) or None
     if func in LAYER_NORM:
         held = []
         x = args[LAYER_NORM[func]]
@@ -172,6 +167,26 @@ def before(cap, func, args, kwargs):
             return None
         n = 1 if isinstance(base, bool) else 16 if isinstance(base, complex) else 8
         return [(AFTER_OUTPUTS, n, "pow.Scalar: the base wrapped as a device scalar", SOURCE_POW)]
+    if func is aten.isinf.default:
+        # TensorCompare.cpp isinf: self.abs() == inf for a floating (not complex) input, the abs a temporary
+        # before the output (measured: the Trainer's NaN/inf filter on the loss, hf_gptneox_trainer)
+        x = args[0]
+        if not x.is_floating_point() or x.numel() == 0:
+            return None
+        n = x.numel() * x.element_size()
+        return [(cap.fake_alloc(n, "isinf: abs(self)", SOURCE_ISINF), n)]
+    if func in (aten.cumsum.default, aten.cumprod.default):
+        # ReduceOps.cpp impl_func_cum_ops: stub(result, self.to(result.scalar_type()), dim), a converted copy made
+        # after the result (an int32 mask's cumsum is int64), freed on return (measured: hf_roberta_mlm's position
+        # ids)
+        x = args[0]
+        dt = args[2] if len(args) > 2 and args[2] is not None else kwargs.get("dtype")
+        if dt is None:
+            dt = torch.int64 if not (x.is_floating_point() or x.is_complex()) else x.dtype
+        if dt == x.dtype or x.dim() == 0 or x.numel() == 0:
+            return None
+        return [(AFTER_OUTPUTS, x.numel() * dt.itemsize, "cumsum/cumprod: the input in the result's dtype",
+                 SOURCE_CUM)]
     if func is aten._safe_softmax.default:
         # attention.cpp _safe_softmax: softmax, then isneginf(self) and its all(dim, keepdim) (bool), and the 0 that
         # masked_fill_ writes (a scalar tensor of the output's dtype), freed when the op returns (measured: the H200

@@ -63,11 +63,24 @@ def after(cap, func, args, kwargs, out):
         return
     if any(isinstance(a, torch.Tensor) and a.numel() == 0 for a in args[:3]):
         return  # an empty product launches nothing
-    st = cap.state.setdefault("cublas", {"ws": set(), "lt": set()})
+    st = cap.state.setdefault("cublas", {"ws": {}, "lt": {}})
     thread = "backward" if cap.in_backward() else "forward"
     if thread not in st["ws"]:
-        st["ws"].add(thread)
-        cap.fake_alloc(workspace_size(cap.gpu), "cuBLAS workspace", SOURCE_WS, keep=True)
+        n = workspace_size(cap.gpu)
+        st["ws"][thread] = (cap.fake_alloc(n, "cuBLAS workspace", SOURCE_WS, keep=True), n)
     if func in (aten.addmm.default, aten.addmm.out) and thread not in st["lt"] and takes_lt_path(args, kwargs):
-        st["lt"].add(thread)
-        cap.fake_alloc(lt_workspace_size(), "cuBLASLt workspace", SOURCE_LT, keep=True)
+        n = lt_workspace_size()
+        st["lt"][thread] = (cap.fake_alloc(n, "cuBLASLt workspace", SOURCE_LT, keep=True), n)
+
+
+def clear(cap):
+    """torch._C._cuda_clearCublasWorkspaces (CublasHandlePool.cpp clearCublasWorkspaces: the cuBLAS map, then
+    cuBLASLt's): every workspace freed; the next product on a thread takes a new one. Lightning's teardown calls
+    it (lightning/fabric/accelerators/cuda.py _clear_cuda_memory)."""
+    st = cap.state.get("cublas")
+    if not st:
+        return
+    for kind in ("ws", "lt"):
+        for addr, n in st[kind].values():
+            cap.fake_free(addr, n)
+        st[kind].clear()

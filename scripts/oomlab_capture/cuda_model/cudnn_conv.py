@@ -1,7 +1,8 @@
 """Convolutions as PyTorch runs them on a GPU whose cuDNN behaviour is measured: every allocation, in order.
 
 On CUDA, aten::convolution and convolution_backward go through aten/src/ATen/native/Convolution.cpp
-select_conv_backend (cuDNN, or a native kernel for some depthwise and dilated cases); cuDNN's calls allocate the
+select_conv_backend (cuDNN, or a native kernel for some depthwise and dilated cases: the depthwise one is
+modelled from its source, native_depthwise, no workspace and grad_weight before grad_input); cuDNN's calls allocate the
 workspace of the plan its heuristics pick (cudnn/Conv_v8.cpp run_conv_plan), freed when the call returns. The
 plan is cuDNN's choice per GPU, library version and problem, and it cannot be had without the GPU: cuDNN's
 deviceless heuristics choose other knobs (docs/parity.md, "cuDNN workspaces"). So the sizes come from a table
@@ -35,6 +36,7 @@ HERE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
 TABLES = {"H200": "cudnn_conv_H200.json.xz"}  # predict's --gpu name -> the table measured on it
 SOURCE = ("aten/src/ATen/native/cudnn/Conv_v8.cpp run_conv_plan (each plan's workspace), measured per call on "
           "the GPU: scripts/oomlab_capture/data/%s")
+SOURCE_DW = "aten/src/ATen/native/cuda/DepthwiseConv2d.cu (Convolution.cpp select_conv_backend: CudaDepthwise2d)"
 SOURCE_MISS = ("aten/src/ATen/native/cudnn/Conv_v8.cpp run_conv_plan: a workspace of cuDNN's choosing per call; "
                "this call is not in a measured table; bounded by the H200 table's largest workspaces relative to "
                "their calls' tensors")
@@ -115,8 +117,66 @@ def _cuda_layout(out, x, w):
     return out
 
 
+def native_depthwise(x, w, transposed, groups):
+    """Convolution.cpp select_conv_backend: a 4-D depthwise convolution (groups == in_channels > 1, out_channels a
+    multiple) runs the native CudaDepthwise2d kernel unless use_cudnn_depthwise: channels-last, or float16 with
+    no dilation, a square stride and 32 channels or more, where check_cudnn_depthwise_workload_with_filter
+    decides (left to the measured table)."""
+    if (transposed or x.dim() != 4 or groups <= 1 or x.size(1) != groups or w.size(0) % groups != 0
+            or _backend_format(x, w) is torch.channels_last):
+        return False
+    return not (x.dtype == torch.float16 and w.dtype == torch.float16)
+
+
+def _copy_if(cap, t, what):
+    if t.is_contiguous() or t.numel() == 0:
+        return None
+    n = _nbytes(t)
+    return cap.fake_alloc(n, "depthwise convolution: %s made contiguous" % what, SOURCE_DW), n
+
+
+def _free(cap, *entries):
+    for e in entries:
+        if e is not None:
+            cap.fake_free(*e)
+
+
+def depthwise_forward(cap, args):
+    """_convolution's CudaDepthwise2d: _conv_depthwise2d(input.contiguous(), weight, ...), whose
+    conv_depthwise2d_cuda_out makes the weight contiguous too; no workspace; a contiguous output."""
+    xc, wc = _copy_if(cap, args[0], "input"), _copy_if(cap, args[1], "weight")
+    out = aten.convolution.default(*args)
+    _free(cap, wc, xc)
+    return out
+
+
+def depthwise_backward(cap, args):
+    """convolution_backward's CudaDepthwise2d (DepthwiseConv2d.cu conv_depthwise2d_backward_cuda_out):
+    grad_output made contiguous, then grad_weight (the input made contiguous for it, freed after), then
+    grad_input (the weight made contiguous); the bias gradient after the backend (grad_output.sum)."""
+    mask, got = list(args[10]), [None, None, None]
+
+    def one(i):
+        return aten.convolution_backward.default(*args[:10], [j == i for j in range(3)])[i]
+    go = _copy_if(cap, args[0], "grad_output")
+    if mask[1]:
+        xc = _copy_if(cap, args[1], "input")
+        got[1] = one(1)
+        _free(cap, xc)
+    if mask[0]:
+        wc = _copy_if(cap, args[2], "weight")
+        got[0] = one(0)
+        _free(cap, wc)
+    _free(cap, go)
+    if mask[2]:
+        got[2] = one(2)
+    return tuple(got)
+
+
 def forward(cap, *args):
     """REWRITE of aten::convolution."""
+    if native_depthwise(args[0], args[1], args[6], args[8]):
+        return depthwise_forward(cap, args)
     ev = lookup(cap, aten.convolution.default, args)
     if ev is None:
         return _miss(cap, aten.convolution.default, args)
@@ -131,6 +191,8 @@ def forward(cap, *args):
 
 def backward(cap, *args):
     """REWRITE of aten::convolution_backward: the gradients asked one at a time, in the table's order."""
+    if native_depthwise(args[1], args[2], args[7], args[9]):
+        return depthwise_backward(cap, args)
     ev = lookup(cap, aten.convolution_backward.default, args)
     if ev is None:
         return _miss(cap, aten.convolution_backward.default, args)

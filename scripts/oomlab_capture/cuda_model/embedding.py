@@ -7,8 +7,11 @@ orig_indices, range = arange(N), then cub's DeviceRadixSort::SortPairs temporary
 caching-allocator block per CUB call, freed after the launch); with scale_grad_by_freq, count and two
 scan-by-key temporaries; then native/cuda/EmbeddingBackwardKernel.cu embedding_backward_cuda_kernel: grad_weight,
 segment_offsets, num_of_segments (int64 scalar), unique_by_key's keys_out and temporary, partials_per_segment and
-its offsets, the exclusive scan's temporary, num_of_partial_segments, partial_segment_offset and
-grad_weight_per_segment (float32 for half, bfloat16 and float), freed in reverse at the end.
+its offsets, the exclusive scan's temporary, num_of_partial_segments, partial_segment_offset, then either
+grad_weight_per_segment (float32 for half, bfloat16 and float; the two-pass path) or, where sum_and_scatter's grid
+(min(V, N) rows) is under 4 blocks per SM and the partial segments outnumber it 4 to 1 (not deterministic mode),
+the fused atomic kernel's partial_to_segment_idx and, for half and bfloat16, a float32 [V, D] accumulator freed
+at once (a token-type embedding of 1 or 2 rows: BERT's, RoBERTa's); all freed in reverse at the end.
 
 CUB's temporary sizes are cub.py's: the radix sort over the whole key (nbits is not passed: begin 0, end 8 x
 sizeof(index)), so with more than one pass its extra key and value buffers. Checked against 46
@@ -25,6 +28,8 @@ SOURCE = ("aten/src/ATen/native/cuda/Embedding.cu embedding_dense_backward_cuda,
           "embedding_backward_cuda_kernel; cub (CCCL 3.0) temporaries, sm_90 tunings")
 SOURCE_OTHER = SOURCE + " (this GPU's own tunings not modelled: sm_90's assumed)"
 SORT_PATH_MIN = 3073  # more indices than this take the sort path (num_indices <= 3072: the feature kernel)
+MAX_BLOCK_SIZE = 1024  # EmbeddingBackwardKernel.cuh
+MAX_ATOMIC_ACCUM_BLOCKS_PER_SM = 4  # EmbeddingBackwardKernel.cu: below SMs x 4 blocks the fused kernel runs
 
 
 def dense_backward(cap, grad, indices, num_weights, padding_idx, scale_grad_by_freq):
@@ -71,8 +76,18 @@ def dense_backward(cap, grad, indices, num_weights, padding_idx, scale_grad_by_f
     free(keys)
     kernel += [alloc(m * ib, "partials per segment"), alloc(m * ib, "partials per segment offset")]
     free(alloc(cub.exclusive_sum(m, ib), "cub exclusive scan temporary"))
-    kernel += [alloc(8, "number of partial segments"), alloc(p * ib, "partial segment offset"),
-               alloc(p * grad.size(-1) * acc, "grad_weight per segment")]
+    kernel += [alloc(8, "number of partial segments"), alloc(p * ib, "partial segment offset")]
+    d = grad.size(-1)
+    warped = cub.cdiv(d, 32) * 32
+    scatter_grid = cub.cdiv(m * warped, min(warped, MAX_BLOCK_SIZE))
+    if (scatter_grid < cap.gpu["sm_count"] * MAX_ATOMIC_ACCUM_BLOCKS_PER_SM and p > scatter_grid * 4
+            and not torch.are_deterministic_algorithms_enabled()):
+        # the fused atomic kernel: few segments, many partial segments
+        kernel.append(alloc(p * ib, "partial segment to segment"))
+        if grad.dtype in (torch.float16, torch.bfloat16):
+            free(alloc(num_weights * d * 4, "grad_weight accumulated in float32"))
+    else:
+        kernel.append(alloc(p * d * acc, "grad_weight per segment"))
     for e in reversed(kernel):
         free(e)
     for e in reversed(held[base:]):  # count, orig_indices, sorted_indices

@@ -13,6 +13,13 @@ shape, then (for a non-empty index) src made contiguous when permuted, sorted an
 arange, cub's radix sort over get_num_bits of the largest linear index (its temporary), freed in reverse.
 Checked on an H200 against 180 nonzero and 40 index_put calls (scripts/twins/predict_probes.py ops) and
 timm_swin_t's recording (its relative position bias backward).
+
+aten/src/ATen/native/TensorAdvancedIndexing.cpp make_info and AdvancedIndex (index.Tensor's meta function and
+_index_put_impl_ without accumulate): expandTensors (a mask becomes mask.nonzero(), one column per dim),
+expand_outplace (the indices broadcast), a host index moved to the device and an int32 one made int64 (each a new
+contiguous tensor of the broadcast shape), then, on CUDA with two or more indices whose strides differ, every
+index made contiguous ("to simplify the CUDA kernel"; meta skips it); all held until the op returns. The zoo's
+recordings show it (transformers' masking_utils indexing a padding mask with a broadcast batch and kv index).
 """
 import math
 
@@ -22,6 +29,8 @@ from . import cub
 
 aten = torch.ops.aten
 SOURCE_NZ = "aten/src/ATen/native/cuda/Nonzero.cu nonzero_cuda_out_impl (cub reduce and select temporaries)"
+SOURCE_AI = "aten/src/ATen/native/TensorAdvancedIndexing.cpp make_info / AdvancedIndex (indices on CUDA)"
+SOURCE_MASK = "aten/src/ATen/native/IndexingUtils.h expandTensors (mask.nonzero())"
 SOURCE_IP = ("aten/src/ATen/native/cuda/Indexing.cu index_put_with_sort_kernel (makeLinearIndex, cub radix sort; "
              "IndexingUtils.h)")
 INT_MAX = 2**31 - 1
@@ -48,6 +57,77 @@ def nonzero(cap, x, make_output):
     if copy is not None:
         cap.fake_free(copy, n * x.element_size())
     return out
+
+
+def _contiguous(shape, strides):
+    """TensorImpl's is_contiguous: size-1 dims ignored, an empty tensor contiguous."""
+    if 0 in shape:
+        return True
+    expect = 1
+    for sz, st in zip(reversed(shape), reversed(strides)):
+        if sz != 1:
+            if st != expect:
+                return False
+            expect *= sz
+    return True
+
+
+def advanced_index(cap, self, indices, mask_count):
+    """make_info's allocations for self[indices] on CUDA (index.Tensor, _index_put_impl_ without accumulate), in
+    order: each mask's nonzero, host indices moved, int32 indices made int64, then every index made contiguous
+    where two or more indices' strides differ. mask_count(m): a mask's number of true elements. Returns the held
+    entries [(addr, bytes)], freed when the op returns."""
+    held = []
+
+    def alloc(n, what, src=SOURCE_AI):
+        held.append((cap.fake_alloc(n, what, src), n))
+
+    idx = []  # [shape, strides, element size, on the device]
+    for m in indices:
+        if not isinstance(m, torch.Tensor):
+            continue
+        if m.dtype in (torch.bool, torch.uint8):
+            if not m.is_meta:
+                return held  # a host mask: nonzero on the host, then moved; not modelled
+            count, d = mask_count(m), max(m.dim(), 1)
+            n = count * m.dim() * 8
+            if m.numel() > 0:
+                def make(n=n):
+                    return (cap.fake_alloc(n, "boolean mask index: nonzero()", SOURCE_MASK), n)
+                e = nonzero(cap, m, make)
+                if e[1]:
+                    held.append(e)
+            idx += [[[count], [d], 8, True] for _ in range(m.dim())]
+        else:
+            idx.append([list(m.shape), list(m.stride()), m.element_size(), m.is_meta])
+    if not idx:
+        return held
+    bshape = list(torch.broadcast_shapes(*[tuple(i[0]) for i in idx]))
+    bn = math.prod(bshape)
+    contig = [math.prod(bshape[k + 1:]) for k in range(len(bshape))]
+    for i in idx:  # expand_outplace: stride 0 where broadcast
+        shape, strides, off = i[0], i[1], len(bshape) - len(i[0])
+        i[1] = [0 if k < off or (shape[k - off] == 1 and bshape[k] != 1) else strides[k - off]
+                for k in range(len(bshape))]
+        i[0] = bshape
+    for i in idx:
+        if not i[3]:  # indice.to(self.device()): a dense host tensor keeps its strides, an expanded one not
+            dense = _contiguous(i[0], i[1]) or 0 not in [st for sz, st in zip(i[0], i[1]) if sz != 1]
+            if bn:
+                alloc(bn * i[2], "a host index moved to the device")
+            if not dense:
+                i[1] = contig
+            i[3] = True
+    for i in idx:
+        if i[2] == 4:
+            if bn:
+                alloc(bn * 8, "an int32 index made int64")
+            i[1], i[2] = contig, 8
+    if len(idx) >= 2 and any(i[1] != idx[0][1] for i in idx[1:]):
+        for i in idx:
+            if not _contiguous(i[0], i[1]) and bn:
+                alloc(bn * i[2], "an index made contiguous (its strides differ from another's)")
+    return held
 
 
 def _num_bits(max_key):
@@ -143,7 +223,14 @@ def index_put_impl(cap, self, indices, values, accumulate=False, unsafe=False):
     (which allocates nothing that survives)."""
     if accumulate:
         index_put_accumulate(cap, self, indices, values, unsafe)
-    return aten._index_put_impl_.default(self, indices, values, accumulate, unsafe)
+        return aten._index_put_impl_.default(self, indices, values, accumulate, unsafe)
+    held = []
+    if not any(isinstance(i, torch.Tensor) and i.dtype in (torch.bool, torch.uint8) for i in indices):
+        held = advanced_index(cap, self, indices, None)
+    out = aten._index_put_impl_.default(self, indices, values, accumulate, unsafe)
+    for a, n in held:
+        cap.fake_free(a, n)
+    return out
 
 
 REWRITE = {aten._index_put_impl_.default: index_put_impl}
