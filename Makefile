@@ -168,13 +168,15 @@ ifeq ($(BACKEND)$(filter test,$(MAKECMDGOALS)),cudatest)
   endif
 endif
 # The suite runs the checked build (its own folder, so it never overwrites the optimised objects): the test binary
-# and the oomlab it runs both validate the allocator after every call.
+# and the oomlab it runs both validate the allocator after every call; the prediction parity suite alone runs the
+# optimised build/oomlab (OOMLAB_PARITY_BIN: advise's bisections of a zoo trace under the validator take minutes).
 test: deps
 	@bash scripts/check_layers.sh
 	$(MAKE) --no-print-directory mdlint
 	@bash scripts/predict_venv.sh --zoo
 	$(MAKE) --no-print-directory BUILD=$(CHECKED) DEBUG=2 $(CHECKED)/oomlab $(CHECKED)/oomlab_tests
-	OOMLAB_TEST_BACKEND=$(BACKEND) OOMLAB_BIN=$(CHECKED)/oomlab $(CHECKED)/oomlab_tests --color=never $(TEST_JOBS) $(TESTFLAGS)
+	$(MAKE) --no-print-directory build/oomlab
+	OOMLAB_TEST_BACKEND=$(BACKEND) OOMLAB_BIN=$(CHECKED)/oomlab OOMLAB_PARITY_BIN=build/oomlab $(CHECKED)/oomlab_tests --color=never $(TEST_JOBS) $(TESTFLAGS)
 
 # The Markdown a reader sees, linted: PyMarkdown (PyPI's pymarkdownlnt, pinned) in a venv of its own under build/,
 # installed on first use (python3-venv is in PACKAGES), with .pymarkdown.json (long lines are the house style) and
