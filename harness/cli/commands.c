@@ -170,7 +170,7 @@ const cli_command cli_commands[] = {
          {"--trace", "OUT.json",
           "keep the predicted trace (PyTorch's snapshot format: oomlab replay, oomlab advise, memory_viz)", false},
          {"--plot", "OUT.png|OUT.svg", "draw advise's figure of the predicted trace (gnuplot)", false},
-         {"--json", NULL, "print the prediction as one JSON object (schema oomlab.predict/3)", false},
+         {"--json", NULL, "print the prediction as one JSON object (schema oomlab.predict/4)", false},
          {"--python", "PATH", "run the capture with this Python (your own environment, with torch 2.11)", false},
          {"--nproc", "N",
           "the script is an N-process torch.distributed job (torchrun --nproc_per_node N): each rank\n"

@@ -4,7 +4,15 @@ history, peaks, minimum budgets and largest batch under a budget (run on a GPU w
 
     python3 scripts/twins/predict_record.py --out DIR [-j JOBS] [--only NAME[,NAME...]] [--skip-bisect]
                                             [--bisect-llama] [--sweep-budget NAME=MiB]... [--timeout S]
-                                            [--deadline S] [--pack] [--fake]
+                                            [--deadline S] [--pack] [--fake] [--zoo] [--labelled]
+                                            [--oomlab BIN] [--rebisect FROM] [--leave MiB]
+
+--zoo: the zoo's cases (tests/data/predict/zoo/scripts, issue 27) instead of CASES; --labelled: each recorded a
+second time with every allocation labelled by its aten op (oplabels.py), NAME.labelled.trace.json, a guide for
+reading the plain recording; --oomlab BIN: `BIN advise` on each recording gives the bisection a guess G, and G - 1
+and G are probed first (the search is unchanged when the guess is wrong); --rebisect FROM: only the minimum budgets
+FROM/NAME.torch.json lacks, bisected against its committed trace; --leave MiB: device memory kept free for other
+work beside.
 
 On the H100: `--out $OUT/predict -j 8 --bisect-llama --pack` took 296 s (249 runs).
 
