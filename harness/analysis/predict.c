@@ -227,6 +227,17 @@ static void print_fit(const predict_result *res, const char *end, FILE *out)
     fprintf(out, "\n  %s\n", res->oom_message);
 }
 
+/* A heading, then each {what, count, where} of a capture's list on its own line. */
+static void print_values(const char *heading, const cJSON *list, FILE *out)
+{
+    fprintf(out, "%s\n", heading);
+    const cJSON *p;
+    cJSON_ArrayForEach(p, list)
+    {
+        fprintf(out, "  %s x%.0f at %s\n", str_of(p, "what"), num_of(p, "count"), str_of(p, "where"));
+    }
+}
+
 void predict_print(const predict_result *res, FILE *out)
 {
     char a[32], b[32];
@@ -272,26 +283,15 @@ void predict_print(const predict_result *res, FILE *out)
     if (up)
         print_fit(up, "the upper end", out);
     const cJSON *an = cJSON_GetObjectItemCaseSensitive(cap, "answered");
-    if (cJSON_GetArraySize(an) > 0) {
-        fprintf(out, "answered from the data: values the script read from device tensors, computed on the CPU "
-                     "from what they were made of:\n");
-        const cJSON *p;
-        cJSON_ArrayForEach(p, an)
-        {
-            fprintf(out, "  %s x%.0f at %s\n", str_of(p, "what"), num_of(p, "count"), str_of(p, "where"));
-        }
-    }
+    if (cJSON_GetArraySize(an) > 0)
+        print_values("answered from the data: values the script read from device tensors, computed on the CPU "
+                     "from what they were made of:",
+                     an, out);
     const cJSON *ph = cJSON_GetObjectItemCaseSensitive(cap, "placeholders");
-    if (cJSON_GetArraySize(ph) == 0) {
+    if (cJSON_GetArraySize(ph) == 0)
         fprintf(out, "placeholders: none (no .item(), .tolist() or data-dependent shape was answered)\n");
-    } else {
-        fprintf(out, "placeholders: values the CPU could not know, answered with placeholders:\n");
-        const cJSON *p;
-        cJSON_ArrayForEach(p, ph)
-        {
-            fprintf(out, "  %s x%.0f at %s\n", str_of(p, "what"), num_of(p, "count"), str_of(p, "where"));
-        }
-    }
+    else
+        print_values("placeholders: values the CPU could not know, answered with placeholders:", ph, out);
     const cJSON *mo = cJSON_GetObjectItemCaseSensitive(cap, "modelled");
     if (cJSON_GetArraySize(mo) == 0) {
         fprintf(out, "modelled: none\n");
