@@ -4,6 +4,7 @@
   where the composite reaches the dispatch mode undecomposed): 0.0 for floating types, 1 for integers
   (a divisor stays valid), False for bool (a found-inf or NaN check says "fine", so the step runs).
 - .tolist(), .cpu(), .numpy(), .to("cpu"): host copies filled with those values; no device bytes.
+- torch.equal: False (CUDA's eq and all() tensors are charged);
 - data-dependent shapes: nonzero() as if every element were non-zero, masked_select() as if every element were
   selected: the largest output, so a prediction is never low because of them.
 Control flow that depends on these values runs as the placeholder says; the trace lists where that happened.
@@ -51,6 +52,8 @@ def dispatch(cap, func, args, kwargs):
             return indexing.nonzero(cap, x, make)
         cap.placeholder("aten::nonzero (every element counted)")
         return indexing.nonzero(cap, x, lambda: torch.empty((x.numel(), x.dim()), dtype=torch.long, device="meta"))
+    if func is aten.equal.default and any(isinstance(a, torch.Tensor) and a.is_meta for a in args[:2]):
+        return _equal(cap, args[0], args[1])
     if func is aten.masked_select.default and args[0].is_meta:
         vx, vm = cap.values.get(args[0]), cap.values.get(args[1]) if args[1].is_meta else args[1]
         if vm is not None:
@@ -67,6 +70,30 @@ def dispatch(cap, func, args, kwargs):
             n *= s
         return torch.empty((n,), dtype=args[0].dtype, device="meta")
     return NotImplemented
+
+
+SOURCE_EQUAL = "aten/src/ATen/native/cuda/Equal.cpp cuda_equal (at::eq(self, src).all().item())"
+
+
+def _equal(cap, a, b):
+    """torch.equal of device tensors (meta has no kernel): sizes that differ answer False at once; otherwise CUDA's
+    cuda_equal makes eq's bool tensor and all()'s, freed once read. The answer from the data where both have
+    values, else a placeholder (False)."""
+    if a.shape != b.shape:
+        return False
+    if a.numel() == 0:
+        return True
+    n = a.numel()
+    e = cap.fake_alloc(n, "torch.equal: eq(self, src)", SOURCE_EQUAL)
+    t = cap.fake_alloc(1, "torch.equal: all()", SOURCE_EQUAL)
+    cap.fake_free(t, 1)
+    cap.fake_free(e, n)
+    va, vb = cap.values.get(a) if a.is_meta else a, cap.values.get(b) if b.is_meta else b
+    if va is not None and vb is not None:
+        cap.answered("aten::equal")
+        return bool(torch.equal(va, vb))
+    cap.placeholder("aten::equal")
+    return False
 
 
 SOURCE_COPY = "aten/src/ATen/native/cuda/Copy.cu copy_kernel_cuda (copy_requires_temporaries, src_contig)"
