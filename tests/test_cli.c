@@ -1797,19 +1797,21 @@ Test(cli, plot_draws_each_file_of_a_run_folder)
     free(dir);
 }
 
-/* A kind is a promise at the scenario's own parameters and budget: under --budget a fix that runs out of memory is
- * shown (✗ with its reason, and a line saying why the run still passes), and the exploration exits 0; at the
- * scenario's own budget the same ✗ would fail the run (scenario::ci_scale_gives_every_variant_its_full_scale_outcome
- * and the catalog tests hold every kind there). */
-Test(cli, a_fix_that_does_not_fit_under_an_explored_budget_is_shown_not_failed)
+/* A fix promises to fit at any budget (issue 28): under --budget a fix that runs out of memory is ✗ in its row and
+ * in its details, and the run fails (exit 1), as it would at the scenario's own budget; the other fixes fit. */
+Test(cli, a_fix_that_does_not_fit_under_an_explored_budget_fails_the_run)
 {
     char args[512];
     snprintf(args, sizeof args, "run dangling_tensors --budget 12MiB --backend sim --out '%s'", tpath("runs"));
     run_result r = run(NULL, args);
-    cr_assert_eq(r.rc, 0, "exit %d:\n%s%s", r.rc, r.out, r.err);
-    cr_assert_not_null(strstr(r.out, "✗ a fix fits, and this one runs out of memory in 12.00 MiB"), "%s", r.out);
-    cr_assert_not_null(strstr(r.out, "10 of 10 variants show what they must\n1 variant(s) do not do what their kind "
-                                     "promises at these parameters (✗ above)"),
+    cr_assert_eq(r.rc, 1, "exit %d:\n%s%s", r.rc, r.out, r.err);
+    cr_assert_not_null(strstr(r.out, "fix-del                    OOM          12.00 MiB      12.00 MiB          0 bytes  "
+                                     "      0 bytes  ✗\n"),
                        "%s", r.out);
+    cr_assert_not_null(strstr(r.out, "✗ a fix fits, and this one runs out of memory in 12.00 MiB"), "%s", r.out);
+    cr_assert_not_null(strstr(r.out, "fix-item                   ok          267.00 KiB       2.00 MiB                -  "
+                                     "            -  ✓\n"),
+                       "%s", r.out);
+    cr_assert_not_null(strstr(r.out, "9 of 10 variants show what they must (✗ above)"), "%s", r.out);
     run_free(&r);
 }

@@ -1370,6 +1370,21 @@ size_t cachealloc_budget_cap(size_t budget, size_t total)
     return (size_t)(fraction * (double)total);
 }
 
+bool cachealloc_budget_allows_nothing(size_t budget, size_t total, const char *what, char *err, size_t errcap)
+{
+    if (budget == 0 || budget >= total || cachealloc_budget_cap(budget, total) > 0)
+        return false;
+    size_t least = budget;
+    while (cachealloc_budget_cap(least, total) == 0 && least < total)
+        least++;
+    snprintf(err, errcap,
+             "%s: %zu bytes allows 0 bytes on a device of %zu (set_per_process_memory_fraction keeps (size_t)(budget / "
+             "total x total)): PyTorch would run out at the first allocation; the least budget that allows any is %zu "
+             "bytes",
+             what, budget, total, least);
+    return true;
+}
+
 oom_status cachealloc_malloc(cachealloc *ca, size_t nbytes, devptr *out)
 {
     ca->initialized = true; /* a CUDA tensor initialises CUDA, whatever its size */

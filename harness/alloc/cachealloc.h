@@ -124,6 +124,11 @@ void cachealloc_empty_cache(cachealloc *ca);
  * refuses one above 1, so callers reject budget > total before). */
 size_t cachealloc_budget_cap(size_t budget, size_t total);
 
+/* A budget below total whose cap is 0 bytes (budget / total x total rounds down to 0): PyTorch would run out at
+ * the first allocation, where oomlab's 0 means "no cap", so every command refuses such a budget in one line,
+ * written to err (naming what, "--budget"), and returns true. */
+bool cachealloc_budget_allows_nothing(size_t budget, size_t total, const char *what, char *err, size_t errcap);
+
 /* What malloc(nbytes) would do first, without doing it: true when it finds no cached block and must
  * release cached memory (garbage collection, max_split release or the emptying retry) before it can
  * get a segment. Trace replay uses this to tell PyTorch's own releases from an explicit empty_cache(). */

@@ -465,6 +465,10 @@ oom_status advise_run(const trace_file *t, const char *path, const advise_option
                 res->device_total, opt->device_total ? "the GPU's memory" : "an H100's memory, which the sim models");
         return OOM_EINVAL;
     }
+    if (cachealloc_budget_allows_nothing(res->recorded_budget, res->device_total,
+                                         strcmp(res->budget_source, "file") == 0 ? "the file's 'budget'" : "--budget", err,
+                                         errcap))
+        return OOM_EINVAL;
     for (size_t i = 0; i < d->n; i++)
         if (d->ev[i].action == CA_OOM) {
             res->recorded_oom_event = (long)i;

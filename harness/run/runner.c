@@ -746,8 +746,9 @@ static void run_variant(const scenario *sc, const run_options *o, run_result *ru
         res->expected = res->expected && res->expect[i].holds;
     kind_check(&s, res);
     /* A kind is a promise at the scenario's own parameters and budget, at every scale (design.md); a user's --set
-     * or --budget explores past it: a fix that does not fit there is shown (✗ with its reason), not a failure. */
-    res->kind_promised = o->nsets == 0 && o->budget == 0;
+     * or --budget explores past it: a kind that does not hold there is shown (✗ with its reason), not a failure.
+     * But a fix promises to fit at any budget: one that runs out of memory under --budget fails the run. */
+    res->kind_promised = o->nsets == 0 && (o->budget == 0 || res->v->kind == VARIANT_FIX);
     res->passed = res->expected && (res->kind_holds || !res->kind_promised);
     rt_close(r);
 }
@@ -818,6 +819,9 @@ static oom_status runner_prepare(const scenario *sc, const run_options *o, run_r
                  memstats_format_size(total, t, sizeof t), total);
         return OOM_EINVAL;
     }
+    if (cachealloc_budget_allows_nothing(out->budget, total, o->budget ? "--budget" : "the scenario's budget", err,
+                                         errcap))
+        return OOM_EINVAL;
     out->device_total = total; /* the first variant's allocator confirms both (run_variant) */
     out->cap = cachealloc_budget_cap(out->budget, total);
     snprintf(out->conf_source, sizeof out->conf_source, "%s", o->alloc_conf_source ? o->alloc_conf_source : "default");

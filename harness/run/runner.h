@@ -162,8 +162,8 @@ typedef struct variant_result {
     bool reproduced; /* false: scn_not_reproduced said why the failure does not happen at these parameters */
     bool expected;   /* no error and every expectation of the scenario's holds */
     bool kind_holds; /* the outcome is what the kind promises: a fix fits, a partial saves bytes (scn_saved) */
-    bool kind_promised; /* run at the scenario's own parameters and budget, where its kind is a promise: a kind
-                         * that does not hold fails the variant; under --set or --budget it is shown (✗), not failed */
+    bool kind_promised; /* run at the scenario's own parameters and budget (a fix: at any budget), where its kind is
+                         * a promise: a kind that does not hold fails the variant; else it is shown (✗), not failed */
     char kind_text[640]; /* what the kind promises, said with the measured outcome ("" for a bug or a myth) */
     bool passed;     /* expected and kind_holds */
     double seconds;     /* wall time of the variant's run */

@@ -472,6 +472,11 @@ oom_status replay_loaded(const trace_file *t, const char *path, const replay_opt
         goto out;
     }
 
+    if (cachealloc_budget_allows_nothing(rep->budget_bytes, (size_t)DEVICE_SIM_DEFAULT_CAPACITY,
+                                         rep->budget_source == REPLAY_BUDGET_OPTION ? "--budget" : "the file's 'budget'",
+                                         err, errcap))
+        goto out;
+
     size_t nrep = opt->one_device ? 1 : nwith;
     rep->devices = calloc(nrep, sizeof *rep->devices);
     snaps = opt->snapshot_path ? calloc(nrep, sizeof *snaps) : NULL;
