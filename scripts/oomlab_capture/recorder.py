@@ -14,6 +14,7 @@ The allocations themselves come from the recording Meta allocator (ext, meta_all
 """
 import json
 import os
+import sys
 import tempfile
 import threading
 import time
@@ -29,6 +30,8 @@ from .cuda_model import (attention, batch_norm, composite, cublas, cudnn_conv, d
 
 aten = torch.ops.aten
 SCHEMA = "oomlab.capture/1"
+# one placeholder line answered this often is said on stderr as a possible endless loop (`while not x.item():`)
+LOOP_WARN = 20_000
 # op -> the order (indices into its outputs) in which its CUDA kernel allocates them, where not output order
 ALLOC_ORDER = {**dropout.ALLOC_ORDER, **rnn.ALLOC_ORDER, **composite.ALLOC_ORDER, **attention.ALLOC_ORDER}
 # op -> what runs on meta in its bracket instead, where CUDA's kernel allocates otherwise than meta's function:
@@ -174,7 +177,18 @@ class Capture:
 
     def placeholder(self, what):
         key = (what, self._where())
-        self.placeholders[key] = self.placeholders.get(key, 0) + 1
+        n = self.placeholders[key] = self.placeholders.get(key, 0) + 1
+        if n == LOOP_WARN:  # said once per line, whatever --quiet says: the capture may never end
+            print(f"oomlab_capture: {key[0]} at {key[1]} was answered with a placeholder {n:,} times: a loop "
+                  f"on a guessed value may never end (oomlab predict --timeout stops it)", file=sys.stderr,
+                  flush=True)
+
+    def busiest_placeholder(self):
+        """The placeholder answered most often, as (what, where, count), or None."""
+        if not self.placeholders:
+            return None
+        (what, where), n = max(self.placeholders.items(), key=lambda kv: kv[1])
+        return what, where, n
 
     def answered(self, what):
         """A value the program read that the capture computed from the data (values.py), not a placeholder."""

@@ -3,8 +3,8 @@
 aten/src/ATen/cuda/CublasHandlePool.cpp (PyTorch 2.11): getCurrentCUDABlasHandle() gives each thread its own
 handle (a per-thread pool) and sets on it a workspace from getCUDABlasWorkspace(), one per (handle, stream),
 allocated from the caching allocator the first time and kept for the life of the process (never freed, so it
-stays in memory_allocated). Its size, parseChosenWorkspaceSize(): CUBLAS_WORKSPACE_CONFIG (":SIZE_KiB:COUNT"
-pairs, summed) if set, else 4096 KiB x 8 = 32 MiB on compute capability 9.0 and 4096 KiB x 2 + 16 KiB x 8 =
+stays in memory_allocated). Its size, parseChosenWorkspaceSize(): CUBLAS_WORKSPACE_CONFIG (every ":SIZE_KiB:COUNT"
+match, summed; the default when none matches) if set, else 4096 KiB x 8 = 32 MiB on compute capability 9.0 and 4096 KiB x 2 + 16 KiB x 8 =
 8,519,680 B elsewhere. The autograd engine runs a CUDA backward on its own device thread, so a program that
 trains holds two. On meta the backward runs on the caller's thread: the model keys the workspace by "forward"
 or "backward" (torch._C._current_autograd_node() is set while the engine runs a node).
@@ -31,23 +31,52 @@ OPS = {aten.mm.default, aten.addmm.default, aten.bmm.default, aten.baddbmm.defau
 FLOAT_TYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
+def _config_size(conf):
+    """CUBLAS_WORKSPACE_CONFIG as parseChosenWorkspaceSize reads it: every match of ":([0-9]+):([0-9]+)" adds
+    SIZE KiB x COUNT; None when nothing matches (PyTorch warns and takes its default)."""
+    import re
+    pairs = re.findall(r":([0-9]+):([0-9]+)", conf)
+    return sum(int(a) * 1024 * int(b) for a, b in pairs) if pairs else None
+
+
 def workspace_size(gpu):
     conf = os.environ.get("CUBLAS_WORKSPACE_CONFIG")
-    if conf:
-        parts = [p for p in conf.split(":") if p]
-        try:
-            nums = [int(p) for p in parts]
-            return sum(nums[i] * 1024 * nums[i + 1] for i in range(0, len(nums) - 1, 2))
-        except ValueError:
-            pass
+    size = _config_size(conf) if conf is not None else None
+    if size is not None:
+        return size
     return 4096 * 1024 * 8 if gpu["arch"] == "sm_90" else 4096 * 1024 * 2 + 16 * 1024 * 8
 
 
+INT_MAX = 2**31 - 1
+
+
+def _stoi(text):
+    """std::stoi: leading blanks, a sign, digits, the rest ignored; None where it throws (no digits: invalid_argument;
+    outside int: out_of_range), which parseCUDABlasLtWorkspaceSize catches and warns of."""
+    import re
+    m = re.match(r"[ \t\n\v\f\r]*([+-]?[0-9]+)", text)
+    if not m:
+        return None
+    v = int(m.group(1))
+    return v if -INT_MAX - 1 <= v <= INT_MAX else None
+
+
 def lt_workspace_size():
-    try:
-        return int(os.environ.get("CUBLASLT_WORKSPACE_SIZE", "1024")) * 1024
-    except ValueError:
-        return 1024 * 1024
+    """CUBLASLT_WORKSPACE_SIZE in KiB as parseCUDABlasLtWorkspaceSize reads it (std::stoi; 1024 where that throws)."""
+    v = _stoi(os.environ.get("CUBLASLT_WORKSPACE_SIZE", "1024"))
+    return (1024 if v is None else v) * 1024
+
+
+def check_env():
+    """The one line for a cuBLAS variable PyTorch would read into a size no GPU can give, or None: a negative
+    CUBLASLT_WORKSPACE_SIZE becomes a size_t of about 2^64 (workspace_size = std::stoi(...), then * 1024)."""
+    text = os.environ.get("CUBLASLT_WORKSPACE_SIZE")
+    v = _stoi(text) if text is not None else None
+    if v is not None and v < 0:
+        return (f"CUBLASLT_WORKSPACE_SIZE={text.strip()[:20]}: PyTorch reads it with std::stoi into a size_t, so "
+                f"the cuBLASLt workspace would be {(v * 1024) % 2**64:,} bytes, which no GPU can allocate (the "
+                f"first matmul with a bias runs out of memory); unset it or give a size in KiB")
+    return None
 
 
 def takes_lt_path(args, kwargs):
