@@ -15,7 +15,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <errno.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/fileio.h"
@@ -132,6 +138,198 @@ Test(predict, bad_input_before_any_capture)
     expect_bad_input(fmt("predict --python '%s/nope' '%s'", tmpdir, s), "--python: '");
     expect_bad_input(fmt("predict --sweep batch=1..4 --trace '%s/t.json' '%s'", tmpdir, s),
                      "not with --trace or --plot");
+    expect_bad_input(fmt("predict --timeout -1 '%s'", s), "--timeout: '-1' is not a number of seconds");
+    expect_bad_input(fmt("predict --timeout soon '%s'", s), "--timeout: 'soon'");
+    /* the sweep's value is in the capture's environment: never a variable Python or torch reads */
+    expect_bad_input(fmt("predict --sweep PYTHONPATH=1..4 '%s'", s), "no variable Python");
+    expect_bad_input(fmt("predict --sweep CUDA_VISIBLE_DEVICES=1..4 '%s'", s), "no variable Python");
+}
+
+/* Every output path is checked before the capture (the fake's script would print to stderr if it ran), and nothing
+ * is written: --plot beside a --trace that is a folder leaves no plot (issue 28). */
+Test(predict, outputs_are_checked_before_the_capture)
+{
+    const char *s = script("s.py", "import torch\n");
+    cr_assert_eq(mkdir(tpath("adir"), 0755), 0);
+    expect_bad_input(fmt("predict --python " FAKE " --gpu TEST-64MiB --plot '%s' --trace '%s' '%s' 1MiB",
+                         tpath("ok.png"), tpath("adir"), s),
+                     "--trace: ");
+    cr_assert_neq(access(tpath("ok.png"), F_OK), 0, "the plot was written");
+    expect_bad_input(fmt("predict --python " FAKE " --gpu TEST-64MiB --trace '%s/no/such/t.json' '%s' 1MiB", tmpdir, s),
+                     "does not exist");
+    expect_bad_input(fmt("predict --python " FAKE " --gpu TEST-64MiB --plot '%s' --trace '%s' '%s' 1MiB",
+                         tpath("same"), tpath("same"), s),
+                     "name the same file");
+}
+
+/* A budget whose cap is 0 bytes (1 byte of an H100's 85,017,493,504: 1 / total x total rounds down) is refused in
+ * one line by predict, run, replay and advise, where 0 would mean "no cap" (issue 28); an alias of a GPU is checked
+ * against its memory before the capture. */
+Test(predict, a_budget_that_allows_nothing_is_refused)
+{
+    const char *s = script("s.py", "import torch\n");
+    expect_bad_input(fmt("predict --python " FAKE " --budget 1 '%s' 1MiB", s), "--budget: 1 bytes allows 0 bytes");
+    expect_bad_input(fmt("predict --python " FAKE " --gpu H100 --budget 90GB '%s' 1MiB", s),
+                     "is not below the H100's memory");
+    expect_bad_input("run fragmentation --budget 1 --backend sim --no-write", "--budget: 1 bytes allows 0 bytes");
+    expect_bad_input("replay tests/data/train_mlp.trace.json --budget 1", "--budget: 1 bytes allows 0 bytes");
+    expect_bad_input("advise tests/data/train_mlp.trace.json --budget 1", "--budget: 1 bytes allows 0 bytes");
+}
+
+/* The allocator-settings variables are read as run reads them, said, and checked before the capture: a bad one is
+ * one line naming the variable, never torch's abort (issue 28). */
+Test(predict, allocator_variables_are_read_and_checked)
+{
+    const char *s = script("s.py", "import torch\n");
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "env PYTORCH_CUDA_ALLOC_CONF='garbage!!' '%s' predict --python " FAKE " --gpu TEST-64MiB '%s' 1MiB "
+             ">'%s' 2>'%s'",
+             bin(), s, tpath("o1"), tpath("e1"));
+    int st = system(cmd);
+    char *err = fileio_read_all(tpath("e1"), NULL);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 2, "exit %d: %s", WEXITSTATUS(st), err);
+    cr_assert_eq(lines(err), 1, "%s", err);
+    cr_assert_not_null(strstr(err, "oomlab: predict: PYTORCH_CUDA_ALLOC_CONF: "), "%s", err);
+    free(err);
+    snprintf(cmd, sizeof cmd,
+             "env -u OOMLAB_ALLOC_CONF PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True '%s' predict --json --python "
+             FAKE " --gpu TEST-64MiB '%s' 1MiB >'%s' 2>'%s'",
+             bin(), s, tpath("o2"), tpath("e2"));
+    st = system(cmd);
+    err = fileio_read_all(tpath("e2"), NULL);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit %d: %s", WEXITSTATUS(st), err);
+    cr_assert_not_null(strstr(err, "oomlab: predict: allocator settings from PYTORCH_CUDA_ALLOC_CONF: "
+                                   "expandable_segments:True\n"),
+                       "%s", err);
+    free(err);
+}
+
+/* An ending without the capture's status (an exit that skips Python's, a crash in native code) is one line naming
+ * the status, exit 2: never "its output is above" with nothing above (issue 28). */
+Test(predict, an_ending_without_a_status_is_named)
+{
+    const char *codes[] = {"0", "1", "3"};
+    for (int i = 0; i < 3; i++) {
+        const char *s = script("s.py", fmt("# fake: die %s\n", codes[i]));
+        expect_bad_input(fmt("predict --python " FAKE " --gpu TEST-64MiB '%s' 1MiB", s),
+                         fmt("ended its process with status %s before the capture finished", codes[i]));
+    }
+}
+
+/* Is pid gone (or a zombie nobody reaped: this container's init may not)? */
+static bool process_gone(long pid)
+{
+    if (kill((pid_t)pid, 0) != 0)
+        return errno == ESRCH;
+    char path[64], stat[256] = {0};
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return true;
+    size_t n = fread(stat, 1, sizeof stat - 1, f);
+    fclose(f);
+    const char *paren = strrchr(stat, ')');
+    return n == 0 || !paren || paren[2] == 'Z' || paren[2] == 'X';
+}
+
+/* Every entry of dir (none: empty). */
+static int entries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    cr_assert_not_null(d, "%s", dir);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        n += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
+    closedir(d);
+    return n;
+}
+
+/* The fake's pids (the capture and the child it started), once it wrote them; false after 60 s. */
+static bool read_pids(const char *path, long *a, long *b)
+{
+    for (int i = 0; i < 6000; i++) {
+        FILE *f = fopen(path, "r");
+        if (f) {
+            int n = fscanf(f, "%ld %ld", a, b);
+            fclose(f);
+            if (n == 2)
+                return true;
+        }
+        struct timespec ts = {0, 10000000L};
+        nanosleep(&ts, NULL);
+    }
+    return false;
+}
+
+/* oomlab predict on the hanging fake, TMPDIR its own scratch folder; stop_with: 0 to wait (its --timeout ends it),
+ * else the signal sent to oomlab once the fake runs. The exit status; stderr in tpath("hang.err"). */
+static int predict_hang(const char *timeout, int stop_with, long *pid, long *kid)
+{
+    const char *s = script("hang.py", "# fake: hang\n");
+    cr_assert_eq(mkdir(tpath("tmp"), 0755), 0);
+    char pids[TEST_TMPDIR_MAX + 16], tmp[TEST_TMPDIR_MAX + 16], errp[TEST_TMPDIR_MAX + 16];
+    snprintf(pids, sizeof pids, "%s", tpath("pids"));
+    snprintf(tmp, sizeof tmp, "%s", tpath("tmp"));
+    snprintf(errp, sizeof errp, "%s", tpath("hang.err"));
+    pid_t p = fork();
+    cr_assert(p >= 0);
+    if (p == 0) {
+        setenv("FAKE_PIDS", pids, 1);
+        setenv("TMPDIR", tmp, 1);
+        int fd = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int null = open("/dev/null", O_WRONLY);
+        dup2(fd, 2);
+        dup2(null, 1);
+        execl(bin(), bin(), "predict", "--python", FAKE, "--gpu", "TEST-64MiB", "--timeout", timeout, s, "1MiB",
+              (char *)NULL);
+        _exit(127);
+    }
+    cr_assert(read_pids(pids, pid, kid), "the fake never started");
+    if (stop_with)
+        kill(p, stop_with);
+    int st = 0;
+    cr_assert_eq(waitpid(p, &st, 0), p);
+    cr_assert(WIFEXITED(st), "oomlab died of signal %d", WTERMSIG(st));
+    cr_assert(process_gone(*pid), "the capture %ld runs on", *pid);
+    cr_assert(process_gone(*kid), "the script's child %ld runs on", *kid);
+    cr_assert_eq(entries(tmp), 0, "predict left files in its TMPDIR");
+    return WEXITSTATUS(st);
+}
+
+/* --timeout stops the capture with everything it started, removes its temporary folder and says so in one line
+ * (issue 28: an endless script ran for ever). */
+Test(predict, a_capture_past_its_timeout_is_stopped, .timeout = 120)
+{
+    long pid = 0, kid = 0;
+    int rc = predict_hang("1", 0, &pid, &kid);
+    char *err = fileio_read_all(tpath("hang.err"), NULL);
+    cr_assert_eq(rc, 2, "exit %d: %s", rc, err);
+    cr_assert_not_null(strstr(err, "oomlab: predict: the capture ran past --timeout 1 s: stopped, with everything "
+                                   "it started; nothing written"),
+                       "%s", err);
+    free(err);
+}
+
+/* SIGTERM (a CI cancel, timeout(1)) and SIGINT (Ctrl-C) to oomlab reach the capture's process group: the script
+ * and its child end, the temporary folder goes, one line, exit 128 + N (issue 28: both were orphaned). */
+Test(predict, stopping_oomlab_stops_the_capture, .timeout = 120)
+{
+    int sigs[] = {SIGTERM, SIGINT};
+    const char *names[] = {"SIGTERM", "SIGINT"};
+    for (int i = 0; i < 2; i++) {
+        long pid = 0, kid = 0;
+        int rc = predict_hang("0", sigs[i], &pid, &kid);
+        char *err = fileio_read_all(tpath("hang.err"), NULL);
+        cr_assert_eq(rc, 128 + sigs[i], "exit %d: %s", rc, err);
+        cr_assert_not_null(strstr(err, fmt("oomlab: predict: stopped by %s: the capture and everything it started "
+                                           "ended; nothing written\n",
+                                           names[i])),
+                           "%s", err);
+        free(err);
+        unlink(tpath("pids"));
+        rmdir(tpath("tmp"));
+    }
 }
 
 /* What the capture refuses: its one line, exit 2, nothing on stdout. */
@@ -458,6 +656,9 @@ Test(predict, nproc_script_without_distributed)
     cr_assert_null(strstr(r.out, "nccl:"), "%s", r.out);
     cr_assert_null(strstr(r.out, "rank 1"), "%s", r.out);
     cr_assert_not_null(strstr(r.out, "fits: yes"), "%s", r.out);
+    /* rank 0 alone was captured: the others would each run it alone (issue 28: all 4 ran first) */
+    cr_assert_not_null(strstr(r.err, "oomlab: predict: rank 0 captured (1 of 1, "), "%s", r.err);
+    cr_assert_null(strstr(r.err, "rank 1"), "%s", r.err);
     run_free(&r);
 }
 
@@ -778,4 +979,86 @@ Test(predict, dataloader_with_pinned_memory, .timeout = 600)
     cr_expect_eq(get(p, "bytes")->valuedouble, 4 * (196608 + 128));
     cr_expect_eq(get(p, "largest")->valuedouble, 196608);
     cJSON_Delete(o);
+}
+
+/* `$OOMLAB_BIN args` with env (NAME=VALUE words) added, as run() runs it. */
+static run_result run_env(const char *env, const char *args)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "env -u OOMLAB_ALLOC_CONF -u PYTORCH_CUDA_ALLOC_CONF -u PYTORCH_ALLOC_CONF %s '%s' %s >'%s/stdout' "
+             "2>'%s/stderr'",
+             env, bin(), args, tmpdir, tmpdir);
+    int st = system(cmd);
+    cr_assert(st != -1 && WIFEXITED(st), "cannot run: %s", cmd);
+    run_result r = {.rc = WEXITSTATUS(st),
+                    .out = fileio_read_all(tpath("stdout"), NULL),
+                    .err = fileio_read_all(tpath("stderr"), NULL)};
+    cr_assert(r.out && r.err);
+    return r;
+}
+
+/* The real capture names every way a script ends, in its last line (issue 28): os._exit(N) (at 0 the trace up to
+ * there is predicted: 2 x 4 MiB), an op with no meta kernel (one line naming it, no traceback), a cuBLAS variable
+ * read as PyTorch reads it (an unparsable CUBLAS_WORKSPACE_CONFIG is the default, a negative CUBLASLT_WORKSPACE_SIZE
+ * a size no GPU has), a script past --timeout (where it was), and a placeholder answered 20,000 times at one line. */
+Test(predict, real_capture_names_every_ending, .timeout = 600)
+{
+    if (access("build/venv/bin/python", X_OK) != 0)
+        cr_skip_test("build/venv is not installed (make test installs it)");
+    const char *head = "import os, time, torch\nx = torch.ones(1024, 1024, device='cuda')\n";
+    const char *s = script("exit3.py", fmt("%sos._exit(3)\n", head));
+    run_result r = run(fmt("predict '%s'", s));
+    cr_assert_eq(r.rc, 2, "exit %d: %s", r.rc, r.err);
+    cr_assert_not_null(strstr(r.err, fmt("oomlab_capture: %s called os._exit(3): no trace\n", s)), "%s", r.err);
+    cr_assert_str_empty(r.out);
+    run_free(&r);
+
+    s = script("exit0.py", fmt("%sy = x * 2\nos._exit(0)\n", head));
+    r = run(fmt("predict '%s'", s));
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+    cr_assert_not_null(strstr(r.err, fmt("ended with os._exit(0): predicted up to there\n")), "%s", r.err);
+    cr_assert_not_null(strstr(r.out, "peak allocated: 8.00 MiB (8388608 bytes)\n"), "%s", r.out);
+    run_free(&r);
+
+    s = script("unique.py", fmt("%su = torch.unique(x)\n", head));
+    r = run(fmt("predict '%s'", s));
+    cr_assert_eq(r.rc, 2, "exit %d: %s", r.rc, r.err);
+    cr_assert_not_null(strstr(r.err, fmt("oomlab_capture: aten::_unique2 at %s:3 has no meta kernel", s)), "%s", r.err);
+    cr_assert_null(strstr(r.err, "Traceback"), "%s", r.err);
+    run_free(&r);
+
+    /* Linear(64, 64) on 8 rows: its addmm takes the cuBLAS workspace (32 MiB on sm_90) and cuBLASLt's (1 MiB) */
+    s = script("mm.py", "import torch\nl = torch.nn.Linear(64, 64).cuda()\ny = l(torch.randn(8, 64, device='cuda'))\n");
+    r = run_env("CUBLAS_WORKSPACE_CONFIG=:-4096:8", fmt("predict '%s'", s));
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+    cr_assert_not_null(strstr(r.out, "peak allocated: 33.02 MiB (34624000 bytes)\n"), "%s", r.out);
+    run_free(&r);
+    r = run_env("CUBLAS_WORKSPACE_CONFIG=:16:8", fmt("predict '%s'", s));
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+    cr_assert_not_null(strstr(r.out, "(1200640 bytes)\n"), "%s", r.out); /* 33554432 - 32 MiB + 128 KiB */
+    run_free(&r);
+    r = run_env("CUBLASLT_WORKSPACE_SIZE=-1024", fmt("predict '%s'", s));
+    cr_assert_eq(r.rc, 2, "exit %d: %s", r.rc, r.err);
+    cr_assert_not_null(strstr(r.err, "oomlab_capture: CUBLASLT_WORKSPACE_SIZE=-1024: PyTorch reads it with std::stoi "
+                                     "into a size_t"),
+                       "%s", r.err);
+    run_free(&r);
+
+    s = script("sleep.py", fmt("%stime.sleep(600)\n", head));
+    r = run(fmt("predict --timeout 5 '%s'", s));
+    cr_assert_eq(r.rc, 2, "exit %d: %s", r.rc, r.err);
+    cr_assert_not_null(strstr(r.err, fmt("oomlab_capture: %s stopped at %s:3\n", s, s)), "%s", r.err);
+    cr_assert_not_null(strstr(r.err, "the capture ran past --timeout 5 s"), "%s", r.err);
+    run_free(&r);
+
+    s = script("loop.py", "import torch\nw = torch.randn(8, device='cuda')\nfor i in range(20001):\n"
+                          "    busy = bool((w.sum() > 1e9).item())\n");
+    r = run(fmt("predict '%s'", s));
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+    cr_assert_not_null(strstr(r.err, fmt("oomlab_capture: aten::item at %s:4 was answered with a placeholder 20,000 "
+                                         "times: a loop on a guessed value may never end",
+                                         s)),
+                       "%s", r.err);
+    run_free(&r);
 }

@@ -153,7 +153,9 @@ const cli_command cli_commands[] = {
      "total - context), the OOM it would hit (step, op, PyTorch's message), advise's minimum budget per allocator\n"
      "setting and verdict, steps and leaks, and the placeholders and modelled allocations of the capture. Options\n"
      "come before SCRIPT; the script's output goes to stderr. Exit 0: a prediction (fits or not), 2: bad input\n"
-     "(a missing script, an unknown GPU, a script that raises: its traceback then one line, or never uses CUDA)",
+     "(a missing script, an unknown GPU, a script that raises: its traceback then one line, or never uses CUDA,\n"
+     "exits early, or runs past --timeout), 1: the capture was killed from outside, 128+N: oomlab was stopped by\n"
+     "signal N (Ctrl-C, SIGTERM): the script and everything it started are ended, nothing is written",
      {
          {"--gpu", "NAME",
           "the GPU (default H100-80GB; the capture's table: H100-80GB, H200, A100-40GB, A100-80GB, L4,\n"
@@ -165,19 +167,26 @@ const cli_command cli_commands[] = {
           false},
          {"--alloc-conf", "S",
           "allocator settings for the prediction (PYTORCH_CUDA_ALLOC_CONF syntax; also one more row of\n"
-          "advise's table); default: PyTorch's defaults (the environment is not read)",
+          "advise's table); default: the first of $OOMLAB_ALLOC_CONF, $PYTORCH_CUDA_ALLOC_CONF,\n"
+          "$PYTORCH_HIP_ALLOC_CONF, $PYTORCH_ALLOC_CONF that is set (said on stderr), else PyTorch's\n"
+          "defaults; checked before the capture, which never sees them",
           false},
          {"--trace", "OUT.json",
           "keep the predicted trace (PyTorch's snapshot format: oomlab replay, oomlab advise, memory_viz)", false},
          {"--plot", "OUT.png|OUT.svg", "draw advise's figure of the predicted trace (gnuplot)", false},
          {"--json", NULL, "print the prediction as one JSON object (schema oomlab.predict/4)", false},
          {"--python", "PATH", "run the capture with this Python (your own environment, with torch 2.11)", false},
+         {"--timeout", "SECONDS",
+          "stop a capture that runs longer (the script and what it started; a placeholder answered\n"
+          "20,000 times at one line is said as a possible endless loop); default 3600, 0: no limit",
+          false},
          {"--nproc", "N",
           "the script is an N-process torch.distributed job (torchrun --nproc_per_node N): each rank\n"
           "captured with torchrun's variables, init_process_group on a process group whose collectives\n"
           "complete at once, DDP's buckets recorded; NCCL's buffers (866 MiB per rank, measured on H200)\n"
-          "charged outside the allocator; identical ranks reported once (1 to 1024; not with --sweep,\n"
-          "--trace or --plot)",
+          "charged outside the allocator; identical ranks reported once; rank 0 first: a script that\n"
+          "never initialises torch.distributed is one process, the others are not run (1 to 1024; not\n"
+          "with --sweep, --trace or --plot)",
           false},
          {"--sweep", "NAME=LO..HI",
           "the largest value of a script parameter that fits, by bisection over fresh captures: each\n"

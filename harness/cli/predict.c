@@ -25,16 +25,20 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "trace/trace.h"
+#include "core/child.h"
 #include "core/echo.h"
 #include "core/fileio.h"
 #include "core/selfpath.h"
 #include "core/units.h"
+#include "alloc/allocconf.h"
+#include "alloc/cachealloc.h"
 #include "alloc/memstats.h"
 #include "analysis/predict.h"
 #include "device/devcomm.h"
@@ -43,6 +47,10 @@
 #define CHECKOUT_MARK "scripts/predict_venv.sh"
 #define DEFAULT_GPU "H100-80GB"
 #define PREDICT_NPROC_MAX 1024 /* --nproc's largest rank count */
+/* --timeout's default, seconds per capture: the zoo's captures take 0.5 to 3 minutes on two cores, a first
+ * extension build 2 more; an hour stops an endless loop without cutting off a large real script */
+#define PREDICT_TIMEOUT_DEFAULT 3600
+#define PREDICT_TIMEOUT_MAX 604800 /* a week */
 
 static int bad(const char *fmt, ...)
 {
@@ -57,7 +65,9 @@ static int bad(const char *fmt, ...)
 
 typedef struct predict_cli {
     const char *gpu, *python_opt, *alloc_conf, *trace_out, *plot, *sweep;
+    const char *conf_source; /* where alloc_conf came from (alloc_conf_pick) */
     size_t budget;
+    double timeout;          /* --timeout: seconds each capture may run; 0: no limit */
     bool json;
     int nproc;             /* --nproc N: ranks of a torch.distributed job; 0: one process */
     const char *script;
@@ -68,6 +78,8 @@ typedef struct predict_cli {
     char tmpdir[PATH_MAX];
     char trace[PATH_MAX + 16];
     char upper[PATH_MAX + 24]; /* the capture's upper trace (--out-upper), written only where it met a range */
+    char status[PATH_MAX + 24]; /* the capture's status (--status): how it ended */
+    char rank_trace[PATH_MAX + 32], rank_status[PATH_MAX + 32]; /* --nproc: the rank being started */
     /* --sweep NAME=LO..HI */
     char sweep_name[64];
     int64_t lo, hi;
@@ -96,57 +108,68 @@ static bool is_dir(const char *path)
     return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
 }
 
-static double now_s(void)
+/* What a capture child gets before exec (child_setup): PYTHONPATH = pythonpath, then what it held ("a:b");
+ * env_name=env_value when env_name; TMPDIR = tmpdir (what the script and torch leave in $TMPDIR goes with predict's
+ * own folder); the allocator-settings variables unset (predict read them: torch must never abort on one); stdin
+ * from /dev/null (the script has no terminal: it leads a session of its own); stdout to out_path (created)
+ * when given, else to our stderr. Exits 127 when it cannot. */
+typedef struct child_env {
+    const char *pythonpath, *env_name, *env_value, *out_path, *tmpdir;
+} child_env;
+
+static void child_env_setup(void *ctx)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    const child_env *e = ctx;
+    if (e->pythonpath) {
+        const char *old = getenv("PYTHONPATH");
+        size_t n = strlen(e->pythonpath) + (old ? strlen(old) : 0) + 2;
+        char *pp = malloc(n);
+        if (!pp)
+            _exit(127);
+        snprintf(pp, n, "%s%s%s", e->pythonpath, old && *old ? ":" : "", old && *old ? old : "");
+        setenv("PYTHONPATH", pp, 1);
+    }
+    if (e->env_name)
+        setenv(e->env_name, e->env_value, 1);
+    if (e->tmpdir)
+        setenv("TMPDIR", e->tmpdir, 1);
+    static const char *const conf_vars[] = {ALLOC_CONF_ENV_VARS};
+    for (size_t i = 0; i < sizeof conf_vars / sizeof conf_vars[0]; i++)
+        unsetenv(conf_vars[i]);
+    int null = open("/dev/null", O_RDONLY);
+    if (null >= 0) {
+        dup2(null, STDIN_FILENO);
+        close(null);
+    }
+    if (e->out_path) {
+        int fd = open(e->out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (fd < 0)
+            _exit(127);
+        dup2(fd, STDOUT_FILENO);
+    } else {
+        dup2(STDERR_FILENO, STDOUT_FILENO);
+    }
 }
 
-/* In a forked child before exec: PYTHONPATH = pythonpath, then what it held ("a:b"); exits 127 out of memory. */
-static void child_prepend_pythonpath(const char *pythonpath)
-{
-    const char *old = getenv("PYTHONPATH");
-    size_t n = strlen(pythonpath) + (old ? strlen(old) : 0) + 2;
-    char *pp = malloc(n);
-    if (!pp)
-        _exit(127);
-    snprintf(pp, n, "%s%s%s", pythonpath, old && *old ? ":" : "", old && *old ? old : "");
-    setenv("PYTHONPATH", pp, 1);
-}
-
-/* Run argv[0] with argv; stdout to out_path (created) when given, else to our stderr; env_name=env_value added
- * when env_name. The exit status, or -1 on a signal (*sig set), 127 when it could not be started. */
-static int run_child(char *const argv[], const char *pythonpath, const char *env_name, const char *env_value,
-                     const char *out_path, int *sig)
+/* Run argv with e's set-up and a time limit (0: none), as the leader of a session of its own (core/child.h). */
+static child run_child(char *const argv[], const child_env *e, double timeout_s)
 {
     fflush(stdout);
     fflush(stderr);
-    pid_t pid = fork();
-    if (pid < 0)
-        return 127;
-    if (pid == 0) {
-        if (pythonpath)
-            child_prepend_pythonpath(pythonpath);
-        if (env_name)
-            setenv(env_name, env_value, 1);
-        if (out_path) {
-            FILE *f = fopen(out_path, "w");
-            if (!f)
-                _exit(127);
-            dup2(fileno(f), STDOUT_FILENO);
-        } else {
-            dup2(STDERR_FILENO, STDOUT_FILENO);
-        }
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR)
-            return 127;
-    *sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    child k;
+    child_start(&k, argv, child_env_setup, (void *)e, timeout_s);
+    child_wait(&k);
+    return k;
+}
+
+/* A child stopped because oomlab was (child_stop_signal): the one line, and the exit status 128 + the signal. */
+static int stopped_status(const char *what)
+{
+    char name[32];
+    int sig = child_stop_signal();
+    fprintf(stderr, "oomlab: predict: stopped by %s: %s and everything it started ended; nothing written\n",
+            child_signal_name(sig, name, sizeof name), what);
+    return 128 + sig;
 }
 
 /* The Python: --python (an executable file), else the checkout's build/venv, installed now if missing. 0 or the
@@ -170,14 +193,17 @@ static int find_python(predict_cli *c)
     fprintf(stderr, "oomlab: predict: first use: installing torch 2.11.0 and what its import needs into %s "
                     "(scripts/predict_venv.sh; --python PATH uses your own environment instead)\n",
             venv);
-    double t0 = now_s();
+    double t0 = child_now();
     char *argv[] = {"/bin/bash", script, venv, NULL};
-    int sig = 0, rc = run_child(argv, NULL, NULL, NULL, NULL, &sig);
-    if (rc != 0) {
-        fprintf(stderr, "oomlab: predict: scripts/predict_venv.sh failed (status %d; its output is above)\n", rc);
+    child_env e = {0};
+    child k = run_child(argv, &e, 0);
+    if (k.end == CHILD_STOPPED)
+        return stopped_status("scripts/predict_venv.sh");
+    if (k.end != CHILD_EXITED || k.code != 0) {
+        fprintf(stderr, "oomlab: predict: scripts/predict_venv.sh failed (status %d; its output is above)\n", k.code);
         return 1;
     }
-    fprintf(stderr, "oomlab: predict: installed %s in %.0f s\n", venv, now_s() - t0);
+    fprintf(stderr, "oomlab: predict: installed %s in %.0f s\n", venv, child_now() - t0);
     return 0;
 }
 
@@ -207,24 +233,55 @@ static char *substitute(const char *arg, const char *name, const char *value)
     return out;
 }
 
-/* The status of a capture child as predict's: 0, or the exit status with the capture's line, or ours, printed. */
-static int capture_status(const predict_cli *c, int st, int sig)
+/* How a capture ended, as predict's exit status: 0 the trace is written; else the one line said (by the capture,
+ * whose status file names its ending: scripts/oomlab_capture/__main__.py's Status, or here) and 2 (the script or
+ * its input), 1 (something outside it killed the capture), 128 + N (oomlab was stopped by signal N). who prefixes
+ * predict's own lines ("rank 3: "). */
+static int capture_status(const predict_cli *c, const child *k, const char *status_path, const char *who)
 {
-    if (st == 0)
-        return 0;
-    if (st == 2 || st == 3 || st == 4)
-        return 2; /* the capture printed the one line (after the script's traceback) */
-    if (st == 127) {
-        char cut[ECHO_BUF];
+    char *text = fileio_read_all(status_path, NULL);
+    oom_error_clear();
+    cJSON *st = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(st, "ended");
+    const char *ended = cJSON_IsString(e) ? e->valuestring : NULL;
+    bool os_exit = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(st, "os_exit"));
+    char cut[ECHO_BUF], name[32];
+    int rc;
+    if (k->end == CHILD_STOPPED) {
+        rc = stopped_status("the capture");
+    } else if (k->end == CHILD_TIMED_OUT) {
+        fprintf(stderr, "oomlab: predict: %sthe capture ran past --timeout %.0f s: stopped, with everything it "
+                        "started; nothing written (a larger --timeout, or --timeout 0 for none)\n",
+                who, c->timeout);
+        rc = 2;
+    } else if (k->end == CHILD_NOT_RUN) {
+        fprintf(stderr, "oomlab: predict: %scannot start the capture: %s\n", who, strerror(errno));
+        rc = 1;
+    } else if (ended) { /* the capture said its line */
+        rc = strcmp(ended, "returned") == 0 && k->end == CHILD_EXITED && k->code == 0 ? 0 : 2;
+        if (rc == 0 && os_exit)
+            fprintf(stderr, "oomlab: predict: %s%s ended with os._exit(0): predicted up to there\n", who,
+                    echo_str(c->script, cut));
+    } else if (k->end == CHILD_SIGNALED) {
+        fprintf(stderr, "oomlab: predict: %sthe capture was killed by %s, not by oomlab (the kernel's OOM killer, or "
+                        "a kill from outside); nothing written\n",
+                who, child_signal_name(k->sig, name, sizeof name));
+        rc = 1;
+    } else if (k->code == 127) {
         fprintf(stderr, "oomlab: predict: could not run the capture with '%s' (not a Python with torch 2.11?)\n",
                 echo_str(c->python, cut));
-        return 2;
+        rc = 2;
+    } else if (k->code == 2) {
+        rc = 2; /* the capture's usage line, said before it could keep a status */
+    } else {
+        fprintf(stderr, "oomlab: predict: %s%s ended its process with status %d before the capture finished (an exit "
+                        "that skips Python's, or a crash in native code); nothing written\n",
+                who, echo_str(c->script, cut), k->code);
+        rc = 2;
     }
-    if (st < 0)
-        fprintf(stderr, "oomlab: predict: the capture was killed by signal %d\n", sig);
-    else
-        fprintf(stderr, "oomlab: predict: the capture failed with status %d (its output is above)\n", st);
-    return 1;
+    cJSON_Delete(st);
+    return rc;
 }
 
 static void rank_trace_path(const predict_cli *c, int rank, char *out, size_t cap)
@@ -232,122 +289,150 @@ static void rank_trace_path(const predict_cli *c, int rank, char *out, size_t ca
     snprintf(out, cap, "%s/trace.%d.json", c->tmpdir, rank);
 }
 
-/* Every rank's capture (--nproc), at most as many children at once as there are CPUs. 0, or the first failing
- * rank's status (the others run to their end). */
-static int capture_ranks(predict_cli *c)
+static void rank_status_path(const predict_cli *c, int rank, char *out, size_t cap)
 {
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    int width = ncpu < 1 ? 1 : ncpu > c->nproc ? c->nproc : (int)ncpu;
-    char pythonpath[PATH_MAX + 16];
-    snprintf(pythonpath, sizeof pythonpath, "%s/scripts", c->root);
-    size_t nargv = (size_t)c->nargs + ARGV_HEAD + 8; /* --rank R --world-size N --quiet -- script ... NULL */
-    char **argv = calloc(nargv, sizeof *argv);
-    pid_t *pids = calloc((size_t)c->nproc, sizeof *pids);
-    if (!argv || !pids) {
-        free(argv);
-        free(pids);
-        fprintf(stderr, "oomlab: predict: out of host memory\n");
-        return 1;
-    }
-    int rc = 0, next = 0, running = 0;
-    fflush(stdout);
-    fflush(stderr);
-    while (next < c->nproc || running > 0) {
-        if (next < c->nproc && running < width) {
-            char rank[16], world[16], trace[PATH_MAX + 32];
-            snprintf(rank, sizeof rank, "%d", next);
-            snprintf(world, sizeof world, "%d", c->nproc);
-            rank_trace_path(c, next, trace, sizeof trace);
-            size_t n = capture_argv_head(c, trace, argv);
-            argv[n++] = "--rank";
-            argv[n++] = rank;
-            argv[n++] = "--world-size";
-            argv[n++] = world;
-            if (c->json)
-                argv[n++] = "--quiet";
-            argv[n++] = "--";
-            argv[n++] = (char *)c->script;
-            for (int i = 0; i < c->nargs; i++)
-                argv[n++] = c->args[i];
-            argv[n] = NULL;
-            pid_t pid = fork();
-            if (pid == 0) {
-                child_prepend_pythonpath(pythonpath);
-                dup2(STDERR_FILENO, STDOUT_FILENO);
-                execv(argv[0], argv);
-                _exit(127);
-            }
-            if (pid < 0) {
-                if (!rc)
-                    rc = capture_status(c, 127, 0);
-                next = c->nproc; /* start no more; wait for those running */
-                continue;
-            }
-            pids[next++] = pid;
-            running++;
-            continue;
-        }
-        int status = 0;
-        pid_t pid = waitpid(-1, &status, 0);
-        if (pid < 0) {
-            if (errno == EINTR)
-                continue;
-            break;
-        }
-        bool ours = false;
-        for (int k = 0; k < c->nproc; k++)
-            ours = ours || pids[k] == pid;
-        if (!ours)
-            continue;
-        running--;
-        int st = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-        int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
-        int r = capture_status(c, st, sig);
-        if (r && !rc)
-            rc = r;
-    }
-    free(argv);
-    free(pids);
-    return rc;
+    snprintf(out, cap, "%s/status.%d.json", c->tmpdir, rank);
 }
 
-/* One capture of the script (with value substituted when sweeping) into c->trace. 0, or the exit status (the
- * capture's line, or ours, printed). */
-static int capture(predict_cli *c, const char *value, bool quiet)
+/* The capture's command line for rank (or -1: one process, with the upper trace) with the sweep's value
+ * substituted (NULL: none): argv (n_args + ARGV_MAX_EXTRA entries), the substituted strings in owned (nargs), to
+ * be freed. false when out of memory. */
+#define ARGV_MAX_EXTRA (ARGV_HEAD + 12)
+static bool capture_argv(predict_cli *c, int rank, const char *value, char **argv, char **owned)
 {
-    size_t n = 0;
-    /* the head, --out-upper PATH --quiet -- script, the script's arguments, NULL */
-    char **argv = calloc((size_t)c->nargs + ARGV_HEAD + 6, sizeof *argv);
-    char **owned = calloc((size_t)c->nargs + 1, sizeof *owned);
-    int rc = 1;
-    if (!argv || !owned) {
-        fprintf(stderr, "oomlab: predict: out of host memory\n");
-        goto out;
+    static char rank_s[16], world_s[16];
+    char *trace = c->trace, *status = c->status;
+    size_t n;
+    if (rank >= 0) {
+        rank_trace_path(c, rank, c->rank_trace, sizeof c->rank_trace);
+        rank_status_path(c, rank, c->rank_status, sizeof c->rank_status);
+        trace = c->rank_trace;
+        status = c->rank_status;
     }
-    n = capture_argv_head(c, c->trace, argv);
-    argv[n++] = "--out-upper";
-    argv[n++] = c->upper;
-    if (quiet)
+    n = capture_argv_head(c, trace, argv);
+    argv[n++] = "--status";
+    argv[n++] = status;
+    if (rank >= 0) {
+        snprintf(rank_s, sizeof rank_s, "%d", rank);
+        snprintf(world_s, sizeof world_s, "%d", c->nproc);
+        argv[n++] = "--rank";
+        argv[n++] = rank_s;
+        argv[n++] = "--world-size";
+        argv[n++] = world_s;
+    } else {
+        argv[n++] = "--out-upper";
+        argv[n++] = c->upper;
+    }
+    if (c->json || value)
         argv[n++] = "--quiet";
     argv[n++] = "--";
     argv[n++] = (char *)c->script;
     for (int i = 0; i < c->nargs; i++) {
         if (value) {
-            if (!(owned[i] = substitute(c->args[i], c->sweep_name, value))) {
-                fprintf(stderr, "oomlab: predict: out of host memory\n");
-                goto out;
-            }
+            if (!(owned[i] = substitute(c->args[i], c->sweep_name, value)))
+                return false;
             argv[n++] = owned[i];
         } else {
             argv[n++] = c->args[i];
         }
     }
     argv[n] = NULL;
+    return true;
+}
+
+/* Did rank 0's trace initialise torch.distributed? */
+static bool trace_initialised(const char *path)
+{
+    trace_file t;
+    char err[256];
+    if (trace_load(path, &t, err, sizeof err) != OOM_OK)
+        return true; /* do_nproc says what is wrong with it */
+    const cJSON *dist = cJSON_GetObjectItemCaseSensitive(t.capture, "distributed");
+    bool init = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(dist, "initialised"));
+    trace_free(&t);
+    return init;
+}
+
+/* Every rank's capture (--nproc): rank 0 alone first, and only when its script initialised torch.distributed the
+ * others, at most as many at once as there are CPUs, each said on stderr as it ends. 0 (*ranks: how many were
+ * captured, 1 or N), or the first failing rank's status (the others are stopped). */
+static int capture_ranks(predict_cli *c, int *ranks)
+{
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    int width = ncpu < 1 ? 1 : ncpu > c->nproc ? c->nproc : (int)ncpu;
     char pythonpath[PATH_MAX + 16];
     snprintf(pythonpath, sizeof pythonpath, "%s/scripts", c->root);
-    int sig = 0;
-    int st = run_child(argv, pythonpath, value ? c->sweep_name : NULL, value, NULL, &sig);
-    rc = capture_status(c, st, sig);
+    char **argv = calloc((size_t)c->nargs + ARGV_MAX_EXTRA, sizeof *argv);
+    child *kids = calloc((size_t)c->nproc, sizeof *kids);
+    if (!argv || !kids) {
+        free(argv);
+        free(kids);
+        fprintf(stderr, "oomlab: predict: out of host memory\n");
+        return 1;
+    }
+    child_env env = {.pythonpath = pythonpath, .tmpdir = c->tmpdir};
+    int rc = 0, next = 0, running = 0, done = 0, total = c->nproc;
+    double t0 = child_now();
+    char who[32], path[PATH_MAX + 32];
+    fflush(stdout);
+    fflush(stderr);
+    while (!rc && (next < total || running > 0)) {
+        /* rank 0 alone: whether the others run at all depends on its trace */
+        bool may_start = next == 0 || (done >= 1 && next < total);
+        if (may_start && running < width) {
+            capture_argv(c, next, NULL, argv, NULL);
+            child_start(&kids[next], argv, child_env_setup, &env, c->timeout);
+            if (!kids[next].running) {
+                snprintf(who, sizeof who, "rank %d: ", next);
+                rank_status_path(c, next, path, sizeof path);
+                rc = capture_status(c, &kids[next], path, who);
+                break;
+            }
+            next++;
+            running++;
+            continue;
+        }
+        int i = child_wait_any(kids, next);
+        if (i < 0)
+            break;
+        running--;
+        done++;
+        snprintf(who, sizeof who, "rank %d: ", i);
+        rank_status_path(c, i, path, sizeof path);
+        if ((rc = capture_status(c, &kids[i], path, who)) != 0)
+            break;
+        if (i == 0) {
+            rank_trace_path(c, 0, path, sizeof path);
+            if (!trace_initialised(path))
+                total = 1; /* one process: the others would each run it alone */
+        }
+        fprintf(stderr, "oomlab: predict: rank %d captured (%d of %d, %.0f s)\n", i, done, total, child_now() - t0);
+    }
+    child_stop_all(kids, next); /* after a failure: the ranks still running */
+    *ranks = total;
+    free(argv);
+    free(kids);
+    return rc;
+}
+
+/* One capture of the script (with value substituted when sweeping) into c->trace. 0, or the exit status (the
+ * capture's line, or ours, printed). */
+static int capture(predict_cli *c, const char *value)
+{
+    char **argv = calloc((size_t)c->nargs + ARGV_MAX_EXTRA, sizeof *argv);
+    char **owned = calloc((size_t)c->nargs + 1, sizeof *owned);
+    int rc = 1;
+    if (!argv || !owned || !capture_argv(c, -1, value, argv, owned)) {
+        fprintf(stderr, "oomlab: predict: out of host memory\n");
+        goto out;
+    }
+    char pythonpath[PATH_MAX + 16];
+    snprintf(pythonpath, sizeof pythonpath, "%s/scripts", c->root);
+    child_env env = {.pythonpath = pythonpath, .env_name = value ? c->sweep_name : NULL, .env_value = value,
+                     .tmpdir = c->tmpdir};
+    unlink(c->status);
+    child k = run_child(argv, &env, c->timeout);
+    rc = capture_status(c, &k, c->status, "");
 out:
     for (int i = 0; owned && i < c->nargs; i++)
         free(owned[i]);
@@ -364,18 +449,25 @@ static int check_gpu(predict_cli *c)
     snprintf(pythonpath, sizeof pythonpath, "%s/scripts", c->root);
     snprintf(out, sizeof out, "%s/gpus.json", c->tmpdir);
     char *argv[] = {c->python, "-m", "oomlab_capture", "--list-gpus", "--json", NULL};
-    int sig = 0, st = run_child(argv, pythonpath, NULL, NULL, out, &sig);
+    child_env env = {.pythonpath = pythonpath, .out_path = out, .tmpdir = c->tmpdir};
+    child k = run_child(argv, &env, c->timeout);
+    if (k.end == CHILD_STOPPED) {
+        unlink(out);
+        return stopped_status("the capture's Python");
+    }
+    int st = k.end == CHILD_EXITED ? k.code : 1;
     char *text = st == 0 ? fileio_read_all(out, NULL) : NULL;
     unlink(out);
     cJSON *gpus = text ? cJSON_Parse(text) : NULL;
     free(text);
     int rc = 0;
-    char cut[ECHO_BUF];
+    char cut[ECHO_BUF], why[512];
     if (!cJSON_IsArray(gpus)) {
-        fprintf(stderr, "oomlab: predict: '%s -m oomlab_capture --list-gpus --json' %s\n", echo_str(c->python, cut),
-                st == 0 ? "printed no JSON list" : "failed (its output is above)");
+        fprintf(stderr, "oomlab: predict: '%s -m oomlab_capture --list-gpus --json' %s (is it a Python with torch "
+                        "2.11?)\n",
+                echo_str(c->python, cut), st == 0 ? "printed no JSON list" : "failed (its output is above)");
         cJSON_Delete(gpus);
-        return st == 127 ? 2 : 1;
+        return 2;
     }
     const cJSON *g, *hit = NULL;
     cJSON_ArrayForEach(g, gpus)
@@ -385,13 +477,22 @@ static int check_gpu(predict_cli *c)
             continue;
         if (strcasecmp(name->valuestring, c->gpu) == 0)
             hit = g;
+        const cJSON *alias;
+        cJSON_ArrayForEach(alias, cJSON_GetObjectItemCaseSensitive(g, "aliases"))
+        {
+            if (cJSON_IsString(alias) && strcasecmp(alias->valuestring, c->gpu) == 0)
+                hit = g;
+        }
     }
     const cJSON *total = hit ? cJSON_GetObjectItemCaseSensitive(hit, "total_memory") : NULL;
-    /* a name not in the table may be an alias (H100, A100): the capture resolves it or refuses it in one line */
+    /* a name in neither the table nor its aliases: the capture refuses it in one line, naming the known ones */
     if (hit && c->budget && cJSON_IsNumber(total) && (double)c->budget >= total->valuedouble)
         rc = bad("--budget: %zu bytes is not below the %s's memory, %.0f bytes (PyTorch's memory fraction is at "
                  "most 1)",
                  c->budget, c->gpu, total->valuedouble);
+    else if (hit && cJSON_IsNumber(total) &&
+             cachealloc_budget_allows_nothing(c->budget, (size_t)total->valuedouble, "--budget", why, sizeof why))
+        rc = bad("%s", why);
     cJSON_Delete(gpus);
     return rc;
 }
@@ -451,9 +552,13 @@ static int sweep_probe(int64_t value, void *ctx, predict_probe *out)
     predict_cli *c = ctx;
     char v[32];
     snprintf(v, sizeof v, "%lld", (long long)value);
-    int rc = capture(c, v, true);
-    if (rc)
+    int rc = capture(c, v);
+    if (rc) {
+        if (rc != 128 + child_stop_signal())
+            fprintf(stderr, "oomlab: predict: --sweep stopped at %s=%s: that capture failed (above)\n", c->sweep_name,
+                    v);
         return rc;
+    }
     predict_options po = {.budget = c->budget, .alloc_conf = c->alloc_conf};
     predict_result res;
     if ((rc = analyse(c, &po, &res)) != 0)
@@ -569,7 +674,8 @@ static void ranks_text(const int *group, int n, int first, char *out, size_t cap
  * rank (or the JSON of all). */
 static int do_nproc(predict_cli *c)
 {
-    int rc = capture_ranks(c);
+    int nranks = 0;
+    int rc = capture_ranks(c, &nranks);
     if (rc)
         return rc;
     int n = c->nproc;
@@ -585,14 +691,15 @@ static int do_nproc(predict_cli *c)
     }
     char err[1024], path[PATH_MAX + 32];
     int loaded = 0;
-    for (; loaded < n && !rc; loaded++) {
+    for (; loaded < nranks && !rc; loaded++) {
         rank_trace_path(c, loaded, path, sizeof path);
         if (trace_load(path, &t[loaded], err, sizeof err) != OOM_OK)
             rc = bad("rank %d: %s", loaded, err);
     }
     const cJSON *dist = rc ? NULL : cJSON_GetObjectItemCaseSensitive(t[0].capture, "distributed");
     bool initialised = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(dist, "initialised"));
-    int nranks = initialised ? n : 1; /* never initialised: one process, rank 0's capture */
+    if (!initialised)
+        nranks = 1; /* never initialised: one process, rank 0's capture (the others were not run) */
     size_t nccl = initialised ? devcomm_model_bytes(n) : 0;
     int ngroups = 0;
     for (int k = 0; k < nranks && !rc; k++) {
@@ -708,6 +815,16 @@ static bool parse_sweep(predict_cli *c, const char *s)
         if (!isalnum((unsigned char)*p) && *p != '_')
             return false;
     snprintf(c->sweep_name, sizeof c->sweep_name, "%.*s", (int)(eq - s), s);
+    /* the value is also in the environment: never a variable the capture, Python, torch or the loader read */
+    static const char *const names[] = {"PATH", "HOME", "TMPDIR"};
+    static const char *const prefixes[] = {"PYTHON", "LD_", "OOMLAB_", "PYTORCH_", "TORCH", "CUDA", "CUBLAS",
+                                           "NCCL", "OMP_", "MKL_", "HF_", "TRANSFORMERS_"};
+    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
+        if (strcasecmp(c->sweep_name, names[k]) == 0)
+            return false;
+    for (size_t k = 0; k < sizeof prefixes / sizeof prefixes[0]; k++)
+        if (strncasecmp(c->sweep_name, prefixes[k], strlen(prefixes[k])) == 0)
+            return false;
     char *end = NULL;
     errno = 0;
     long long lo = strtoll(eq + 1, &end, 10);
@@ -722,16 +839,102 @@ static bool parse_sweep(predict_cli *c, const char *s)
     return true;
 }
 
+/* One output option's path, checked before the capture spends its minutes: nothing there or a regular file
+ * (fileio_check_target), in a folder that exists and can be written. 0 or 2 with the line said. */
+static int check_output(const char *opt, const char *path)
+{
+    char cut[ECHO_BUF];
+    if (fileio_check_target(path) != OOM_OK)
+        return bad("%s: %s", opt, oom_error_detail());
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == dir)
+        dir[1] = 0;
+    else
+        *slash = 0;
+    if (!is_dir(dir))
+        return bad("%s: cannot write '%s': the folder %s does not exist", opt, echo_str(path, cut), dir);
+    if (access(dir, W_OK) != 0)
+        return bad("%s: cannot write '%s': %s", opt, echo_str(path, cut), strerror(errno));
+    return 0;
+}
+
+/* --trace (and its upper companion) and --plot, checked before the capture. */
+static int check_outputs(const predict_cli *c)
+{
+    int rc = 0;
+    if (c->trace_out) {
+        char up[PATH_MAX + 16];
+        upper_name(c->trace_out, up, sizeof up);
+        if ((rc = check_output("--trace", c->trace_out)) != 0 || (rc = check_output("--trace", up)) != 0)
+            return rc;
+    }
+    if (c->plot && (rc = check_output("--plot", c->plot)) != 0)
+        return rc;
+    if (c->plot && c->trace_out && strcmp(c->plot, c->trace_out) == 0)
+        return bad("--plot and --trace name the same file");
+    return 0;
+}
+
+/* The trace (and the upper one) and the plot, published together or not at all: the traces written to temporary
+ * files beside their names, then the plot drawn (gnuplot publishes it), then the traces renamed into place; any
+ * failure removes what was made. 0 or 2 with the line said. */
+static int publish_outputs(const predict_cli *c, const predict_result *res)
+{
+    const char *from[2] = {c->trace, res->upper ? c->upper : NULL};
+    char to_upper[PATH_MAX + 16], tmp[2][PATH_MAX + 32] = {{0}, {0}};
+    int fd[2] = {-1, -1}, rc = 0;
+    const char *to[2] = {c->trace_out, to_upper};
+    if (c->trace_out)
+        upper_name(c->trace_out, to_upper, sizeof to_upper);
+    for (int k = 0; c->trace_out && k < 2 && from[k] && rc == 0; k++) {
+        size_t len = 0;
+        char *text = fileio_read_all(from[k], &len);
+        oom_error_clear();
+        if (!text || (fd[k] = fileio_temp_beside(to[k], tmp[k], sizeof tmp[k])) < 0 ||
+            write(fd[k], text, len) != (ssize_t)len || fsync(fd[k]) != 0)
+            rc = bad("--trace: cannot write %s: %s", tmp[k][0] ? tmp[k] : to[k],
+                     oom_error_detail()[0] ? oom_error_detail() : strerror(errno));
+        free(text);
+    }
+    char err[1024];
+    bool plotted = false;
+    if (rc == 0 && c->plot) {
+        if (advise_plot(&res->advise, c->plot, err, sizeof err) != OOM_OK)
+            rc = bad("--plot: %s", err);
+        else
+            plotted = true;
+    }
+    for (int k = 0; k < 2; k++) {
+        if (fd[k] < 0)
+            continue;
+        if (rc == 0 && fileio_publish(tmp[k], to[k]) != OOM_OK) {
+            rc = bad("--trace: %s", oom_error_detail());
+            if (plotted)
+                unlink(c->plot);
+            if (k == 1)
+                unlink(to[0]);
+        } else if (rc != 0) {
+            unlink(tmp[k]);
+        }
+        close(fd[k]);
+    }
+    return rc;
+}
+
 int cli_predict(int argc, char **argv)
 {
-    predict_cli c = {.gpu = DEFAULT_GPU};
+    predict_cli c = {.gpu = DEFAULT_GPU, .timeout = PREDICT_TIMEOUT_DEFAULT};
     char cut[ECHO_BUF];
     int i = 0;
     for (; i < argc; i++) {
         const char *a = argv[i];
         bool takes = strcmp(a, "--gpu") == 0 || strcmp(a, "--budget") == 0 || strcmp(a, "--alloc-conf") == 0 ||
                      strcmp(a, "--trace") == 0 || strcmp(a, "--plot") == 0 || strcmp(a, "--python") == 0 ||
-                     strcmp(a, "--sweep") == 0 || strcmp(a, "--nproc") == 0;
+                     strcmp(a, "--sweep") == 0 || strcmp(a, "--nproc") == 0 || strcmp(a, "--timeout") == 0;
         if (takes && i + 1 >= argc)
             return bad("%s needs a value", a);
         if (strcmp(a, "--") == 0) {
@@ -769,12 +972,23 @@ int cli_predict(int argc, char **argv)
             if (!digits || n < 1 || n > PREDICT_NPROC_MAX)
                 return bad("--nproc: '%s' is not a number of ranks from 1 to %d", echo_str(v, cut), PREDICT_NPROC_MAX);
             c.nproc = (int)n;
+        } else if (strcmp(a, "--timeout") == 0) {
+            const char *v = argv[++i];
+            bool digits = v[0] != 0 && strlen(v) <= 7;
+            for (const char *p = v; *p && digits; p++)
+                digits = isdigit((unsigned char)*p);
+            long t = digits ? strtol(v, NULL, 10) : -1;
+            if (t < 0 || t > PREDICT_TIMEOUT_MAX)
+                return bad("--timeout: '%s' is not a number of seconds from 0 (no limit) to %d", echo_str(v, cut),
+                           PREDICT_TIMEOUT_MAX);
+            c.timeout = (double)t;
         } else if (strcmp(a, "--python") == 0) {
             c.python_opt = argv[++i];
         } else if (strcmp(a, "--sweep") == 0) {
             c.sweep = argv[++i];
             if (!parse_sweep(&c, c.sweep))
-                return bad("--sweep: '%s' is not NAME=LO..HI (NAME a Python identifier, 1 <= LO <= HI)",
+                return bad("--sweep: '%s' is not NAME=LO..HI (NAME a Python identifier that is no variable Python, "
+                           "torch or oomlab read, such as PYTHONPATH or CUDA_*; 1 <= LO <= HI)",
                            echo_str(c.sweep, cut));
         } else if (a[0] == '-' && a[1]) {
             return bad("unknown option '%s' (options come before SCRIPT; the words after it are the script's)",
@@ -788,6 +1002,7 @@ int cli_predict(int argc, char **argv)
     c.script = argv[i];
     c.args = argv + i + 1;
     c.nargs = argc - i - 1;
+    int rc = 0;
     if (c.sweep && (c.trace_out || c.plot))
         return bad("--sweep runs many captures: not with --trace or --plot");
     if (c.nproc && (c.sweep || c.trace_out || c.plot))
@@ -796,28 +1011,39 @@ int cli_predict(int argc, char **argv)
         return bad("SCRIPT '%s': %s", echo_str(c.script, cut), strerror(errno));
     if (is_dir(c.script))
         return bad("SCRIPT '%s' is a folder, not a Python script", echo_str(c.script, cut));
-    if (c.alloc_conf) { /* checked before the capture: its minutes are not spent on a typo */
+    /* the settings as run reads them (--alloc-conf, else the variables of ALLOC_CONF_ENV_VARS), checked before the
+     * capture (its minutes are not spent on a typo); the capture itself never sees the variables */
+    c.alloc_conf = alloc_conf_pick(c.alloc_conf, &c.conf_source);
+    if (c.alloc_conf && !c.alloc_conf[0])
+        c.alloc_conf = NULL;
+    if (c.alloc_conf) {
         alloc_conf ac;
         char perr[ALLOC_CONF_ERR_MAX];
         alloc_conf_default(&ac);
         if (alloc_conf_parse(&ac, c.alloc_conf, perr, sizeof perr) != OOM_OK)
-            return bad("--alloc-conf: %s", perr);
+            return bad("%s: %s", c.conf_source, perr);
     }
+    if ((rc = check_outputs(&c)) != 0)
+        return rc;
+    child_catch_stops();
     if (!selfpath_find_up(CHECKOUT_MARK, c.root, sizeof c.root))
         return bad("%s is not in this binary's checkout (oomlab predict runs from a build of the repository)",
                    CHECKOUT_MARK);
-    int rc = find_python(&c);
-    if (rc)
+    if ((rc = find_python(&c)) != 0)
         return rc;
     const char *tmp = getenv("TMPDIR");
-    snprintf(c.tmpdir, sizeof c.tmpdir, "%s/oomlab-predict-XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
-    if (!mkdtemp(c.tmpdir)) {
-        fprintf(stderr, "oomlab: predict: cannot make a temporary folder in %s: %s\n", tmp && tmp[0] ? tmp : "/tmp",
-                strerror(errno));
+    int lockfd = -1; /* held while predict runs: a later predict removes the folder only once it is gone */
+    if (fileio_owned_temp_dir(tmp && tmp[0] ? tmp : "/tmp", "oomlab-predict", "predict", c.tmpdir, sizeof c.tmpdir,
+                              &lockfd) != OOM_OK) {
+        fprintf(stderr, "oomlab: predict: %s\n", oom_error_detail());
         return 1;
     }
     snprintf(c.trace, sizeof c.trace, "%s/trace.json", c.tmpdir);
     snprintf(c.upper, sizeof c.upper, "%s/trace.upper.json", c.tmpdir);
+    snprintf(c.status, sizeof c.status, "%s/status.json", c.tmpdir);
+    if (c.alloc_conf && strcmp(c.conf_source, "--alloc-conf") != 0)
+        fprintf(stderr, "oomlab: predict: allocator settings from %s: %s\n", c.conf_source,
+                echo_str(c.alloc_conf, cut));
     if ((rc = check_gpu(&c)) != 0)
         goto out;
     if (c.sweep) {
@@ -828,29 +1054,13 @@ int cli_predict(int argc, char **argv)
         rc = do_nproc(&c);
         goto out;
     }
-    if ((rc = capture(&c, NULL, c.json)) != 0)
+    if ((rc = capture(&c, NULL)) != 0)
         goto out;
     predict_options po = {.budget = c.budget, .alloc_conf = c.alloc_conf, .advise = true, .series = c.plot != NULL};
     predict_result res;
     if ((rc = analyse(&c, &po, &res)) != 0)
         goto out;
-    char err[1024];
-    if (c.plot && advise_plot(&res.advise, c.plot, err, sizeof err) != OOM_OK) {
-        rc = bad("--plot: %s", err);
-    } else if (c.trace_out) {
-        const char *from[2] = {c.trace, res.upper ? c.upper : NULL};
-        char to_upper[PATH_MAX + 16];
-        upper_name(c.trace_out, to_upper, sizeof to_upper);
-        const char *to[2] = {c.trace_out, to_upper};
-        for (int k = 0; k < 2 && rc == 0 && from[k]; k++) {
-            size_t len = 0;
-            char *text = fileio_read_all(from[k], &len);
-            oom_error_clear();
-            if (!text || fileio_write_atomic(to[k], text, len) != OOM_OK)
-                rc = bad("--trace: %s", oom_error_detail());
-            free(text);
-        }
-    }
+    rc = publish_outputs(&c, &res);
     if (rc == 0) {
         if (c.json) {
             cli_print_json(predict_json(&res, c.script));
@@ -871,8 +1081,9 @@ int cli_predict(int argc, char **argv)
     }
     predict_result_free(&res);
 out:
-    unlink(c.trace);
-    unlink(c.upper);
-    rmdir(c.tmpdir);
+    fileio_remove_tree(c.tmpdir);
+    close(lockfd);
+    if (child_stop_signal() && rc == 0) /* stopped after the last capture: what was finished is printed */
+        rc = 128 + child_stop_signal();
     return rc;
 }

@@ -1,4 +1,4 @@
-#define _GNU_SOURCE /* MAP_ANONYMOUS, MAP_POPULATE, O_TMPFILE */
+#define _GNU_SOURCE /* MAP_ANONYMOUS, MAP_POPULATE, O_TMPFILE, nftw */
 /* fileio.c - atomic file replacement (regular files only), locked appends, reading within a bound, directory
  * creation. See fileio.h. */
 #include "core/fileio.h"
@@ -11,6 +11,8 @@
 #include <string.h>
 #include <fcntl.h>
 #include <dirent.h>
+#include <limits.h>
+#include <ftw.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/mman.h>
@@ -526,4 +528,75 @@ bool fileio_same_file(const char *a, const char *b)
 {
     struct stat sa, sb;
     return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)ftw;
+    if (flag == FTW_DP)
+        rmdir(path);
+    else
+        unlink(path);
+    return 0;
+}
+
+void fileio_remove_tree(const char *dir)
+{
+    if (dir && dir[0])
+        nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+}
+
+/* Is dir/.lock there and held by nobody (its owner is gone)? */
+static bool owner_gone(const char *dir)
+{
+    char lock[PATH_MAX + 8];
+    snprintf(lock, sizeof lock, "%s/.lock", dir);
+    int fd = open(lock, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    bool gone = flock(fd, LOCK_EX | LOCK_NB) == 0;
+    close(fd);
+    return gone;
+}
+
+oom_status fileio_owned_temp_dir(const char *parent, const char *prefix, const char *name, char *dir, size_t cap,
+                                 int *fd)
+{
+    *fd = -1;
+    size_t plen = strlen(prefix);
+    DIR *d = opendir(parent);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (strncmp(e->d_name, prefix, plen) != 0 || e->d_name[plen] != '-')
+            continue;
+        char path[PATH_MAX];
+        if (snprintf(path, sizeof path, "%s/%s", parent, e->d_name) >= (int)sizeof path)
+            continue;
+        struct stat sb;
+        if (lstat(path, &sb) != 0 || !S_ISDIR(sb.st_mode) || sb.st_uid != geteuid() || !owner_gone(path))
+            continue;
+        fileio_remove_tree(path);
+        fprintf(stderr, "oomlab: removed %s, left by a %s that was killed\n", path, name);
+    }
+    if (d)
+        closedir(d);
+    int n = snprintf(dir, cap, "%s/%s-XXXXXX", parent, prefix);
+    if (n < 0 || (size_t)n >= cap || !mkdtemp(dir)) {
+        OOM_ERROR(OOM_EIO, "cannot make a temporary folder in %s: %s", parent,
+                  n < 0 || (size_t)n >= cap ? "the name is too long" : strerror(errno));
+        return OOM_EIO;
+    }
+    char tmp[PATH_MAX + 16], lock[PATH_MAX + 8];
+    snprintf(tmp, sizeof tmp, "%s/.lock.tmp", dir);
+    snprintf(lock, sizeof lock, "%s/.lock", dir);
+    int f = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (f < 0 || flock(f, LOCK_EX) != 0 || rename(tmp, lock) != 0) {
+        OOM_ERROR(OOM_EIO, "cannot lock the temporary folder %s: %s", dir, strerror(errno));
+        if (f >= 0)
+            close(f);
+        fileio_remove_tree(dir);
+        return OOM_EIO;
+    }
+    *fd = f;
+    return OOM_OK;
 }

@@ -71,6 +71,20 @@ oom_status fileio_open_locked(const char *path, int *fd);
  * not at all. OOM_EIO ("cannot write PATH: reason") on failure. */
 oom_status fileio_append(int fd, const char *path, const void *data, size_t len);
 
+/* A new private folder PARENT/PREFIX-XXXXXX (mkdtemp) that this process owns while *fd is open: its file .lock is
+ * held with flock (taken before the name exists, so no cleaner ever sees it unlocked; O_CLOEXEC: children do not
+ * hold it). First, every PARENT/PREFIX-* folder whose .lock nobody holds (its owner was killed: SIGKILL, the OOM
+ * killer) is removed, and said on stderr ("oomlab: removed PATH, left by a NAME that was killed"); a folder with no
+ * .lock (an older oomlab's) is left. The path goes to dir (cap bytes). OOM_OK, or OOM_EIO with the last-error
+ * record naming the problem. */
+oom_status fileio_owned_temp_dir(const char *parent, const char *prefix, const char *name, char *dir, size_t cap,
+                                 int *fd);
+
+/* Remove the folder dir and everything in it, depth first, never following a link or crossing into another
+ * file system (nftw with FTW_PHYS | FTW_MOUNT): a command's own temporary folder, with whatever a child it ran left
+ * there. What cannot be removed is left, silently (the folder is ours; a leftover is no error). */
+void fileio_remove_tree(const char *dir);
+
 /* The whole file, NUL-terminated, in a malloc'd buffer (the caller frees it); *len (if non-NULL) gets its
  * length. NULL with OOM_EIO ("cannot open PATH: reason", "cannot read PATH") or OOM_ENOMEM_HOST in the
  * last-error record. */
