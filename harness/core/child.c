@@ -11,6 +11,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,10 +101,69 @@ double child_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+static void nap(void);
+
+/* The guard of k's session: a process of its own session that holds the read end of a pipe only oomlab can write
+ * to (O_CLOEXEC: the capture never holds it). A byte means oomlab ended the child itself: the guard exits. End of
+ * file without one means oomlab died (SIGKILL, the OOM killer): the guard ends k's session as oomlab would have,
+ * then exits. Without a guard (fork or pipe failed) the leader's PR_SET_PDEATHSIG is all there is. */
+static void start_guard(child *k)
+{
+    int fds[2];
+    k->guard_fd = -1;
+    if (pipe2(fds, O_CLOEXEC) != 0)
+        return;
+    pid_t sid = k->pid;
+    pid_t g = fork();
+    if (g == 0) {
+        setsid();
+        signal(SIGINT, SIG_IGN); /* oomlab's handlers are of no use here; only the pipe decides */
+        signal(SIGTERM, SIG_DFL);
+        signal(SIGHUP, SIG_IGN);
+        long maxfd = sysconf(_SC_OPEN_MAX);
+        for (int fd = 0; fd < (maxfd > 0 && maxfd < 65536 ? maxfd : 1024); fd++)
+            if (fd != fds[0])
+                close(fd); /* oomlab's output and locks are not the guard's to hold */
+        char c;
+        ssize_t n;
+        while ((n = read(fds[0], &c, 1)) < 0 && errno == EINTR)
+            ;
+        if (n != 1 && signal_session(sid, SIGTERM) > 0) {
+            double until = child_now() + CHILD_GRACE_S;
+            while (signal_session(sid, 0) > 0 && child_now() < until)
+                nap();
+            kill_session(sid);
+        }
+        _exit(0);
+    }
+    close(fds[0]);
+    if (g < 0) {
+        close(fds[1]);
+        return;
+    }
+    k->guard = g;
+    k->guard_fd = fds[1];
+}
+
+/* The child is ended: its guard told so and reaped. */
+static void stop_guard(child *k)
+{
+    if (k->guard_fd < 0)
+        return;
+    ssize_t w;
+    while ((w = write(k->guard_fd, "d", 1)) < 0 && errno == EINTR)
+        ;
+    close(k->guard_fd);
+    k->guard_fd = -1;
+    while (waitpid(k->guard, NULL, 0) < 0 && errno == EINTR)
+        ;
+}
+
 void child_start(child *k, char *const argv[], child_setup setup, void *ctx, double timeout_s)
 {
     memset(k, 0, sizeof *k);
     k->end = CHILD_NOT_RUN;
+    k->guard_fd = -1;
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0)
@@ -128,6 +188,7 @@ void child_start(child *k, char *const argv[], child_setup setup, void *ctx, dou
     k->pid = pid;
     k->running = true;
     k->deadline = timeout_s > 0 ? child_now() + timeout_s : 0;
+    start_guard(k);
 }
 
 /* Has k's leader ended? Not reaped (WNOWAIT): its number keeps the group's. */
@@ -144,6 +205,7 @@ static bool leader_ended(const child *k)
 static void finish(child *k, child_end why)
 {
     kill_session(k->pid);
+    stop_guard(k);
     int status = 0;
     pid_t r;
     while ((r = waitpid(k->pid, &status, 0)) < 0 && errno == EINTR)

@@ -8,7 +8,8 @@
  * SIGHUP), ends the session: SIGTERM, then SIGKILL after CHILD_GRACE_S. A terminal's Ctrl-C reaches oomlab alone
  * (the child has no controlling terminal), and oomlab passes it on this way. Only a process that calls setsid
  * itself (a daemon) leaves the session. oomlab killed by SIGKILL can do none of this: the leader then gets SIGKILL
- * from the kernel (PR_SET_PDEATHSIG), and what it started ends with it or runs out alone.
+ * from the kernel (PR_SET_PDEATHSIG), and a guard process per child, in a session of its own, sees oomlab's end
+ * of a pipe close and ends the child's session as oomlab would have.
  */
 #ifndef OOMLAB_CHILD_H
 #define OOMLAB_CHILD_H
@@ -40,6 +41,8 @@ typedef struct child {
     child_end end;
     int code; /* CHILD_EXITED: the exit status; else 128 + the signal it died of, when known */
     int sig;  /* the signal that ended it (CHILD_SIGNALED, and what CHILD_TIMED_OUT/STOPPED died of) */
+    pid_t guard;  /* the process that ends the session should oomlab die (child.c, start_guard) */
+    int guard_fd; /* the pipe to it while the child runs; -1: none */
 } child;
 
 /* Set up the child side in a forked process, before exec. */
