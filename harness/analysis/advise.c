@@ -403,6 +403,10 @@ oom_status advise_run(const trace_file *t, const char *path, const advise_option
                       char *err, size_t errcap)
 {
     memset(res, 0, sizeof *res);
+    /* a predicted trace is advised on the GPU it was predicted for, unless the caller names one */
+    advise_options on_gpu = *opt;
+    if (!opt->device_total && trace_capture_gpu(t, &on_gpu.device_total, &on_gpu.device_context))
+        opt = &on_gpu;
     res->best = -1;
     res->recorded_oom_event = -1;
     res->device_total = opt->device_total ? opt->device_total : DEVICE_SIM_DEFAULT_CAPACITY;
@@ -655,6 +659,10 @@ void advise_print(const advise_result *res, FILE *out)
         fprintf(out, "addresses: the sim's model of the driver; the first kernel launched before event %zu "
                      "(--kernels)\n",
                 res->kernel_at);
+    if (res->prediction)
+        fprintf(out, "  a prediction has no addresses of its own: where the driver puts each segment, and so which of two "
+                     "free\n  blocks a request takes under pressure, is the model's, and a minimum budget can be a few MiB "
+                     "off\n  PyTorch's (docs/parity.md, \"The zoo\")\n");
     fprintf(out, "need: %.2f MiB (%zu bytes) at event %ld, the peak of live bytes with each request rounded to 512 "
                  "bytes: no setting runs below it\n\n",
             mib(res->need), res->need, res->need_event);

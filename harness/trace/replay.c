@@ -72,6 +72,8 @@ static bool am_put(addr_map *m, uint64_t k, uint64_t v)
     return true;
 }
 
+static bool am_has(const addr_map *m, uint64_t k) { return m->keys[am_slot(m, k)] != 0; }
+
 static bool am_take(addr_map *m, uint64_t k, uint64_t *v)
 {
     size_t i = am_slot(m, k);
@@ -262,6 +264,17 @@ static oom_status replay_events(const trace_event *ev, size_t nev, const replay_
             break;
         case CA_ALLOC:
         case CA_OOM: {
+            /* a trace without segment events (a prediction, a hand-made trace) must be whole: each address
+             * allocated once until it is freed (a recording that started late may free what it never saw); a
+             * 0-byte request is no allocation (PyTorch's allocator returns no block), so it may share an address */
+            if (res->prediction && e->action == CA_ALLOC && e->size > 0 && am_has(&live, e->addr)) {
+                errbuf_set(err, errcap,
+                           "cuda:%d event %zu: allocates at 0x%llx, which an earlier event allocated and none freed (a "
+                           "trace without segment events must be whole)",
+                           res->device, i, (unsigned long long)e->addr);
+                rc = OOM_EINVAL;
+                goto out;
+            }
             if (st.pending_hi == st.pending_lo)
                 st.pending_lo = st.pending_hi = i;
             maybe_empty_cache(&st, true, (size_t)e->size);
@@ -286,7 +299,7 @@ static oom_status replay_events(const trace_event *ev, size_t nev, const replay_
                 /* PyTorch failed here; the program never held the tensor */
                 note_divergence(&st, i, "PyTorch ran out of memory where the model allocated");
                 cachealloc_free(ca, p);
-            } else if (!am_put(&live, e->addr, p)) {
+            } else if (e->size > 0 && !am_put(&live, e->addr, p)) { /* a 0-byte request holds no address */
                 errbuf_set(err, errcap, "out of host memory");
                 rc = OOM_ENOMEM_HOST;
                 goto out;
@@ -304,10 +317,18 @@ static oom_status replay_events(const trace_event *ev, size_t nev, const replay_
                 st.pending_lo = st.pending_hi = i;
             maybe_empty_cache(&st, false, 0);
             uint64_t p = 0;
-            if (am_take(&live, e->addr, &p))
+            if (am_take(&live, e->addr, &p)) {
                 cachealloc_free(ca, p);
-            else if (res->model_ooms == 0)
+            } else if (res->prediction && res->model_ooms == 0 && e->size > 0) {
+                errbuf_set(err, errcap,
+                           "cuda:%d event %zu: frees 0x%llx, which no earlier event allocated (a trace without segment "
+                           "events must be whole)",
+                           res->device, i, (unsigned long long)e->addr);
+                rc = OOM_EINVAL;
+                goto out;
+            } else if (res->model_ooms == 0) {
                 note_divergence(&st, i, "free of an address the trace never allocated");
+            }
             if (compare)
                 compare_actions(&st, i);
             else
@@ -411,6 +432,11 @@ oom_status replay_loaded(const trace_file *t, const char *path, const replay_opt
                          char *err, size_t errcap)
 {
     memset(rep, 0, sizeof *rep);
+    /* a predicted trace is replayed on the GPU it was predicted for, unless the caller names one */
+    replay_options on_gpu = *opt;
+    if (!opt->device_total && trace_capture_gpu(t, &on_gpu.device_total, &on_gpu.device_context))
+        opt = &on_gpu;
+    size_t total = opt->device_total ? opt->device_total : (size_t)DEVICE_SIM_DEFAULT_CAPACITY;
     oom_status rc = OOM_EINVAL;
     cJSON **snaps = NULL;
     size_t nsnaps = 0;
@@ -465,14 +491,13 @@ oom_status replay_loaded(const trace_file *t, const char *path, const replay_opt
                 path);
         goto out;
     }
-    if (rep->budget_bytes > DEVICE_SIM_DEFAULT_CAPACITY) { /* a cap above the memory would never apply */
-        errbuf_set(err, errcap, "%s: %zu bytes is more than the device's %zu (an H100's memory, which the sim models)",
+    if (rep->budget_bytes > total) { /* a cap above the memory would never apply */
+        errbuf_set(err, errcap, "%s: %zu bytes is more than the device's %zu (%s)",
                 rep->budget_source == REPLAY_BUDGET_OPTION ? "--budget" : "the file's 'budget'", rep->budget_bytes,
-                (size_t)DEVICE_SIM_DEFAULT_CAPACITY);
+                total, opt->device_total ? "the GPU's memory" : "an H100's memory, which the sim models");
         goto out;
     }
-
-    if (cachealloc_budget_allows_nothing(rep->budget_bytes, (size_t)DEVICE_SIM_DEFAULT_CAPACITY,
+    if (cachealloc_budget_allows_nothing(rep->budget_bytes, total,
                                          rep->budget_source == REPLAY_BUDGET_OPTION ? "--budget" : "the file's 'budget'",
                                          err, errcap))
         goto out;

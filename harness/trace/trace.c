@@ -905,3 +905,18 @@ bool trace_has_segment_events(const trace_file *t, size_t d)
     }
     return false;
 }
+
+bool trace_capture_gpu(const trace_file *t, size_t *total, size_t *context)
+{
+    const cJSON *gpu = cJSON_GetObjectItemCaseSensitive(t->capture, "gpu");
+    const cJSON *tm = cJSON_GetObjectItemCaseSensitive(gpu, "total_memory");
+    const cJSON *cb = cJSON_GetObjectItemCaseSensitive(gpu, "context_bytes");
+    if (!cJSON_IsNumber(tm) || !cJSON_IsNumber(cb))
+        return false;
+    double a = tm->valuedouble, b = cb->valuedouble;
+    if (!(a > 0 && a <= 9007199254740992.0 && a == (double)(size_t)a && b >= 0 && b < a && b == (double)(size_t)b))
+        return false;
+    *total = (size_t)a;
+    *context = (size_t)b;
+    return true;
+}

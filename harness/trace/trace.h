@@ -112,6 +112,10 @@ void trace_devices_with_events(const trace_file *t, char *buf, size_t cap);
  * is a prediction (trace/replay.h). */
 bool trace_has_segment_events(const trace_file *t, size_t d);
 
+/* The GPU an oomlab predict trace was captured for ("oomlab_capture"."gpu": total_memory, context_bytes, whole
+ * numbers of bytes, total above the context): true with *total and *context set; false for any other trace. */
+bool trace_capture_gpu(const trace_file *t, size_t *total, size_t *context);
+
 /* The user_metadata text in force at event i of device d ("" before the first mark). */
 const char *trace_metadata_at(const trace_file *t, size_t d, size_t i);
 
