@@ -56,14 +56,15 @@ typedef struct run_result {
     char *err;
 } run_result;
 
-/* Run `$OOMLAB_BIN args` (the allocator variables cleared), stdout and stderr captured. */
-static run_result run(const char *args)
+/* Run `env ENV $OOMLAB_BIN args` (the allocator variables cleared, then env: "-u NAME" or NAME=VALUE words), stdout
+ * and stderr captured. */
+static run_result run_env(const char *env, const char *args)
 {
     char cmd[2048];
     snprintf(cmd, sizeof cmd,
-             "env -u OOMLAB_ALLOC_CONF -u PYTORCH_CUDA_ALLOC_CONF -u PYTORCH_ALLOC_CONF -u batch '%s' %s "
-             ">'%s/stdout' 2>'%s/stderr'",
-             bin(), args, tmpdir, tmpdir);
+             "env -u OOMLAB_ALLOC_CONF -u PYTORCH_CUDA_ALLOC_CONF -u PYTORCH_ALLOC_CONF %s '%s' %s >'%s/stdout' "
+             "2>'%s/stderr'",
+             env, bin(), args, tmpdir, tmpdir);
     int st = system(cmd);
     cr_assert(st != -1 && WIFEXITED(st), "cannot run: %s", cmd);
     run_result r = {.rc = WEXITSTATUS(st),
@@ -72,6 +73,9 @@ static run_result run(const char *args)
     cr_assert(r.out && r.err);
     return r;
 }
+
+/* run_env without $batch (a sweep's variable). */
+static run_result run(const char *args) { return run_env("-u batch", args); }
 
 static void run_free(run_result *r)
 {
@@ -143,6 +147,7 @@ Test(predict, bad_input_before_any_capture)
     /* the sweep's value is in the capture's environment: never a variable Python or torch reads */
     expect_bad_input(fmt("predict --sweep PYTHONPATH=1..4 '%s'", s), "no variable Python");
     expect_bad_input(fmt("predict --sweep CUDA_VISIBLE_DEVICES=1..4 '%s'", s), "no variable Python");
+    expect_bad_input(fmt("predict --python /bin/true '%s'", s), "printed no JSON list (is it a Python with torch");
 }
 
 /* Every output path is checked before the capture (the fake's script would print to stderr if it ran), and nothing
@@ -174,6 +179,32 @@ Test(predict, a_budget_that_allows_nothing_is_refused)
     expect_bad_input("run fragmentation --budget 1 --backend sim --no-write", "--budget: 1 bytes allows 0 bytes");
     expect_bad_input("replay tests/data/train_mlp.trace.json --budget 1", "--budget: 1 bytes allows 0 bytes");
     expect_bad_input("advise tests/data/train_mlp.trace.json --budget 1", "--budget: 1 bytes allows 0 bytes");
+    /* a predicted trace is replayed and advised on its own GPU: 64 MiB here, not the sim's H100 */
+    run_result r = run(fmt("predict --python " FAKE " --gpu TEST-64MiB --trace '%s' '%s' 1MiB", tpath("t.json"), s));
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+    run_free(&r);
+    expect_bad_input(fmt("replay '%s' --budget 100MiB", tpath("t.json")),
+                     "--budget: 104857600 bytes is more than the device's 67108864 (the GPU's memory)");
+    expect_bad_input(fmt("advise '%s' --budget 100MiB", tpath("t.json")),
+                     "--budget: 104857600 bytes is more than the device's 67108864 (the GPU's memory)");
+}
+
+/* A trace without segment events (a prediction, a hand-made trace) must be whole: an allocation at a live address
+ * or a free of one never allocated is one line naming the event, from replay and advise (issue 28: accepted
+ * silently). */
+Test(predict, a_predicted_trace_must_be_whole)
+{
+    write_file("twice.json", "{\"device_traces\": [[{\"action\": \"alloc\", \"addr\": 4096, \"size\": 1024},"
+                             "{\"action\": \"alloc\", \"addr\": 4096, \"size\": 2048}]]}");
+    write_file("stray.json", "{\"device_traces\": [[{\"action\": \"alloc\", \"addr\": 4096, \"size\": 1024},"
+                             "{\"action\": \"free_requested\", \"addr\": 8192, \"size\": 1024}]]}");
+    const char *cmds[] = {"replay", "advise"};
+    for (int i = 0; i < 2; i++) {
+        expect_bad_input(fmt("%s '%s'", cmds[i], tpath("twice.json")),
+                         "cuda:0 event 1: allocates at 0x1000, which an earlier event allocated and none freed");
+        expect_bad_input(fmt("%s '%s'", cmds[i], tpath("stray.json")),
+                         "cuda:0 event 1: frees 0x2000, which no earlier event allocated");
+    }
 }
 
 /* The allocator-settings variables are read as run reads them, said, and checked before the capture: a bad one is
@@ -245,10 +276,10 @@ static int entries(const char *dir)
     return n;
 }
 
-/* The fake's pids (the capture and the child it started), once it wrote them; false after 60 s. */
-static bool read_pids(const char *path, long *a, long *b)
+/* The fake's pids (the capture and the child it started), once it wrote them; false after tries x 10 ms. */
+static bool read_pids_within(const char *path, long *a, long *b, int tries)
 {
-    for (int i = 0; i < 6000; i++) {
+    for (int i = 0; i < tries; i++) {
         FILE *f = fopen(path, "r");
         if (f) {
             int n = fscanf(f, "%ld %ld", a, b);
@@ -261,6 +292,8 @@ static bool read_pids(const char *path, long *a, long *b)
     }
     return false;
 }
+
+static bool read_pids(const char *path, long *a, long *b) { return read_pids_within(path, a, b, 6000); }
 
 /* oomlab predict on the hanging fake, TMPDIR its own scratch folder; stop_with: 0 to wait (its --timeout ends it),
  * else the signal sent to oomlab once the fake runs. The exit status; stderr in tpath("hang.err"). */
@@ -981,23 +1014,6 @@ Test(predict, dataloader_with_pinned_memory, .timeout = 600)
     cJSON_Delete(o);
 }
 
-/* `$OOMLAB_BIN args` with env (NAME=VALUE words) added, as run() runs it. */
-static run_result run_env(const char *env, const char *args)
-{
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd,
-             "env -u OOMLAB_ALLOC_CONF -u PYTORCH_CUDA_ALLOC_CONF -u PYTORCH_ALLOC_CONF %s '%s' %s >'%s/stdout' "
-             "2>'%s/stderr'",
-             env, bin(), args, tmpdir, tmpdir);
-    int st = system(cmd);
-    cr_assert(st != -1 && WIFEXITED(st), "cannot run: %s", cmd);
-    run_result r = {.rc = WEXITSTATUS(st),
-                    .out = fileio_read_all(tpath("stdout"), NULL),
-                    .err = fileio_read_all(tpath("stderr"), NULL)};
-    cr_assert(r.out && r.err);
-    return r;
-}
-
 /* The real capture names every way a script ends, in its last line (issue 28): os._exit(N) (at 0 the trace up to
  * there is predicted: 2 x 4 MiB), an op with no meta kernel (one line naming it, no traceback), a cuBLAS variable
  * read as PyTorch reads it (an unparsable CUBLAS_WORKSPACE_CONFIG is the default, a negative CUBLASLT_WORKSPACE_SIZE
@@ -1052,6 +1068,14 @@ Test(predict, real_capture_names_every_ending, .timeout = 600)
     cr_assert_not_null(strstr(r.err, "the capture ran past --timeout 5 s"), "%s", r.err);
     run_free(&r);
 
+    /* a script that forks: the child's ending is its own (it writes no trace), the parent's trace is written once
+     * (no torch op in the child: OpenMP's threads do not survive a fork, and a CPU op there can wait for ever) */
+    s = script("fork.py", fmt("%sif os.fork() == 0:\n    raise SystemExit(0)\nos.wait()\n", head));
+    r = run(fmt("predict --timeout 120 '%s'", s));
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+    cr_assert_not_null(strstr(r.out, "peak allocated: 4.00 MiB (4194304 bytes)\n"), "%s", r.out);
+    run_free(&r);
+
     s = script("loop.py", "import torch\nw = torch.randn(8, device='cuda')\nfor i in range(20001):\n"
                           "    busy = bool((w.sum() > 1e9).item())\n");
     r = run(fmt("predict '%s'", s));
@@ -1061,4 +1085,88 @@ Test(predict, real_capture_names_every_ending, .timeout = 600)
                                          s)),
                        "%s", r.err);
     run_free(&r);
+}
+
+/* 50 predicts stopped at random moments (before the capture starts, while it runs), each by SIGTERM, SIGINT or
+ * SIGHUP to oomlab, SIGKILL to the capture or SIGKILL to oomlab, then 50 that run to their end: none hangs, every
+ * one exits as it must, and no process or file is left (issue 28's stress): after a SIGKILL of oomlab its guard
+ * ends the capture, and the next predict removes the folder it left. The moments come from a fixed seed. */
+Test(predict, stopped_at_random_moments_nothing_is_left, .timeout = 600)
+{
+    const char *hang = script("hang.py", "# fake: hang\n");
+    cr_assert_eq(mkdir(tpath("tmp"), 0755), 0);
+    char pids[TEST_TMPDIR_MAX + 16], tmp[TEST_TMPDIR_MAX + 16];
+    snprintf(pids, sizeof pids, "%s", tpath("pids"));
+    snprintf(tmp, sizeof tmp, "%s", tpath("tmp"));
+    unsigned seed = 28;
+    int stops[] = {SIGTERM, SIGINT, SIGHUP, SIGKILL, -SIGKILL}; /* -SIGKILL: to oomlab itself */
+    int left_by_kill = 0; /* folders a SIGKILLed oomlab left, for the next predict to remove */
+    for (int i = 0; i < 100; i++) {
+        bool stopped = i < 50;
+        const char *s = stopped ? hang : script("ok.py", "import torch\n");
+        unlink(pids);
+        pid_t p = fork();
+        cr_assert(p >= 0);
+        if (p == 0) {
+            setenv("FAKE_PIDS", pids, 1);
+            setenv("TMPDIR", tmp, 1);
+            int null = open("/dev/null", O_WRONLY);
+            dup2(null, 1);
+            dup2(null, 2);
+            execl(bin(), bin(), "predict", "--python", FAKE, "--gpu", "TEST-64MiB", s, "1MiB", (char *)NULL);
+            _exit(127);
+        }
+        long pid = 0, kid = 0;
+        int sig = stops[rand_r(&seed) % 5];
+        if (stopped) {
+            bool early = rand_r(&seed) % 3 == 0; /* before the fake wrote its pids: maybe before it started */
+            if (early) {
+                struct timespec ts = {0, (long)(rand_r(&seed) % 50) * 1000000L};
+                nanosleep(&ts, NULL);
+                if (sig == SIGKILL || sig == -SIGKILL)
+                    sig = SIGTERM; /* no capture pid to kill yet */
+            } else {
+                cr_assert(read_pids(pids, &pid, &kid), "run %d: the fake never started", i);
+                struct timespec ts = {0, (long)(rand_r(&seed) % 100) * 1000000L};
+                nanosleep(&ts, NULL);
+            }
+            if (sig == SIGKILL)
+                kill((pid_t)pid, SIGKILL);
+            else
+                kill(p, sig < 0 ? -sig : sig);
+        }
+        int st = 0;
+        double t0 = (double)time(NULL);
+        while (waitpid(p, &st, WNOHANG) == 0) {
+            cr_assert_lt((double)time(NULL) - t0, 60, "run %d: oomlab hangs", i);
+            struct timespec ts = {0, 10000000L};
+            nanosleep(&ts, NULL);
+        }
+        if (stopped && sig == -SIGKILL) { /* nothing to catch: the guard ends the capture within its 5 s of grace */
+            cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "run %d: oomlab was not killed", i);
+            for (int k = 0; k < 1000 && !(process_gone(pid) && process_gone(kid)); k++) {
+                struct timespec ts = {0, 10000000L};
+                nanosleep(&ts, NULL);
+            }
+            cr_assert(process_gone(pid) && process_gone(kid), "run %d: the capture runs on after oomlab's SIGKILL", i);
+            left_by_kill = entries(tmp);
+            cr_assert_leq(left_by_kill, 1, "run %d", i);
+            continue;
+        }
+        /* a signal before oomlab caught the stop signals kills it, before it started anything */
+        if (stopped && WIFSIGNALED(st) && WTERMSIG(st) == sig && !read_pids_within(pids, &pid, &kid, 1)) {
+            cr_assert_leq(entries(tmp), left_by_kill, "run %d: predict left files in its TMPDIR", i);
+            left_by_kill = entries(tmp);
+            continue;
+        }
+        cr_assert(WIFEXITED(st), "run %d: oomlab died of signal %d", i, WTERMSIG(st));
+        int want = !stopped ? 0 : sig == SIGKILL ? 1 : 128 + sig;
+        cr_assert_eq(WEXITSTATUS(st), want, "run %d (signal %d): exit %d", i, sig, WEXITSTATUS(st));
+        if (read_pids_within(pids, &pid, &kid, 1)) {
+            cr_assert(!pid || process_gone(pid), "run %d: the capture %ld runs on", i, pid);
+            cr_assert(!kid || process_gone(kid), "run %d: the script's child %ld runs on", i, kid);
+        }
+        cr_assert_eq(entries(tmp), 0, "run %d: predict left files in its TMPDIR", i); /* and removed a killed one's */
+        left_by_kill = 0;
+    }
 }

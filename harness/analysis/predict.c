@@ -242,8 +242,11 @@ void predict_print(const predict_result *res, FILE *out)
 {
     char a[32], b[32];
     const cJSON *cap = res->capture;
+    char shown[sizeof res->path];
+    snprintf(shown, sizeof shown, "%s", res->path);
+    echo_one_line(shown); /* a newline in a script's name keeps the report's lines */
     fprintf(out, "predict: %s (torch %s, %.0f ops captured in %.1f s, %zu events, %.0f steps)\n",
-            res->path, str_of(cap, "torch"), num_of(cap, "ops"), num_of(cap, "seconds"), res->events,
+            shown, str_of(cap, "torch"), num_of(cap, "ops"), num_of(cap, "seconds"), res->events,
             num_of(cap, "steps"));
     const cJSON *note = cJSON_GetObjectItemCaseSensitive(cap, "torch_note");
     if (cJSON_IsString(note))

@@ -927,6 +927,7 @@ static int publish_outputs(const predict_cli *c, const predict_result *res)
 
 int cli_predict(int argc, char **argv)
 {
+    child_catch_stops(); /* from the start: a stop before the first child is still one line and no leftover */
     predict_cli c = {.gpu = DEFAULT_GPU, .timeout = PREDICT_TIMEOUT_DEFAULT};
     char cut[ECHO_BUF];
     int i = 0;
@@ -1025,7 +1026,6 @@ int cli_predict(int argc, char **argv)
     }
     if ((rc = check_outputs(&c)) != 0)
         return rc;
-    child_catch_stops();
     if (!selfpath_find_up(CHECKOUT_MARK, c.root, sizeof c.root))
         return bad("%s is not in this binary's checkout (oomlab predict runs from a build of the repository)",
                    CHECKOUT_MARK);

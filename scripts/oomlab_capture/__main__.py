@@ -96,6 +96,7 @@ class Status:
         self.path, self.done = path, False
 
     def end(self, ended, code, line, os_exit=False):
+        line = "".join(" " if ord(ch) < 32 or ord(ch) == 127 else ch for ch in line)  # a newline in a name: one line
         if line:
             print(line, file=sys.stderr, flush=True)
         if self.path and not self.done:
