@@ -1037,11 +1037,37 @@ Test(predict, real_capture_names_every_ending, .timeout = 600)
     cr_assert_not_null(strstr(r.out, "peak allocated: 8.00 MiB (8388608 bytes)\n"), "%s", r.out);
     run_free(&r);
 
+    /* an op with no meta kernel: run on its inputs' CPU values where they are known (x: ones), its outputs made on
+     * meta and the op listed as not modelled; where they are not (random data), one line naming it */
     s = script("unique.py", fmt("%su = torch.unique(x)\n", head));
     r = run(fmt("predict '%s'", s));
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+    cr_assert_not_null(strstr(r.out, "  aten::_unique2 (no meta kernel: its outputs from the CPU values, its CUDA "
+                                     "temporaries unknown): 1 ops (the op's CUDA kernel)\n"),
+                       "%s", r.out);
+    run_free(&r);
+    s = script("unique_random.py", "import torch\nx = torch.randn(1000, device='cuda').round()\nu = torch.unique(x)\n");
+    r = run(fmt("predict '%s'", s));
     cr_assert_eq(r.rc, 2, "exit %d: %s", r.rc, r.err);
-    cr_assert_not_null(strstr(r.err, fmt("oomlab_capture: aten::_unique2 at %s:3 has no meta kernel", s)), "%s", r.err);
+    cr_assert_not_null(strstr(r.err, fmt("oomlab_capture: aten::_unique2 at %s:3 has no meta kernel, and its inputs' "
+                                         "values are not known on the CPU",
+                                         s)),
+                       "%s", r.err);
     cr_assert_null(strstr(r.err, "Traceback"), "%s", r.err);
+    run_free(&r);
+
+    /* a request above any GPU (2^62 bytes): the OutOfMemoryError PyTorch raises there, predicted (issue 28: an
+     * internal "above 2^53" message) */
+    s = script("big.py", fmt("%sy = torch.empty(2**62, dtype=torch.uint8, device='cuda')\n", head));
+    r = run(fmt("predict '%s'", s));
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+    cr_assert_not_null(strstr(r.out, "fits: no: out of memory at event 1, step 0, aten::empty.memory_format at big.py:3\n"),
+                       "%s", r.out);
+    cr_assert_not_null(strstr(r.out, "the request that runs out asks for 4611686018427387904 bytes, recorded in the "
+                                     "trace as 2^53; PyTorch's message for it: CUDA out of memory. Tried to allocate "
+                                     "more than 1EB memory.\n"),
+                       "%s", r.out);
+    cr_assert_not_null(strstr(r.err, "asks for 4,611,686,018,427,387,904 bytes at once"), "%s", r.err);
     run_free(&r);
 
     /* Linear(64, 64) on 8 rows: its addmm takes the cuBLAS workspace (32 MiB on sm_90) and cuBLASLt's (1 MiB) */

@@ -225,6 +225,18 @@ static void print_fit(const predict_result *res, const char *end, FILE *out)
     else if (res->oom_metadata[0])
         fprintf(out, " (%s)", res->oom_metadata);
     fprintf(out, "\n  %s\n", res->oom_message);
+    /* a request above 2^53 bytes is in the trace as 2^53 (the most a JSON number holds exactly): its own size, and
+     * PyTorch's message for it (the capture's "oversized") */
+    const cJSON *big = cJSON_GetObjectItemCaseSensitive(res->capture, "oversized");
+    const cJSON *bytes = cJSON_GetObjectItemCaseSensitive(big, "bytes");
+    const cJSON *msg = cJSON_GetObjectItemCaseSensitive(big, "message");
+    if (cJSON_IsString(bytes) && cJSON_IsString(msg)) {
+        char b[ECHO_BUF], m[ECHO_BUF * 2];
+        snprintf(m, sizeof m, "%s", msg->valuestring);
+        fprintf(out, "  the request that runs out asks for %s bytes, recorded in the trace as 2^53; PyTorch's "
+                     "message for it: %s\n",
+                echo_str(bytes->valuestring, b), echo_one_line(m));
+    }
 }
 
 /* A heading, then each {what, count, where} of a capture's list on its own line. */

@@ -129,8 +129,9 @@ def outside_capture(exc):
         if not fs.filename.startswith(frames.SKIP):
             where = f" at {fs.filename}:{fs.lineno}"
             break
-    return (f"{m.group(0)}{where} has no meta kernel: the capture cannot run it on the CPU, so the script is "
-            f"outside what oomlab predict models (not modelled: {m.group(0)})")
+    return (f"{m.group(0)}{where} has no meta kernel, and its inputs' values are not known on the CPU: the "
+            f"capture cannot run it, so the script is outside what oomlab predict models (not modelled: "
+            f"{m.group(0)})")
 
 
 def print_script_traceback(exc, script):
@@ -182,7 +183,7 @@ def main(argv):
     if o["out"] is None:
         return bad("--out TRACE.json is required")
     try:
-        import torch  # noqa: F401 (the capture's first need, said in one line when missing)
+        import torch  # the capture's first need, said in one line when missing
     except ImportError as e:
         return bad(f"{sys.executable} cannot import torch ({e}): the capture needs torch 2.11 (oomlab predict "
                    f"installs build/venv when --python is not given)")
@@ -282,6 +283,16 @@ def main(argv):
         signal.signal(signal.SIGTERM, old_term)
     if os.getpid() != me:  # a forked child that returned through here (os.fork without exec): no trace
         return 0
+    if failure is not None and isinstance(failure, torch.OutOfMemoryError) and cap.oversized:
+        # a request above any GPU (meta_alloc.cpp): the GPU run raises this OutOfMemoryError there too, so the
+        # trace up to it, ending in the oom event, is the prediction
+        import traceback
+        fs = [f for f in traceback.extract_tb(failure.__traceback__) if not f.filename.startswith(frames.SKIP)]
+        at = f" at {fs[-1].filename}:{fs[-1].lineno}" if fs else ""
+        print(f"oomlab_capture: {script} asks for {cap.oversized:,} bytes at once{at}, more than any GPU has: "
+              f"PyTorch raises torch.OutOfMemoryError there, and so did the capture; predicted up to that request",
+              file=sys.stderr)
+        failure = None
     if failure is not None:
         if isinstance(failure, SystemExit):
             return status.end("exit", 3, f"oomlab_capture: {script} called sys.exit({failure.code!r}): no trace")

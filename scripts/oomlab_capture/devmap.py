@@ -32,6 +32,7 @@ def map_device(d):
 
 
 _TO = {torch.Tensor.to}
+_FROM_DATA = {torch.tensor, torch.as_tensor}
 _CUDA = {torch.Tensor.cuda}
 _SETITEM = torch.Tensor.__setitem__
 
@@ -54,6 +55,15 @@ class DeviceMap(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if func in _FROM_DATA and map_device(kwargs.get("device")) != kwargs.get("device"):
+            # torch.tensor(data, device="cuda") builds the tensor on the host and copies it (internal_new_from_data
+            # in torch/csrc/utils/tensor_new.cpp): made so here, the copy is an op values.py sees, and the tensor
+            # keeps its data for the control flow that reads it (labels, lengths, masks)
+            grad = kwargs.get("requires_grad", False)
+            host = func(*args, **{k: v for k, v in kwargs.items() if k not in ("device", "requires_grad")})
+            with torch.no_grad():
+                out = host.to("meta")
+            return out.requires_grad_() if grad else out
         if func in _CUDA:
             non_blocking = kwargs.get("non_blocking", False)
             return args[0].to("meta", non_blocking=non_blocking)

@@ -26,7 +26,7 @@
 
 namespace {
 
-enum Action : uint8_t { ALLOC = 0, FREE = 1 };
+enum Action : uint8_t { ALLOC = 0, FREE = 1, OOM = 2 };
 
 struct Ctx;
 
@@ -96,10 +96,31 @@ void deleter(void* p) {
   delete c;
 }
 
+// A request above 2^53 bytes: more than any GPU has, and more than a trace holds exactly (a JSON number). The GPU
+// run raises torch.OutOfMemoryError there (CUDACachingAllocator.cpp: from 1 EB before any counter moves, else
+// after its OOM path), so it is thrown here too, and logged as an "oom" event of 2^53 bytes; the first such
+// request's real size is kept for the report (oversized()).
+constexpr size_t kTraceMax = size_t(1) << 53;
+size_t oversized_bytes = 0;
+
 struct RecordingMetaAllocator final : public c10::Allocator {
   c10::DataPtr allocate(size_t n) override {
     if (n == 0)
       return {nullptr, nullptr, &noop, c10::Device(c10::DeviceType::Meta)};
+    if (n > kTraceMax) {
+      {
+        std::lock_guard<std::mutex> g(mu);
+        if (recording) {
+          log_entries.push_back({OOM, false, 0, kTraceMax, tag, nullptr});
+          if (!oversized_bytes)
+            oversized_bytes = n;
+        }
+      }
+      if (n >= (size_t(1) << 60))
+        TORCH_CHECK_WITH(OutOfMemoryError, false, "CUDA out of memory. Tried to allocate more than 1EB memory.");
+      TORCH_CHECK_WITH(OutOfMemoryError, false, "CUDA out of memory. Tried to allocate ", n,
+                       " bytes, more than any GPU has.");
+    }
     Ctx* c = new Ctx{0, n, -1, 0};
     {
       std::lock_guard<std::mutex> g(mu);
@@ -132,6 +153,7 @@ void start() {
   frame_start = 0;
   tag = 0;
   live_bytes = peak_bytes = dropped = 0;
+  oversized_bytes = 0;
   generation++;
   recording = true;
 }
@@ -252,6 +274,11 @@ py::object storage_entry(const at::Tensor& t) {
   return py::make_tuple(c->addr, c->size);
 }
 
+size_t oversized() {
+  std::lock_guard<std::mutex> g(mu);
+  return oversized_bytes;
+}
+
 py::tuple counters() {
   std::lock_guard<std::mutex> g(mu);
   return py::make_tuple(live_bytes, peak_bytes, dropped);
@@ -277,5 +304,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("drain", &drain);
   m.def("storage_entry", &storage_entry);
   m.def("counters", &counters);
+  m.def("oversized", &oversized, "the first request above 2^53 bytes (0: none), logged as an oom event");
   m.def("reset_peak", &reset_peak);
 }

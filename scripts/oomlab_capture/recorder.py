@@ -22,7 +22,7 @@ import time
 import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
+from torch.utils._pytree import tree_flatten, tree_map
 
 from . import distributed, ext, frames, placeholders, values, versions
 from .cuda_model import (attention, batch_norm, composite, cublas, cudnn_conv, dropout, embedding, foreach, indexing,
@@ -53,6 +53,26 @@ def _on_device(args, kwargs):
     return False
 
 
+def _without_meta_kernel(cap, func, prep, exc):
+    """An op with no meta kernel (torch.unique: aten::_unique2) whose inputs all have CPU values (values.py): run
+    on them, its outputs made on meta with the CPU results' shapes and strides (the CUDA kernel's outputs), and the
+    op counted as not modelled (its CUDA temporaries are unknown). Without the values the error stands: the
+    capture says it in one line (__main__.outside_capture)."""
+    if "Meta" not in str(exc) or prep is None or prep[0] != "op":
+        raise exc
+    _, cargs, ckw = prep
+    with torch.no_grad():
+        res = func(*cargs, **ckw)
+    cap.count_unmodelled(f"{func.name()} (no meta kernel: its outputs from the CPU values, its CUDA temporaries "
+                         f"unknown)", "the op's CUDA kernel")
+
+    def meta(c):
+        if isinstance(c, torch.Tensor):
+            return torch.empty_strided(c.shape, c.stride(), dtype=c.dtype, device="meta")
+        return c
+    return tree_map(meta, res)
+
+
 class RecordMode(TorchDispatchMode):
     def __init__(self, cap):
         super().__init__()
@@ -81,7 +101,10 @@ class RecordMode(TorchDispatchMode):
             x.op_begin()
             order = []
             try:
-                out = rewrite(cap, *args, **kwargs) if rewrite else func(*args, **kwargs)
+                try:
+                    out = rewrite(cap, *args, **kwargs) if rewrite else func(*args, **kwargs)
+                except NotImplementedError as e:
+                    out = _without_meta_kernel(cap, func, prep, e)
                 if isinstance(out, (tuple, list)) and not rewrite:
                     perm = ALLOC_ORDER.get(func)
                     for t in (out if perm is None else [out[i] for i in perm]):
@@ -243,6 +266,7 @@ class Capture:
 
     def __exit__(self, *exc):
         self._stack.close()
+        self.oversized = self.ext.oversized()
         self.ext.stop()
         self.seconds = time.time() - self._t0
         self._collect()
@@ -254,9 +278,13 @@ class Capture:
         for i, (action, addr, size, tag) in enumerate(self.ext.drain()):
             name, step, fr = self.labels[tag] if 0 <= tag < len(self.labels) else ("?", 0, [])
             where = f" at {os.path.basename(fr[0]['filename'])}:{fr[0]['line']}" if fr else ""
-            what = name if action == 0 else "free"
-            e = {"action": "alloc" if action == 0 else "free_requested", "addr": addr, "size": size, "stream": 0,
+            what = name if action != 1 else "free"
+            kind = ("alloc", "free_requested", "oom")[action]
+            e = {"action": kind, "addr": addr, "size": size, "stream": 0,
                  "time_us": t + i, "frames": fr, "user_metadata": f"step {step}: {what}{where}"}
+            if action == 2:  # a request above any GPU (meta_alloc.cpp, kTraceMax): the OOM the GPU run raises
+                e = dict(e, device_free=0)
+                del e["addr"]
             evs = [e]
             if action == 1:
                 evs.append(dict(e, action="free_completed"))
@@ -266,7 +294,7 @@ class Capture:
 
     # -- the result ----------------------------------------------------------------------------------------
     def n_allocs(self):
-        return sum(1 for e in self.events if e["action"] == "alloc")
+        return sum(1 for e in self.events if e["action"] in ("alloc", "oom"))
 
     def trace(self, upper=False):
         """The snapshot dict; upper: the range's upper trace (range_alloc's allocations in it)."""
@@ -300,6 +328,11 @@ class Capture:
             # the segment_free events they cause); the replay of a prediction knows nothing of them
             "empty_cache_calls": getattr(self, "empty_cache_calls", 0),
         }
+        big = getattr(self, "oversized", 0)
+        if big:  # the request logged as an oom event of 2^53 bytes (meta_alloc.cpp, kTraceMax): its real size
+            meta["oversized"] = {"bytes": str(big), "recorded": 2**53,
+                                 "message": "CUDA out of memory. Tried to allocate more than 1EB memory."
+                                 if big >= 2**60 else f"CUDA out of memory. Tried to allocate {big} bytes."}
         st = self.state.get("dist")
         if st is not None:
             meta["distributed"] = {"rank": st.rank, "world_size": st.world, "initialised": st.initialised,
