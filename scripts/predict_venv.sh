@@ -12,7 +12,8 @@
 # torchvision 0.26.0, accelerate 1.15.0 and lightning 2.6.6 (make test; oomlab predict itself installs only torch).
 #
 # Idempotent and fast when the venv is there: it stops at once when VENV/bin/python imports torch 2.11.0 and
-# the stamp VENV/.oomlab-predict matches this script's package list. A failed install leaves no stamp, so the
+# the stamp VENV/.oomlab-predict (written last) matches this script's package list. Installs take turns on an
+# flock on VENV.lock. A failed install leaves no stamp, so the
 # next run tries again. Used by `make test` (the prediction tests need it) and by `oomlab predict` on first use.
 set -euo pipefail
 
@@ -63,21 +64,32 @@ install_zoo() {
     echo "predict_venv: the zoo's libraries ready in $(( $(date +%s) - start )) s" >&2
 }
 
-if [ -x "$venv/bin/python" ] && [ -f "$venv/.oomlab-predict" ] && [ "$(cat "$venv/.oomlab-predict")" = "$stamp_text" ]; then
-    [ "$zoo" = 1 ] && install_zoo
+ready() { [ -x "$venv/bin/python" ] && [ -f "$venv/.oomlab-predict" ] && [ "$(cat "$venv/.oomlab-predict")" = "$stamp_text" ]; }
+zoo_ready() { [ -f "$venv/.oomlab-zoo" ] && [ "$(cat "$venv/.oomlab-zoo")" = "$zoo_text" ]; }
+if ready && { [ "$zoo" = 0 ] || zoo_ready; }; then
     exit 0
 fi
 
-start=$(date +%s)
-echo "predict_venv: installing $TORCH and ${#DEPS[@]} packages into $venv (about 2 GB, a few minutes)" >&2
-rm -f "$venv/.oomlab-predict"
-[ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
-"$venv/bin/python" -m pip install --quiet --no-deps "$TORCH" "${DEPS[@]}"
-"$venv/bin/python" -c 'import torch, sys; sys.exit(0 if torch.__version__.startswith("2.11.0") else 1)' || {
-    echo "predict_venv: $venv/bin/python does not import $TORCH" >&2
+# One installer at a time: two first uses at once (two predicts, the suite's tests in parallel) take turns on an
+# flock beside the venv (dropped by the kernel if the holder dies); the second then finds the stamp and is done.
+mkdir -p "$(dirname "$venv")"
+exec 9>"$venv.lock"
+if ! flock -w 1800 9; then
+    echo "predict_venv: another install has held $venv.lock for 30 minutes; remove $venv if none is running" >&2
     exit 1
-}
-printf '%s' "$stamp_text" > "$venv/.oomlab-predict.tmp" && mv "$venv/.oomlab-predict.tmp" "$venv/.oomlab-predict"
-echo "predict_venv: ready in $(( $(date +%s) - start )) s" >&2
+fi
+if ! ready; then
+    start=$(date +%s)
+    echo "predict_venv: installing $TORCH and ${#DEPS[@]} packages into $venv (about 2 GB, a few minutes)" >&2
+    rm -f "$venv/.oomlab-predict"
+    [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
+    "$venv/bin/python" -m pip install --quiet --no-deps "$TORCH" "${DEPS[@]}"
+    "$venv/bin/python" -c 'import torch, sys; sys.exit(0 if torch.__version__.startswith("2.11.0") else 1)' || {
+        echo "predict_venv: $venv/bin/python does not import $TORCH" >&2
+        exit 1
+    }
+    printf '%s' "$stamp_text" > "$venv/.oomlab-predict.tmp" && mv "$venv/.oomlab-predict.tmp" "$venv/.oomlab-predict"
+    echo "predict_venv: ready in $(( $(date +%s) - start )) s" >&2
+fi
 [ "$zoo" = 1 ] && install_zoo
 exit 0

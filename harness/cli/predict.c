@@ -185,8 +185,10 @@ static int find_python(predict_cli *c)
         return 0;
     }
     snprintf(c->python, sizeof c->python, "%s/build/venv/bin/python", c->root);
-    if (access(c->python, X_OK) == 0)
-        return 0;
+    char stamp[PATH_MAX + 32];
+    snprintf(stamp, sizeof stamp, "%s/build/venv/.oomlab-predict", c->root);
+    if (access(c->python, X_OK) == 0 && access(stamp, F_OK) == 0)
+        return 0; /* installed whole: the stamp is written last (another predict may be installing it now) */
     char script[PATH_MAX + 32], venv[PATH_MAX + 16];
     snprintf(script, sizeof script, "%s/scripts/predict_venv.sh", c->root);
     snprintf(venv, sizeof venv, "%s/build/venv", c->root);
