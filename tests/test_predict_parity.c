@@ -238,25 +238,32 @@ static void check_range(const char *name, const cJSON *pred, const cJSON *rec, i
     }
 }
 
+/* `predict --json --gpu GPU --trace TMP/trace.json SCRIPT` (SCRIPT with its arguments), which must exit 0: its JSON
+ * in *pred, the recording's in *rec, which must be of the same GPU. */
+static void predict_against(const char *gpu, const char *script, const char *recording, cJSON **pred, cJSON **rec)
+{
+    char cmd[1536];
+    snprintf(cmd, sizeof cmd,
+             "env -u OOMLAB_ALLOC_CONF -u PYTORCH_CUDA_ALLOC_CONF -u PYTORCH_ALLOC_CONF '%s' predict --json --gpu %s "
+             "--trace '%s' %s >'%s' 2>'%s'",
+             parity_bin(), gpu, test_path(tmpdir, "trace.json"), script, test_path(tmpdir, "out.json"),
+             test_path(tmpdir, "err"));
+    int st = system(cmd);
+    cr_assert(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: exit %d", cmd, WEXITSTATUS(st));
+    *pred = read_json(test_path(tmpdir, "out.json"));
+    *rec = read_json(recording);
+    cr_assert_eq(num(get(*pred, "gpu"), "total_memory"), num(*rec, "total_memory"), "the recording's GPU is predict's");
+}
+
 static void check(const parity_case *c)
 {
     if (access("build/venv/bin/python", X_OK) != 0 || access("build/venv/.oomlab-predict", F_OK) != 0)
         cr_skip_test("build/venv is not installed (make test installs it: scripts/predict_venv.sh)");
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd,
-             "env -u OOMLAB_ALLOC_CONF -u PYTORCH_CUDA_ALLOC_CONF -u PYTORCH_ALLOC_CONF '%s' predict --json "
-             "--gpu %s --trace '%s' " DATA "/scripts/%s %s >'%s' 2>'%s'",
-             parity_bin(), c->gpu ? c->gpu : "H100-80GB", test_path(tmpdir, "trace.json"),
-             c->script, c->args,
-             test_path(tmpdir, "out.json"), test_path(tmpdir, "err"));
-    int st = system(cmd);
-    cr_assert(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: exit %d", cmd, WEXITSTATUS(st));
-
-    cJSON *pred = read_json(test_path(tmpdir, "out.json"));
-    char path[256];
-    snprintf(path, sizeof path, DATA "/%s.torch.json", c->name);
-    cJSON *rec = read_json(path);
-    cr_assert_eq(num(get(pred, "gpu"), "total_memory"), num(rec, "total_memory"), "the recording's GPU is predict's");
+    char script[512], recording[256];
+    snprintf(script, sizeof script, DATA "/scripts/%s %s", c->script, c->args);
+    snprintf(recording, sizeof recording, DATA "/%s.torch.json", c->name);
+    cJSON *pred, *rec;
+    predict_against(c->gpu ? c->gpu : "H100-80GB", script, recording, &pred, &rec);
 
     check_figures(c->name, pred, rec, c->d_allocated, c->d_reserved, c->d_min_defaults, c->d_min_expandable);
     /* what the capture leaves out is said, never silent */
@@ -444,20 +451,11 @@ static void check_zoo(const zoo_case *c)
 {
     if (access("build/venv/bin/python", X_OK) != 0 || access("build/venv/.oomlab-zoo", F_OK) != 0)
         cr_skip_test("build/venv has no zoo libraries (make test installs them: scripts/predict_venv.sh --zoo)");
-    char cmd[1536];
-    snprintf(cmd, sizeof cmd,
-             "env -u OOMLAB_ALLOC_CONF -u PYTORCH_CUDA_ALLOC_CONF -u PYTORCH_ALLOC_CONF '%s' predict --json --gpu H200 "
-             "--trace '%s' " ZOO "/scripts/%s.py >'%s' 2>'%s'",
-             parity_bin(), test_path(tmpdir, "trace.json"), c->name, test_path(tmpdir, "out.json"),
-             test_path(tmpdir, "err"));
-    int st = system(cmd);
-    cr_assert(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: exit %d", cmd, WEXITSTATUS(st));
-
-    cJSON *pred = read_json(test_path(tmpdir, "out.json"));
-    char path[256];
-    snprintf(path, sizeof path, ZOO "/%s.torch.json", c->name);
-    cJSON *rec = read_json(path);
-    cr_assert_eq(num(get(pred, "gpu"), "total_memory"), num(rec, "total_memory"), "the recording's GPU is predict's");
+    char script[256], recording[256], cmd[1024];
+    snprintf(script, sizeof script, ZOO "/scripts/%s.py", c->name);
+    snprintf(recording, sizeof recording, ZOO "/%s.torch.json", c->name);
+    cJSON *pred, *rec;
+    predict_against("H200", script, recording, &pred, &rec);
     check_figures(c->name, pred, rec, c->d_allocated, c->d_reserved, c->d_min_defaults, c->d_min_expandable);
     cr_expect_eq(cJSON_GetArraySize(get(pred, "not_modelled")), 0, "%s: something is not modelled", c->name);
     /* RegNetY's expandable minimum budget lies above both ends (docs/parity.md, "The zoo"): peaks only */
@@ -468,7 +466,7 @@ static void check_zoo(const zoo_case *c)
     char recorded[TEST_TMPDIR_MAX + 32];
     snprintf(recorded, sizeof recorded, "%s", test_path(tmpdir, "recorded.json"));
     snprintf(cmd, sizeof cmd, "xz -dc " ZOO "/%s.trace.json.xz >'%s'", c->name, recorded);
-    st = system(cmd);
+    int st = system(cmd);
     cr_assert(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: exit %d", cmd, WEXITSTATUS(st));
     size_t nr, np;
     trace_event *r = trace_events(recorded, &nr), *p = trace_events(test_path(tmpdir, "trace.json"), &np);

@@ -42,8 +42,7 @@ static oom_status read_gpu(const trace_file *t, const char *path, predict_gpu *g
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(gpu, "name");
     const cJSON *arch = cJSON_GetObjectItemCaseSensitive(gpu, "arch");
     size_t sm = 0;
-    if (!cJSON_IsObject(gpu) || !cJSON_IsString(name) || !json_size(gpu, "total_memory", &g->total) ||
-        !json_size(gpu, "context_bytes", &g->context) || g->total == 0 || g->context >= g->total) {
+    if (!cJSON_IsObject(gpu) || !cJSON_IsString(name) || !trace_capture_gpu(t, &g->total, &g->context)) {
         errbuf_set(err, errcap, "%s: no 'oomlab_capture'.'gpu' {name, total_memory, context_bytes} (not a trace of "
                              "scripts/oomlab_capture)",
                 path);

@@ -2,6 +2,7 @@
 #include "run/isolate.h"
 
 #include "alloc/cachealloc.h"
+#include "core/child.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -18,20 +19,8 @@
 
 const char *isolate_signal_name(int sig)
 {
-    static const struct {
-        int sig;
-        const char *name;
-    } names[] = {
-        {SIGSEGV, "SIGSEGV"}, {SIGABRT, "SIGABRT"}, {SIGBUS, "SIGBUS"},   {SIGFPE, "SIGFPE"},
-        {SIGILL, "SIGILL"},   {SIGKILL, "SIGKILL"}, {SIGTERM, "SIGTERM"}, {SIGTRAP, "SIGTRAP"},
-        {SIGPIPE, "SIGPIPE"}, {SIGINT, "SIGINT"},   {SIGSYS, "SIGSYS"},   {SIGXCPU, "SIGXCPU"},
-    };
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (names[i].sig == sig)
-            return names[i].name;
-    static char other[32];
-    snprintf(other, sizeof other, "signal %d", sig);
-    return other;
+    static char name[32];
+    return child_signal_name(sig, name, sizeof name);
 }
 
 /* ---- the bytes: written by the child, read by the parent ---------------------------------------------------- */

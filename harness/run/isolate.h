@@ -51,7 +51,8 @@ void isolate_variants(isolate_job *jobs, size_t n, int max_jobs);
 /* Copy the backend fields of found (a job's) into run. */
 void isolate_found_merge(run_result *run, const run_result *found);
 
-/* "SIGSEGV", "SIGABRT", ... ("signal N" for one without a name here). */
+/* "SIGSEGV", "SIGABRT", ... (core/child.h's child_signal_name: "signal N" for one without a name), in a static
+ * buffer. */
 const char *isolate_signal_name(int sig);
 
 OOM_END_DECLS

@@ -192,6 +192,15 @@ static void series_note(replay_series *ser, size_t b, const memstats *ms)
 /* Replay one device's events from an empty allocator (opt->kernels: when the sim sees the first kernel launch); res
  * gets the result. With snap, *snap gets the model's
  * _snapshot() at the end, its segments marked with the device index. */
+/* A trace without segment events that is not whole (each address allocated once until freed): the one line. */
+static oom_status not_whole(char *err, size_t errcap, int dev_index, size_t i, const char *act, uint64_t addr,
+                            const char *why)
+{
+    errbuf_set(err, errcap, "cuda:%d event %zu: %s 0x%llx, %s (a trace without segment events must be whole)",
+               dev_index, i, act, (unsigned long long)addr, why);
+    return OOM_EINVAL;
+}
+
 static oom_status replay_events(const trace_event *ev, size_t nev, const replay_options *opt, const replay_report *rep,
                                 replay_result *res, cJSON **snap, char *err, size_t errcap)
 {
@@ -268,11 +277,8 @@ static oom_status replay_events(const trace_event *ev, size_t nev, const replay_
              * allocated once until it is freed (a recording that started late may free what it never saw); a
              * 0-byte request is no allocation (PyTorch's allocator returns no block), so it may share an address */
             if (res->prediction && e->action == CA_ALLOC && e->size > 0 && am_has(&live, e->addr)) {
-                errbuf_set(err, errcap,
-                           "cuda:%d event %zu: allocates at 0x%llx, which an earlier event allocated and none freed (a "
-                           "trace without segment events must be whole)",
-                           res->device, i, (unsigned long long)e->addr);
-                rc = OOM_EINVAL;
+                rc = not_whole(err, errcap, res->device, i, "allocates at", e->addr,
+                               "which an earlier event allocated and none freed");
                 goto out;
             }
             if (st.pending_hi == st.pending_lo)
@@ -320,11 +326,7 @@ static oom_status replay_events(const trace_event *ev, size_t nev, const replay_
             if (am_take(&live, e->addr, &p)) {
                 cachealloc_free(ca, p);
             } else if (res->prediction && res->model_ooms == 0 && e->size > 0) {
-                errbuf_set(err, errcap,
-                           "cuda:%d event %zu: frees 0x%llx, which no earlier event allocated (a trace without segment "
-                           "events must be whole)",
-                           res->device, i, (unsigned long long)e->addr);
-                rc = OOM_EINVAL;
+                rc = not_whole(err, errcap, res->device, i, "frees", e->addr, "which no earlier event allocated");
                 goto out;
             } else if (res->model_ooms == 0) {
                 note_divergence(&st, i, "free of an address the trace never allocated");
