@@ -182,6 +182,8 @@ def main(argv):
         return bad("no SCRIPT given (python -m oomlab_capture --help)")
     if o["out"] is None:
         return bad("--out TRACE.json is required")
+    from . import fakecuda
+    fakecuda.preload(argv, gpu)  # before torch is imported: re-executes this command with the library interposed
     try:
         import torch  # the capture's first need, said in one line when missing
     except ImportError as e:

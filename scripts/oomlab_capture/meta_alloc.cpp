@@ -49,6 +49,7 @@ struct Ctx {
 
 std::mutex mu;
 bool recording = false;
+bool paused = false;      // pause(): new storages get no entry (torch.compile's fake tensors), frees still logged
 uint64_t generation = 0;  // one per start()
 std::vector<Entry> log_entries;
 int64_t log_base = 0;     // absolute index of log_entries[0] (entries before were drained)
@@ -110,7 +111,7 @@ struct RecordingMetaAllocator final : public c10::Allocator {
     if (n > kTraceMax) {
       {
         std::lock_guard<std::mutex> g(mu);
-        if (recording) {
+        if (recording && !paused) {
           log_entries.push_back({OOM, false, 0, kTraceMax, tag, nullptr});
           if (!oversized_bytes)
             oversized_bytes = n;
@@ -124,7 +125,7 @@ struct RecordingMetaAllocator final : public c10::Allocator {
     Ctx* c = new Ctx{0, n, -1, 0};
     {
       std::lock_guard<std::mutex> g(mu);
-      if (recording) {
+      if (recording && !paused) {
         c->addr = bump(n);
         c->gen = generation;
         c->index = log_base + (int64_t)log_entries.size();
@@ -161,6 +162,12 @@ void start() {
 void stop() {
   std::lock_guard<std::mutex> g(mu);
   recording = false;
+}
+bool pause_recording(bool p) {
+  std::lock_guard<std::mutex> g(mu);
+  bool was = paused;
+  paused = p;
+  return was;
 }
 
 void set_tag(int64_t t) {
@@ -295,6 +302,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("install", &install, "make this the Meta device's allocator");
   m.def("start", &start, "clear the log and start recording");
   m.def("stop", &stop, "stop recording (storages made before keep their entries)");
+  m.def("pause", &pause_recording, "pause(True): storages made from now get no entry; the previous setting returned");
   m.def("set_tag", &set_tag);
   m.def("op_begin", &op_begin);
   m.def("op_end", &op_end);
