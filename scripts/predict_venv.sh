@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # predict_venv.sh - the Python that `oomlab predict` runs the capture (scripts/oomlab_capture) in: build/venv,
 # from the package registry only. torch 2.11.0 is installed without its declared dependencies (the CUDA wheels,
-# triton, cuDNN, NCCL: several GB that a capture on the CPU never loads), then exactly the packages its import
+# cuDNN, NCCL: several GB that a capture on the CPU never loads), then exactly the packages its import
 # needs on a machine with no GPU, at the versions checked to import it (pure Python, plus the three NVIDIA
-# libraries `import torch` loads even when no CUDA code runs; nvidia-cuda-cccl is what the nvshmem wheel pulls in).
+# libraries `import torch` loads even when no CUDA code runs; nvidia-cuda-cccl is what the nvshmem wheel pulls in),
+# and triton, which torch.compile's Inductor needs to generate a GPU's kernels (never compiled here: the capture's
+# cuda_model/compiled.py).
 #
 #   scripts/predict_venv.sh [--zoo] [VENV]      (default: build/venv beside this script's checkout)
 #
@@ -33,6 +35,7 @@ DEPS=(
     nvidia-cufile==1.20.0.107 nvidia-cusparselt-cu13==0.10.0 nvidia-nvshmem-cu13==3.8.0
     nvidia-cuda-cccl==13.3.5.0.6
     ninja==1.13.0
+    triton==3.6.0
 )
 stamp_text="$TORCH ${DEPS[*]}"
 # the zoo's libraries and what they import (each pinned; torchvision's and lightning's torch is the one above)

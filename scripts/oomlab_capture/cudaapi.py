@@ -22,6 +22,7 @@ def _props(gpu):
     return types.SimpleNamespace(name="NVIDIA " + gpu["name"], total_memory=gpu["total_memory"],
                                  multi_processor_count=gpu["sm_count"], major=major, minor=minor,
                                  max_threads_per_multi_processor=gpu["max_threads_per_sm"], warp_size=32,
+                                 regs_per_multiprocessor=65536, max_threads_per_block=1024,
                                  is_integrated=False, is_multi_gpu_board=False)
 
 

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
 from . import placeholders
-from .cuda_model import attention, autocast, dropout, rnn, subclass, unmodelled
+from .cuda_model import attention, autocast, compiled, dropout, rnn, subclass
 
 
 def map_device(d):
@@ -134,8 +134,14 @@ def patch_functional(cap):
         return attention.mha_forward(cap, orig_mha, module, *args, **kwargs)
 
     torch.nn.MultiheadAttention.forward = mha_forward
+    # what Dynamo must see as PyTorch's own while it traces (cuda_model.compiled): (owner, name, PyTorch's)
+    cap.state["functional_patches"] = [(F, "dropout", orig_do), (F, "scaled_dot_product_attention", orig_sdpa),
+                                       (F, "linear", orig_linear), (torch, "clear_autocast_cache", orig_clear),
+                                       (torch.nn.MultiheadAttention, "forward", orig_mha)] + \
+        [(vf, n, orig_mod[n]) for n in modules if had_mod[n]] + \
+        [(vf, n, o) for n, o, had in (("gru_cell", orig_gru, had_gru), ("lstm_cell", orig_lstm, had_lstm)) if had]
     orig_compile = torch.compile
-    torch.compile = functools.partial(unmodelled.eager_compile, cap)
+    torch.compile = functools.partial(compiled.compile, cap)
     # The program's tensors report device meta, so `torch.autocast(x.device.type, enabled=False)` (transformers'
     # maybe_autocast around RoPE, forcing float32) names "meta": it means the GPU's autocast, "cuda".
     orig_ac_init = torch.amp.autocast_mode.autocast.__init__

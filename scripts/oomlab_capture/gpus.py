@@ -13,10 +13,13 @@ PyTorch's kernels loaded lazily (CUDA_MODULE_LOADING=LAZY, the default), documen
 
 MiB = 1 << 20
 
-# name -> properties. sm_count and arch feed the ATen reduction model (Reduce.cuh's setReduceConfig reads
+# name -> properties. l2_bytes: cudaDeviceProp.l2CacheSize (H200: measured, the 62,914,560-byte buffer Inductor's
+# benchmarker sizes to it in docs/measurements/h200-2026-12-02-compiled; the others from the datasheets), for
+# torch.compile's device properties (cuda_model.compiled). sm_count and arch feed the ATen reduction model (Reduce.cuh's setReduceConfig reads
 # multiProcessorCount and maxThreadsPerMultiProcessor) and the SDPA backend choice (sdp_utils.cpp checks sm).
 GPUS = {
     "H100-80GB": {
+        "l2_bytes": 52_428_800,
         "total_memory": 85_017_493_504, "sm_count": 132, "arch": "sm_90", "max_threads_per_sm": 2048,
         "context_bytes": 536_870_912,
         "sources": {"total_memory": "measured (tests/data/*.stats.json, H100 80GB HBM3, torch 2.11.0)",
@@ -25,18 +28,21 @@ GPUS = {
                     "context_bytes": "documented estimate (about 500 MiB for a CUDA 12/13 context with lazy "
                                      "module loading); not measured here"}},
     "H200": {
+        "l2_bytes": 62_914_560,
         "total_memory": 150_109_880_320, "sm_count": 132, "arch": "sm_90", "max_threads_per_sm": 2048,
         "context_bytes": 536_870_912,
         "sources": {"total_memory": "measured (tests/data/predict/vit.torch.json: NVIDIA H200, torch 2.11.0)",
                     "sm_count": "documentation (H200 SXM: 132 SMs)", "arch": "documentation (compute 9.0)",
                     "context_bytes": "documented estimate, as H100"}},
     "A100-40GB": {
+        "l2_bytes": 41_943_040,
         "total_memory": 42_505_076_736, "sm_count": 108, "arch": "sm_80", "max_threads_per_sm": 2048,
         "context_bytes": 452_984_832,
         "sources": {"total_memory": "documentation (40 GB HBM2; torch reports total_memory=40536MB)",
                     "sm_count": "documentation (A100: 108 SMs)", "arch": "documentation (compute 8.0)",
                     "context_bytes": "documented estimate (about 430 MiB); not measured here"}},
     "A100-80GB": {
+        "l2_bytes": 41_943_040,
         "total_memory": 85_197_848_576, "sm_count": 108, "arch": "sm_80", "max_threads_per_sm": 2048,
         "context_bytes": 452_984_832,
         "sources": {"total_memory": "documentation (80 GB HBM2e; torch reports total_memory=81251MB)",

@@ -78,6 +78,12 @@ class RecordMode(TorchDispatchMode):
         super().__init__()
         self.cap = cap
 
+    @classmethod
+    def ignore_compile_internals(cls):
+        """Off while torch.compile traces and compiles (Dynamo would otherwise run the program eagerly), on while
+        the compiled code runs: its wrapper's allocations and extern kernels are recorded (cuda_model.compiled)."""
+        return True
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         cap = self.cap

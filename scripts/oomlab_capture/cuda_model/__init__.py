@@ -21,8 +21,7 @@ One module per concern; each size names the PyTorch 2.11 source it follows:
                 embedding, boolean-mask indexing, layer_norm and pow.Scalar
   embedding.py  embedding_dense_backward's two paths: the feature kernel (<= 3072 indices) and the sort path
                 (cub's radix sort, unique_by_key and scan temporaries, EmbeddingBackwardKernel.cu's segment buffers)
-  unmodelled.py what is not modelled, counted per op and said in the report: cuDNN convolution workspaces
-                (their size is cuDNN's heuristic choice per GPU and library version; the H100 recordings show 40
-                to 405 per training run, up to 162 MB each, with no rule in the shapes), so a prediction with
-                convolutions is low by them
+  compiled.py   torch.compile: Dynamo, AOTAutograd and Inductor run for the GPU on the CPU, the generated wrapper's
+                buffers, extern kernels and first-run autotuning recorded (compile_fx, codegen/wrapper.py,
+                runtime/triton_heuristics.py)
 """
