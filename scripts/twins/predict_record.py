@@ -70,6 +70,7 @@ import json
 import math
 import os
 import runpy
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -130,9 +131,28 @@ ZOO = {n: {"script": n + ".py", "args": [], "reserve": r, "dir": ZOO_SCRIPTS} fo
     "timm_vit_b16": 6144, "timm_swin_t": 6144, "hf_clip_vision": 6144, "hf_vit_cls": 8192, "tv_vit_b16": 8192,
     "tv_resnet50_bf16": 6144, "timm_resnet50_cl": 6144, "timm_convnext_t": 6144, "tv_efficientnet_b0": 9216,
     "timm_regnety_cl": 6144, "tv_mobilenet_lightning": 4096}.items()}
+# Compiled training (tests/data/predict/compiled/scripts, issue 29): --compiled records these. Every run compiles
+# cold (a fresh TORCHINDUCTOR_CACHE_DIR: no FX graph or autotuning results from an earlier run), and a recording
+# keeps the wrappers Inductor generated (NAME.output_code.tar.xz) beside its trace.
+COMPILED_SCRIPTS = os.path.join(ROOT, "tests", "data", "predict", "compiled", "scripts")
+COMPILED = {n: {"script": n + ".py", "args": [], "reserve": r, "dir": COMPILED_SCRIPTS} for n, r in {
+    "cmp_mlp": 8192, "cmp_transformer": 12288, "cmp_hf_gpt2": 12288, "cmp_hf_bert": 8192,
+    "cmp_hf_llama_bf16": 8192, "cmp_timm_vit_s": 8192, "cmp_tv_resnet18": 8192, "cmp_timm_convnext": 8192,
+    "cmp_hf_qwen2_autocast": 12288, "cmp_mlp_cudagraphs": 8192, "cmp_mlp_autotune": 8192}.items()}
 SWEEP_LO, SWEEP_HI = 1, 512
 FAKE_CAUGHT = 30  # --fake: MiB below its minimum budget in which resnet18 still completes, its OOMs caught
 FAKE_TOTAL = 85017493504  # --fake's device: torch's total_memory of an H100 80GB HBM3 (81,079.5 MiB)
+
+
+def keep_output_code(cache, dest):
+    """The wrappers and kernels Inductor wrote under a run's cache folder (its .py files), packed into dest."""
+    import tarfile
+    with tarfile.open(dest, "w:xz") as tar:
+        for d, _, files in os.walk(cache):
+            for f in sorted(files):
+                if f.endswith(".py"):
+                    full = os.path.join(d, f)
+                    tar.add(full, arcname=os.path.relpath(full, cache))
 
 
 # ---- the child: one run of one script, in this process ----
@@ -360,6 +380,10 @@ class Recorder:
             env.pop("CUBLAS_WORKSPACE_CONFIG", None)  # ordinary programs: cuBLAS's workspaces as PyTorch sets them
             env.pop("CUBLASLT_WORKSPACE_SIZE", None)
             env.setdefault("OMP_NUM_THREADS", "2")  # host threads only: JOBS processes share the host's cores
+            cache = None
+            if self.opts.compiled:
+                cache = tempfile.mkdtemp(dir=self.work, prefix="inductor-")
+                env["TORCHINDUCTOR_CACHE_DIR"] = cache
             cmd = [sys.executable, os.path.abspath(__file__), "--child", json.dumps(spec)]
             t0 = time.perf_counter()
             try:
@@ -369,6 +393,10 @@ class Recorder:
                                                                      self.opts.timeout))
                 return None
             dt = time.perf_counter() - t0
+            if cache is not None:
+                if record_to:
+                    keep_output_code(cache, record_to + ".output_code.tar.xz")
+                shutil.rmtree(cache, ignore_errors=True)
             try:
                 with open(result) as f:
                     res = json.load(f)
@@ -682,7 +710,7 @@ class Recorder:
                 continue
             b, out = r
             doc["uncapped"][s] = out.pop("uncapped")
-            doc["min_budget_mib"][s] = b
+            doc.setdefault("min_budget_mib", {})[s] = b
             doc["bisect"][s] = out
             if "completes" in out:
                 doc.setdefault("min_budget_mib_completes", {})[s] = out["completes"]["min_budget_mib"]
@@ -777,7 +805,7 @@ class Recorder:
             else:
                 b, out = r
                 doc["uncapped"][s] = out.pop("uncapped")
-                doc["min_budget_mib"][s] = b
+                doc.setdefault("min_budget_mib", {})[s] = b
                 doc["bisect"][s] = out
                 if "completes" in out:
                     doc.setdefault("min_budget_mib_completes", {})[s] = out["completes"]["min_budget_mib"]
@@ -826,6 +854,8 @@ def main(argv):
                     help="record nothing: bisect the minimum budgets that FROM/NAME.torch.json lacks, from its "
                     "recording there")
     ap.add_argument("--zoo", action="store_true", help="the zoo's cases (ZOO: tests/data/predict/zoo/scripts)")
+    ap.add_argument("--compiled", action="store_true",
+                    help="the compiled cases (COMPILED: tests/data/predict/compiled/scripts), each run compiling cold")
     ap.add_argument("--labelled", action="store_true",
                     help="also record each case with every aten op labelled (NAME.labelled.trace.json)")
     ap.add_argument("--oomlab", help="an oomlab binary: its advise on each recording guides the bisections")
@@ -833,7 +863,7 @@ def main(argv):
                     help="at the end, move the traces and NAME.torch.json files into DIR.tar.xz (a device machine "
                     "returns at most 8 files)")
     opts = ap.parse_args(argv)
-    opts.cases = ZOO if opts.zoo else CASES
+    opts.cases = COMPILED if opts.compiled else ZOO if opts.zoo else CASES
     names = [n for o in opts.only for n in o.split(",") if n] or list(opts.cases)
     bad = [n for n in names if n not in opts.cases]
     if bad:
