@@ -276,7 +276,13 @@ class Capture:
         self.ext.stop()
         self.seconds = time.time() - self._t0
         self._collect()
-        assert not torch.cuda.is_initialized(), "the capture created a CUDA context"
+        from . import fakecuda
+        if fakecuda.active() and torch.cuda.is_initialized():
+            # CUDA's lazy init succeeds against fakecuda's answers (Lightning asks for it); no memory can be had
+            held = torch._C._cuda_memoryStats(0)["reserved_bytes"]["all"]["peak"]
+            assert held == 0, "the capture allocated real CUDA memory"
+        else:
+            assert not torch.cuda.is_initialized(), "the capture created a CUDA context"
         return False
 
     def _collect(self):
