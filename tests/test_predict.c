@@ -302,6 +302,30 @@ static bool read_pids_within(const char *path, long *a, long *b, int tries)
 
 static bool read_pids(const char *path, long *a, long *b) { return read_pids_within(path, a, b, 6000); }
 
+/* fork() for a child that execs oomlab and may be signalled at once: the stop signals are blocked across the fork
+ * and the child unblocks them only once they are SIG_DFL again. Without that, a signal that lands between fork and
+ * exec runs the test process's own handler (Criterion's) in the child and is gone: oomlab then starts never
+ * having been stopped and waits on the hanging fake (seen with two suites at once, under ASAN). */
+static pid_t fork_with_default_stops(void)
+{
+    sigset_t stops, was;
+    sigemptyset(&stops);
+    sigaddset(&stops, SIGINT);
+    sigaddset(&stops, SIGTERM);
+    sigaddset(&stops, SIGHUP);
+    sigprocmask(SIG_BLOCK, &stops, &was);
+    pid_t p = fork();
+    if (p == 0) {
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
+        signal(SIGHUP, SIG_DFL);
+        sigprocmask(SIG_SETMASK, &was, NULL); /* a stop already sent is delivered now, with its default action */
+        return 0;
+    }
+    sigprocmask(SIG_SETMASK, &was, NULL);
+    return p;
+}
+
 /* oomlab predict on the hanging fake, TMPDIR its own scratch folder; stop_with: 0 to wait (its --timeout ends it),
  * else the signal sent to oomlab once the fake runs. The exit status; stderr in tpath("hang.err"). */
 static int predict_hang(const char *timeout, int stop_with, long *pid, long *kid)
@@ -1138,7 +1162,7 @@ Test(predict, stopped_at_random_moments_nothing_is_left, .timeout = 600)
         bool stopped = i < 50;
         const char *s = stopped ? hang : script("ok.py", "import torch\n");
         unlink(pids);
-        pid_t p = fork();
+        pid_t p = fork_with_default_stops();
         cr_assert(p >= 0);
         if (p == 0) {
             setenv("FAKE_PIDS", pids, 1);
