@@ -147,6 +147,7 @@ def patch_functional(cap):
     orig_ac_init = torch.amp.autocast_mode.autocast.__init__
     orig_ac_query = {n: getattr(torch, n) for n in ("is_autocast_enabled", "get_autocast_dtype")}
 
+    @functools.wraps(orig_ac_init)  # PyTorch's signature: Dynamo binds autocast's arguments by it
     def ac_init(self, device_type, *a, **k):
         orig_ac_init(self, "cuda" if device_type == "meta" else device_type, *a, **k)
 
@@ -154,6 +155,7 @@ def patch_functional(cap):
         return lambda device_type=None, *a: (orig(*a) if device_type is None else
                                              orig("cuda" if device_type == "meta" else device_type, *a))
     torch.amp.autocast_mode.autocast.__init__ = ac_init
+    cap.state["autocast_queries"] = list(orig_ac_query.values())  # compiled.py: Dynamo folds them to constants
     for n, f in orig_ac_query.items():
         setattr(torch, n, ac_query(f))
     finder = _PatchOnImport(LIBRARY_PATCHES)

@@ -25,8 +25,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
 from . import distributed, ext, frames, placeholders, values, versions
-from .cuda_model import (attention, batch_norm, composite, cublas, cudnn_conv, dropout, embedding, foreach, indexing,
-                         loss, reduction, rnn, subclass)
+from .cuda_model import (attention, batch_norm, compiled, composite, cublas, cudnn_conv, dropout, embedding, foreach,
+                         indexing, loss, reduction, rnn, subclass)
 
 aten = torch.ops.aten
 SCHEMA = "oomlab.capture/1"
@@ -319,6 +319,7 @@ class Capture:
             "torch_note": self.torch_note,
             "ops": self.n_ops,
             "seconds": round(self.seconds, 3),
+            "compile": compiled.summary(self),  # torch.compile's graphs and time; None without it
             "placeholders": [{"what": w, "count": n, "where": where}
                              for (w, where), n in sorted(self.placeholders.items())],
             "answered": [{"what": w, "count": n, "where": where}

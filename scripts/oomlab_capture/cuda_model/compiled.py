@@ -5,7 +5,8 @@ generates runs on meta with every buffer it allocates recorded (docs/parity.md, 
   the recording paused); the backend (`_backend`) gives Inductor's compile_fx the same graph with fake CUDA inputs
   (`_retarget`), so AOTAutograd partitions and Inductor lowers, fuses and schedules for device cuda, the GPU named
   by --gpu as its device properties. The CUDA calls that path makes only ask (the current stream, a primary
-  context, the properties): fakecuda.c answers them. Constant folding's one-element tensors are made on the host.
+  context, the properties): fakecuda.c answers them. Constant folding's one-element tensors and the tracers'
+  constants are made on the host (`_no_device_constants`).
 - The generated wrapper (torch/_inductor/codegen/wrapper.py) allocates with empty_strided_cuda, here a meta tensor
   the recording allocator logs, frees with `del`, and reuses buffers as generated; its extern kernels (mm,
   convolution, SDPA) are aten ops RecordMode sees with the CUDA-path models, as in eager; its layout asserts hold.
@@ -33,49 +34,54 @@ _installed = False
 
 
 class _Kernel:
-    """A Triton kernel of the wrapper: never compiled or run. Its first launch makes the device allocations of
-    autotuning where it has several configs (triton_heuristics.py CachingAutotuner: benchmark_all_configs, bench,
-    copy_args_to_cpu_if_needed; benchmarking.py benchmark_gpu): per config, a warm-up call on clones of the
-    mutated arguments, then a flush buffer of the L2's size held while the timed calls run on fresh clones (the
-    same blocks each time: one call stands for them), freed at the end."""
+    """A Triton kernel of the wrapper: never run. Its first launch makes the device allocations of autotuning
+    where it keeps several configs (triton_heuristics.py CachingAutotuner: benchmark_all_configs, bench,
+    copy_args_to_cpu_if_needed; benchmarking.py benchmark_gpu): per config benched, a warm-up call on clones of
+    the mutated arguments, then a flush buffer of the L2's size held while the timed calls run on fresh clones (the
+    same blocks each time: one call stands for them), freed at the end. Each config decides anew which clones
+    would raise the peak and are host copies instead: the previous config's flush buffer raised it."""
 
-    def __init__(self, cap, name, configs=1, mutated=(), optimize_mem=True, arg_names=(), key=None):
+    def __init__(self, cap, name, benches=0, mutated=(), optimize_mem=True, arg_names=(), key=None):
         self.__name__ = name
         self.cap = cap
         self.key = key
-        self.configs = configs
+        self.benches = benches
         self.mutated = tuple(mutated)
         self.optimize_mem = optimize_mem
         self.arg_names = tuple(arg_names)
-        self.tuned = configs <= 1
+        self.tuned = benches == 0
+
+    @staticmethod
+    def _storage(a):
+        return 0 if 0 in a.shape else sum((d - 1) * st for d, st in zip(a.shape, a.stride())) + 1
+
+    def _on_host(self, args):
+        on_host = set()
+        if self.optimize_mem:
+            allocated, peak, _ = self.cap.ext.counters()
+            budget = peak - allocated
+            for name, a in zip(self.arg_names, args):
+                if name in self.mutated and isinstance(a, torch.Tensor):
+                    size = self._storage(a) * a.element_size()
+                    if size > budget:
+                        on_host.add(name)
+                    else:
+                        budget -= size
+        return on_host
 
     def _clones(self, args, on_host):
-        out = []
-        for name, a in zip(self.arg_names, args):
-            if name in self.mutated and name not in on_host and isinstance(a, torch.Tensor):
-                need = 0 if 0 in a.shape else sum((d - 1) * st for d, st in zip(a.shape, a.stride())) + 1
-                out.append(torch.empty(need, dtype=a.dtype, device="meta"))
-        return out
+        return [torch.empty(self._storage(a), dtype=a.dtype, device="meta")
+                for name, a in zip(self.arg_names, args)
+                if name in self.mutated and name not in on_host and isinstance(a, torch.Tensor)]
 
     def run(self, *args, **kwargs):
         if self.tuned:
             return None
         self.tuned = True
         self.cap.state.setdefault("autotuned", set()).add(self.key)
-        on_host = set()
-        if self.optimize_mem:  # a clone that would raise the peak is a pinned host copy instead
-            allocated, peak, _ = self.cap.ext.counters()
-            budget = peak - allocated
-            for name, a in zip(self.arg_names, args):
-                if name in self.mutated and isinstance(a, torch.Tensor):
-                    need = 0 if 0 in a.shape else sum((d - 1) * st for d, st in zip(a.shape, a.stride())) + 1
-                    size = need * a.element_size()
-                    if size > budget:
-                        on_host.add(name)
-                    else:
-                        budget -= size
         l2 = self.cap.gpu.get("l2_bytes", 0)
-        for _ in range(self.configs):
+        for _ in range(self.benches):
+            on_host = self._on_host(args)
             clones = self._clones(args, on_host)
             del clones
             flush = torch.empty(l2 // 4, dtype=torch.int, device="meta")
@@ -87,10 +93,13 @@ class _Kernel:
 
 def _kernel_of(cap, kernel_name, source_code):
     """The wrapper's kernel from its generated source: the module run with cached_autotune taken over, so that
-    its heuristics give the configs, mutated arguments and memory setting it would be autotuned with (nothing is
-    compiled); None when the source does not run here."""
+    its heuristics give the configs, mutated arguments and memory setting it would be autotuned with, and where
+    the count depends on the loaded kernels, Triton compiles them for the target (triton_loader.py); None when the
+    source does not run here."""
     import hashlib
     from torch._inductor.runtime import triton_heuristics as th
+
+    from . import triton_loader
     orig = th.cached_autotune
     found = {}
     key = hashlib.sha256(source_code.encode()).hexdigest()
@@ -101,11 +110,26 @@ def _kernel_of(cap, kernel_name, source_code):
         mutated = tuple(meta.get("mutated_arg_names", ())) + tuple((triton_meta or {}).get("restore_value", ()))
 
         def decorate(fn):
+            benches = 0
             # a kernel of the same source tuned before this module loaded: its best config is read from the
             # autotuning cache (check_autotune_cache), nothing is benchmarked
-            n = 1 if key in cap.state.get("autotuned", ()) else len(th.unique_configs(configs))
-            k = _Kernel(cap, kernel_name, n, mutated, meta.get("optimize_mem", True), getattr(fn, "arg_names", ()),
-                        key)
+            if key not in cap.state.get("autotuned", ()):
+                unique = th.unique_configs(configs)
+                benches = len(unique) if len(unique) > 1 else 0
+                at = orig(size_hints, configs, triton_meta, heuristic_type, filename=filename,
+                          inductor_meta=inductor_meta, custom_kernel=custom_kernel)(fn)
+                if triton_loader.needs_compile(size_hints, unique, heuristic_type, at.inductor_meta,
+                                               at.device_props):
+                    try:
+                        benches = triton_loader.benched(at, triton_loader.timed_launchers(cap, at))
+                    except Exception as e:
+                        if os.environ.get("OOMLAB_CAPTURE_DEBUG"):
+                            import traceback
+                            traceback.print_exception(e)
+                        cap.count_unmodelled("torch.compile kernel that Triton could not compile for the target here "
+                                             "(autotuned over its heuristics' configs)", triton_loader.SOURCE)
+            k = _Kernel(cap, kernel_name, benches, mutated, meta.get("optimize_mem", True),
+                        getattr(fn, "arg_names", ()), key)
             found["kernel"] = k
             return k
         return decorate
@@ -181,6 +205,8 @@ def _install(cap):
 
     major, minor = gpus.capability(cap.gpu)
     l2 = cap.gpu.get("l2_bytes", 0)
+    from . import triton_loader
+    os.environ.setdefault("TRITON_CACHE_DIR", triton_loader.triton_cache_dir())
     driver.set_active(_Driver(major * 10 + minor))
     from torch._inductor.runtime import triton_helpers
     triton_helpers.set_driver_to_gpu = lambda: None  # a kernel module's first line: the fake driver stays
@@ -236,7 +262,7 @@ def _install(cap):
         call.clear()
         call["input"] = input
         try:
-            with _CudaOnMeta():
+            with _CudaOnMeta(cap):
                 return should_pad(match, mat1, mat2, op, input)
         finally:
             call.clear()
@@ -289,7 +315,13 @@ def _install(cap):
         with _OnHost():
             return fold(self, *args, **kwargs)
     constant_folding.ConstantFolder.run = fold_on_host
-    config.compile_threads = 1  # no compile workers: no kernel is compiled
+    # Dynamo folds the autocast queries to constants (variables/torch.py constant_fold_functions, the functions
+    # as they were when Dynamo was imported): devmap's meta -> cuda wrappers call PyTorch's, which must fold too,
+    # or each query is a graph break the GPU run does not have (transformers' RoPE under maybe_autocast)
+    from torch._dynamo.variables import torch as dynamo_torch
+    for f in cap.state.get("autocast_queries", ()):
+        dynamo_torch.constant_fold_functions.setdefault(f, None)
+    config.compile_threads = 1  # no compile workers
 
 
 @contextlib.contextmanager
@@ -383,6 +415,32 @@ class _Paused:
             st["compile_seconds"] = st.get("compile_seconds", 0.0) + time.perf_counter() - self.t0
 
 
+@contextlib.contextmanager
+def _no_device_constants():
+    """Tracing keeps the values of small constant tensors by running each op on them for real (fake_tensor.py's
+    constant propagation; proxy_tensor.py's `constant` of a traced tensor), a host constant's `.to("cuda")` too (a
+    KV cache's sliding-window tensor): no device here, so fake mode leaves device moves unfolded, as PyTorch does
+    where CUDA is unavailable (FakeTensorMode.avoid_device_init), and the tracer's constants are made on the host
+    (the same values)."""
+    from torch._subclasses import fake_tensor
+    from torch.fx.experimental import proxy_tensor
+    cls = fake_tensor.FakeTensorMode
+    prop = cls.__dict__["avoid_device_init"]
+    unset = proxy_tensor.unset_fake_temporarily
+
+    @contextlib.contextmanager
+    def unset_on_host():
+        with unset(), _OnHost():
+            yield
+    cls.avoid_device_init = property(lambda self: True)
+    proxy_tensor.unset_fake_temporarily = unset_on_host
+    try:
+        yield
+    finally:
+        cls.avoid_device_init = prop
+        proxy_tensor.unset_fake_temporarily = unset
+
+
 def _backend(cap, patches, gm, example_inputs):
     from torch._inductor.compile_fx import compile_fx, compile_fx_inner
 
@@ -390,7 +448,7 @@ def _backend(cap, patches, gm, example_inputs):
         with _Paused(cap):
             return compile_fx_inner(*args, **kwargs)
     try:
-        with _Paused(cap):
+        with _Paused(cap), _no_device_constants():
             gm, fakes = _retarget(gm, example_inputs)
             fn = compile_fx(gm, fakes, inner_compile=inner, config_patches=patches)
     except Exception as e:  # a step of the CUDA path that needs the device: this graph runs eagerly, said
@@ -411,14 +469,44 @@ def _backend(cap, patches, gm, example_inputs):
     return fn
 
 
+def summary(cap):
+    """The report's compile line (recorder.trace "compile"): None without torch.compile, else the graphs compiled
+    for the GPU, the seconds the compile took (Dynamo, AOTAutograd, Inductor, the Triton compiles for the target)
+    and those Triton compiles with their cache."""
+    st = cap.state
+    if "compile_seconds" not in st and "compiled_graphs" not in st:
+        return None
+    from . import triton_loader
+    tr = st.get("triton", {"kernels": 0, "seconds": 0.0})
+    return {"graphs": st.get("compiled_graphs", 0), "seconds": round(st.get("compile_seconds", 0.0), 3),
+            "triton_kernels": tr["kernels"], "triton_seconds": round(tr["seconds"], 3),
+            "triton_cache": os.environ.get("TRITON_CACHE_DIR") or triton_loader.triton_cache_dir()}
+
+
 class _CudaOnMeta(torch.overrides.TorchFunctionMode):
-    """Factories asking for a CUDA device make meta tensors (real ones, recorded): pad_mm's benchmark inputs."""
+    """Factories asking for a CUDA device make meta tensors (real ones, recorded): pad_mm's benchmark inputs. Its
+    matmuls are the compiling thread's first cuBLAS calls on the GPU: they take that thread's workspace
+    (cublas.py), which the wrapper's own matmuls then find."""
+
+    def __init__(self, cap):
+        super().__init__()
+        self.cap = cap
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
+        from . import cublas
         kwargs = kwargs or {}
         if isinstance(kwargs.get("device"), (str, torch.device)) and torch.device(kwargs["device"]).type == "cuda":
             kwargs = dict(kwargs, device="meta")
-        return func(*args, **kwargs)
+        out = func(*args, **kwargs)
+        op = getattr(func, "default", None) if isinstance(func, torch._ops.OpOverloadPacket) else \
+            _TORCH_MATMULS.get(func, func)
+        if op in cublas.OPS:
+            cublas.after(self.cap, op, args, kwargs, out)
+        return out
+
+
+_TORCH_MATMULS = {torch.mm: torch.ops.aten.mm.default, torch.addmm: torch.ops.aten.addmm.default,
+                  torch.bmm: torch.ops.aten.bmm.default, torch.matmul: None}
 
 
 class _OnHost(torch.utils._python_dispatch.TorchDispatchMode):
@@ -451,8 +539,9 @@ def _needs_device(exc):
 
 
 def _outside_modes(cap, fn, eager):
-    """fn (Dynamo's entry) with the capture's function modes off; when Dynamo cannot trace the program for the CUDA
-    target here, eager(...) from then on, said in the report."""
+    """fn (Dynamo's entry) with the capture's function modes off and PyTorch's own functions in place (the eager
+    code Dynamo leaves between graphs runs with them too: an op at a graph break is seldom one devmap replaces);
+    when Dynamo cannot trace the program for the CUDA target here, eager(...) from then on, said in the report."""
     from torch._dynamo import exc
     state = {"eager": False}
 
@@ -462,7 +551,10 @@ def _outside_modes(cap, fn, eager):
             return eager(*args, **kwargs)
         modes = _function_modes()
         try:
-            return fn(*args, **kwargs)
+            # PyTorch's functions, as when Dynamo traced them: its guards hold their identities (ID_MATCH on
+            # F.linear ...), and devmap's stand-ins would fail them at every call, a recompile the GPU run has not
+            with _pytorch_functions(cap):
+                return fn(*args, **kwargs)
         except (exc.Unsupported, exc.TorchRuntimeError, exc.InternalTorchDynamoError) as e:
             state["eager"] = True
             if os.environ.get("OOMLAB_CAPTURE_DEBUG"):
