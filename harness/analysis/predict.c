@@ -262,6 +262,18 @@ void predict_print(const predict_result *res, FILE *out)
     const cJSON *note = cJSON_GetObjectItemCaseSensitive(cap, "torch_note");
     if (cJSON_IsString(note))
         fprintf(out, "note: %s\n", note->valuestring);
+    const cJSON *comp = cJSON_GetObjectItemCaseSensitive(cap, "compile");
+    if (cJSON_IsObject(comp)) { /* torch.compile's cost on this host: a GPU host pays its own, of the same order */
+        char cache[1024];
+        snprintf(cache, sizeof cache, "%s", str_of(comp, "triton_cache"));
+        echo_one_line(cache);
+        fprintf(out, "compile: %.0f graph%s compiled for the GPU in %.1f s of the capture", num_of(comp, "graphs"),
+                num_of(comp, "graphs") == 1 ? "" : "s", num_of(comp, "seconds"));
+        if (num_of(comp, "triton_kernels") > 0)
+            fprintf(out, ", %.1f s of it Triton compiling %.0f kernels for the target (cached in %s)",
+                    num_of(comp, "triton_seconds"), num_of(comp, "triton_kernels"), cache);
+        fprintf(out, "\n");
+    }
     fprintf(out, "gpu: %s (%s, %d SMs): %zu bytes (%.0f MiB), of which the CUDA context holds %zu (%.0f MiB) "
                  "outside the allocator\n",
             res->gpu.name, res->gpu.arch[0] ? res->gpu.arch : "?", res->gpu.sm_count, res->gpu.total,
@@ -399,7 +411,7 @@ cJSON *predict_json(const predict_result *res, const char *script)
         cJSON_AddItemToObject(o, copied[i], cJSON_IsArray(v) ? cJSON_Duplicate(v, true) : cJSON_CreateArray());
     }
     cJSON *c = cJSON_AddObjectToObject(o, "capture");
-    static const char *const keys[] = {"schema", "torch", "torch_note", "ops", "seconds", "steps"};
+    static const char *const keys[] = {"schema", "torch", "torch_note", "ops", "seconds", "steps", "compile"};
     for (size_t i = 0; c && i < sizeof keys / sizeof keys[0]; i++) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(res->capture, keys[i]);
         cJSON_AddItemToObject(c, keys[i], v ? cJSON_Duplicate(v, true) : cJSON_CreateNull());
