@@ -4,6 +4,7 @@
     python3 scripts/twins/predict_probes.py sdpa --out FILE.json
     python3 scripts/twins/predict_probes.py convs --out FILE.json [--models A,B] [--batches 8,16] [--modes M,N]
                                             [-j JOBS] [--deadline S]
+    python3 scripts/twins/predict_probes.py convs-script --scripts A.py[,B.py...] --out FILE.json
     python3 scripts/twins/predict_probes.py embedding --out FILE.json
 
 Each case runs under torch.cuda.memory._record_memory_history with every aten op labelled (oplabels.py), and
@@ -18,6 +19,8 @@ convs: a model family's convolutions as PyTorch runs them on this GPU: each mode
   "-cl"), one forward and backward per batch size; per convolution call (cuda_model/op_keys.py's key) the events
   inside aten::convolution / convolution_backward: outputs, and the workspaces cuDNN's plan takes and frees.
   A key seen twice with other events is listed under "conflicts".
+convs-script: the same for training scripts (--scripts A.py,B.py), each run once as its user runs it, its compiled
+  graphs' wrappers under the op labeller (torch.compile's extern convolutions: channels-last, their bias apart).
 embedding: aten::embedding_dense_backward over index counts around its 3072-index switch, int32 and int64
   indices, vocabularies, dims, dtypes, padding_idx and scale_grad_by_freq: each call's allocations.
 """
@@ -242,22 +245,7 @@ def conv_model(torch, name, modes, batches, deadline, t0):
                 history(torch, False)
                 model.zero_grad(set_to_none=True)
                 del x, y, loss
-                n = 0
-                for lab, evs in ops:
-                    if " | " not in lab:
-                        continue
-                    k = lab.split(" | ", 1)[1]
-                    e = [[a, s, t] for a, s, t in evs]
-                    op = lab.split(" | ", 1)[0].split(" ", 1)[-1]
-                    n += 1
-                    if k in entries:
-                        if entries[k]["events"] != e and len(conflicts) < 200:
-                            conflicts.append({"key": k, "events": e, "first": entries[k]["events"], "model": name,
-                                              "mode": mode, "batch": b})
-                        entries[k]["seen"] += 1
-                    else:
-                        entries[k] = {"events": e, "seen": 1, "model": name, "mode": mode, "batch": b, "op": op}
-                r["convs"] = n
+                r["convs"] = add_entries(ops, entries, conflicts, {"model": name, "mode": mode, "batch": b})
             except Exception as e:  # noqa: BLE001 - an OOM at a large batch included
                 history(torch, False)
                 r["error"] = "%s: %s" % (type(e).__name__, str(e)[:200])
@@ -266,6 +254,100 @@ def conv_model(torch, name, modes, batches, deadline, t0):
         del model
         torch.cuda.empty_cache()
     return entries, conflicts, runs
+
+
+def add_entries(ops, entries, conflicts, where):
+    """events_by_op's labelled ops into the table's entries ({"key": {"events", "seen", ...where}}); a key seen
+    again with other events goes to conflicts. The number of labelled ops."""
+    n = 0
+    for lab, evs in ops:
+        if " | " not in lab:
+            continue
+        k = lab.split(" | ", 1)[1]
+        e = [[a, s, t] for a, s, t in evs]
+        op = lab.split(" | ", 1)[0].split(" ", 1)[-1]
+        n += 1
+        if k in entries:
+            if entries[k]["events"] != e and len(conflicts) < 200:
+                conflicts.append(dict(where, key=k, events=e, first=entries[k]["events"]))
+            entries[k]["seen"] += 1
+        else:
+            entries[k] = dict(where, events=e, seen=1, op=op)
+    return n
+
+
+def cmd_convs_script_child(opts):
+    """One training script run as its user runs it, with the ops of its compiled graphs labelled: the wrapper
+    Inductor generated runs under OpLabels (output_code.py CompiledFxGraph.__call__, forward's and backward's),
+    so each extern convolution is keyed as the capture keys it; Dynamo's tracing and Inductor's compile run
+    unlabelled, as without the mode."""
+    import runpy
+
+    import torch
+    from torch._inductor import output_code
+
+    from oplabels import OpLabels
+    from oomlab_capture.cuda_model import op_keys
+    call = output_code.CompiledFxGraph.__call__
+
+    def labelled(self, inputs):
+        with OpLabels(key=lambda func, args, kwargs: op_keys.key(func, args)):
+            return call(self, inputs)
+    output_code.CompiledFxGraph.__call__ = labelled
+    torch.cuda.init()
+    t0 = time.time()
+    history(torch, True)
+    script = opts.scripts
+    sys.argv = [script]
+    runpy.run_path(script, run_name="__main__")
+    torch.cuda.synchronize()
+    ops = events_by_op(torch)
+    history(torch, False)
+    entries, conflicts = {}, []
+    n = add_entries(ops, entries, conflicts, {"script": os.path.basename(script)})
+    write_json(opts.out, {"torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
+                          "gpu": torch.cuda.get_device_name(0), "entries": entries, "conflicts": conflicts,
+                          "runs": [{"script": os.path.basename(script), "convs": n}],
+                          "seconds": round(time.time() - t0, 1)})
+    print("convs-script: %s: %d labelled calls, %d keys, %.1f s" % (script, n, len(entries), time.time() - t0),
+          flush=True)
+
+
+def cmd_convs_script(opts):
+    """Each script of --scripts (comma-separated) in a child process of its own, one after another (each
+    compiles with a fresh Inductor cache, as predict_record.py --compiled runs it); their tables merged."""
+    import subprocess
+    import tempfile
+    entries, conflicts, runs = {}, [], []
+    meta = None
+    for script in opts.scripts.split(","):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "convs.json")
+            env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=os.path.join(tmp, "inductor"))
+            rc = subprocess.run([sys.executable, os.path.abspath(__file__), "convs-script-child", "--out", out,
+                                 "--scripts", script] + (["--dry-cpu"] if DEV == "cpu" else []), env=env, cwd=os.path.dirname(os.path.abspath(script))).returncode
+            if rc != 0 or not os.path.exists(out):
+                runs.append({"script": os.path.basename(script), "error": "exit %d" % rc})
+                continue
+            d = load(out)
+        meta = d
+        for k, v in d["entries"].items():
+            if k in entries:
+                entries[k]["seen"] += v["seen"]
+                if entries[k]["events"] != v["events"]:
+                    conflicts.append({"key": k, "events": v["events"], "first": entries[k]["events"],
+                                      "script": v["script"]})
+            else:
+                entries[k] = v
+        conflicts += d["conflicts"]
+        runs += d["runs"]
+    if meta is None:
+        print("convs-script: no script ran")
+        return 1
+    write_json(opts.out, {"torch": meta["torch"], "cudnn": meta["cudnn"], "gpu": meta["gpu"], "entries": entries,
+                          "conflicts": conflicts, "runs": runs})
+    print("convs-script: %d keys, %d conflicts, %d runs -> %s" % (len(entries), len(conflicts), len(runs), opts.out))
+    return 0
 
 
 def cmd_convs_child(opts):
@@ -558,7 +640,9 @@ def cmd_table_convs(opts):
 
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("what", choices=["sdpa", "convs", "convs-child", "embedding", "ops", "check-sdpa", "table-convs"])
+    ap.add_argument("what", choices=["sdpa", "convs", "convs-child", "convs-script", "convs-script-child", "embedding",
+                                     "ops", "check-sdpa", "table-convs"])
+    ap.add_argument("--scripts", help="convs-script: training scripts (comma-separated), each run as its user runs it")
     ap.add_argument("--out")
     ap.add_argument("--in", dest="input", help="check-*, table-convs: the recording (predict_probes.py's output, .xz "
                     "too; table-convs: several, comma-separated, merged)")
@@ -586,8 +670,11 @@ def main(argv):
     if opts.what in ("check-sdpa", "table-convs"):
         return {"check-sdpa": cmd_check_sdpa, "table-convs": cmd_table_convs}[opts.what](opts)
     try:
-        {"sdpa": cmd_sdpa, "convs": cmd_convs, "convs-child": cmd_convs_child, "embedding": cmd_embedding,
-         "ops": cmd_ops}[opts.what](opts)
+        rc = {"sdpa": cmd_sdpa, "convs": cmd_convs, "convs-child": cmd_convs_child, "convs-script": cmd_convs_script,
+              "convs-script-child": cmd_convs_script_child, "embedding": cmd_embedding,
+              "ops": cmd_ops}[opts.what](opts)
+        if rc:
+            return rc
     except Exception:  # noqa: BLE001 - the log says what failed
         traceback.print_exc()
         return 1
