@@ -190,8 +190,11 @@ static int min_budget(const cJSON *advise, const char *setting)
 
 /* Both peaks and both minimum budgets of a prediction against its recording, each with its pinned difference
  * (predicted minus recorded: bytes, MiB). */
+/* Which settings' minimum budgets a recording has bisected (min_budget_mib): those are compared. */
+enum { BISECTED_DEFAULTS = 1, BISECTED_EXPANDABLE = 2, BISECTED_BOTH = 3 };
+
 static void check_figures(const char *name, const cJSON *pred, const cJSON *rec, long long d_alloc, long long d_res,
-                          int d_min_def, int d_min_exp)
+                          unsigned bisected, int d_min_def, int d_min_exp)
 {
     static const char *const peaks[] = {"peak_allocated", "peak_reserved"};
     const long long dp[] = {d_alloc, d_res};
@@ -200,11 +203,14 @@ static void check_figures(const char *name, const cJSON *pred, const cJSON *rec,
                      name, peaks[i], num(pred, peaks[i]), num(rec, peaks[i]), dp[i]);
     static const char *const conf[][2] = {{"", "defaults"}, {"expandable_segments:True", "expandable_segments:True"}};
     const int dm[] = {d_min_def, d_min_exp};
+    if (!bisected)
+        return;
     const cJSON *mins = get(rec, "min_budget_mib"), *adv = get(pred, "advise");
     for (int i = 0; i < 2; i++)
-        cr_expect_eq(min_budget(adv, conf[i][0]), (int)num(mins, conf[i][1]) + dm[i],
-                     "%s: minimum budget (%s) %d MiB, bisected %lld, pinned difference %d", name, conf[i][1],
-                     min_budget(adv, conf[i][0]), num(mins, conf[i][1]), dm[i]);
+        if (bisected & (1u << i))
+            cr_expect_eq(min_budget(adv, conf[i][0]), (int)num(mins, conf[i][1]) + dm[i],
+                         "%s: minimum budget (%s) %d MiB, bisected %lld, pinned difference %d", name, conf[i][1],
+                         min_budget(adv, conf[i][0]), num(mins, conf[i][1]), dm[i]);
 }
 
 static long long range_calls(const cJSON *pred)
@@ -265,7 +271,8 @@ static void check(const parity_case *c)
     cJSON *pred, *rec;
     predict_against(c->gpu ? c->gpu : "H100-80GB", script, recording, &pred, &rec);
 
-    check_figures(c->name, pred, rec, c->d_allocated, c->d_reserved, c->d_min_defaults, c->d_min_expandable);
+    check_figures(c->name, pred, rec, c->d_allocated, c->d_reserved, BISECTED_BOTH, c->d_min_defaults,
+                  c->d_min_expandable);
     /* what the capture leaves out is said, never silent */
     const cJSON *nm = get(pred, "not_modelled");
     cr_expect_eq(cJSON_GetArraySize(nm), c->unmodelled ? 1 : 0, "%s: %d not_modelled entries", c->name,
@@ -456,7 +463,8 @@ static void check_zoo(const zoo_case *c)
     snprintf(recording, sizeof recording, ZOO "/%s.torch.json", c->name);
     cJSON *pred, *rec;
     predict_against("H200", script, recording, &pred, &rec);
-    check_figures(c->name, pred, rec, c->d_allocated, c->d_reserved, c->d_min_defaults, c->d_min_expandable);
+    check_figures(c->name, pred, rec, c->d_allocated, c->d_reserved, BISECTED_BOTH, c->d_min_defaults,
+                  c->d_min_expandable);
     cr_expect_eq(cJSON_GetArraySize(get(pred, "not_modelled")), 0, "%s: something is not modelled", c->name);
     /* RegNetY's expandable minimum budget lies above both ends (docs/parity.md, "The zoo"): peaks only */
     check_range(c->name, pred, rec, c->bounded, false);
@@ -556,7 +564,7 @@ typedef struct compiled_case {
     const char *name;
     long long d_allocated; /* bytes */
     long long d_reserved;  /* bytes */
-    bool bisected;         /* the recording has minimum budgets: compared, with these differences (MiB) */
+    unsigned bisected;     /* BISECTED_*: the recording's minimum budgets compared, with these differences (MiB) */
     int d_min_defaults;
     int d_min_expandable;
     const char *said; /* NULL: the report lists nothing as not modelled; else a substring of what it lists */
@@ -571,16 +579,8 @@ static void check_compiled(const compiled_case *c)
     snprintf(recording, sizeof recording, COMPILED "/%s.torch.json", c->name);
     cJSON *pred, *rec;
     predict_against("H200", script, recording, &pred, &rec);
-    if (c->bisected) {
-        check_figures(c->name, pred, rec, c->d_allocated, c->d_reserved, c->d_min_defaults, c->d_min_expandable);
-    } else {
-        static const char *const peaks[] = {"peak_allocated", "peak_reserved"};
-        const long long dp[] = {c->d_allocated, c->d_reserved};
-        for (int i = 0; i < 2; i++)
-            cr_expect_eq(num(pred, peaks[i]), num(rec, peaks[i]) + dp[i],
-                         "%s: %s %lld, recorded %lld, pinned difference %lld", c->name, peaks[i], num(pred, peaks[i]),
-                         num(rec, peaks[i]), dp[i]);
-    }
+    check_figures(c->name, pred, rec, c->d_allocated, c->d_reserved, c->bisected, c->d_min_defaults,
+                  c->d_min_expandable);
     const cJSON *nm = get(pred, "not_modelled");
     char *text = cJSON_PrintUnformatted(nm);
     cr_assert_not_null(text);
@@ -588,50 +588,72 @@ static void check_compiled(const compiled_case *c)
         cr_expect_eq(cJSON_GetArraySize(nm), 0, "%s: said as not modelled: %s", c->name, text);
     else
         cr_expect(strstr(text, c->said), "%s: the report does not say '%s': %s", c->name, c->said, text);
-    /* every graph was compiled for the GPU: none fell back to eager */
+    /* every graph was compiled for the GPU: none fell back to eager; the compile's line counts them */
     cr_expect(!strstr(text, "predicted as eager"), "%s: %s", c->name, text);
+    const cJSON *comp = get(get(pred, "capture"), "compile");
+    cr_expect(cJSON_IsObject(comp) && num(comp, "graphs") >= 1 && num(comp, "seconds") > 0,
+              "%s: the capture's compile summary counts no graph", c->name);
     free(text);
     cJSON_Delete(pred);
     cJSON_Delete(rec);
 }
 
 #define PAD "torch.compile pad_mm"
-/* Inductor run for the H200 on the CPU, its wrapper's buffers, extern kernels and first-run autotuning recorded:
- * peak allocated within 0.9% on all nine (exact on two, within 6 KiB on two more), peak reserved exact on four;
- * the differences are docs/parity.md's table. */
-Test(predict_parity, compiled_mlp) { check_compiled(&(compiled_case){"cmp_mlp", 0, -62914560, false, 0, 0, NULL}); }
+/* Inductor run for the H200 on the CPU, its wrapper's buffers, extern kernels and first-run autotuning (each
+ * kernel's configs as Triton compiles them for the target) recorded: on all thirteen, peak reserved exact and peak
+ * allocated within 0.12% (exact on seven, within 6 KiB on five); the minimum budgets bisected on seven (resnet18's
+ * expandable only) exact but llama's defaults (6 MiB low). The differences are docs/parity.md's table. */
+Test(predict_parity, compiled_mlp) { check_compiled(&(compiled_case){"cmp_mlp", 0, 0, BISECTED_BOTH, 0, 0, NULL}); }
 Test(predict_parity, compiled_transformer)
 {
-    check_compiled(&(compiled_case){"cmp_transformer", 6144, 0, true, 0, 0, NULL});
+    check_compiled(&(compiled_case){"cmp_transformer", 6144, 0, BISECTED_BOTH, 0, 0, NULL});
 }
 Test(predict_parity, compiled_hf_gpt2)
 {
-    check_compiled(&(compiled_case){"cmp_hf_gpt2", -242688, -33554432, false, 0, 0, PAD});
+    check_compiled(&(compiled_case){"cmp_hf_gpt2", 6144, 0, BISECTED_BOTH, 0, 0, PAD});
 }
-Test(predict_parity, compiled_hf_bert) { check_compiled(&(compiled_case){"cmp_hf_bert", 6144, 0, true, 0, 6, PAD}); }
+Test(predict_parity, compiled_hf_bert)
+{
+    check_compiled(&(compiled_case){"cmp_hf_bert", 6144, 0, BISECTED_BOTH, 0, 0, PAD});
+}
 Test(predict_parity, compiled_hf_llama_bf16)
 {
-    check_compiled(&(compiled_case){"cmp_hf_llama_bf16", -17694720, -4194304, false, 0, 0, NULL});
+    check_compiled(&(compiled_case){"cmp_hf_llama_bf16", 0, 0, BISECTED_BOTH, -6, 0, NULL});
 }
 Test(predict_parity, compiled_hf_qwen2_autocast)
 {
-    check_compiled(&(compiled_case){"cmp_hf_qwen2_autocast", -7864320, 0, true, -6, 4, NULL});
+    check_compiled(&(compiled_case){"cmp_hf_qwen2_autocast", 0, 0, BISECTED_BOTH, 0, 0, NULL});
 }
+Test(predict_parity, compiled_hf_t5) { check_compiled(&(compiled_case){"cmp_hf_t5", 4096, 0, 0, 0, 0, NULL}); }
 Test(predict_parity, compiled_timm_vit_s)
 {
-    check_compiled(&(compiled_case){"cmp_timm_vit_s", -1720320, -81788928, false, 0, 0, PAD});
+    check_compiled(&(compiled_case){"cmp_timm_vit_s", -3031040, 0, 0, 0, 0, PAD});
 }
 Test(predict_parity, compiled_tv_resnet18)
 {
-    check_compiled(&(compiled_case){"cmp_tv_resnet18", -7242240, 0, false, 0, 0, NULL});
+    check_compiled(&(compiled_case){"cmp_tv_resnet18", 0, 0, BISECTED_EXPANDABLE, 0, 0, NULL});
+}
+Test(predict_parity, compiled_tv_mobilenet_v3)
+{
+    check_compiled(&(compiled_case){"cmp_tv_mobilenet_v3", 0, 0, 0, 0, 0, NULL});
 }
 Test(predict_parity, compiled_timm_convnext)
 {
-    check_compiled(&(compiled_case){"cmp_timm_convnext", 0, -281018368, false, 0, 0, NULL});
+    check_compiled(&(compiled_case){"cmp_timm_convnext", 0, 0, 0, 0, 0, NULL});
+}
+Test(predict_parity, compiled_timm_efficientnet_b0)
+{
+    check_compiled(&(compiled_case){"cmp_timm_efficientnet_b0", 0, 0, 0, 0, 0, PAD});
+}
+/* The GPU keeps four 8-byte tensors from tracing: constants of the KV cache's sliding window moved to the device
+ * (docs/parity.md, "Compiled training"); here they are made on the host. */
+Test(predict_parity, compiled_hf_mistral_bf16)
+{
+    check_compiled(&(compiled_case){"cmp_hf_mistral_bf16", -2048, 0, 0, 0, 0, NULL});
 }
 /* The modes whose choices need the GPU are predicted as the default mode, and the report says so. */
 Test(predict_parity, compiled_reduce_overhead_is_said)
 {
-    check_compiled(&(compiled_case){"cmp_mlp_cudagraphs", 67566592, -123731968, false, 0, 0,
+    check_compiled(&(compiled_case){"cmp_mlp_cudagraphs", 67566592, -60817408, 0, 0, 0,
                                     "torch.compile mode 'reduce-overhead'"});
 }
