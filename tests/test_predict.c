@@ -463,7 +463,7 @@ static const cJSON *get(const cJSON *o, const char *key)
     return v;
 }
 
-/* --json (schema oomlab.predict/4, its keys pinned) of an OOM: 40 MiB under a 32 MiB budget (fraction 0.5 of
+/* --json (schema oomlab.predict/5, its keys pinned) of an OOM: 40 MiB under a 32 MiB budget (fraction 0.5 of
  * 64 MiB: a cap of exactly 32 MiB) runs out at event 0, step 0, aten::empty; --trace keeps the trace, which
  * replay and advise take as a prediction. */
 Test(predict, json_oom_and_trace)
@@ -483,7 +483,7 @@ Test(predict, json_oom_and_trace)
     for (const cJSON *k = o->child; k; k = k->next, n++)
         cr_assert_str_eq(k->string, keys[n], "key %zu", n);
     cr_assert_eq(n, sizeof keys / sizeof keys[0]);
-    cr_assert_str_eq(get(o, "schema")->valuestring, "oomlab.predict/4");
+    cr_assert_str_eq(get(o, "schema")->valuestring, "oomlab.predict/5");
     cr_assert_eq(cJSON_GetArraySize(get(o, "not_modelled")), 0); /* the double reports none */
     cr_assert_str_eq(get(get(o, "gpu"), "name")->valuestring, "TEST-64MiB");
     cr_assert_eq(get(get(o, "gpu"), "total_memory")->valuedouble, 67108864);
@@ -593,7 +593,7 @@ Test(predict, real_capture_end_to_end, .timeout = 600)
     cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
     cJSON *o = cJSON_Parse(r.out);
     cr_assert_not_null(o, "%s", r.out);
-    cr_assert_str_eq(get(o, "schema")->valuestring, "oomlab.predict/4");
+    cr_assert_str_eq(get(o, "schema")->valuestring, "oomlab.predict/5");
     cr_assert_str_eq(get(get(o, "gpu"), "name")->valuestring, "H100-80GB");
     cr_assert(cJSON_IsTrue(get(o, "fits")));
     cr_assert_gt(get(o, "peak_allocated")->valuedouble, 0);
@@ -687,7 +687,7 @@ Test(predict, nproc_charges_nccl_and_groups_ranks)
     cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
     cJSON *o = cJSON_Parse(r.out);
     cr_assert_not_null(o, "%s", r.out);
-    cr_assert_str_eq(get(o, "schema")->valuestring, "oomlab.predict.nproc/2");
+    cr_assert_str_eq(get(o, "schema")->valuestring, "oomlab.predict.nproc/3");
     cr_assert(cJSON_IsTrue(get(o, "distributed")));
     cr_assert_eq(get(o, "nccl_bytes_per_rank")->valuedouble, 908066816.0);
     cr_assert_eq(get(o, "distinct_traces")->valueint, 2);

@@ -32,8 +32,8 @@
 
 OOM_BEGIN_DECLS
 
-#define PREDICT_SCHEMA "oomlab.predict/4" /* /3 had no "range", "upper", "answered", "pinned"; /2 no "external_bytes",
-                                          * /1 no "not_modelled" */
+#define PREDICT_SCHEMA "oomlab.predict/5" /* /4 had no capture "compile"; /3 no "range", "upper", "answered",
+                                          * "pinned"; /2 no "external_bytes", /1 no "not_modelled" */
 /* The capture's trace metadata (scripts/oomlab_capture/recorder.py) this reader understands. */
 #define CAPTURE_SCHEMA "oomlab.capture/1"
 
@@ -94,7 +94,7 @@ void predict_result_free(predict_result *res);
  * (and the minimum budgets of the upper trace). */
 void predict_print(const predict_result *res, FILE *out);
 
-/* The same as one JSON object (schema oomlab.predict/4): schema, script, gpu {name, total_memory, sm_count, arch,
+/* The same as one JSON object (schema oomlab.predict/5): schema, script, gpu {name, total_memory, sm_count, arch,
  * context_bytes}, budget (null: the whole device), cap (what the allocator may hold: the budget's cap, or total less
  * the context and external), external_bytes, events, peak_allocated, peak_reserved, fits, oom (null or
  * {event, step, op, where, metadata, message}), placeholders, answered ([{what, count, where}]: values read from
