@@ -31,7 +31,13 @@
 
 static char tmpdir[TEST_TMPDIR_MAX];
 
-static void setup(void) { test_tmpdir_make(tmpdir, "predict"); }
+/* Each test's TMPDIR is its own scratch folder, for every predict it starts: a folder that a killed predict of another
+ * run left in /tmp is then not this predict's to remove (and to say so, a line on stderr the test does not expect). */
+static void setup(void)
+{
+    test_tmpdir_make(tmpdir, "predict");
+    setenv("TMPDIR", tmpdir, 1);
+}
 
 static void teardown(void) { test_tmpdir_remove(tmpdir); }
 

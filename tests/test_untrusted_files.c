@@ -350,3 +350,63 @@ Test(untrusted_files, an_append_cut_short_is_undone)
     cr_assert_str_eq(t, "header\nrow 1\nrow 2\n", "no part of the cut append is left");
     free(t);
 }
+
+/* fileio_owned_temp_dir's sweep removes only what a killed owner left: four processes at once each make, use and
+ * remove 300 owned folders in one parent, so that each sweep meets the others' folders at every stage (being made,
+ * held, being removed at their end: the lock file already unlinked, the lock still held). Not one is called
+ * killed, none is left, and a folder whose lock nobody holds is removed and said so. */
+Test(untrusted_files, an_owned_temp_folder_is_removed_only_once_its_owner_is_killed)
+{
+    enum { PROCS = 4, ROUNDS = 300 };
+    pid_t kids[PROCS];
+    for (int k = 0; k < PROCS; k++) {
+        char errp[TEST_TMPDIR_MAX + 16];
+        snprintf(errp, sizeof errp, "%s/err%d", tmpdir, k);
+        kids[k] = fork();
+        cr_assert_geq(kids[k], 0);
+        if (kids[k] == 0) {
+            if (!freopen(errp, "w", stderr))
+                _exit(3);
+            for (int i = 0; i < ROUNDS; i++) {
+                char dir[TEST_TMPDIR_MAX + 64];
+                int fd;
+                if (fileio_owned_temp_dir(tmpdir, "owned", "test", dir, sizeof dir, &fd) != OOM_OK)
+                    _exit(4);
+                fileio_remove_tree(dir);
+                close(fd);
+            }
+            fclose(stderr);
+            _exit(0);
+        }
+    }
+    for (int k = 0; k < PROCS; k++) {
+        int st = 0;
+        cr_assert_eq(waitpid(kids[k], &st, 0), kids[k]);
+        cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "process %d: status %d", k, st);
+        char name[16];
+        snprintf(name, sizeof name, "err%d", k);
+        char *err = slurp(tp(name));
+        cr_assert_str_empty(err, "process %d: %s", k, err);
+        free(err);
+        cr_assert_eq(sh("rm '%s'", tp(name)), 0);
+    }
+    cr_assert_eq(entries(), 0, "a folder was left");
+
+    /* a killed owner's: .lock there, held by nobody */
+    cr_assert_eq(sh("mkdir '%s' && touch '%s' '%s'", tp("owned-Kill01"), tp("owned-Kill01/.lock"),
+                    tp("owned-Kill01/trace.json")),
+                 0);
+    cr_assert_not_null(freopen(tp("err"), "w", stderr));
+    char dir[TEST_TMPDIR_MAX + 64];
+    int fd;
+    cr_assert_eq(fileio_owned_temp_dir(tmpdir, "owned", "test", dir, sizeof dir, &fd), OOM_OK);
+    fflush(stderr);
+    char *err = slurp(tp("err"));
+    char want[256];
+    snprintf(want, sizeof want, "oomlab: removed %s, left by a test that was killed\n", tp("owned-Kill01"));
+    cr_assert_str_eq(err, want);
+    free(err);
+    cr_assert_null(fileio_kind(tp("owned-Kill01")));
+    fileio_remove_tree(dir);
+    close(fd);
+}

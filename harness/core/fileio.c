@@ -547,17 +547,23 @@ void fileio_remove_tree(const char *dir)
         nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
 }
 
-/* Is dir/.lock there and held by nobody (its owner is gone)? */
-static bool owner_gone(const char *dir)
+/* Is dir/.lock there and held by nobody (its owner is gone)? Then the fd holding its lock (the caller removes the
+ * folder under it and closes it: a second cleaner skips the folder meanwhile), else -1. A lock file already unlinked
+ * (st_nlink 0) or replaced is an owner's that is removing its folder at its end, so not one left by a kill. */
+static int lock_of_gone_owner(const char *dir)
 {
     char lock[PATH_MAX + 8];
     snprintf(lock, sizeof lock, "%s/.lock", dir);
     int fd = open(lock, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
-        return false;
-    bool gone = flock(fd, LOCK_EX | LOCK_NB) == 0;
-    close(fd);
-    return gone;
+        return -1;
+    struct stat held, now;
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0 || fstat(fd, &held) != 0 || held.st_nlink == 0 || lstat(lock, &now) != 0 ||
+        now.st_dev != held.st_dev || now.st_ino != held.st_ino) {
+        close(fd);
+        return -1;
+    }
+    return fd;
 }
 
 oom_status fileio_owned_temp_dir(const char *parent, const char *prefix, const char *name, char *dir, size_t cap,
@@ -573,9 +579,13 @@ oom_status fileio_owned_temp_dir(const char *parent, const char *prefix, const c
         if (snprintf(path, sizeof path, "%s/%s", parent, e->d_name) >= (int)sizeof path)
             continue;
         struct stat sb;
-        if (lstat(path, &sb) != 0 || !S_ISDIR(sb.st_mode) || sb.st_uid != geteuid() || !owner_gone(path))
+        if (lstat(path, &sb) != 0 || !S_ISDIR(sb.st_mode) || sb.st_uid != geteuid())
+            continue;
+        int held = lock_of_gone_owner(path);
+        if (held < 0)
             continue;
         fileio_remove_tree(path);
+        close(held);
         fprintf(stderr, "oomlab: removed %s, left by a %s that was killed\n", path, name);
     }
     if (d)

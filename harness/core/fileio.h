@@ -74,8 +74,9 @@ oom_status fileio_append(int fd, const char *path, const void *data, size_t len)
 /* A new private folder PARENT/PREFIX-XXXXXX (mkdtemp) that this process owns while *fd is open: its file .lock is
  * held with flock (taken before the name exists, so no cleaner ever sees it unlocked; O_CLOEXEC: children do not
  * hold it). First, every PARENT/PREFIX-* folder whose .lock nobody holds (its owner was killed: SIGKILL, the OOM
- * killer) is removed, and said on stderr ("oomlab: removed PATH, left by a NAME that was killed"); a folder with no
- * .lock (an older oomlab's) is left. The path goes to dir (cap bytes). OOM_OK, or OOM_EIO with the last-error
+ * killer) is removed under that lock (a second sweep at once skips it), and said on stderr ("oomlab: removed PATH,
+ * left by a NAME that was killed"); a folder with no .lock (an older oomlab's, or one being made) is left, and so is
+ * one whose .lock is already unlinked (its owner is removing it at its end: remove the folder, then close *fd). The path goes to dir (cap bytes). OOM_OK, or OOM_EIO with the last-error
  * record naming the problem. */
 oom_status fileio_owned_temp_dir(const char *parent, const char *prefix, const char *name, char *dir, size_t cap,
                                  int *fd);
