@@ -612,7 +612,7 @@ Test(advise, command)
         cJSON *o = cJSON_Parse(out);
         free(out);
         cr_assert_not_null(o);
-        cr_assert_str_eq(cJSON_GetObjectItemCaseSensitive(o, "schema")->valuestring, "oomlab.advise/1");
+        cr_assert_str_eq(cJSON_GetObjectItemCaseSensitive(o, "schema")->valuestring, "oomlab.advise/2");
         const cJSON *row0 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(o, "settings"), 0);
         double b = cJSON_GetObjectItemCaseSensitive(row0, "min_budget")->valuedouble;
         if (k == 0)
@@ -819,4 +819,96 @@ Test(advise, prediction_on_a_small_gpu)
     cJSON_Delete(j);
     advise_result_free(&res);
     trace_free(&t);
+}
+
+/* The compiled scripts of tests/data/predict/compiled (recorded on an H200): advise on each recording gives every
+ * bisected minimum budget PyTorch found, or, where the model's order of the segments is not the driver's (pinned
+ * below, MiB off), a range over layouts that holds it. The budgeted recordings beside them (budgeted/NAME_MIB,
+ * PyTorch run at that budget with its history recorded) say why: each replays exactly under its own budget, and the
+ * uncapped recording replayed at that budget with PyTorch's own addresses gives PyTorch's verdict, where the model's
+ * addresses gave another (docs/parity.md, "Where the driver puts segments"). */
+Test(advise, compiled_recordings_over_layouts)
+{
+    static const struct {
+        const char *name;
+        int d_defaults; /* advise minus PyTorch, MiB, with the model's order */
+    } cases[] = {{"cmp_mlp", 0}, {"cmp_transformer", 0}, {"cmp_hf_gpt2", 0}, {"cmp_hf_bert", 0},
+                 {"cmp_hf_llama_bf16", -6}, {"cmp_hf_qwen2_autocast", 0}, {"cmp_hf_t5", 0}, {"cmp_timm_vit_s", -14},
+                 {"cmp_tv_resnet18", 0}, {"cmp_tv_mobilenet_v3", 0}, {"cmp_timm_convnext", 0},
+                 {"cmp_timm_efficientnet_b0", 0}, {"cmp_hf_mistral_bf16", 4}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char rpath[256], cmd[768];
+        snprintf(rpath, sizeof rpath, DATA "predict/compiled/%s.torch.json", cases[k].name);
+        char *text = fileio_read_all(rpath, NULL);
+        cJSON *rec = cJSON_Parse(text);
+        free(text);
+        cr_assert_not_null(rec, "%s", rpath);
+        snprintf(cmd, sizeof cmd, "xz -dc " DATA "predict/compiled/%s.trace.json.xz >'%s'", cases[k].name,
+                 tpath("t.json"));
+        cr_assert_eq(system(cmd), 0, "%s", cmd);
+        trace_file t = load_ok(tpath("t.json"));
+        advise_options opt = {.only = true, .extra = {"expandable_segments:True"}, .nextra = 1,
+                              .device_total = (size_t)cJSON_GetObjectItemCaseSensitive(rec, "total_memory")->valuedouble};
+        advise_result res;
+        advise_ok(&t, rpath, &opt, &res);
+        const cJSON *b;
+        cJSON_ArrayForEach(b, cJSON_GetObjectItemCaseSensitive(rec, "min_budget_mib"))
+        {
+            bool def = strcmp(b->string, "defaults") == 0;
+            const advise_row *row = NULL;
+            for (size_t i = 0; i < res.nrows; i++)
+                if (strcmp(res.rows[i].conf, def ? "" : b->string) == 0)
+                    row = &res.rows[i];
+            cr_assert(row && row->fits, "%s '%s'", rpath, b->string);
+            long want = (long)b->valuedouble, got = (long)(row->min_budget / MIB_);
+            long lo = (long)(row->layout_lo / MIB_), hi = (long)(row->layout_hi / MIB_);
+            cr_expect_eq(got - want, def ? cases[k].d_defaults : 0, "%s '%s': advise %ld MiB, PyTorch %ld", rpath,
+                         b->string, got, want);
+            cr_expect(lo <= want && want <= hi, "%s '%s': PyTorch's %ld MiB outside %ld-%ld over layouts", rpath,
+                      b->string, want, lo, hi);
+            if (!def)
+                cr_expect_eq(lo, hi, "%s '%s': expandable segments' budget depends on the layout", rpath, b->string);
+        }
+        advise_result_free(&res);
+        trace_free(&t);
+        cJSON_Delete(rec);
+    }
+
+    static const struct {
+        const char *name;
+        int mib;
+    } runs[] = {{"cmp_hf_llama_bf16", 2180}, {"cmp_hf_llama_bf16", 2182}, {"cmp_hf_mistral_bf16", 2263},
+                {"cmp_hf_mistral_bf16", 2265}, {"cmp_timm_vit_s", 2592}, {"cmp_timm_vit_s", 2606}};
+    for (size_t k = 0; k < sizeof runs / sizeof runs[0]; k++) {
+        char rpath[256], cmd[768];
+        snprintf(rpath, sizeof rpath, DATA "predict/compiled/budgeted/%s_%d.result.json", runs[k].name, runs[k].mib);
+        char *text = fileio_read_all(rpath, NULL);
+        cJSON *r = cJSON_Parse(text);
+        free(text);
+        cr_assert_not_null(r, "%s", rpath);
+        bool pytorch_ooms = cJSON_GetObjectItemCaseSensitive(r, "ooms")->valuedouble > 0;
+        size_t total = (size_t)cJSON_GetObjectItemCaseSensitive(r, "total_memory")->valuedouble;
+        cJSON_Delete(r);
+        /* the budgeted run itself: PyTorch's segment actions, retries and OOM, exactly */
+        snprintf(cmd, sizeof cmd, "xz -dc " DATA "predict/compiled/budgeted/%s_%d.trace.json.xz >'%s'", runs[k].name,
+                 runs[k].mib, tpath("b.json"));
+        cr_assert_eq(system(cmd), 0, "%s", cmd);
+        replay_options ro = {.device_total = total};
+        replay_report rep;
+        char err[256];
+        cr_assert_eq(replay_trace(tpath("b.json"), &ro, &rep, err, sizeof err), OOM_OK, "%s", err);
+        cr_expect_eq(rep.devices[0].first_divergence, -1, "%s_%d: the budgeted run does not replay", runs[k].name,
+                     runs[k].mib);
+        cr_expect_eq(rep.devices[0].model_ooms > 0, pytorch_ooms, "%s_%d", runs[k].name, runs[k].mib);
+        replay_report_free(&rep);
+        /* the uncapped recording at that budget: PyTorch's addresses give PyTorch's verdict */
+        snprintf(cmd, sizeof cmd, "xz -dc " DATA "predict/compiled/%s.trace.json.xz >'%s'", runs[k].name,
+                 tpath("u.json"));
+        cr_assert_eq(system(cmd), 0, "%s", cmd);
+        replay_options ru = {.device_total = total, .budget_bytes = (size_t)runs[k].mib * MIB_, .stop_at_oom = true};
+        cr_assert_eq(replay_trace(tpath("u.json"), &ru, &rep, err, sizeof err), OOM_OK, "%s", err);
+        cr_expect_eq(rep.devices[0].model_ooms > 0, pytorch_ooms, "%s at %d MiB with PyTorch's addresses",
+                     runs[k].name, runs[k].mib);
+        replay_report_free(&rep);
+    }
 }

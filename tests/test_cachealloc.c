@@ -1248,6 +1248,35 @@ Test(cachealloc, ties_break_by_the_models_address)
     }
 }
 
+/* Under a seeded layout the allocator reuses, of two equal free blocks, the one the seed's key ranks lower, and
+ * the keys of the blocks split off a segment keep its offsets (I7, checked by the validator in checked builds):
+ * over eight seeds both segments are picked first at least once. */
+Test(cachealloc, ties_break_by_the_layout_seed)
+{
+    int first_picked = 0;
+    for (uint64_t seed = 1; seed <= 8; seed++) {
+        device_options dopt = {.kind = DEVICE_SIM, .sim_dry_run = true, .sim_layout_seed = seed};
+        device *dev = NULL;
+        cr_assert_eq(device_open(&dopt, &dev), OOM_OK);
+        cachealloc_options o = {0};
+        alloc_conf_default(&o.conf);
+        cachealloc *ca = NULL;
+        cr_assert_eq(cachealloc_new(dev, &o, &ca), OOM_OK);
+        devptr p1 = A(ca, 20 * MiB), p2 = A(ca, 20 * MiB);
+        F(ca, p1);
+        F(ca, p2);
+        devptr want = device_order_key(dev, p1) < device_order_key(dev, p2) ? p1 : p2;
+        devptr got = A(ca, 8 * MiB); /* best fit: a 20 MiB block either way, split */
+        cr_assert_eq(got, want, "seed %llu: reused 0x%llx, want 0x%llx", (unsigned long long)seed,
+                     (unsigned long long)got, (unsigned long long)want);
+        first_picked += got == p1;
+        F(ca, got);
+        cachealloc_delete(ca);
+        device_close(dev);
+    }
+    cr_assert(first_picked > 0 && first_picked < 8, "the first segment picked under %d of 8 seeds", first_picked);
+}
+
 /* ---- caching off (PYTORCH_NO_CUDA_MEMORY_CACHING=1: forceUncachedAllocator) --------------------------------- */
 
 static env mk_uncached(size_t budget)

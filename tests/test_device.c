@@ -897,6 +897,44 @@ Test(device_sim, pinned_budget)
     device_close(dev);
 }
 
+/* A seeded layout (device_options.sim_layout_seed): the segments stay where the model puts them, but their order
+ * key is the seed's: the same seed gives the same keys, another seed or none (the address) other orders, and a
+ * block's key inside a segment is the segment's plus its offset (the allocator's invariant I7). */
+Test(device_sim, layout_seed_orders_segments_otherwise)
+{
+    enum { N = 24 };
+    devptr keys[3][N], addr[3][N];
+    for (int k = 0; k < 3; k++) {
+        device_options o = {.kind = DEVICE_SIM, .sim_dry_run = true, .sim_layout_seed = k == 2 ? 7 : 3};
+        device *dev = NULL;
+        cr_assert_eq(device_open(&o, &dev), OOM_OK);
+        cr_assert_not(device_orders_by_model(dev));
+        for (int i = 0; i < N; i++) {
+            cr_assert_eq(device_mem_alloc(dev, 20 * MiB, &addr[k][i]), OOM_OK);
+            keys[k][i] = device_order_key(dev, addr[k][i]);
+            cr_assert_eq(keys[k][i] & (((devptr)1 << 47) - 1), addr[k][i], "the address is the key's low bits");
+        }
+        device_close(dev);
+    }
+    device *plain = open_sim(0, true);
+    int flipped_seed = 0, flipped_plain = 0;
+    for (int i = 0; i < N; i++) {
+        devptr p;
+        cr_assert_eq(device_mem_alloc(plain, 20 * MiB, &p), OOM_OK);
+        cr_assert_eq(p, addr[0][i], "segment %d: a seed moves no segment", i);
+        cr_assert_eq(device_order_key(plain, p), p);
+        cr_assert_eq(keys[1][i], keys[0][i], "segment %d: the same seed, the same key", i);
+        for (int j = 0; j < i; j++) {
+            flipped_plain += (keys[0][i] < keys[0][j]) != (addr[0][i] < addr[0][j]);
+            flipped_seed += (keys[0][i] < keys[0][j]) != (keys[2][i] < keys[2][j]);
+        }
+    }
+    /* 276 pairs: a random order flips about half of them against another */
+    cr_assert(flipped_plain > 60 && flipped_plain < 216, "%d pairs in another order than the addresses'", flipped_plain);
+    cr_assert(flipped_seed > 60 && flipped_seed < 216, "%d pairs in another order than seed 7's", flipped_seed);
+    device_close(plain);
+}
+
 /* The shadow model (device_order_key): a sim run with the model beside it, its second segment put elsewhere by a
  * hint, ranks that segment where a plain sim (the model alone) put it, at every offset, and follows frees,
  * reservations and the first kernel launch. */

@@ -469,7 +469,7 @@ static const cJSON *get(const cJSON *o, const char *key)
     return v;
 }
 
-/* --json (schema oomlab.predict/5, its keys pinned) of an OOM: 40 MiB under a 32 MiB budget (fraction 0.5 of
+/* --json (schema oomlab.predict/6, its keys pinned) of an OOM: 40 MiB under a 32 MiB budget (fraction 0.5 of
  * 64 MiB: a cap of exactly 32 MiB) runs out at event 0, step 0, aten::empty; --trace keeps the trace, which
  * replay and advise take as a prediction. */
 Test(predict, json_oom_and_trace)
@@ -481,15 +481,15 @@ Test(predict, json_oom_and_trace)
     cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
     cJSON *o = cJSON_Parse(r.out);
     cr_assert_not_null(o, "not JSON: %s", r.out);
-    static const char *const keys[] = {"schema",  "script",         "gpu",           "budget",       "cap",
-                                       "external_bytes", "events", "peak_allocated", "peak_reserved", "fits",
-                                       "oom",     "placeholders",   "answered",      "modelled",     "not_modelled",
-                                       "range",   "capture",        "pinned",        "advise",       "upper"};
+    static const char *const keys[] = {"schema", "script", "gpu", "budget", "cap", "external_bytes", "events",
+                                       "peak_allocated", "peak_reserved", "fits", "fits_in_layouts", "layouts",
+                                       "oom", "placeholders", "answered", "modelled", "not_modelled", "range",
+                                       "capture", "pinned", "advise", "upper"};
     size_t n = 0;
     for (const cJSON *k = o->child; k; k = k->next, n++)
         cr_assert_str_eq(k->string, keys[n], "key %zu", n);
     cr_assert_eq(n, sizeof keys / sizeof keys[0]);
-    cr_assert_str_eq(get(o, "schema")->valuestring, "oomlab.predict/5");
+    cr_assert_str_eq(get(o, "schema")->valuestring, "oomlab.predict/6");
     cr_assert_eq(cJSON_GetArraySize(get(o, "not_modelled")), 0); /* the double reports none */
     cr_assert_str_eq(get(get(o, "gpu"), "name")->valuestring, "TEST-64MiB");
     cr_assert_eq(get(get(o, "gpu"), "total_memory")->valuedouble, 67108864);
@@ -499,6 +499,8 @@ Test(predict, json_oom_and_trace)
     cr_assert_eq(get(o, "peak_allocated")->valuedouble, 41943040);
     cr_assert_eq(get(o, "peak_reserved")->valuedouble, 41943040);
     cr_assert(cJSON_IsFalse(get(o, "fits")));
+    cr_assert_eq(get(o, "layouts")->valuedouble, 16);
+    cr_assert_eq(get(o, "fits_in_layouts")->valuedouble, 0, "one 40 MiB request: no order of segments fits it");
     const cJSON *oom = get(o, "oom");
     cr_assert_eq(get(oom, "event")->valuedouble, 0);
     cr_assert_eq(get(oom, "step")->valuedouble, 0);
@@ -507,7 +509,7 @@ Test(predict, json_oom_and_trace)
                               "CUDA out of memory. Tried to allocate 40.00 MiB. GPU 0 has a total capacity of 64.00 "
                               "MiB of which 56.00 MiB is free."),
                        "%s", get(oom, "message")->valuestring);
-    cr_assert_str_eq(get(get(o, "advise"), "schema")->valuestring, "oomlab.advise/1");
+    cr_assert_str_eq(get(get(o, "advise"), "schema")->valuestring, "oomlab.advise/2");
     cr_assert_str_eq(get(get(o, "advise"), "mode")->valuestring, "prediction");
     cr_assert_eq(get(get(o, "advise"), "recorded_budget")->valuedouble, 33554432);
     cJSON_Delete(o);
@@ -599,7 +601,7 @@ Test(predict, real_capture_end_to_end, .timeout = 600)
     cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
     cJSON *o = cJSON_Parse(r.out);
     cr_assert_not_null(o, "%s", r.out);
-    cr_assert_str_eq(get(o, "schema")->valuestring, "oomlab.predict/5");
+    cr_assert_str_eq(get(o, "schema")->valuestring, "oomlab.predict/6");
     cr_assert_str_eq(get(get(o, "gpu"), "name")->valuestring, "H100-80GB");
     cr_assert(cJSON_IsTrue(get(o, "fits")));
     cr_assert_gt(get(o, "peak_allocated")->valuedouble, 0);
@@ -693,7 +695,7 @@ Test(predict, nproc_charges_nccl_and_groups_ranks)
     cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
     cJSON *o = cJSON_Parse(r.out);
     cr_assert_not_null(o, "%s", r.out);
-    cr_assert_str_eq(get(o, "schema")->valuestring, "oomlab.predict.nproc/3");
+    cr_assert_str_eq(get(o, "schema")->valuestring, "oomlab.predict.nproc/4");
     cr_assert(cJSON_IsTrue(get(o, "distributed")));
     cr_assert_eq(get(o, "nccl_bytes_per_rank")->valuedouble, 908066816.0);
     cr_assert_eq(get(o, "distinct_traces")->valueint, 2);
@@ -1232,4 +1234,37 @@ Test(predict, stopped_at_random_moments_nothing_is_left, .timeout = 600)
         cr_assert_eq(entries(tmp), 0, "run %d: predict left files in its TMPDIR", i); /* and removed a killed one's */
         left_by_kill = 0;
     }
+}
+
+/* Under a budget the verdict can depend on where the driver puts segments (advise.h, ADVISE_LAYOUTS): two 20 MiB
+ * segments hold two 8 MiB blocks each; the first block of each is freed, an 8 MiB request takes one of the two
+ * holes (by the segments' order), the second block of the first segment is freed, and 20 MiB more is asked under a
+ * 48 MiB budget. Had the request taken the second segment's hole, the first segment is wholly free and released,
+ * and the 20 MiB fits; else no segment is free and it runs out. The model's order fits; of 16 other orders some
+ * do and some do not, and the report says so. */
+Test(predict, a_verdict_that_depends_on_the_layout_is_said)
+{
+    const char *s = script("s.py", "import torch\n");
+    const char *args = "8MiB 8MiB 8MiB 8MiB free:0 free:2 8MiB free:1 20MiB";
+    run_result r = run(fmt("predict --python " FAKE " --gpu TEST-64MiB --budget 48MiB --json '%s' %s", s, args));
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+    cJSON *o = cJSON_Parse(r.out);
+    cr_assert_not_null(o, "not JSON: %s", r.out);
+    cr_assert(cJSON_IsTrue(get(o, "fits")), "the model's order fits");
+    int k = (int)get(o, "fits_in_layouts")->valuedouble;
+    cr_assert(k > 0 && k < 16, "%d of 16 orders fit", k);
+    cJSON_Delete(o);
+    run_free(&r);
+    r = run(fmt("predict --python " FAKE " --gpu TEST-64MiB --budget 48MiB '%s' %s", s, args));
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+    char want[160];
+    snprintf(want, sizeof want, "fits: yes, on the TEST-64MiB under the budget\n  with the segments in 16 other "
+                                "orders, as the driver may place them, %d of them fit", k);
+    cr_assert_not_null(strstr(r.out, want), "%s", r.out);
+    run_free(&r);
+    /* without the budget-dependent hole: all 16 agree, and nothing is said */
+    r = run(fmt("predict --python " FAKE " --gpu TEST-64MiB --budget 48MiB '%s' 8MiB 8MiB", s));
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+    cr_assert_null(strstr(r.out, "of them fit"), "%s", r.out);
+    run_free(&r);
 }

@@ -95,7 +95,7 @@ Test(schemas, sweep)
 
 Test(schemas, replay) { expect_shape("replay tests/data/train_mlp.trace.json --json", "oomlab.replay/2"); }
 
-Test(schemas, advise) { expect_shape("advise tests/data/train_mlp.trace.json --json", "oomlab.advise/1"); }
+Test(schemas, advise) { expect_shape("advise tests/data/train_mlp.trace.json --json", "oomlab.advise/2"); }
 
 Test(schemas, parity) { expect_shape("parity --backend sim eval_leak", "oomlab.parity/1"); }
 
@@ -111,7 +111,7 @@ Test(schemas, predict)
     char args[512];
     snprintf(args, sizeof args,
              "predict --python tests/fixtures/fake_capture.py --gpu TEST-64MiB --json '%s' 10MiB", script);
-    expect_shape(args, "oomlab.predict/5");
+    expect_shape(args, "oomlab.predict/6");
 }
 
 Test(schemas, predict_nproc)
@@ -124,7 +124,7 @@ Test(schemas, predict_nproc)
     char args[512];
     snprintf(args, sizeof args,
              "predict --python tests/fixtures/fake_capture.py --nproc 2 --json '%s' 10MiB", script);
-    expect_shape(args, "oomlab.predict.nproc/3");
+    expect_shape(args, "oomlab.predict.nproc/4");
 }
 
 /* The capture's reader accepts the version it understands and refuses another in one line. */

@@ -38,6 +38,7 @@ typedef struct ctx {
     advise_result *res;
     char *err;
     size_t errcap;
+    uint64_t seed; /* the layout replays are ordered by (replay_options.layout_seed): 0 the model's */
 } ctx;
 
 /* Replay the device under conf and budget (0: none). *ooms: the model's OOMs (the first one ends a replay with
@@ -58,6 +59,7 @@ static oom_status replay_at(ctx *c, const char *conf, size_t budget, bool stop, 
         .series = ser,
         .device_total = c->opt->device_total,
         .device_context = c->opt->device_context,
+        .layout_seed = c->seed,
     };
     replay_report rep;
     oom_status rc = replay_loaded(c->t, c->path, &ro, &rep, c->err, c->errcap);
@@ -78,54 +80,86 @@ static int64_t stat_of(const replay_result *r, const char *key)
     return v;
 }
 
-/* The row's figures: its replay without a budget, then bisection on whole MiB between a budget below the need
- * (it fails: reserved bytes never exceed the cap, and allocated never exceed reserved) and one above the uncapped
- * peak reserved bytes that is checked to pass (doubled up to the device's memory if it does not). */
+/* Bisection on whole MiB under conf, with c->seed's layout, between a budget below the need (it fails: reserved
+ * bytes never exceed the cap, and allocated never exceed reserved) and one above peak_reserved (the uncapped
+ * replay's) that is checked to pass (doubled up to the device's memory if it does not). *budget: the boundary in
+ * bytes, 0 when nothing up to the device's memory passes. */
+static oom_status bisect(ctx *c, const char *conf, size_t peak_reserved, size_t *budget)
+{
+    *budget = 0;
+    size_t total_mib = c->res->device_total / MIB, ooms = 0;
+    size_t lo = (c->res->need - 1) / MIB; /* cap(lo MiB) <= lo MiB < need: fails */
+    size_t hi = (peak_reserved + MIB - 1) / MIB + 1;
+    if (hi <= lo)
+        hi = lo + 1;
+    oom_status rc;
+    bool found = false;
+    while (hi <= total_mib) { /* the device's whole memory is tried too: on a GPU smaller than twice the first
+                               * probe, doubling reaches it at once */
+        if ((rc = replay_at(c, conf, hi * MIB, true, NULL, &ooms, NULL)) != OOM_OK)
+            return rc;
+        if (ooms == 0) {
+            found = true;
+            break;
+        }
+        if (hi == total_mib)
+            break;
+        lo = hi;
+        hi = hi * 2 < total_mib ? hi * 2 : total_mib;
+    }
+    if (!found)
+        return OOM_OK;
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2;
+        if ((rc = replay_at(c, conf, mid * MIB, true, NULL, &ooms, NULL)) != OOM_OK)
+            return rc;
+        if (ooms == 0)
+            hi = mid;
+        else
+            lo = mid;
+    }
+    *budget = hi * MIB;
+    return OOM_OK;
+}
+
+/* The row's figures: its replay without a budget, the bisection with the model's layout (min_budget), then the
+ * same under ADVISE_LAYOUTS seeded layouts (layout_lo, layout_hi). */
 static oom_status fill_row(ctx *c, advise_row *row)
 {
     advise_result *res = c->res;
     size_t ooms = 0;
     replay_result rr;
     size_t before = res->replays;
+    c->seed = 0;
     oom_status rc = replay_at(c, row->conf, 0, true, NULL, &ooms, &rr);
     if (rc != OOM_OK)
         return rc;
     row->peak_reserved = (size_t)stat_of(&rr, "reserved_bytes.all.peak");
     row->peak_allocated = (size_t)stat_of(&rr, "allocated_bytes.all.peak");
     row->at_recorded = -1;
-    size_t total_mib = res->device_total / MIB;
     if (ooms == 0 && res->need > 0) {
-        size_t lo = (res->need - 1) / MIB; /* cap(lo MiB) <= lo MiB < need: fails */
-        size_t hi = (row->peak_reserved + MIB - 1) / MIB + 1;
-        if (hi <= lo)
-            hi = lo + 1;
-        bool found = false;
-        while (hi <= total_mib) { /* the device's whole memory is tried too: on a GPU smaller than twice the
-                                   * first probe, doubling reaches it at once */
-            if ((rc = replay_at(c, row->conf, hi * MIB, true, NULL, &ooms, NULL)) != OOM_OK)
-                return rc;
-            if (ooms == 0) {
-                found = true;
+        if ((rc = bisect(c, row->conf, row->peak_reserved, &row->min_budget)) != OOM_OK)
+            return rc;
+        row->fits = row->min_budget > 0;
+    }
+    if (row->fits) {
+        row->layout_lo = row->layout_hi = row->min_budget;
+        for (uint64_t s = 1; s <= ADVISE_LAYOUTS; s++) {
+            c->seed = s;
+            size_t peak = 0, b = 0;
+            if ((rc = replay_at(c, row->conf, 0, true, NULL, &ooms, &rr)) != OOM_OK)
                 break;
-            }
-            if (hi == total_mib)
+            peak = (size_t)stat_of(&rr, "reserved_bytes.all.peak");
+            if (ooms == 0 && (rc = bisect(c, row->conf, peak, &b)) != OOM_OK)
                 break;
-            lo = hi;
-            hi = hi * 2 < total_mib ? hi * 2 : total_mib;
+            if (b == 0) /* this layout fits in no budget: the range is open at the top */
+                b = res->device_total;
+            row->layout_lo = b < row->layout_lo ? b : row->layout_lo;
+            row->layout_hi = b > row->layout_hi ? b : row->layout_hi;
         }
-        if (found) {
-            while (hi - lo > 1) {
-                size_t mid = lo + (hi - lo) / 2;
-                if ((rc = replay_at(c, row->conf, mid * MIB, true, NULL, &ooms, NULL)) != OOM_OK)
-                    return rc;
-                if (ooms == 0)
-                    hi = mid;
-                else
-                    lo = mid;
-            }
-            row->fits = true;
-            row->min_budget = hi * MIB;
-        }
+        c->seed = 0;
+        if (rc != OOM_OK)
+            return rc;
     }
     if (res->recorded_budget) {
         if ((rc = replay_at(c, row->conf, res->recorded_budget, true, NULL, &ooms, NULL)) != OOM_OK)
@@ -648,8 +682,10 @@ void advise_print(const advise_result *res, FILE *out)
         fprintf(out, "recorded budget: none (a recording made under set_per_process_memory_fraction needs --budget)\n");
     fprintf(out, "minimum budget: the whole-MiB budget B, applied as set_per_process_memory_fraction(B / %zu), that\n"
                  "  bisection ends on: the replay runs without an OOM at B and runs out of memory at B - 1 MiB\n"
-                 "  (a run can also pass in a window below B: docs/parity.md)\n",
-            res->device_total);
+                 "  (a run can also pass in a window below B: docs/parity.md); over layouts: the least and the greatest\n"
+                 "  B with the segments in %d other orders than the model's, as the driver may place them (its own\n"
+                 "  allocations move them: docs/parity.md, \"Under a budget: a range over layouts\")\n",
+            res->device_total, ADVISE_LAYOUTS);
     if (res->kernels == REPLAY_KERNELS_FIRST_ALLOC)
         fprintf(out, "addresses: the sim's model of the driver; the first kernel launched after the first allocation "
                      "(--kernels first, the default)\n");
@@ -661,27 +697,32 @@ void advise_print(const advise_result *res, FILE *out)
                 res->kernel_at);
     if (res->prediction)
         fprintf(out, "  a prediction has no addresses of its own: where the driver puts each segment, and so which of two "
-                     "free\n  blocks a request takes under pressure, is the model's, and a minimum budget can be a few MiB "
-                     "off\n  PyTorch's (docs/parity.md, \"The zoo\")\n");
+                     "free\n  blocks a request takes under pressure, is the model's; PyTorch's minimum budget can lie "
+                     "anywhere in\n  the range over layouts (docs/parity.md, \"Under a budget: a range over layouts\")\n");
     fprintf(out, "need: %.2f MiB (%zu bytes) at event %ld, the peak of live bytes with each request rounded to 512 "
                  "bytes: no setting runs below it\n\n",
             mib(res->need), res->need, res->need_event);
-    fprintf(out, "%-52s %12s %18s %13s", "setting", "min budget", "saving vs default", "peak reserved");
+    fprintf(out, "%-52s %12s %13s %18s %13s", "setting", "min budget", "over layouts", "saving vs default",
+            "peak reserved");
     if (res->recorded_budget)
         fprintf(out, "  %s", "at recorded budget");
     fputc('\n', out);
     const advise_row *def = &res->rows[0];
     for (size_t i = 0; i < res->nrows; i++) {
         const advise_row *r = &res->rows[i];
-        char mb[32] = "does not fit", sv[40] = "-";
+        char mb[32] = "does not fit", sv[40] = "-", lay[48] = "-";
         if (r->fits)
             snprintf(mb, sizeof mb, "%.0f MiB", mib(r->min_budget));
+        if (r->fits && r->layout_lo == r->layout_hi)
+            snprintf(lay, sizeof lay, "the same");
+        else if (r->fits)
+            snprintf(lay, sizeof lay, "%.0f-%.0f", mib(r->layout_lo), mib(r->layout_hi));
         if (i > 0 && r->fits && def->fits) {
             long long d = (long long)def->min_budget - (long long)r->min_budget;
             snprintf(sv, sizeof sv, "%+.0f MiB (%+.1f%%)", (double)d / (double)MIB,
                      100.0 * (double)d / (double)def->min_budget);
         }
-        fprintf(out, "%-52s %12s %18s %9.0f MiB", row_name(r), mb, sv, mib(r->peak_reserved));
+        fprintf(out, "%-52s %12s %13s %18s %9.0f MiB", row_name(r), mb, lay, sv, mib(r->peak_reserved));
         if (res->recorded_budget)
             fprintf(out, "  %s", r->at_recorded == 1 ? "fits" : r->at_recorded == 0 ? "OOM" : "-");
         fprintf(out, "%s%s\n", (long)i == res->best ? "  <- best" : "", r->recorded && i > 0 ? "  (recorded)" : "");
@@ -728,7 +769,7 @@ cJSON *advise_json(const advise_result *res)
     if (!o)
         return NULL;
     char v[2048];
-    cJSON_AddStringToObject(o, "schema", "oomlab.advise/1");
+    cJSON_AddStringToObject(o, "schema", "oomlab.advise/2");
     cJSON_AddStringToObject(o, "file", res->path);
     cJSON_AddNumberToObject(o, "device", res->device);
     cJSON_AddNumberToObject(o, "events", (double)res->events);
@@ -737,6 +778,11 @@ cJSON *advise_json(const advise_result *res)
     cJSON_AddStringToObject(o, "min_budget_definition",
                             "the whole-MiB budget B (set_per_process_memory_fraction(B / device_total)) that "
                             "bisection ends on: no OOM at B, an OOM at B - 1 MiB");
+    cJSON_AddNumberToObject(o, "layouts", ADVISE_LAYOUTS);
+    cJSON_AddStringToObject(o, "layouts_definition",
+                            "min_budget_mib_over_layouts: the least and greatest B over the model's order of the "
+                            "segments and `layouts` seeded others (where the driver puts segments decides which of "
+                            "two equal free blocks is reused)");
     if (res->recorded_error[0]) {
         cJSON_AddNullToObject(o, "recorded_alloc_conf");
         cJSON_AddStringToObject(o, "recorded_alloc_conf_error", res->recorded_error);
@@ -770,6 +816,9 @@ cJSON *advise_json(const advise_result *res)
         if (r->fits) {
             cJSON_AddNumberToObject(x, "min_budget", (double)r->min_budget);
             cJSON_AddNumberToObject(x, "min_budget_mib", (double)(r->min_budget / MIB));
+            cJSON *lay = cJSON_AddArrayToObject(x, "min_budget_mib_over_layouts");
+            cJSON_AddItemToArray(lay, cJSON_CreateNumber((double)(r->layout_lo / MIB)));
+            cJSON_AddItemToArray(lay, cJSON_CreateNumber((double)(r->layout_hi / MIB)));
             if (res->rows[0].fits)
                 cJSON_AddNumberToObject(x, "saving", (double)res->rows[0].min_budget - (double)r->min_budget);
             else
@@ -777,6 +826,7 @@ cJSON *advise_json(const advise_result *res)
         } else {
             cJSON_AddNullToObject(x, "min_budget");
             cJSON_AddNullToObject(x, "min_budget_mib");
+            cJSON_AddNullToObject(x, "min_budget_mib_over_layouts");
             cJSON_AddNullToObject(x, "saving");
         }
         cJSON_AddNumberToObject(x, "peak_reserved_uncapped", (double)r->peak_reserved);

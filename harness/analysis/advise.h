@@ -58,14 +58,24 @@ typedef struct advise_options {
                                   * (said in the report; the table tries every setting either way); NULL: none */
 } advise_options;
 
+/* Seeded layouts each row's minimum budget is also bisected under (replay_options.layout_seed 1..N): the range
+ * over where the driver may put segments. Which of two equal free blocks a request reuses follows their
+ * segments' addresses, and the driver's placement depends on its own allocations (kernel modules, libraries'
+ * handles: a compiled program loads hundreds), which no model sees; a budget that frees and remakes segments
+ * can then end elsewhere (docs/parity.md, "Under a budget: a range over layouts"). */
+#define ADVISE_LAYOUTS 16
+
 /* One setting's figures. Invariant: fits implies min_budget > 0 and passes_at == min_budget, fails_at ==
- * min_budget - 1 MiB; !fits implies min_budget == 0. */
+ * min_budget - 1 MiB, and layout_lo <= min_budget <= layout_hi; !fits implies min_budget == layout_lo ==
+ * layout_hi == 0. */
 typedef struct advise_row {
     char conf[ALLOC_CONF_TEXT_MAX]; /* the setting as given ("" : PyTorch's defaults) */
     const char *why;                /* what the setting is ("PyTorch's defaults", "the recording's own", ...) */
     bool recorded;                  /* the recording's own settings */
     bool fits;                      /* some budget up to the device's memory runs without an OOM */
-    size_t min_budget;              /* bytes, a whole number of MiB (the definition above) */
+    size_t min_budget;              /* bytes, a whole number of MiB (the definition above), the model's layout */
+    size_t layout_lo, layout_hi;    /* the least and greatest minimum budget over the model's and ADVISE_LAYOUTS
+                                     * seeded layouts (bytes; device_total: some layout fits in none) */
     size_t peak_reserved;           /* of the replay without a budget */
     size_t peak_allocated;          /* of the replay without a budget */
     int at_recorded;                /* with a recorded budget: 1 runs, 0 runs out of memory; -1 not tried */
@@ -126,7 +136,8 @@ void advise_result_free(advise_result *res);
 /* The table, the verdict and the growth report, for people. */
 void advise_print(const advise_result *res, FILE *out);
 
-/* The same as one JSON object (schema oomlab.advise/1); NULL when out of memory. */
+/* The same as one JSON object (schema oomlab.advise/2; /1 had no "layouts", "layouts_definition" or a setting's
+ * "min_budget_mib_over_layouts"); NULL when out of memory. */
 cJSON *advise_json(const advise_result *res);
 
 /* The words of the verdict (also in the JSON), into buf. */

@@ -149,6 +149,18 @@ oom_status predict_run(const trace_file *t, const char *path, const predict_opti
         }
     }
     replay_report_free(&rep);
+    res->layouts_fit = -1;
+    if (rc == OOM_OK && opt->budget) { /* the same budget with the segments in other orders (advise.h) */
+        res->layouts_fit = 0;
+        for (uint64_t s = 1; s <= ADVISE_LAYOUTS && rc == OOM_OK; s++) {
+            ro.layout_seed = s;
+            rc = replay_loaded(t, path, &ro, &rep, err, errcap);
+            if (rc == OOM_OK)
+                res->layouts_fit += rep.devices[0].model_ooms == 0;
+            replay_report_free(&rep);
+        }
+        ro.layout_seed = 0;
+    }
     if (rc != OOM_OK || !opt->advise)
         return rc;
     advise_options ao = {
@@ -212,9 +224,15 @@ static void print_fit(const predict_result *res, const char *end, FILE *out)
     char at[64] = "";
     if (end)
         snprintf(at, sizeof at, " (%s)", end);
+    char lay[320] = "";
+    if (res->layouts_fit >= 0 && res->layouts_fit != (res->fits ? ADVISE_LAYOUTS : 0))
+        snprintf(lay, sizeof lay, "  with the segments in %d other orders, as the driver may place them, %d of them "
+                                  "fit: the verdict at this budget depends on where the driver puts segments "
+                                  "(docs/parity.md, \"Under a budget: a range over layouts\")\n",
+                 ADVISE_LAYOUTS, res->layouts_fit);
     if (res->fits) {
-        fprintf(out, "fits%s: yes, on the %s %s\n", at, res->gpu.name,
-                res->budget ? "under the budget" : "(the whole device)");
+        fprintf(out, "fits%s: yes, on the %s %s\n%s", at, res->gpu.name,
+                res->budget ? "under the budget" : "(the whole device)", lay);
         return;
     }
     fprintf(out, "fits%s: no: out of memory at event %ld", at, res->oom_event);
@@ -223,7 +241,7 @@ static void print_fit(const predict_result *res, const char *end, FILE *out)
                 res->oom_where);
     else if (res->oom_metadata[0])
         fprintf(out, " (%s)", res->oom_metadata);
-    fprintf(out, "\n  %s\n", res->oom_message);
+    fprintf(out, "\n  %s\n%s", res->oom_message, lay);
     /* a request above 2^53 bytes is in the trace as 2^53 (the most a JSON number holds exactly): its own size, and
      * PyTorch's message for it (the capture's "oversized") */
     const cJSON *big = cJSON_GetObjectItemCaseSensitive(res->capture, "oversized");
@@ -391,6 +409,11 @@ cJSON *predict_json(const predict_result *res, const char *script)
     cJSON_AddNumberToObject(o, "peak_allocated", (double)res->peak_allocated);
     cJSON_AddNumberToObject(o, "peak_reserved", (double)res->peak_reserved);
     cJSON_AddBoolToObject(o, "fits", res->fits);
+    if (res->layouts_fit >= 0)
+        cJSON_AddNumberToObject(o, "fits_in_layouts", res->layouts_fit);
+    else
+        cJSON_AddNullToObject(o, "fits_in_layouts");
+    cJSON_AddNumberToObject(o, "layouts", ADVISE_LAYOUTS);
     if (res->fits) {
         cJSON_AddNullToObject(o, "oom");
     } else {

@@ -32,7 +32,8 @@
 
 OOM_BEGIN_DECLS
 
-#define PREDICT_SCHEMA "oomlab.predict/5" /* /4 had no capture "compile"; /3 no "range", "upper", "answered",
+#define PREDICT_SCHEMA "oomlab.predict/6" /* /5 had no "fits_in_layouts", "layouts", advise/1; /4 no capture
+                                          * "compile"; /3 no "range", "upper", "answered",
                                           * "pinned"; /2 no "external_bytes", /1 no "not_modelled" */
 /* The capture's trace metadata (scripts/oomlab_capture/recorder.py) this reader understands. */
 #define CAPTURE_SCHEMA "oomlab.capture/1"
@@ -66,6 +67,8 @@ typedef struct predict_result {
     size_t peak_allocated; /* uncapped replay */
     size_t peak_reserved;
     bool fits;             /* the replay on the GPU under the budget ran without an OOM */
+    int layouts_fit;       /* with a budget: of ADVISE_LAYOUTS other orders of the segments (advise.h), how many
+                            * fit under it too; -1 without a budget */
     long oom_event;        /* its first OOM's event; -1 when it fits */
     long oom_step;         /* from the event's user_metadata "step S: OP at WHERE"; -1 when it names none */
     char oom_op[128];
@@ -94,14 +97,15 @@ void predict_result_free(predict_result *res);
  * (and the minimum budgets of the upper trace). */
 void predict_print(const predict_result *res, FILE *out);
 
-/* The same as one JSON object (schema oomlab.predict/5): schema, script, gpu {name, total_memory, sm_count, arch,
+/* The same as one JSON object (schema oomlab.predict/6): schema, script, gpu {name, total_memory, sm_count, arch,
  * context_bytes}, budget (null: the whole device), cap (what the allocator may hold: the budget's cap, or total less
- * the context and external), external_bytes, events, peak_allocated, peak_reserved, fits, oom (null or
+ * the context and external), external_bytes, events, peak_allocated, peak_reserved, fits, fits_in_layouts (with a budget: of
+ * `layouts` other orders of the segments, how many fit; null without one), layouts, oom (null or
  * {event, step, op, where, metadata, message}), placeholders, answered ([{what, count, where}]: values read from
  * the data), modelled, not_modelled ([{what, ops, source}]: ops whose CUDA allocations the capture leaves out, so
  * the prediction is low by them; [] when none), range ([{what, count, largest, bytes, source}]: what the upper
  * trace bounds; [] when the prediction is a point), pinned {calls, bytes, largest} (host memory Tensor.pin_memory
- * asked for), capture {torch, ops, seconds, steps}, advise (advise's JSON, oomlab.advise/1, or null), upper (the
+ * asked for), capture {torch, ops, seconds, steps}, advise (advise's JSON, oomlab.advise/2, or null), upper (the
  * same object for the upper trace, its own "upper" null; null when the prediction is a point). NULL when out of
  * memory. */
 cJSON *predict_json(const predict_result *res, const char *script);

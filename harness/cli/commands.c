@@ -174,7 +174,7 @@ const cli_command cli_commands[] = {
          {"--trace", "OUT.json",
           "keep the predicted trace (PyTorch's snapshot format: oomlab replay, oomlab advise, memory_viz)", false},
          {"--plot", "OUT.png|OUT.svg", "draw advise's figure of the predicted trace (gnuplot)", false},
-         {"--json", NULL, "print the prediction as one JSON object (schema oomlab.predict/5)", false},
+         {"--json", NULL, "print the prediction as one JSON object (schema oomlab.predict/6)", false},
          {"--python", "PATH", "run the capture with this Python (your own environment, with torch 2.11)", false},
          {"--timeout", "SECONDS",
           "stop a capture that runs longer (the script and what it started; a placeholder answered\n"
@@ -243,7 +243,7 @@ const cli_command cli_commands[] = {
           "starting with TEXT; default: steps found from the repeated pattern of allocation sizes",
           false},
          {"--kernels", "first|none|EVENT", "when the program first launched a kernel (as for replay)", false},
-         {"--json", NULL, "print the advice as one JSON object (schema oomlab.advise/1)", false},
+         {"--json", NULL, "print the advice as one JSON object (schema oomlab.advise/2)", false},
          {"--plot", "OUT.png|OUT.svg",
           "draw the minimum budget per setting, and allocated and reserved over the trace for the\n"
           "defaults and the best setting (gnuplot)",

@@ -186,6 +186,7 @@ oom_status device_open(const device_options *opt, device **out)
     if (!dev)
         return OOM_ENOMEM_HOST;
     dev->kind = kind;
+    dev->layout_seed = kind == DEVICE_SIM ? opt->sim_layout_seed : 0;
     oom_status st = kind == DEVICE_CUDA ? device_cuda_open(opt, dev) : device_sim_open(opt, dev);
     if (st != OOM_OK) {
         free(dev);
@@ -300,8 +301,21 @@ static devptr shadow_translate(const device *dev, devptr p)
     return dev->ranges[i - 1].model + (p - dev->ranges[i - 1].real);
 }
 
+/* splitmix64's finaliser: a seeded layout's order (device_order_key). */
+static uint64_t layout_mix(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+#define LAYOUT_ADDR_BITS 47 /* sim's addresses lie below 2^47 (SIM_HEAP_TOP): the seeded order sits above them */
+
 devptr device_order_key(const device *dev, devptr p)
 {
+    if (dev && dev->layout_seed && !dev->shadow && p < ((devptr)1 << LAYOUT_ADDR_BITS))
+        return (layout_mix(dev->layout_seed ^ (p / DEVICE_VMM_GRANULARITY)) & 0xffff) << LAYOUT_ADDR_BITS | p;
     if (!dev || !dev->shadow || dev->shadow_lost)
         return p;
     devptr m = shadow_translate(dev, p);

@@ -68,6 +68,8 @@ typedef struct device_options {
     size_t sim_pinned_bytes;   /* sim: pinned host memory budget; 0 = device_host_ram_bytes() */
     bool cuda_real_order;      /* cuda: order blocks by the driver's own addresses, not sim's model (below) */
     bool sim_model_order;      /* sim: run the model beside it too (tests: segments placed elsewhere by addr_hint) */
+    uint64_t sim_layout_seed;  /* sim: 0, blocks ordered by the model's addresses; else by another layout's order,
+                                * the same for the same seed (device_order_key) */
 } device_options;
 
 /* An H100 80GB HBM3's totalGlobalMem, measured with PyTorch 2.11 (85017493504 B): sim's default capacity. */
@@ -195,6 +197,7 @@ typedef struct device {
     struct device_range *ranges;
     size_t nranges, capranges;
     bool shadow_lost; /* the model refused a range the driver gave: keys from then on are real addresses */
+    uint64_t layout_seed; /* sim: device_options.sim_layout_seed */
     struct device_fault_plan *plan; /* shared fault plan (device_fault_plan_attach); NULL: none */
 } device;
 
@@ -226,7 +229,12 @@ const char *device_kind_str(device_kind k);
  * (oomlab loads no cuBLAS, cuDNN or cuRAND, whose allocations move the driver's regions), so the key is where sim's
  * model would have put p's segment, plus p's offset in it: the cuda backend then reuses the blocks PyTorch reuses,
  * and its counters equal sim's. With device_options.cuda_real_order, or if the model ever refuses a range
- * (reported once on stderr), it is p. */
+ * (reported once on stderr), it is p. On sim with a layout seed (device_options.sim_layout_seed) it is p under a
+ * seeded order of the ranges: the 2 MiB granule of p hashed with the seed, then p (ranges start on granules and
+ * addresses stay below 2^47, so a block's key is its range's plus its offset, as for p). That is how the counters
+ * would go had the driver put the same segments in another order: where it puts them depends on the driver's own
+ * allocations (kernels' modules, libraries' handles), which no model sees (docs/parity.md, "Where the driver puts
+ * segments"). */
 devptr device_order_key(const device *dev, devptr p);
 /* True when device_order_key uses sim's model (cuda, not cuda_real_order, the model never refused a range). */
 bool device_orders_by_model(const device *dev);

@@ -213,7 +213,8 @@ static oom_status replay_events(const trace_event *ev, size_t nev, const replay_
     device_options dopt = {.kind = DEVICE_SIM,
                            .sim_dry_run = true,
                            .sim_capacity_bytes = opt->device_total,
-                           .sim_context_bytes = opt->device_context};
+                           .sim_context_bytes = opt->device_context,
+                           .sim_layout_seed = opt->layout_seed};
     if (device_open(&dopt, &dev) != OOM_OK) {
         errbuf_set(err, errcap, "cannot open the sim device");
         return OOM_ENOMEM_HOST;

@@ -79,6 +79,8 @@ typedef struct replay_options {
                                 * with its measured CUDA context) */
     size_t device_context;     /* the bytes its CUDA context holds outside the allocator; 0: the measured H100's at
                                 * the default device_total, none at another */
+    uint64_t layout_seed;      /* 0: blocks ordered by the sim's model of the driver's addresses; else by a seeded
+                                * other layout's order (device_options.sim_layout_seed; advise's range) */
 } replay_options;
 
 /* Where the budget came from. */
