@@ -212,13 +212,13 @@ static bool ooms_at(const trace_file *t, const char *conf, size_t budget)
 }
 
 /* The definition: each fitting setting runs at its minimum budget B and runs out of memory at B - 1 MiB; no
- * minimum is below the need. */
+ * minimum is below the need; B lies in its range over the 16 layouts, and with none tried the range is B. */
 Test(advise, minimum_budget_definition)
 {
     static const char *const names[] = {DATA "train_mlp.trace.json", DATA "pressure.trace.json"};
     for (size_t k = 0; k < 2; k++) {
         trace_file t = load_ok(names[k]);
-        advise_options opt = {0};
+        advise_options opt = {.layouts = k == 0 ? 0 : -1}; /* the layouts on the small trace: the suite stays fast */
         advise_result res;
         advise_ok(&t, names[k], &opt, &res);
         cr_assert_str_eq(res.rows[0].conf, "");
@@ -233,7 +233,27 @@ Test(advise, minimum_budget_definition)
             cr_assert_geq(r->min_budget, res.need, "%s: %s below the need", names[k], r->conf);
             cr_assert(!ooms_at(&t, r->conf, r->min_budget), "%s: %s OOMs at its minimum", names[k], r->conf);
             cr_assert(ooms_at(&t, r->conf, r->min_budget - MIB_), "%s: %s runs 1 MiB below", names[k], r->conf);
+            cr_assert(r->layout_lo <= r->min_budget && r->min_budget <= r->layout_hi, "%s: %s", names[k], r->conf);
+            cr_assert_geq(r->layout_lo, res.need, "%s: %s below the need in some layout", names[k], r->conf);
         }
+        if (k > 0) {
+            advise_result_free(&res);
+            trace_free(&t);
+            continue;
+        }
+        cr_assert_eq(res.layouts, ADVISE_LAYOUTS);
+        advise_options none = {.layouts = -1};
+        advise_result bare;
+        advise_ok(&t, names[k], &none, &bare);
+        cr_assert_eq(bare.layouts, 0);
+        cr_assert_geq(res.replays, bare.replays + 2 * ADVISE_LAYOUTS * bare.nrows, "%zu replays with the layouts, "
+                      "%zu without", res.replays, bare.replays); /* at least two a layout a row: B and B - 1 */
+        for (size_t i = 0; i < bare.nrows; i++) {
+            cr_assert_eq(bare.rows[i].min_budget, res.rows[i].min_budget, "%s: %s", names[k], bare.rows[i].conf);
+            cr_assert_eq(bare.rows[i].layout_lo, bare.rows[i].min_budget);
+            cr_assert_eq(bare.rows[i].layout_hi, bare.rows[i].min_budget);
+        }
+        advise_result_free(&bare);
         cr_assert_eq(fitting, res.nrows, "%s: every setting fits somewhere on an H100", names[k]);
         advise_result_free(&res);
         trace_free(&t);
@@ -264,7 +284,9 @@ Test(advise, against_pytorch)
         snprintf(tpath_, sizeof tpath_, DATA "advise/%s", cJSON_GetObjectItemCaseSensitive(v, "trace")->valuestring);
         size_t total = (size_t)cJSON_GetObjectItemCaseSensitive(v, "device_total")->valuedouble;
         trace_file t = load_ok(tpath_);
-        advise_options opt = {.only = true}; /* the settings checked, not all of advise's: the suite stays fast */
+        /* the settings checked, not all of advise's, and the model's layout alone (the ranges over layouts are
+         * checked in the predict_parity suite, on the optimised build): the suite stays fast */
+        advise_options opt = {.only = true, .layouts = -1};
         const cJSON *marker = cJSON_GetObjectItemCaseSensitive(v, "step_marker");
         if (cJSON_IsString(marker))
             opt.step_marker = marker->valuestring;
@@ -377,7 +399,7 @@ Test(advise, predict_recordings_against_pytorch)
         trace_file t = load_ok(trpath);
         /* the defaults and the settings PyTorch was bisected under, budgets as fractions of the recording's GPU
          * (H100 or H200) */
-        advise_options opt = {.only = true,
+        advise_options opt = {.only = true, .layouts = -1, /* the model's layout alone: as above */
                               .device_total = (size_t)cJSON_GetObjectItemCaseSensitive(rec, "total_memory")->valuedouble};
         const cJSON *b;
         cJSON_ArrayForEach(b, budgets)
@@ -516,7 +538,7 @@ Test(advise, steps_from_the_marker_and_no_leak)
 Test(advise, recorded_budget)
 {
     trace_file t = load_ok(DATA "pressure.trace.json");
-    advise_options opt = {.budget_bytes = 1416958225};
+    advise_options opt = {.budget_bytes = 1416958225, .layouts = -1};
     advise_result res;
     advise_ok(&t, "pressure", &opt, &res);
     cr_assert_eq(res.recorded_oom_event, 715);
@@ -596,6 +618,9 @@ Test(advise, command)
                                    "first allocation (--kernels first, the default)"),
                        "%s", out);
     cr_assert_not_null(strstr(out, "verdict: fragmentation is"), "%s", out);
+    cr_assert_not_null(
+        strstr(out, "over layouts: the least and the greatest\n  B with the segments in 16 other orders"), "%s",
+        out);
     free(out);
     /* --json, and the same from the pickle (converted with scripts/snapshot2json.py) */
     snprintf(cmd, sizeof cmd,
@@ -705,7 +730,8 @@ Test(advise, pickle_conversion_error_is_one_line)
 Test(advise, a_fifo_and_a_process_substitution_are_read_once)
 {
     char cmd[2048];
-    snprintf(cmd, sizeof cmd, "bash -c 'timeout 300 %s advise <(cat " DATA "train_mlp.trace.json)' > '%s' 2> '%s'",
+    snprintf(cmd, sizeof cmd,
+             "bash -c 'timeout 300 %s advise --layouts 0 <(cat " DATA "train_mlp.trace.json)' > '%s' 2> '%s'",
              bin(), tpath("out"), tpath("err"));
     cr_assert_eq(sh(cmd), 0, "%s", slurp(tpath("err")));
     char *out = slurp(tpath("out"));
@@ -715,7 +741,8 @@ Test(advise, a_fifo_and_a_process_substitution_are_read_once)
     /* a pickle through a pipe */
     snprintf(cmd, sizeof cmd,
              "python3 -c 'import json, pickle, sys; pickle.dump(json.load(open(sys.argv[1])), open(sys.argv[2], "
-             "\"wb\"))' " DATA "train_mlp.trace.json '%s' && bash -c 'timeout 300 %s advise <(cat %s)' > '%s' 2> '%s'",
+             "\"wb\"))' " DATA "train_mlp.trace.json '%s' && bash -c 'timeout 300 %s advise --layouts 0 <(cat %s)' "
+             "> '%s' 2> '%s'",
              tpath("s.pickle"), bin(), tpath("s.pickle"), tpath("out"), tpath("err"));
     cr_assert_eq(sh(cmd), 0, "%s", slurp(tpath("err")));
     out = slurp(tpath("out"));
@@ -819,96 +846,4 @@ Test(advise, prediction_on_a_small_gpu)
     cJSON_Delete(j);
     advise_result_free(&res);
     trace_free(&t);
-}
-
-/* The compiled scripts of tests/data/predict/compiled (recorded on an H200): advise on each recording gives every
- * bisected minimum budget PyTorch found, or, where the model's order of the segments is not the driver's (pinned
- * below, MiB off), a range over layouts that holds it. The budgeted recordings beside them (budgeted/NAME_MIB,
- * PyTorch run at that budget with its history recorded) say why: each replays exactly under its own budget, and the
- * uncapped recording replayed at that budget with PyTorch's own addresses gives PyTorch's verdict, where the model's
- * addresses gave another (docs/parity.md, "Where the driver puts segments"). */
-Test(advise, compiled_recordings_over_layouts)
-{
-    static const struct {
-        const char *name;
-        int d_defaults; /* advise minus PyTorch, MiB, with the model's order */
-    } cases[] = {{"cmp_mlp", 0}, {"cmp_transformer", 0}, {"cmp_hf_gpt2", 0}, {"cmp_hf_bert", 0},
-                 {"cmp_hf_llama_bf16", -6}, {"cmp_hf_qwen2_autocast", 0}, {"cmp_hf_t5", 0}, {"cmp_timm_vit_s", -14},
-                 {"cmp_tv_resnet18", 0}, {"cmp_tv_mobilenet_v3", 0}, {"cmp_timm_convnext", 0},
-                 {"cmp_timm_efficientnet_b0", 0}, {"cmp_hf_mistral_bf16", 4}};
-    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-        char rpath[256], cmd[768];
-        snprintf(rpath, sizeof rpath, DATA "predict/compiled/%s.torch.json", cases[k].name);
-        char *text = fileio_read_all(rpath, NULL);
-        cJSON *rec = cJSON_Parse(text);
-        free(text);
-        cr_assert_not_null(rec, "%s", rpath);
-        snprintf(cmd, sizeof cmd, "xz -dc " DATA "predict/compiled/%s.trace.json.xz >'%s'", cases[k].name,
-                 tpath("t.json"));
-        cr_assert_eq(system(cmd), 0, "%s", cmd);
-        trace_file t = load_ok(tpath("t.json"));
-        advise_options opt = {.only = true, .extra = {"expandable_segments:True"}, .nextra = 1,
-                              .device_total = (size_t)cJSON_GetObjectItemCaseSensitive(rec, "total_memory")->valuedouble};
-        advise_result res;
-        advise_ok(&t, rpath, &opt, &res);
-        const cJSON *b;
-        cJSON_ArrayForEach(b, cJSON_GetObjectItemCaseSensitive(rec, "min_budget_mib"))
-        {
-            bool def = strcmp(b->string, "defaults") == 0;
-            const advise_row *row = NULL;
-            for (size_t i = 0; i < res.nrows; i++)
-                if (strcmp(res.rows[i].conf, def ? "" : b->string) == 0)
-                    row = &res.rows[i];
-            cr_assert(row && row->fits, "%s '%s'", rpath, b->string);
-            long want = (long)b->valuedouble, got = (long)(row->min_budget / MIB_);
-            long lo = (long)(row->layout_lo / MIB_), hi = (long)(row->layout_hi / MIB_);
-            cr_expect_eq(got - want, def ? cases[k].d_defaults : 0, "%s '%s': advise %ld MiB, PyTorch %ld", rpath,
-                         b->string, got, want);
-            cr_expect(lo <= want && want <= hi, "%s '%s': PyTorch's %ld MiB outside %ld-%ld over layouts", rpath,
-                      b->string, want, lo, hi);
-            if (!def)
-                cr_expect_eq(lo, hi, "%s '%s': expandable segments' budget depends on the layout", rpath, b->string);
-        }
-        advise_result_free(&res);
-        trace_free(&t);
-        cJSON_Delete(rec);
-    }
-
-    static const struct {
-        const char *name;
-        int mib;
-    } runs[] = {{"cmp_hf_llama_bf16", 2180}, {"cmp_hf_llama_bf16", 2182}, {"cmp_hf_mistral_bf16", 2263},
-                {"cmp_hf_mistral_bf16", 2265}, {"cmp_timm_vit_s", 2592}, {"cmp_timm_vit_s", 2606}};
-    for (size_t k = 0; k < sizeof runs / sizeof runs[0]; k++) {
-        char rpath[256], cmd[768];
-        snprintf(rpath, sizeof rpath, DATA "predict/compiled/budgeted/%s_%d.result.json", runs[k].name, runs[k].mib);
-        char *text = fileio_read_all(rpath, NULL);
-        cJSON *r = cJSON_Parse(text);
-        free(text);
-        cr_assert_not_null(r, "%s", rpath);
-        bool pytorch_ooms = cJSON_GetObjectItemCaseSensitive(r, "ooms")->valuedouble > 0;
-        size_t total = (size_t)cJSON_GetObjectItemCaseSensitive(r, "total_memory")->valuedouble;
-        cJSON_Delete(r);
-        /* the budgeted run itself: PyTorch's segment actions, retries and OOM, exactly */
-        snprintf(cmd, sizeof cmd, "xz -dc " DATA "predict/compiled/budgeted/%s_%d.trace.json.xz >'%s'", runs[k].name,
-                 runs[k].mib, tpath("b.json"));
-        cr_assert_eq(system(cmd), 0, "%s", cmd);
-        replay_options ro = {.device_total = total};
-        replay_report rep;
-        char err[256];
-        cr_assert_eq(replay_trace(tpath("b.json"), &ro, &rep, err, sizeof err), OOM_OK, "%s", err);
-        cr_expect_eq(rep.devices[0].first_divergence, -1, "%s_%d: the budgeted run does not replay", runs[k].name,
-                     runs[k].mib);
-        cr_expect_eq(rep.devices[0].model_ooms > 0, pytorch_ooms, "%s_%d", runs[k].name, runs[k].mib);
-        replay_report_free(&rep);
-        /* the uncapped recording at that budget: PyTorch's addresses give PyTorch's verdict */
-        snprintf(cmd, sizeof cmd, "xz -dc " DATA "predict/compiled/%s.trace.json.xz >'%s'", runs[k].name,
-                 tpath("u.json"));
-        cr_assert_eq(system(cmd), 0, "%s", cmd);
-        replay_options ru = {.device_total = total, .budget_bytes = (size_t)runs[k].mib * MIB_, .stop_at_oom = true};
-        cr_assert_eq(replay_trace(tpath("u.json"), &ru, &rep, err, sizeof err), OOM_OK, "%s", err);
-        cr_expect_eq(rep.devices[0].model_ooms > 0, pytorch_ooms, "%s at %d MiB with PyTorch's addresses",
-                     runs[k].name, runs[k].mib);
-        replay_report_free(&rep);
-    }
 }

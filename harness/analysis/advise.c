@@ -122,8 +122,63 @@ static oom_status bisect(ctx *c, const char *conf, size_t peak_reserved, size_t 
     return OOM_OK;
 }
 
-/* The row's figures: its replay without a budget, the bisection with the model's layout (min_budget), then the
- * same under ADVISE_LAYOUTS seeded layouts (layout_lo, layout_hi). */
+/* Under c->seed's layout, the boundary nearest the model's minimum budget `from` (MiB): the budget B that runs
+ * with B - 1 MiB running out, found by galloping from `from` (down while it runs, up while it does not: 1, 2, 4 ...
+ * MiB) and bisecting the last step. Two replays where the layout agrees with the model's. *budget: bytes; the
+ * device's memory when nothing up to it runs. */
+static oom_status nearest_boundary(ctx *c, const char *conf, size_t from, size_t *budget)
+{
+    size_t total_mib = c->res->device_total / MIB, floor_mib = (c->res->need - 1) / MIB, ooms = 0;
+    oom_status rc;
+    if ((rc = replay_at(c, conf, from * MIB, true, NULL, &ooms, NULL)) != OOM_OK)
+        return rc;
+    size_t pass, fail; /* pass runs, fail (below it) runs out of memory; pass - fail shrinks to 1 */
+    if (ooms == 0) {
+        pass = from;
+        fail = floor_mib; /* below the need: fails */
+        for (size_t step = 1; pass - step > floor_mib; step *= 2) {
+            size_t b = pass - step;
+            if ((rc = replay_at(c, conf, b * MIB, true, NULL, &ooms, NULL)) != OOM_OK)
+                return rc;
+            if (ooms) {
+                fail = b;
+                break;
+            }
+            pass = b;
+        }
+    } else {
+        fail = from;
+        pass = 0;
+        for (size_t step = 1; fail < total_mib; step *= 2) {
+            size_t b = fail + step < total_mib ? fail + step : total_mib;
+            if ((rc = replay_at(c, conf, b * MIB, true, NULL, &ooms, NULL)) != OOM_OK)
+                return rc;
+            if (!ooms) {
+                pass = b;
+                break;
+            }
+            fail = b;
+        }
+        if (!pass) {
+            *budget = c->res->device_total;
+            return OOM_OK;
+        }
+    }
+    while (pass - fail > 1) {
+        size_t mid = fail + (pass - fail) / 2;
+        if ((rc = replay_at(c, conf, mid * MIB, true, NULL, &ooms, NULL)) != OOM_OK)
+            return rc;
+        if (ooms)
+            fail = mid;
+        else
+            pass = mid;
+    }
+    *budget = pass * MIB;
+    return OOM_OK;
+}
+
+/* The row's figures: its replay without a budget, the bisection with the model's layout (min_budget), then under
+ * res->layouts seeded layouts the boundary nearest it (layout_lo, layout_hi). */
 static oom_status fill_row(ctx *c, advise_row *row)
 {
     advise_result *res = c->res;
@@ -144,16 +199,11 @@ static oom_status fill_row(ctx *c, advise_row *row)
     }
     if (row->fits) {
         row->layout_lo = row->layout_hi = row->min_budget;
-        for (uint64_t s = 1; s <= ADVISE_LAYOUTS; s++) {
+        for (uint64_t s = 1; s <= (uint64_t)res->layouts; s++) {
             c->seed = s;
-            size_t peak = 0, b = 0;
-            if ((rc = replay_at(c, row->conf, 0, true, NULL, &ooms, &rr)) != OOM_OK)
+            size_t b = 0;
+            if ((rc = nearest_boundary(c, row->conf, row->min_budget / MIB, &b)) != OOM_OK)
                 break;
-            peak = (size_t)stat_of(&rr, "reserved_bytes.all.peak");
-            if (ooms == 0 && (rc = bisect(c, row->conf, peak, &b)) != OOM_OK)
-                break;
-            if (b == 0) /* this layout fits in no budget: the range is open at the top */
-                b = res->device_total;
             row->layout_lo = b < row->layout_lo ? b : row->layout_lo;
             row->layout_hi = b > row->layout_hi ? b : row->layout_hi;
         }
@@ -445,6 +495,11 @@ oom_status advise_run(const trace_file *t, const char *path, const advise_option
     res->recorded_oom_event = -1;
     res->device_total = opt->device_total ? opt->device_total : DEVICE_SIM_DEFAULT_CAPACITY;
     res->kernels = opt->kernels;
+    res->layouts = opt->layouts == 0 ? ADVISE_LAYOUTS : opt->layouts < 0 ? 0 : opt->layouts;
+    if (res->layouts > ADVISE_MAX_LAYOUTS) {
+        errbuf_set(err, errcap, "%d layouts: at most %d", res->layouts, ADVISE_MAX_LAYOUTS);
+        return OOM_EINVAL;
+    }
     res->kernel_at = opt->kernel_at;
     snprintf(res->path, sizeof res->path, "%s", path);
     snprintf(res->prediction_conf, sizeof res->prediction_conf, "%s",
@@ -682,10 +737,16 @@ void advise_print(const advise_result *res, FILE *out)
         fprintf(out, "recorded budget: none (a recording made under set_per_process_memory_fraction needs --budget)\n");
     fprintf(out, "minimum budget: the whole-MiB budget B, applied as set_per_process_memory_fraction(B / %zu), that\n"
                  "  bisection ends on: the replay runs without an OOM at B and runs out of memory at B - 1 MiB\n"
-                 "  (a run can also pass in a window below B: docs/parity.md); over layouts: the least and the greatest\n"
-                 "  B with the segments in %d other orders than the model's, as the driver may place them (its own\n"
-                 "  allocations move them: docs/parity.md, \"Under a budget: a range over layouts\")\n",
-            res->device_total, ADVISE_LAYOUTS);
+                 "  (a run can also pass in a window below B: docs/parity.md); ",
+            res->device_total);
+    if (res->layouts)
+        fprintf(out,
+                "over layouts: the least and the greatest\n"
+                "  B with the segments in %d other orders than the model's, as the driver may place them (its own\n"
+                "  allocations move them: docs/parity.md, \"Under a budget: a range over layouts\")\n",
+                res->layouts);
+    else
+        fprintf(out, "over layouts: not tried (--layouts 0)\n");
     if (res->kernels == REPLAY_KERNELS_FIRST_ALLOC)
         fprintf(out, "addresses: the sim's model of the driver; the first kernel launched after the first allocation "
                      "(--kernels first, the default)\n");
@@ -713,7 +774,9 @@ void advise_print(const advise_result *res, FILE *out)
         char mb[32] = "does not fit", sv[40] = "-", lay[48] = "-";
         if (r->fits)
             snprintf(mb, sizeof mb, "%.0f MiB", mib(r->min_budget));
-        if (r->fits && r->layout_lo == r->layout_hi)
+        if (r->fits && res->layouts == 0)
+            snprintf(lay, sizeof lay, "-");
+        else if (r->fits && r->layout_lo == r->layout_hi)
             snprintf(lay, sizeof lay, "the same");
         else if (r->fits)
             snprintf(lay, sizeof lay, "%.0f-%.0f", mib(r->layout_lo), mib(r->layout_hi));
@@ -778,7 +841,7 @@ cJSON *advise_json(const advise_result *res)
     cJSON_AddStringToObject(o, "min_budget_definition",
                             "the whole-MiB budget B (set_per_process_memory_fraction(B / device_total)) that "
                             "bisection ends on: no OOM at B, an OOM at B - 1 MiB");
-    cJSON_AddNumberToObject(o, "layouts", ADVISE_LAYOUTS);
+    cJSON_AddNumberToObject(o, "layouts", res->layouts);
     cJSON_AddStringToObject(o, "layouts_definition",
                             "min_budget_mib_over_layouts: the least and greatest B over the model's order of the "
                             "segments and `layouts` seeded others (where the driver puts segments decides which of "

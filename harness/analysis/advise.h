@@ -56,6 +56,9 @@ typedef struct advise_options {
     size_t device_context;   /* with device_total: its CUDA context's bytes */
     const char *prediction_conf; /* `oomlab predict --alloc-conf`: the settings its own peaks and fit are under
                                   * (said in the report; the table tries every setting either way); NULL: none */
+    int layouts;             /* seeded layouts each row is bisected under besides the model's: 0 ADVISE_LAYOUTS,
+                              * negative none (--layouts 0: the model's alone, about a tenth of the replays), else up to
+                              * ADVISE_MAX_LAYOUTS */
 } advise_options;
 
 /* Seeded layouts each row's minimum budget is also bisected under (replay_options.layout_seed 1..N): the range
@@ -64,6 +67,7 @@ typedef struct advise_options {
  * handles: a compiled program loads hundreds), which no model sees; a budget that frees and remakes segments
  * can then end elsewhere (docs/parity.md, "Under a budget: a range over layouts"). */
 #define ADVISE_LAYOUTS 16
+#define ADVISE_MAX_LAYOUTS 64
 
 /* One setting's figures. Invariant: fits implies min_budget > 0 and passes_at == min_budget, fails_at ==
  * min_budget - 1 MiB, and layout_lo <= min_budget <= layout_hi; !fits implies min_budget == layout_lo ==
@@ -123,6 +127,7 @@ typedef struct advise_result {
     replay_kernels kernels;       /* opt->kernels, and kernel_at: what the address model was told */
     size_t kernel_at;
     size_t replays;               /* all replays */
+    int layouts;                  /* the seeded layouts each row was bisected under (advise_options.layouts) */
 } advise_result;
 
 /* Advise on a loaded trace (path names it in messages). OOM_EINVAL with one line in err: no events, several

@@ -224,7 +224,8 @@ int cli_advise(int argc, char **argv)
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         bool takes = strcmp(a, "--device") == 0 || strcmp(a, "--kernels") == 0 || strcmp(a, "--budget") == 0 ||
-                     strcmp(a, "--try") == 0 || strcmp(a, "--step-marker") == 0 || strcmp(a, "--plot") == 0;
+                     strcmp(a, "--try") == 0 || strcmp(a, "--step-marker") == 0 || strcmp(a, "--plot") == 0 ||
+                     strcmp(a, "--device-memory") == 0 || strcmp(a, "--layouts") == 0;
         if (takes && i + 1 >= argc)
             return cli_bad_input("advise: %s needs a value", a);
         if (strcmp(a, "--json") == 0) {
@@ -257,6 +258,19 @@ int cli_advise(int argc, char **argv)
                 return cli_bad_input("advise: --budget: '%s' is not a size (bytes, or a number with KiB, MiB, GiB, "
                                      "TiB, KB, MB, GB, TB)",
                                      argv[i]);
+        } else if (strcmp(a, "--device-memory") == 0) {
+            if (units_parse_size(argv[++i], &opt.device_total) != OOM_OK || opt.device_total < ((size_t)1 << 20))
+                return cli_bad_input("advise: --device-memory: '%s' is not a size of 1 MiB or more (bytes, or a "
+                                     "number with KiB, MiB, GiB, TiB, KB, MB, GB, TB)",
+                                     argv[i]);
+        } else if (strcmp(a, "--layouts") == 0) {
+            const char *v = argv[++i];
+            char *end = NULL;
+            errno = 0;
+            long n = strtol(v, &end, 10);
+            if (!isdigit((unsigned char)v[0]) || !end || *end || errno || n > ADVISE_MAX_LAYOUTS)
+                return cli_bad_input("advise: --layouts: '%s' is not a number from 0 to %d", v, ADVISE_MAX_LAYOUTS);
+            opt.layouts = n == 0 ? -1 : (int)n;
         } else if (strcmp(a, "--try") == 0) {
             if (opt.nextra >= ADVISE_MAX_EXTRA)
                 return cli_bad_input("advise: --try: at most %d", ADVISE_MAX_EXTRA);

@@ -218,6 +218,10 @@ const cli_command cli_commands[] = {
           "a memory budget, like torch.cuda.set_per_process_memory_fraction (wins over the file's\n"
           "\"budget\"); " BUDGET_HELP,
           false},
+         {"--device-memory", "SIZE",
+          "the recording GPU's total memory (torch.cuda.get_device_properties(0).total_memory), which budgets\n"
+          "are fractions of; default: an H100 80GB's, 85017493504 bytes; " BUDGET_HELP,
+          false},
          {"--snapshot", "OUT",
           "write the model's snapshot after the replay, as JSON, or as a pickle for pytorch.org/memory_viz\n"
           "when OUT ends in .pickle or .pkl",
@@ -235,6 +239,14 @@ const cli_command cli_commands[] = {
          {"--budget", "SIZE",
           "the budget of the recorded run (set_per_process_memory_fraction x total; wins over the file's\n"
           "\"budget\"): whether each setting would have fitted there;\n" BUDGET_HELP,
+          false},
+         {"--device-memory", "SIZE",
+          "the recording GPU's total memory (torch.cuda.get_device_properties(0).total_memory), which budgets\n"
+          "are fractions of; default: an H100 80GB's, 85017493504 bytes; " BUDGET_HELP,
+          false},
+         {"--layouts", "N",
+          "other orders of the segments each setting is bisected under besides the model's (0 to 64; default\n"
+          "16; 0: the model's alone, about a tenth of the replays): the range over layouts",
           false},
          {"--try", "S", "one more allocator setting to try (PYTORCH_CUDA_ALLOC_CONF syntax)", true},
          {"--only", NULL, "try only PyTorch's defaults, the recording's own settings and the --try ones", false},

@@ -116,6 +116,13 @@ int cli_replay(int argc, char **argv)
                 return cli_bad_arg("--budget: '%s' is not a size (bytes, or a number with KiB, MiB, GiB, TiB, KB, "
                                  "MB, GB, TB)",
                                  argv[i]);
+        } else if (strcmp(argv[i], "--device-memory") == 0) {
+            if (++i >= argc)
+                return cli_bad_arg("%s needs a value", "--device-memory");
+            if (units_parse_size(argv[i], &opt.device_total) != OOM_OK || opt.device_total < ((size_t)1 << 20))
+                return cli_bad_arg("--device-memory: '%s' is not a size of 1 MiB or more (bytes, or a number with "
+                                   "KiB, MiB, GiB, TiB, KB, MB, GB, TB)",
+                                   argv[i]);
         } else if (strcmp(argv[i], "--device") == 0) {
             if (++i >= argc)
                 return cli_bad_arg("%s needs a value", "--device");

@@ -197,18 +197,12 @@ def replace(cap, func, args, kwargs):
         return res[0]
     if backend == "flash":
         res = aten._scaled_dot_product_flash_attention(q, k, v, dropout_p, is_causal, False, scale=scale)
-        out = res[0]
-        for t in res[6:8]:
-            if isinstance(t, torch.Tensor):
-                cap.forget(t)
-        return out
+        return res[0]  # its Philox seed and offset: dropped by after (PHILOX_ON_HOST)
     bias = _bool_to_float(mask, q.dtype, -float("inf"))
     if bias is not None:
         bias = _pad_bias(bias, q, k)
     res = aten._scaled_dot_product_efficient_attention(q, k, v, bias, grad, dropout_p, is_causal, scale=scale)
-    for t in res[2:4]:
-        cap.forget(t)
-    return res[0]
+    return res[0]  # its Philox seed and offset: dropped by after (PHILOX_ON_HOST)
 
 
 # The GPU run being modelled had a Python dispatch mode active, which makes every tensor subclass-like to ATen
@@ -320,6 +314,11 @@ def _efficient_workspace(q, k, v, dropout_p):
     return B * H * ((gq + 3) // 4 * 4) * 4
 
 
+# op -> the slice of its outputs that are the Philox seed and offset, host tensors on CUDA (after)
+PHILOX_ON_HOST = {aten._scaled_dot_product_efficient_attention.default: (2, 4),
+                  aten._scaled_dot_product_flash_attention.default: (6, 8)}
+
+
 def after(cap, func, args, kwargs, out, held):
     """After the gradients (which the meta function allocates as the CUDA kernel does): delta, the workspace,
     then everything the function held is freed.
@@ -328,8 +327,18 @@ def after(cap, func, args, kwargs, out, held):
     the float32 kernels do not: (grad_out.to(float) * out.to(float)).sum(-1).transpose(-2, -1).contiguous(), a
     [B, M, H, K] float32 product, its [B, M, H] sum, the [B, H, M] copy; the product and sum are freed at once.
     workspace: _efficient_workspace. Measured: the H100 recordings (float32) and the H200 SDPA probes (float16,
-    bfloat16 and float32; head dims 32 to 256)."""
+    bfloat16 and float32; head dims 32 to 256).
+
+    The flash and efficient forwards' Philox seed and offset are host tensors on CUDA (attention.cu: at::empty
+    or at::scalar_tensor with kLong, no device): dropped from the trace whoever calls the op, SDPA's choice above or
+    a compiled graph's wrapper (an extern kernel of Inductor's)."""
     _cudnn_after(cap, func, args, kwargs, out)
+    philox = PHILOX_ON_HOST.get(func)
+    if philox is not None and isinstance(out, (tuple, list)):
+        for t in out[philox[0]:philox[1]]:
+            if isinstance(t, torch.Tensor):
+                cap.forget(t)
+        return
     if held is None:
         return
     g, q, k, v, o = args[0], args[1], args[2], args[3], args[5]
