@@ -1209,6 +1209,17 @@ Test(cachealloc, snapshot_known_pattern)
     rm(&e);
 }
 
+/* A device opened with dopt and an allocator of PyTorch's defaults on it (the tie-breaking tests). */
+static cachealloc *open_dry(const device_options *dopt, device **dev)
+{
+    cr_assert_eq(device_open(dopt, dev), OOM_OK);
+    cachealloc_options o = {0};
+    alloc_conf_default(&o.conf);
+    cachealloc *ca = NULL;
+    cr_assert_eq(cachealloc_new(*dev, &o, &ca), OOM_OK);
+    return ca;
+}
+
 /* Best fit breaks ties between equal free blocks by the ordering key (device_order_key), not the raw pointer: with
  * the model beside a sim whose second segment a hint put on the other side of the first, the allocator reuses the
  * segment the model ranks lower, as PyTorch does in the process the model describes. */
@@ -1217,11 +1228,7 @@ Test(cachealloc, ties_break_by_the_models_address)
     for (int model = 0; model <= 1; model++) {
         device_options dopt = {.kind = DEVICE_SIM, .sim_dry_run = true, .sim_model_order = model};
         device *dev = NULL;
-        cr_assert_eq(device_open(&dopt, &dev), OOM_OK);
-        cachealloc_options o = {0};
-        alloc_conf_default(&o.conf);
-        cachealloc *ca = NULL;
-        cr_assert_eq(cachealloc_new(dev, &o, &ca), OOM_OK);
+        cachealloc *ca = open_dry(&dopt, &dev);
         devptr p1 = A(ca, 20 * MiB);
         /* the model puts the second segment beside the first; the hint puts it 8 GiB on the other side */
         device *probe = NULL;
@@ -1257,11 +1264,7 @@ Test(cachealloc, ties_break_by_the_layout_seed)
     for (uint64_t seed = 1; seed <= 8; seed++) {
         device_options dopt = {.kind = DEVICE_SIM, .sim_dry_run = true, .sim_layout_seed = seed};
         device *dev = NULL;
-        cr_assert_eq(device_open(&dopt, &dev), OOM_OK);
-        cachealloc_options o = {0};
-        alloc_conf_default(&o.conf);
-        cachealloc *ca = NULL;
-        cr_assert_eq(cachealloc_new(dev, &o, &ca), OOM_OK);
+        cachealloc *ca = open_dry(&dopt, &dev);
         devptr p1 = A(ca, 20 * MiB), p2 = A(ca, 20 * MiB);
         F(ca, p1);
         F(ca, p2);
