@@ -1458,3 +1458,96 @@ Test(cachealloc, the_emptying_retry_releases_other_streams_segments)
     F(e.ca, b);
     rm(&e);
 }
+
+/* ---- private pools (a CUDA graph's memory: beginAllocateToPool, endAllocateToPool, releasePool) ------------- */
+
+/* While a pool is allocated to, a request takes its blocks and makes its segments; a block freed afterwards goes back
+ * to the pool it came from, and serves only that pool again; every aggregate counter holds both. */
+Test(cachealloc, a_private_pool_keeps_its_own_segments)
+{
+    env e = mkc("");
+    devptr d = A(e.ca, 4 * MiB); /* the default large pool: a 20 MiB segment */
+    F(e.ca, d);
+    cr_assert_eq(cachealloc_begin_allocate_to_pool(e.ca, 1), OOM_OK);
+    cr_assert_eq(cachealloc_allocating_pool(e.ca), 1);
+    devptr p = A(e.ca, 4 * MiB); /* the free default block is not the pool's: a segment of its own */
+    devptr s = A(e.ca, 1000);    /* and a small one */
+    cr_assert_neq(p, d);
+    cr_assert_eq(ST(e.ca)->segment[STAT_ALL].current, 3);
+    cr_assert_eq(ST(e.ca)->reserved_bytes[STAT_ALL].current, 42 * (int64_t)MiB);
+    cr_assert_eq(ST(e.ca)->allocated_bytes[STAT_ALL].current, 4 * (int64_t)MiB + 1024);
+    cachealloc_end_allocate_to_pool(e.ca, 1);
+    cr_assert_eq(cachealloc_allocating_pool(e.ca), 0);
+    F(e.ca, p); /* freed outside the capture: back to the pool */
+    cr_assert_eq(cachealloc_private_free_bytes(e.ca), 22 * MiB - 1024, "its large segment and its small one's rest");
+    devptr d2 = A(e.ca, 4 * MiB); /* the default pool takes its own block, never the pool's */
+    cr_assert_eq(d2, d);
+    cr_assert_eq(cachealloc_begin_allocate_to_pool(e.ca, 1), OOM_OK);
+    devptr p2 = A(e.ca, 4 * MiB);
+    cr_assert_eq(p2, p, "the pool reuses its own free block");
+    cachealloc_end_allocate_to_pool(e.ca, 1);
+    size_t n = 0;
+    ca_snap_segment *segs = cachealloc_snapshot(e.ca, &n);
+    cr_assert_eq(n, 3);
+    for (size_t i = 0; i < n; i++)
+        cr_assert_eq(segs[i].pool, segs[i].address == d ? 0 : 1, "segment %zu's pool", i);
+    cachealloc_snapshot_free(segs, n);
+    F(e.ca, p2);
+    F(e.ca, s);
+    F(e.ca, d2);
+    rm(&e);
+}
+
+/* empty_cache releases a private pool's free segments only once its use count is 0 (graph_pools_freeable), and,
+ * while a capture is underway, leaves the default pools alone. */
+Test(cachealloc, empty_cache_spares_a_live_private_pool)
+{
+    env e = mkc("");
+    cr_assert_eq(cachealloc_begin_allocate_to_pool(e.ca, 1), OOM_OK); /* made with one use */
+    F(e.ca, A(e.ca, 4 * MiB));
+    cachealloc_end_allocate_to_pool(e.ca, 1);
+    F(e.ca, A(e.ca, 4 * MiB)); /* one free segment in each */
+    cr_assert_eq(ST(e.ca)->segment[STAT_ALL].current, 2);
+    cr_assert_eq(cachealloc_begin_allocate_to_pool(e.ca, 1), OOM_OK); /* a second use */
+    cachealloc_empty_cache(e.ca); /* during a capture: nothing */
+    cr_assert_eq(ST(e.ca)->segment[STAT_ALL].current, 2);
+    cr_assert_eq(ST(e.ca)->num_sync_all_streams, 0, "no synchronize_and_free_events during a capture");
+    cachealloc_end_allocate_to_pool(e.ca, 1);
+    cachealloc_release_pool(e.ca, 1);
+    cachealloc_empty_cache(e.ca); /* the pool still has a use: only the default segment goes */
+    cr_assert_eq(ST(e.ca)->segment[STAT_ALL].current, 1);
+    cr_assert_eq(cachealloc_private_free_bytes(e.ca), 20 * MiB);
+    cachealloc_release_pool(e.ca, 1);
+    cachealloc_empty_cache(e.ca);
+    cr_assert_eq(ST(e.ca)->segment[STAT_ALL].current, 0);
+    cr_assert_eq(ST(e.ca)->reserved_bytes[STAT_ALL].current, 0);
+    cr_assert_eq(cachealloc_begin_allocate_to_pool(e.ca, 0), OOM_EINVAL);
+    CHECK_OK(e.ca);
+    rm(&e);
+}
+
+/* Under a budget, a request in a capture gets no emptying retry (C10_LIKELY(captures_underway.empty())): the free
+ * default segment that would make room stays, and the request is an OOM whose message counts the pool's free
+ * blocks as allocated ("with ... allocated in private pools"). */
+Test(cachealloc, a_capture_gets_no_emptying_retry)
+{
+    env e = mk("", 44 * MiB, 0);
+    F(e.ca, A(e.ca, 4 * MiB)); /* a free default 20 MiB segment */
+    cr_assert_eq(cachealloc_begin_allocate_to_pool(e.ca, 1), OOM_OK);
+    F(e.ca, A(e.ca, 2 * MiB)); /* the pool's own 20 MiB, free */
+    devptr p = 0;
+    cr_assert_eq(cachealloc_malloc(e.ca, 24 * MiB, &p), OOM_ENOMEM_DEVICE); /* 40 + 24 MiB: over the cap */
+    cr_assert_eq(ST(e.ca)->num_alloc_retries, 0);
+    cr_assert_eq(ST(e.ca)->segment[STAT_ALL].current, 2, "the default segment was not released");
+    const ca_oom_info *o = cachealloc_last_oom(e.ca);
+    cr_assert_not_null(o);
+    cr_assert(strstr(o->message, "Of the allocated memory 20.00 MiB is allocated by PyTorch, with 20.00 MiB allocated "
+                                 "in private pools (e.g., CUDA Graphs), and 20.00 MiB is reserved by PyTorch but "
+                                 "unallocated.") != NULL,
+              "%s", o->message);
+    cachealloc_end_allocate_to_pool(e.ca, 1);
+    p = A(e.ca, 24 * MiB); /* outside the capture the retry empties the default pool and it fits */
+    cr_assert_eq(ST(e.ca)->num_alloc_retries, 1);
+    F(e.ca, p);
+    rm(&e);
+}

@@ -33,6 +33,15 @@
  * request's stream; garbage collection, empty_cache and the emptying retry cover every stream. A free returns the
  * block to its own stream's part of the pool at once: oomlab records no cross-stream uses (record_stream), so no
  * free waits on an event. With every allocation on stream 0 (the default) nothing differs from one stream.
+ *
+ * Private pools. As PyTorch's PrivatePool (a CUDA graph's or a MemPool's memory), a private pool has its own small
+ * and large free lists; while one is allocated to (beginAllocateToPool, a capture underway) get_pool hands out its
+ * lists, so its segments serve only its allocations and a freed block goes back to the pool it came from. Its
+ * segments count in every aggregate statistic. While a capture is underway the malloc slow path skips the emptying
+ * retry and empty_cache leaves the default pools alone (release_cached_blocks); a pool's own segments are released
+ * only once its use count is 0 (releasePool: graph_pools_freeable). One pool is allocated to at a time.
+ *   I9  every block's pool is the default small or large pool or one of a private pool's, and a private pool's use
+ *       count is never negative.
  */
 #include "alloc/cachealloc.h"
 
@@ -82,6 +91,7 @@ typedef struct ca_block {
 struct ca_pool {
     ca_block *blocks;   /* free mapped blocks by (size, ptr) */
     ca_block *unmapped; /* free unmapped expandable blocks by ptr */
+    int owner;          /* 0: the default pools; else the private pool's id (_snapshot()'s segment_pool_id) */
     bool is_small;
     int stat;           /* STAT_SMALL or STAT_LARGE */
     uint64_t get_free_blocks_call_count;
@@ -97,6 +107,13 @@ struct expseg {
     int stream; /* owning_stream */
     expseg *next_es;
 };
+
+/* A private pool (PrivatePool): its id, its use count (create_or_incref_pool, releasePool) and its free lists. */
+typedef struct ca_privpool {
+    int id; /* > 0 */
+    int use_count;
+    ca_pool small_blocks, large_blocks;
+} ca_privpool;
 
 /* A cudaMalloc segment, kept in address order for teardown, the validator and snapshots. */
 typedef struct seg_rec {
@@ -119,6 +136,9 @@ struct cachealloc {
     bool initialized;              /* CUDA is initialised: a budget was set, or malloc was called */
     int stream;                    /* the current stream: new allocations are made for it (cachealloc_set_stream) */
     int max_stream;                /* the highest stream any allocation was made for */
+    ca_privpool **priv;            /* the private pools, in creation order (each stays until the allocator goes) */
+    size_t npriv, cappriv;
+    ca_privpool *capture;          /* the pool being allocated to (captures_underway), or NULL */
     /* Caching off (cachealloc.h): each live allocation is one block in the active table with no neighbours, no
      * pool membership and no segment record; the pools, segments, stats (but num_sync_all_streams) and trace
      * stay empty, total_allocated_memory 0, and capped false. */
@@ -368,6 +388,14 @@ static ca_block *treap_first(ca_block *t)
 }
 
 /* BlockPool::insert_into_blocks: stamps the GC age base. */
+static void pool_init(ca_pool *pool, int owner, bool is_small)
+{
+    memset(pool, 0, sizeof *pool);
+    pool->owner = owner;
+    pool->is_small = is_small;
+    pool->stat = is_small ? STAT_SMALL : STAT_LARGE;
+}
+
 static void pool_insert(ca_pool *pool, ca_block *b)
 {
     b->gc_count_base = pool->get_free_blocks_call_count;
@@ -506,6 +534,7 @@ static const char *const action_names[CA_ACTION_COUNT] = {
     [CA_SEGMENT_UNMAP] = "segment_unmap",
     [CA_SNAPSHOT] = "snapshot",
     [CA_OOM] = "oom",
+    [CA_EMPTY_CACHE] = "empty_cache",
 };
 
 const char *ca_action_str(ca_action a) { return (unsigned)a < CA_ACTION_COUNT ? action_names[a] : "unknown"; }
@@ -555,6 +584,8 @@ static size_t round_size(const cachealloc *ca, size_t size)
 
 static ca_pool *get_pool(cachealloc *ca, size_t size)
 {
+    if (ca->capture)
+        return size <= CA_SMALL_SIZE ? &ca->capture->small_blocks : &ca->capture->large_blocks;
     return size <= CA_SMALL_SIZE ? &ca->small_blocks : &ca->large_blocks;
 }
 
@@ -983,12 +1014,21 @@ static void release_blocks(cachealloc *ca, ca_pool *pool)
     free(to_unmap);
 }
 
-/* release_cached_blocks: the body of empty_cache(). */
+/* release_cached_blocks (mempool {0, 0}): the body of empty_cache(). With no capture underway the default pools,
+ * then every private pool whose use count is 0 (graph_pools_freeable), small before large as PyTorch walks them. */
 static void release_cached_blocks(cachealloc *ca)
 {
-    ca->stats.num_sync_all_streams++; /* synchronize_and_free_events */
-    release_blocks(ca, &ca->large_blocks);
-    release_blocks(ca, &ca->small_blocks);
+    if (!ca->capture) {
+        ca->stats.num_sync_all_streams++; /* synchronize_and_free_events */
+        release_blocks(ca, &ca->large_blocks);
+        release_blocks(ca, &ca->small_blocks);
+    }
+    for (size_t i = 0; i < ca->npriv; i++) {
+        if (ca->priv[i]->use_count == 0) {
+            release_blocks(ca, &ca->priv[i]->small_blocks);
+            release_blocks(ca, &ca->priv[i]->large_blocks);
+        }
+    }
 }
 
 /* release_available_cached_blocks: with max_split_size set, free one oversize block that covers the
@@ -1209,12 +1249,19 @@ static void record_oom(cachealloc *ca, const alloc_params *p, size_t orig_size)
                 o->process_in_use = (size_t)procs[i].used_bytes;
         }
     }
-    char a[32], t[32], f[32], al[32], ru[32], cap[64] = "", lf[32];
+    char a[32], t[32], f[32], al[32], ru[32], cap[64] = "", lf[32], priv[96] = "";
+    /* the free cached blocks of private pools count as allocated (PRIV) */
+    size_t in_private = cachealloc_private_free_bytes(ca);
+    if (in_private > 0) {
+        char pb[32];
+        snprintf(priv, sizeof priv, "with %s allocated in private pools (e.g., CUDA Graphs), ",
+                 memstats_format_size(in_private, pb, sizeof pb));
+    }
     memstats_format_size(p->alloc_size, a, sizeof a);
     memstats_format_size(dtotal, t, sizeof t);
     memstats_format_size(dfree, f, sizeof f);
-    memstats_format_size(o->allocated, al, sizeof al);
-    memstats_format_size(o->reserved - o->allocated, ru, sizeof ru);
+    memstats_format_size(o->allocated + in_private, al, sizeof al);
+    memstats_format_size(o->reserved - o->allocated - in_private, ru, sizeof ru);
     memstats_format_size(o->largest_free_block, lf, sizeof lf);
     if (ca->capped) {
         char c[32];
@@ -1223,13 +1270,13 @@ static void record_oom(cachealloc *ca, const alloc_params *p, size_t orig_size)
     /* PyTorch's text, then oomlab's two figures after it (cut short, never overrun, if it ever does not fit) */
     int n = snprintf(o->message, sizeof o->message,
                      "CUDA out of memory. Tried to allocate %s. GPU %d has a total capacity of %s of which %s is "
-                     "free. %s%sOf the allocated memory %s is allocated by PyTorch, and %s is reserved by PyTorch but "
+                     "free. %s%sOf the allocated memory %s is allocated by PyTorch, %sand %s is reserved by PyTorch but "
                      "unallocated. If reserved but unallocated memory is large try setting "
                      "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation "
                      "for Memory Management  "
                      "(https://docs.pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-usage-with-pytorch-"
                      "cuda-alloc-conf)",
-                     a, ca->device_id, t, f, proc, cap, al, ru);
+                     a, ca->device_id, t, f, proc, cap, al, priv, ru);
     if (n >= 0 && (size_t)n < sizeof o->message) {
         int m = snprintf(o->message + n, sizeof o->message - (size_t)n,
                          " [oomlab] Largest free cached block: %s; fragmented: %.1f%% of reserved memory is cached "
@@ -1303,9 +1350,8 @@ oom_status cachealloc_new(device *dev, const cachealloc_options *opt, cachealloc
     ca->dev = dev;
     ca->conf = opt->conf;
     ca->device_id = opt->device_id;
-    ca->small_blocks.is_small = true;
-    ca->small_blocks.stat = STAT_SMALL;
-    ca->large_blocks.stat = STAT_LARGE;
+    pool_init(&ca->small_blocks, 0, true);
+    pool_init(&ca->large_blocks, 0, false);
     ca->rng = 0x6F6F6D6C6162ULL; /* deterministic treap shapes */
     ca->uncached = opt->uncached;
     /* setMemoryFraction: a fraction below 1 caps held memory at fraction x totalGlobalMem. A budget is
@@ -1352,6 +1398,9 @@ void cachealloc_delete(cachealloc *ca)
         free(es->mapped);
         free(es);
     }
+    for (size_t i = 0; i < ca->npriv; i++)
+        free(ca->priv[i]);
+    free(ca->priv);
     for (size_t i = 0; i < ca->nslabs; i++)
         free(ca->slabs[i]);
     free(ca->slabs);
@@ -1413,7 +1462,7 @@ oom_status cachealloc_malloc(cachealloc *ca, size_t nbytes, devptr *out)
         found = alloc_block(ca, &p, false);
         if (!found && p.err == OOM_ENOMEM_DEVICE && release_available_cached_blocks(ca, &p))
             found = alloc_block(ca, &p, false);
-        if (!found && p.err == OOM_ENOMEM_DEVICE) {
+        if (!found && p.err == OOM_ENOMEM_DEVICE && !ca->capture) { /* C10_LIKELY(captures_underway.empty()) */
             release_cached_blocks(ca);
             found = alloc_block(ca, &p, true);
         }
@@ -1474,7 +1523,7 @@ bool cachealloc_would_release(const cachealloc *ca, size_t nbytes)
         return false; /* caching off: nothing is cached, nothing released */
     size_t size = round_size(ca, nbytes);
     size_t alloc_size = get_allocation_size(ca, size);
-    const ca_pool *pool = size <= CA_SMALL_SIZE ? &ca->small_blocks : &ca->large_blocks;
+    const ca_pool *pool = get_pool((cachealloc *)ca, size);
     if (find_free_block(ca, pool, size, NULL))
         return false;
     if (gc_enabled(ca) && ca->total_allocated_memory > (size_t)(ca->conf.gc_threshold * (double)ca->allowed)) {
@@ -1489,6 +1538,73 @@ bool cachealloc_would_release(const cachealloc *ca, size_t nbytes)
     if (device_mem_info(ca->dev, &dfree, &dtotal) != OOM_OK)
         return false;
     return dfree < alloc_size;
+}
+
+static ca_privpool *find_private_pool(const cachealloc *ca, int pool)
+{
+    for (size_t i = 0; i < ca->npriv; i++)
+        if (ca->priv[i]->id == pool)
+            return ca->priv[i];
+    return NULL;
+}
+
+oom_status cachealloc_begin_allocate_to_pool(cachealloc *ca, int pool)
+{
+    if (pool <= 0 || ca->capture) {
+        OOM_ERROR(OOM_EINVAL, "beginAllocateToPool(%d): %s", pool,
+                  pool <= 0 ? "a private pool's id is positive" : "another pool is being allocated to");
+        return OOM_EINVAL;
+    }
+    ca_privpool *pp = find_private_pool(ca, pool);
+    if (pp) {
+        pp->use_count++;
+    } else { /* create_or_incref_pool: a new pool starts with one use */
+        if (ca->npriv == ca->cappriv) {
+            size_t cap = ca->cappriv ? ca->cappriv * 2 : 4;
+            ca_privpool **v = realloc(ca->priv, cap * sizeof *v);
+            if (!v)
+                return OOM_ENOMEM_HOST;
+            ca->priv = v;
+            ca->cappriv = cap;
+        }
+        pp = calloc(1, sizeof *pp);
+        if (!pp)
+            return OOM_ENOMEM_HOST;
+        pp->id = pool;
+        pp->use_count = 1;
+        pool_init(&pp->small_blocks, pool, true);
+        pool_init(&pp->large_blocks, pool, false);
+        ca->priv[ca->npriv++] = pp;
+    }
+    ca->capture = pp;
+    return OOM_OK;
+}
+
+void cachealloc_end_allocate_to_pool(cachealloc *ca, int pool)
+{
+    if (ca->capture && ca->capture->id == pool)
+        ca->capture = NULL;
+}
+
+void cachealloc_release_pool(cachealloc *ca, int pool)
+{
+    ca_privpool *pp = find_private_pool(ca, pool);
+    if (pp && pp->use_count > 0)
+        pp->use_count--;
+}
+
+int cachealloc_allocating_pool(const cachealloc *ca) { return ca->capture ? ca->capture->id : 0; }
+
+size_t cachealloc_private_free_bytes(const cachealloc *ca)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < ca->npriv; i++) {
+        const ca_pool *pools[2] = {&ca->priv[i]->small_blocks, &ca->priv[i]->large_blocks};
+        for (int k = 0; k < 2; k++)
+            for (const ca_block *b = treap_first(pools[k]->blocks); b; b = treap_next(pools[k]->blocks, b, false))
+                n += b->size;
+    }
+    return n;
 }
 
 void cachealloc_set_stream(cachealloc *ca, int stream)
@@ -1577,6 +1693,12 @@ static block_list all_blocks(const cachealloc *ca)
     bl_tree(&l, ca->large_blocks.blocks);
     bl_tree(&l, ca->small_blocks.unmapped);
     bl_tree(&l, ca->large_blocks.unmapped);
+    for (size_t i = 0; i < ca->npriv; i++) {
+        bl_tree(&l, ca->priv[i]->small_blocks.blocks);
+        bl_tree(&l, ca->priv[i]->large_blocks.blocks);
+        bl_tree(&l, ca->priv[i]->small_blocks.unmapped);
+        bl_tree(&l, ca->priv[i]->large_blocks.unmapped);
+    }
     for (size_t i = 0; i <= ca->table_mask; i++)
         for (const ca_block *b = ca->table[i]; b; b = b->hnext)
             bl_push(&l, b);
@@ -1643,6 +1765,13 @@ oom_status cachealloc_check(const cachealloc *ca)
     size_t i = 0, si = 0;
     expseg *es;
     OOM_CHECK(l.n == 0 || l.v[0] != NULL, "null block");
+    for (size_t k = 0; k < ca->npriv; k++) { /* I9 */
+        const ca_privpool *pp = ca->priv[k];
+        OOM_CHECK(pp->use_count >= 0 && pp->id > 0 && pp->small_blocks.owner == pp->id &&
+                      pp->large_blocks.owner == pp->id,
+                  "I9: private pool %d: use count %d", pp->id, pp->use_count);
+    }
+    OOM_CHECK(!ca->capture || find_private_pool(ca, ca->capture->id) == ca->capture, "I9: capture into an unknown pool");
     /* cudaMalloc segments and expandable ranges interleave in address order; walk blocks in order. */
     while (i < l.n) {
         const ca_block *first = l.v[i];
@@ -1676,6 +1805,11 @@ oom_status cachealloc_check(const cachealloc *ca)
                   (unsigned long long)base, (unsigned long long)b->ptr);
             OOM_CHECK(b->pool == pool && b->es == first->es, "block 0x%llx: wrong pool or range",
                   (unsigned long long)b->ptr);
+            OOM_CHECK(pool == &ca->small_blocks || pool == &ca->large_blocks ||
+                          (find_private_pool(ca, pool->owner) &&
+                           (pool == &find_private_pool(ca, pool->owner)->small_blocks ||
+                            pool == &find_private_pool(ca, pool->owner)->large_blocks)),
+                      "I9: block 0x%llx in no pool of this allocator", (unsigned long long)b->ptr);
             OOM_CHECK(b->key - b->ptr == first->key - first->ptr, "block 0x%llx: ordering key off its segment's",
                   (unsigned long long)b->ptr); /* I7 */
             OOM_CHECK(b->stream == first->stream && (!b->es || b->stream == b->es->stream) && b->stream >= 0 &&
@@ -1800,6 +1934,7 @@ static ca_snap_segment *snapshot_of(const cachealloc *ca, bool whole_ranges, siz
             cur->is_small = b->pool->is_small;
             cur->is_expandable = b->es != NULL;
             cur->stream = b->stream;
+            cur->pool = b->pool->owner;
             cur->page_size = b->es ? b->es->page : 0;
             cur->blocks = &blocks[nb];
         }

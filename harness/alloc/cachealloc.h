@@ -46,6 +46,9 @@ typedef enum ca_action {
     CA_SEGMENT_UNMAP,
     CA_SNAPSHOT,
     CA_OOM,
+    /* oomlab's own: a torch.cuda.empty_cache() call in a prediction's trace (oomlab predict's capture writes it, addr
+     * and size 0; a PyTorch recording shows only the segment_free entries it causes). Never recorded here. */
+    CA_EMPTY_CACHE,
     CA_ACTION_COUNT
 } ca_action;
 
@@ -141,6 +144,19 @@ bool cachealloc_would_release(const cachealloc *ca, size_t nbytes);
 void cachealloc_set_stream(cachealloc *ca, int stream);
 int cachealloc_stream(const cachealloc *ca);
 
+/* Private pools (PyTorch's PrivatePool, a CUDA graph's memory: cachealloc.c, "Private pools"). Pools are positive
+ * ids. cachealloc_begin_allocate_to_pool is beginAllocateToPool: the pool is made with one use, or gains one
+ * (create_or_incref_pool), and every malloc from here on takes its blocks from it and makes its segments for it until
+ * cachealloc_end_allocate_to_pool (endAllocateToPool). OOM_EINVAL for an id <= 0 or while another pool is being
+ * allocated to; OOM_ENOMEM_HOST. cachealloc_release_pool is releasePool: one use less; at 0 empty_cache may release
+ * the pool's free segments. */
+oom_status cachealloc_begin_allocate_to_pool(cachealloc *ca, int pool);
+void cachealloc_end_allocate_to_pool(cachealloc *ca, int pool);
+void cachealloc_release_pool(cachealloc *ca, int pool);
+int cachealloc_allocating_pool(const cachealloc *ca); /* the pool being allocated to, 0 for none */
+/* The bytes of free cached blocks in private pools: what the OOM message counts as "allocated in private pools". */
+size_t cachealloc_private_free_bytes(const cachealloc *ca);
+
 const memstats *cachealloc_stats(const cachealloc *ca);
 void cachealloc_reset_peak(cachealloc *ca);        /* reset_peak_memory_stats */
 /* The most allocated_bytes.all.current was since the last call (or since the allocator was made), then the window
@@ -185,6 +201,7 @@ typedef struct ca_snap_segment {
     size_t total_size, allocated_size, active_size, requested_size;
     bool is_small, is_expandable;
     int stream;       /* the stream it was allocated for (_snapshot()'s "stream") */
+    int pool;         /* 0, or the private pool it belongs to (_snapshot()'s segment_pool_id) */
     size_t page_size; /* an expandable range's page (2 MiB small, large_segment_size large); 0 otherwise */
     size_t nblocks;
     ca_snap_block *blocks;
