@@ -713,6 +713,55 @@ static cJSON *bin_json(int rc, const char *args)
     return read_json(test_path(tmpdir, "bin.json"));
 }
 
+/* The CUDA-graph recordings (mode="reduce-overhead": the cudagraph trees' private pool on their own stream) replayed
+ * with the snapshot's pools and streams: every segment action PyTorch made, and every memory_stats counter but
+ * num_sync_all_streams (an empty_cache() that frees nothing leaves no entry); advise's minimum budgets from them,
+ * against PyTorch's bisection, MiB off (GPT-2's are not understood: docs/parity.md, "CUDA graphs"). */
+Test(predict_parity, cudagraph_recordings_replay_exactly)
+{
+    static const struct {
+        const char *name;
+        int d_defaults, d_expandable; /* advise minus PyTorch, MiB */
+    } cases[] = {{"cmp_mlp_cudagraphs", 0, 0},
+                 {"cmp_transformer_cudagraphs", 0, 0},
+                 {"cmp_tv_resnet18_cudagraphs", -16, 0},
+                 {"cmp_hf_gpt2_cudagraphs", 284, 666}};
+    char trace[TEST_TMPDIR_MAX + 32], cmd[1024], args[512], rpath[256];
+    snprintf(trace, sizeof trace, "%s", test_path(tmpdir, "t.json"));
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        snprintf(rpath, sizeof rpath, COMPILED "/%s.torch.json", cases[k].name);
+        cJSON *rec = read_json(rpath);
+        snprintf(cmd, sizeof cmd, "xz -dc " COMPILED "/%s.trace.json.xz >'%s'", cases[k].name, trace);
+        cr_assert_eq(system(cmd), 0, "%s", cmd);
+        snprintf(args, sizeof args, "replay --json '%s'", trace);
+        cJSON *rep = bin_json(0, args);
+        cr_expect(cJSON_IsTrue(get(rep, "agree")), "%s: the segment actions diverge", cases[k].name);
+        const cJSON *ms = get(cJSON_GetArrayItem(get(rep, "devices"), 0), "memory_stats"), *want;
+        int compared = 0;
+        cJSON_ArrayForEach(want, get(rec, "memory_stats"))
+        {
+            if (strcmp(want->string, "num_sync_all_streams") == 0)
+                continue;
+            compared++;
+            cr_expect_eq(num(ms, want->string), (long long)want->valuedouble, "%s: %s", cases[k].name, want->string);
+        }
+        cr_expect_eq(compared, 121, "%s: memory_stats has %d counters", cases[k].name, compared + 1);
+        cJSON_Delete(rep);
+        snprintf(args, sizeof args, "advise --json --only --try expandable_segments:True --device-memory %lld '%s'",
+                 num(rec, "total_memory"), trace);
+        cJSON *adv = bin_json(0, args);
+        static const char *const conf[][2] = {{"", "defaults"},
+                                              {"expandable_segments:True", "expandable_segments:True"}};
+        for (int i = 0; i < 2; i++) {
+            int want_mib = (int)num(get(rec, "min_budget_mib"), conf[i][1]), got = min_budget(adv, conf[i][0]);
+            cr_expect_eq(got - want_mib, i == 0 ? cases[k].d_defaults : cases[k].d_expandable,
+                         "%s '%s': advise %d MiB, PyTorch %d", cases[k].name, conf[i][1], got, want_mib);
+        }
+        cJSON_Delete(adv);
+        cJSON_Delete(rec);
+    }
+}
+
 /* The compiled scripts' own recordings (no capture: no venv needed): advise on each gives every bisected minimum
  * budget PyTorch found, or, where the model's order of the segments is not the driver's (pinned below, MiB off),
  * a range over layouts that holds it; expandable segments' never moves. The budgeted recordings beside them

@@ -170,6 +170,15 @@ static void hint_next_segment(replay_state *st)
     }
 }
 
+/* Allocate to pool from here on (0: the default pools); false when out of host memory. */
+static bool enter_pool(cachealloc *ca, int pool)
+{
+    if (pool == cachealloc_allocating_pool(ca))
+        return true;
+    cachealloc_end_allocate_to_pool(ca, cachealloc_allocating_pool(ca));
+    return pool <= 0 || cachealloc_begin_allocate_to_pool(ca, pool) == OOM_OK;
+}
+
 /* Before an op: recorded releases at the head of the pending list that the op would not cause itself were an
  * explicit empty_cache(). */
 static void maybe_empty_cache(replay_state *st, bool op_is_alloc, size_t nbytes)
@@ -178,6 +187,8 @@ static void maybe_empty_cache(replay_state *st, bool op_is_alloc, size_t nbytes)
         return;
     if (op_is_alloc && cachealloc_would_release(st->ca, nbytes))
         return;
+    /* from Python, outside any capture (torch.cuda.graph's own empty_cache() comes before capture_begin) */
+    cachealloc_end_allocate_to_pool(st->ca, cachealloc_allocating_pool(st->ca));
     cachealloc_empty_cache(st->ca);
 }
 
@@ -284,7 +295,19 @@ static oom_status replay_events(const trace_event *ev, size_t nev, const replay_
             }
             if (st.pending_hi == st.pending_lo)
                 st.pending_lo = st.pending_hi = i;
+            /* the request as it is made: its stream, and its private pool (a CUDA graph's capture or warm-up) */
+            cachealloc_set_stream(ca, e->stream);
+            if (!enter_pool(ca, e->pool)) {
+                errbuf_set(err, errcap, "out of host memory");
+                rc = OOM_ENOMEM_HOST;
+                goto out;
+            }
             maybe_empty_cache(&st, true, (size_t)e->size);
+            if (!enter_pool(ca, e->pool)) { /* again, if an empty_cache() came between */
+                errbuf_set(err, errcap, "out of host memory");
+                rc = OOM_ENOMEM_HOST;
+                goto out;
+            }
             if (!model_addresses)
                 hint_next_segment(&st); /* the recorded addresses describe the recorded config's history only */
             devptr p = 0;
@@ -338,6 +361,10 @@ static oom_status replay_events(const trace_event *ev, size_t nev, const replay_
                 st.pending_lo = st.pending_hi;
             break;
         }
+        case CA_EMPTY_CACHE: /* a prediction's torch.cuda.empty_cache() (the capture's own entry) */
+            cachealloc_end_allocate_to_pool(ca, cachealloc_allocating_pool(ca));
+            cachealloc_empty_cache(ca);
+            break;
         case CA_FREE_COMPLETED:
         case CA_SNAPSHOT:
         default:

@@ -85,8 +85,8 @@ static cJSON *segments_json(const cachealloc *ca, bool *ok)
         add_num(o, "stream", s->stream, ok);
         add_str(o, "segment_type", s->is_small ? "small" : "large", ok);
         cJSON *pool = add_arr(o, "segment_pool_id", ok);
-        push(pool, cJSON_CreateNumber(0), ok);
-        push(pool, cJSON_CreateNumber(0), ok);
+        push(pool, cJSON_CreateNumber(0), ok); /* a CUDA graph's pool: (0, its number) as graph_pool_handle() */
+        push(pool, cJSON_CreateNumber(s->pool), ok);
         add_bool(o, "is_expandable", s->is_expandable, ok);
         add_arr(o, "frames", ok);
         cJSON *blocks = add_arr(o, "blocks", ok);

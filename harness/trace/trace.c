@@ -555,8 +555,8 @@ static scan_rc scan_event(scanner *s, trace_file *t, int devidx, size_t i, char 
         return SCAN_SHAPE;
     }
     const char *act_a = NULL, *act_b = NULL;
-    bool has_action = false, addr_ok = false, free_ok = false, size_ok = false;
-    uint64_t addr = 0, dfree = 0, size = 0;
+    bool has_action = false, addr_ok = false, free_ok = false, size_ok = false, stream_ok = true, pool_ok = true;
+    uint64_t addr = 0, dfree = 0, size = 0, stream = 0, pool = 0;
     /* why a number field was refused, and its value, for the error line ("is missing" when it never came) */
     const char *addr_why = "is missing", *free_why = "is missing", *size_why = "is missing";
     double addr_v = NAN, free_v = NAN, size_v = NAN;
@@ -589,6 +589,11 @@ static scan_rc scan_event(scanner *s, trace_file *t, int devidx, size_t i, char 
                 dfree = scan_u64(s, &free_ok);
                 free_why = s->why;
                 free_v = s->value;
+            } else if (key_is(ka, kb, "stream")) {
+                stream = scan_u64(s, &stream_ok);
+            } else if (key_is(ka, kb, "pool")) {
+                pool = scan_u64(s, &pool_ok);
+                pool_ok = pool_ok && pool <= TRACE_MAX_POOLS;
             } else if (key_is(ka, kb, "user_metadata") && *s->p == '"') {
                 const char *a, *b;
                 scan_string(s, &a, &b);
@@ -630,9 +635,31 @@ static scan_rc scan_event(scanner *s, trace_file *t, int devidx, size_t i, char 
                 why ? why : "is not valid");
         return SCAN_SHAPE;
     }
+    if (!stream_ok || !pool_ok) {
+        if (stream_ok)
+            errbuf_set(err, errcap, "cuda:%d event %zu (%s): 'pool' is not a private pool's number (0 to %d)",
+                       devidx, i, ca_action_str(act), TRACE_MAX_POOLS);
+        else
+            errbuf_set(err, errcap, "cuda:%d event %zu (%s): 'stream' is not a whole number (a CUDA stream)", devidx,
+                       i, ca_action_str(act));
+        return SCAN_SHAPE;
+    }
+    if (d->nstreams == 0)
+        d->streams[d->nstreams++] = 0; /* number 0 is stream 0 */
+    size_t sn = 0;
+    while (sn < d->nstreams && d->streams[sn] != stream)
+        sn++;
+    if (sn == d->nstreams) {
+        if (sn == TRACE_MAX_STREAMS) {
+            errbuf_set(err, errcap, "cuda:%d event %zu: more than %d CUDA streams", devidx, i, TRACE_MAX_STREAMS);
+            return SCAN_SHAPE;
+        }
+        d->streams[d->nstreams++] = stream;
+    }
     if (!grow((void **)&d->ev, &d->cap, d->n + 1, sizeof *d->ev))
         return SCAN_NOMEM;
-    d->ev[d->n++] = (trace_event){.addr = oom ? dfree : addr, .size = size, .action = act};
+    d->ev[d->n++] = (trace_event){
+        .addr = oom ? dfree : addr, .size = size, .action = act, .stream = (int16_t)sn, .pool = (int16_t)pool};
     return SCAN_OK;
 }
 
@@ -703,6 +730,192 @@ static scan_rc scan_traces(scanner *s, trace_file *t, const char *path, char *er
     }
 }
 
+/* The snapshot's segments that belong to a private pool (segment_pool_id other than [0, 0]), numbered in order of
+ * first appearance, into t->seg_pools sorted by (device, address). Other segments, and entries of another shape,
+ * are passed over: the list is the state at the end, a guide to the trace's pools, not a part of the replay. */
+static int cmp_seg_pool(const void *a, const void *b)
+{
+    const trace_seg_pool *x = a, *y = b;
+    if (x->device != y->device)
+        return x->device < y->device ? -1 : 1;
+    return x->address < y->address ? -1 : x->address > y->address;
+}
+
+static scan_rc seg_pools_of(const cJSON *segs, trace_file *t)
+{
+    const cJSON *sg;
+    cJSON_ArrayForEach(sg, segs)
+    {
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(sg, "segment_pool_id");
+        const cJSON *ad = cJSON_GetObjectItemCaseSensitive(sg, "address");
+        const cJSON *dv = cJSON_GetObjectItemCaseSensitive(sg, "device");
+        if (!cJSON_IsArray(id) || cJSON_GetArraySize(id) != 2 || !cJSON_IsNumber(ad) || ad->valuedouble < 0)
+            continue;
+        const cJSON *a = cJSON_GetArrayItem(id, 0), *b = cJSON_GetArrayItem(id, 1);
+        if (!cJSON_IsNumber(a) || !cJSON_IsNumber(b) || (a->valuedouble == 0 && b->valuedouble == 0))
+            continue;
+        int64_t first = (int64_t)a->valuedouble, second = (int64_t)b->valuedouble;
+        size_t n = 0;
+        while (n < t->npools && !(t->pools[n][0] == first && t->pools[n][1] == second))
+            n++;
+        if (n == t->npools) {
+            if (n == TRACE_MAX_POOLS)
+                continue; /* beyond the numbers a trace event holds: its allocations replay in the default pool */
+            t->pools[n][0] = first;
+            t->pools[n][1] = second;
+            t->npools++;
+        }
+        trace_seg_pool *v = realloc(t->seg_pools, (t->nseg_pools + 1) * sizeof *v);
+        if (!v)
+            return SCAN_NOMEM;
+        t->seg_pools = v;
+        v[t->nseg_pools++] = (trace_seg_pool){.device = cJSON_IsNumber(dv) && dv->valuedouble > 0
+                                                            ? (uint64_t)dv->valuedouble
+                                                            : 0,
+                                              .address = (uint64_t)ad->valuedouble,
+                                              .pool = (int)n + 1};
+    }
+    if (t->nseg_pools > 1)
+        qsort(t->seg_pools, t->nseg_pools, sizeof *t->seg_pools, cmp_seg_pool);
+    return SCAN_OK;
+}
+
+/* Each alloc without a pool of its own takes the pool of the segment that holds its address when it is made: the
+ * recorded segment_alloc entries give the segments, the final state (seg_pools) the pools of those still there at
+ * the end (the last segment_alloc at an address, with no segment_free after it); a segment freed before the end is
+ * taken as the default pool's (an address empty_cache() gave back may come back in another pool). */
+typedef struct live_seg {
+    uint64_t addr, size;
+    int pool;
+} live_seg;
+
+static int pool_of_segment(const trace_file *t, size_t dev, uint64_t addr)
+{
+    size_t lo = 0, hi = t->nseg_pools;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const trace_seg_pool *m = &t->seg_pools[mid];
+        if (m->device < dev || (m->device == dev && m->address < addr))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < t->nseg_pools && t->seg_pools[lo].device == dev && t->seg_pools[lo].address == addr
+               ? t->seg_pools[lo].pool
+               : 0;
+}
+
+/* Insert addr into the sorted set v[0..*n) (false when out of host memory). */
+static bool addr_set_add(uint64_t **v, size_t *n, size_t *cap, uint64_t addr)
+{
+    size_t lo = 0, hi = *n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if ((*v)[mid] < addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < *n && (*v)[lo] == addr)
+        return true;
+    if (*n == *cap) {
+        size_t c = *cap ? *cap * 2 : 64;
+        uint64_t *nv = realloc(*v, c * sizeof *nv);
+        if (!nv)
+            return false;
+        *v = nv;
+        *cap = c;
+    }
+    memmove(&(*v)[lo + 1], &(*v)[lo], (*n - lo) * sizeof **v);
+    (*v)[lo] = addr;
+    (*n)++;
+    return true;
+}
+
+static bool addr_set_has(const uint64_t *v, size_t n, uint64_t addr)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (v[mid] < addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && v[lo] == addr;
+}
+
+static bool assign_pools(trace_file *t)
+{
+    for (size_t d = 0; d < t->ndevices; d++) {
+        trace_device *td = &t->dev[d];
+        /* backwards: a segment_alloc whose address is freed later is gone by the end (pool -1 marks it) */
+        uint64_t *freed = NULL;
+        size_t nfreed = 0, capfreed = 0;
+        for (size_t i = td->n; i-- > 0;) {
+            trace_event *e = &td->ev[i];
+            if (e->action == CA_SEGMENT_FREE && !addr_set_add(&freed, &nfreed, &capfreed, e->addr)) {
+                free(freed);
+                return false;
+            }
+            if (e->action == CA_SEGMENT_ALLOC)
+                e->pool = addr_set_has(freed, nfreed, e->addr) ? -1 : 0;
+        }
+        free(freed);
+        live_seg *segs = NULL; /* sorted by address */
+        size_t n = 0, cap = 0;
+        for (size_t i = 0; i < td->n; i++) {
+            trace_event *e = &td->ev[i];
+            if (e->action == CA_SEGMENT_ALLOC || e->action == CA_SEGMENT_FREE) {
+                size_t lo = 0, hi = n;
+                while (lo < hi) {
+                    size_t mid = lo + (hi - lo) / 2;
+                    if (segs[mid].addr < e->addr)
+                        lo = mid + 1;
+                    else
+                        hi = mid;
+                }
+                if (e->action == CA_SEGMENT_FREE) {
+                    if (lo < n && segs[lo].addr == e->addr) {
+                        memmove(&segs[lo], &segs[lo + 1], (n - lo - 1) * sizeof *segs);
+                        n--;
+                    }
+                    continue;
+                }
+                int pool = e->pool < 0 ? 0 : pool_of_segment(t, d, e->addr);
+                e->pool = 0;
+                if (pool == 0)
+                    continue; /* the default pool's: an address outside every listed segment is the default */
+                if (n == cap) {
+                    cap = cap ? cap * 2 : 64;
+                    live_seg *v = realloc(segs, cap * sizeof *v);
+                    if (!v) {
+                        free(segs);
+                        return false;
+                    }
+                    segs = v;
+                }
+                memmove(&segs[lo + 1], &segs[lo], (n - lo) * sizeof *segs);
+                segs[lo] = (live_seg){.addr = e->addr, .size = e->size, .pool = pool};
+                n++;
+            } else if (e->action == CA_ALLOC && e->pool == 0 && n > 0) {
+                size_t lo = 0, hi = n; /* the last segment starting at or below addr */
+                while (lo < hi) {
+                    size_t mid = lo + (hi - lo) / 2;
+                    if (segs[mid].addr <= e->addr)
+                        lo = mid + 1;
+                    else
+                        hi = mid;
+                }
+                if (lo > 0 && e->addr < segs[lo - 1].addr + segs[lo - 1].size)
+                    e->pool = (int16_t)segs[lo - 1].pool;
+            }
+        }
+        free(segs);
+    }
+    return true;
+}
+
 /* A small top-level value [a, b) parsed with cJSON (NULL when out of memory: it was already checked). */
 static cJSON *parse_small(const char *a, const char *b) { return cJSON_ParseWithLength(a, (size_t)(b - a)); }
 
@@ -743,6 +956,14 @@ static scan_rc scan_top(scanner *s, trace_file *t, const char *path, char *err, 
                                 *c = ' ';
                     }
                     cJSON_Delete(v);
+                } else if (key_is(ka, kb, "segments") && !t->npools) {
+                    cJSON *v = parse_small(va, s->p);
+                    if (!v)
+                        return SCAN_NOMEM;
+                    scan_rc prc = seg_pools_of(v, t);
+                    cJSON_Delete(v);
+                    if (prc != SCAN_OK)
+                        return prc;
                 } else if (key_is(ka, kb, "oomlab_capture") && !t->capture) {
                     /* what oomlab predict's capture says about its trace (analysis/predict.h reads it) */
                     if (!(t->capture = parse_small(va, s->p)))
@@ -841,6 +1062,8 @@ oom_status trace_parse(const char *path, const char *text, size_t len, trace_fil
     } else {
         scanner s = {.p = text, .end = text + len};
         scan_rc sr = scan_top(&s, t, path, err, errcap);
+        if (sr == SCAN_OK && t->nseg_pools && !assign_pools(t))
+            sr = SCAN_NOMEM;
         if (sr == SCAN_OK) {
             rc = OOM_OK;
         } else if (sr == SCAN_NOMEM) {
@@ -866,6 +1089,7 @@ void trace_free(trace_file *t)
         free(t->dev[i].marks);
     }
     free(t->dev);
+    free(t->seg_pools);
     free(t->strpool);
     cJSON_Delete(t->capture);
     memset(t, 0, sizeof *t);

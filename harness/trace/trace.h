@@ -27,13 +27,22 @@
 
 OOM_BEGIN_DECLS
 
-/* One trace entry: alloc, free_requested, free_completed, segment_*, snapshot, oom. For oom, addr is the
- * entry's device_free (PyTorch keeps the device's free bytes there); size is its size (oom: rounded). */
+/* One trace entry: alloc, free_requested, free_completed, segment_*, snapshot, oom, empty_cache. For oom, addr is the
+ * entry's device_free (PyTorch keeps the device's free bytes there); size is its size (oom: rounded). stream: the
+ * entry's "stream" as a small number, 0 for stream 0 and the others 1, 2, ... in order of first appearance on its
+ * device (trace_device.streams). pool: 0, or the private pool (a CUDA graph's memory, 1, 2, ... as
+ * trace_file.pools numbers them) an alloc was made in: the entry's own "pool" (oomlab predict's capture writes it),
+ * else the pool of the recorded segment that holds the address (the snapshot's segments[].segment_pool_id). */
 typedef struct trace_event {
     uint64_t addr;
     uint64_t size;
     ca_action action;
+    int16_t stream;
+    int16_t pool;
 } trace_event;
+
+#define TRACE_MAX_STREAMS 64 /* distinct streams per device; a trace with more is refused */
+#define TRACE_MAX_POOLS 64   /* distinct private pools in a snapshot's segments */
 
 /* Where an entry's user_metadata (torch.cuda.memory._set_memory_metadata) changed: from event `event` on it is
  * the text at strpool + text (as the JSON has it, escapes not decoded). */
@@ -50,7 +59,15 @@ typedef struct trace_device {
     trace_mark *marks;
     size_t nmarks, marks_cap;
     size_t cur_len; /* the length of the last mark's text (0 before the first) */
+    uint64_t streams[TRACE_MAX_STREAMS]; /* the recorded stream of each number; streams[0] = 0 */
+    size_t nstreams;                     /* numbers given so far (at least 1 once an event was read) */
 } trace_device;
+
+/* A segment of the snapshot's final state that belongs to a private pool: where, and the pool's number. */
+typedef struct trace_seg_pool {
+    uint64_t device, address;
+    int pool;
+} trace_seg_pool;
 
 /* What the file's "budget" holds (scripts/snapshot2json.py --budget writes it). */
 typedef enum trace_budget {
@@ -70,6 +87,10 @@ typedef struct trace_file {
     size_t budget_bytes;      /* with TRACE_BUDGET_BYTES */
     cJSON *capture;           /* the top-level "oomlab_capture" value (oomlab predict's capture: its GPU,
                                * placeholders, modelled allocations), parsed; NULL when absent */
+    int64_t pools[TRACE_MAX_POOLS][2]; /* the segment_pool_id of private pool n + 1 */
+    size_t npools;
+    trace_seg_pool *seg_pools; /* the snapshot's segments in private pools, sorted by (device, address) */
+    size_t nseg_pools;
     char *strpool;            /* the user_metadata texts of the marks, NUL-separated */
     size_t strpool_len, strpool_cap;
 } trace_file;
