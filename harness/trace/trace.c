@@ -521,7 +521,7 @@ static bool action_of(const char *a, const char *b, ca_action *out)
     static const struct {
         const char *name;
         size_t len;
-    } names[] = {
+    } names[CA_ACTION_COUNT] = {
 #define N(s) {s, sizeof(s) - 1}
         [CA_ALLOC] = N("alloc"),
         [CA_FREE_REQUESTED] = N("free_requested"),
@@ -532,6 +532,7 @@ static bool action_of(const char *a, const char *b, ca_action *out)
         [CA_SEGMENT_UNMAP] = N("segment_unmap"),
         [CA_SNAPSHOT] = N("snapshot"),
         [CA_OOM] = N("oom"),
+        [CA_EMPTY_CACHE] = N("empty_cache"),
 #undef N
     };
     size_t len = (size_t)(b - a);
