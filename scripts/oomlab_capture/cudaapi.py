@@ -4,10 +4,11 @@ Queries answer from the GPU table (gpus.py) and from the capture's own counters:
 max_memory_allocated are the bytes the recorded trace holds (the caching allocator's allocated_bytes count
 rounded blocks: the replay gives those); memory_reserved answers the same figure (reserved needs the
 allocator model, which runs after the capture). set_per_process_memory_fraction is recorded as the trace's
-"budget" (bytes, as scripts/snapshot2json.py --budget writes it) for the replay to apply. synchronize,
-empty_cache, manual_seed and friends do nothing on meta. Tensor.pin_memory returns the tensor (host bytes are
-not device bytes) and counts its bytes as pinned host memory (the trace's "pinned"); torch.accelerator answers as
-torch.cuda does, so a DataLoader's pin thread never touches CUDA.
+"budget" (bytes, as scripts/snapshot2json.py --budget writes it) for the replay to apply, empty_cache as an
+"empty_cache" entry the replay carries out. synchronize, manual_seed and friends do nothing on meta.
+Tensor.pin_memory returns the tensor (host bytes are not device bytes) and counts its bytes as pinned host memory
+(the trace's "pinned"); torch.accelerator answers as torch.cuda does, so a DataLoader's pin thread never touches
+CUDA.
 """
 import contextlib
 import types
@@ -40,7 +41,7 @@ def patched(cap):
         cap.budget = int(f * gpu["total_memory"])
 
     def empty_cache():
-        cap.empty_cache_calls = getattr(cap, "empty_cache_calls", 0) + 1
+        cap.empty_cache()  # an entry in the trace: the replay empties the cache there
 
     def stats(device=None):
         a, p, _ = cap.ext.counters()

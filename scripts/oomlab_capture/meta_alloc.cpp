@@ -26,7 +26,7 @@
 
 namespace {
 
-enum Action : uint8_t { ALLOC = 0, FREE = 1, OOM = 2 };
+enum Action : uint8_t { ALLOC = 0, FREE = 1, OOM = 2, MARK = 3 };
 
 struct Ctx;
 
@@ -252,6 +252,33 @@ void forget(const at::Tensor& t) {
   c->index = -1;
 }
 
+// A point in the log the Python side names (size: its kind; cudagraphs.py's torch.cuda.empty_cache()).
+void mark(uint64_t kind) {
+  std::lock_guard<std::mutex> g(mu);
+  if (recording)
+    log_entries.push_back({MARK, false, 0, kind, tag, nullptr});
+}
+
+// Free a recorded storage's allocation now, though the tensor lives on (the CUDA graph trees free a path's live
+// outputs at a new generation: torch._C._free_And_Remove_DeleterFn); its own end then logs nothing.
+void free_now(const at::Tensor& t) {
+  const c10::Storage& s = t.storage();
+  if (!s)
+    return;
+  const c10::DataPtr& dp = s.data_ptr();
+  if (dp.get_deleter() != &deleter)
+    return;
+  Ctx* c = static_cast<Ctx*>(dp.get_context());
+  std::lock_guard<std::mutex> g(mu);
+  if (!c || c->index < 0 || c->gen != generation || !recording)
+    return;
+  log_entries.push_back({FREE, false, c->addr, c->size, tag, nullptr});
+  if (c->index >= log_base && c->index - log_base < (int64_t)log_entries.size())
+    log_entries[c->index - log_base].ctx = nullptr;
+  live_bytes -= rounded(c->size);
+  c->index = -1;
+}
+
 // The log so far as a list of (action, addr, size, tag), dead entries left out; only outside any op bracket.
 py::list drain() {
   std::lock_guard<std::mutex> g(mu);
@@ -309,6 +336,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("fake_alloc", &fake_alloc);
   m.def("fake_free", &fake_free);
   m.def("forget", &forget);
+  m.def("mark", &mark);
+  m.def("free_now", &free_now);
   m.def("drain", &drain);
   m.def("storage_entry", &storage_entry);
   m.def("counters", &counters);

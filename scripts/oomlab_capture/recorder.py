@@ -30,6 +30,9 @@ from .cuda_model import (attention, batch_norm, compiled, composite, cublas, cud
 
 aten = torch.ops.aten
 SCHEMA = "oomlab.capture/1"
+# the meta allocator's tag: the label's index, and from this bit on the context (Capture.set_context)
+TAG_CTX_SHIFT = 40
+MARK_EMPTY_CACHE = 1  # ext.mark's kinds
 # one placeholder line answered this often is said on stderr as a possible endless loop (`while not x.item():`)
 LOOP_WARN = 20_000
 # op -> the order (indices into its outputs) in which its CUDA kernel allocates them, where not output order
@@ -158,6 +161,9 @@ class Capture:
         self._pin_lock = threading.Lock()
         self.seconds = 0.0
         self._stack = None
+        self.ctx = (0, 0)         # (stream, private pool) new allocations are made on (cuda_model/cudagraphs.py)
+        self._label = 0           # the label the events are tagged with now
+        self.dry = 0              # > 0: the CUDA path's own allocations are not made (a CUDA graph's replay)
 
     # -- used by the models --------------------------------------------------------------------------------
     def in_backward(self):
@@ -166,9 +172,31 @@ class Capture:
     def begin_op(self, func):
         self.n_ops += 1
         self.labels.append((func.name(), self.steps, frames.user_frames()))
-        self.ext.set_tag(len(self.labels) - 1)
+        self._set_tag(len(self.labels) - 1)
+
+    def _set_tag(self, label):
+        # the tag carries the label and, above bit TAG_CTX_SHIFT, the context (stream << 8 | pool)
+        self._label = label
+        stream, pool = self.ctx
+        self.ext.set_tag(label | ((stream << 8 | pool) << TAG_CTX_SHIFT))
+
+    def set_context(self, stream, pool):
+        """Allocations from here on are made on this stream (0: the default) and in this private pool (0: none),
+        as a CUDA graph's warm-up or capture makes them; the previous (stream, pool) returned."""
+        was = self.ctx
+        self.ctx = (stream, pool)
+        self._set_tag(self._label)
+        return was
+
+    def empty_cache(self):
+        """torch.cuda.empty_cache() at this point of the trace (an "empty_cache" entry the replay carries out)."""
+        self.empty_cache_calls = getattr(self, "empty_cache_calls", 0) + 1
+        self.ext.mark(MARK_EMPTY_CACHE)
 
     def fake_alloc(self, size, what, source, keep=False):
+        if self.dry:  # a replayed CUDA graph allocates nothing: an address no event names
+            self._dry_next = getattr(self, "_dry_next", 0) + 1
+            return -self._dry_next
         self.count_modelled(what, size, source)
         return self.ext.fake_alloc(size)
 
@@ -191,6 +219,8 @@ class Capture:
         return a
 
     def fake_free(self, addr, size):
+        if addr < 0:
+            return  # made during a CUDA graph's replay: no allocation
         self.ext.fake_free(addr, size)
 
     def forget(self, t):
@@ -268,7 +298,7 @@ class Capture:
         # what is freed after optimizer.step belongs to the next step (its label, until the next op's)
         self.steps += 1
         self.labels.append(("optimizer.step", self.steps, frames.user_frames()))
-        self.ext.set_tag(len(self.labels) - 1)
+        self._set_tag(len(self.labels) - 1)
 
     def __exit__(self, *exc):
         self._stack.close()
@@ -288,12 +318,21 @@ class Capture:
     def _collect(self):
         t = int(self._t0 * 1e6)
         for i, (action, addr, size, tag) in enumerate(self.ext.drain()):
+            ctx, tag = tag >> TAG_CTX_SHIFT, tag & ((1 << TAG_CTX_SHIFT) - 1)
             name, step, fr = self.labels[tag] if 0 <= tag < len(self.labels) else ("?", 0, [])
             where = f" at {os.path.basename(fr[0]['filename'])}:{fr[0]['line']}" if fr else ""
+            if action == 3:  # a mark: torch.cuda.empty_cache()
+                e = {"action": "empty_cache", "addr": 0, "size": 0, "stream": 0, "time_us": t + i, "frames": fr,
+                     "user_metadata": f"step {step}: torch.cuda.empty_cache(){where}"}
+                self.events_hi.append(e)
+                self.events.append(e)
+                continue
             what = name if action != 1 else "free"
             kind = ("alloc", "free_requested", "oom")[action]
-            e = {"action": kind, "addr": addr, "size": size, "stream": 0,
+            e = {"action": kind, "addr": addr, "size": size, "stream": ctx >> 8,
                  "time_us": t + i, "frames": fr, "user_metadata": f"step {step}: {what}{where}"}
+            if action == 0 and ctx & 0xFF:
+                e["pool"] = ctx & 0xFF  # a CUDA graph's private pool (the trace's own key: PyTorch's has none)
             if action == 2:  # a request above any GPU (meta_alloc.cpp, kTraceMax): the OOM the GPU run raises
                 e = dict(e, device_free=0)
                 del e["addr"]
@@ -337,8 +376,7 @@ class Capture:
             # the caching host allocator's reuse depends on the loader's timing, so only the calls are counted
             "pinned": {"calls": len(self.pins), "bytes": sum(self.pins), "largest": max(self.pins, default=0)},
             "steps": self.steps,
-            # torch.cuda.empty_cache() calls: a trace without segments cannot carry them (PyTorch records only
-            # the segment_free events they cause); the replay of a prediction knows nothing of them
+            # torch.cuda.empty_cache() calls (the program's and the CUDA graph trees'), each an "empty_cache" entry
             "empty_cache_calls": getattr(self, "empty_cache_calls", 0),
         }
         big = getattr(self, "oversized", 0)
