@@ -14,9 +14,12 @@ generates runs on meta with every buffer it allocates recorded (docs/parity.md, 
   configs they are autotuned over, and a kernel's first launch makes autotuning's allocations (a cold cache, as a
   GPU's first run: clones of the mutated arguments, the L2-sized flush buffer); pad_mm's benchmark makes its
   inputs and outputs on meta, recorded, and its timing-dependent choice is taken as unpadded (said).
-- Said in the report as predicted otherwise (count_unmodelled): pad_mm's choice, CUDA graphs (mode
-  "reduce-overhead": their private pools), max-autotune's template choices (both predicted as the default mode),
-  and a graph or a Dynamo trace that needs the GPU here (predicted as eager, with the step that failed).
+- CUDA graphs (mode "reduce-overhead", "max-autotune", or options={"triton.cudagraphs": True}): Inductor wraps the
+  graphs as on the GPU, and cudagraphs.py makes the cudagraph trees' warm-ups, recordings and replays in their
+  private pool.
+- Said in the report as predicted otherwise (count_unmodelled): pad_mm's choice, max-autotune's template choices
+  (predicted as the default mode's kernels), and a graph or a Dynamo trace that needs the GPU here (predicted as
+  eager, with the step that failed).
 """
 import builtins
 import contextlib
@@ -27,6 +30,8 @@ import time
 
 import torch
 import torch.utils._python_dispatch
+
+from . import cudagraphs
 
 SOURCE = "torch/_inductor/compile_fx.py compile_fx; codegen/wrapper.py (empty_strided_cuda, del, buffer reuse)"
 _orig_compile = torch.compile
@@ -568,7 +573,7 @@ def _outside_modes(cap, fn, eager):
     return call
 
 
-_MODELLED_MODES = (None, "default", "max-autotune-no-cudagraphs")
+_MODELLED_MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 
 def compile(cap, model=None, *, fullgraph=False, dynamic=None, backend="inductor", mode=None, options=None,
@@ -586,13 +591,16 @@ def compile(cap, model=None, *, fullgraph=False, dynamic=None, backend="inductor
     _install(cap)
     patches = {}
     if mode not in _MODELLED_MODES:
-        cap.count_unmodelled(f"torch.compile mode {mode!r} (CUDA graphs' private pools and autotuning's "
-                             "choices need the GPU: predicted as the default mode)", SOURCE)
-    elif mode == "max-autotune-no-cudagraphs":
+        cap.count_unmodelled(f"torch.compile mode {mode!r} (unknown: predicted as the default mode)", SOURCE)
+    if mode in ("max-autotune", "max-autotune-no-cudagraphs") or (options or {}).get("max_autotune"):
         cap.count_unmodelled("torch.compile max-autotune's template choices (timed on the GPU: predicted as the "
                              "default mode's kernels)", SOURCE)
     if options:
-        patches.update({k: v for k, v in options.items() if k not in ("triton.cudagraphs", "max_autotune")})
+        patches.update({k: v for k, v in options.items() if k != "max_autotune"})
+    if mode in ("reduce-overhead", "max-autotune") and "triton.cudagraphs" not in patches:
+        patches["triton.cudagraphs"] = True  # torch._inductor.list_mode_options
+    if patches.get("triton.cudagraphs"):
+        cudagraphs.install(cap)  # CUDA graphs: the cudagraph trees' memory (cudagraphs.py)
     compiled = _orig_compile(model, backend=functools.partial(_backend, cap, patches), fullgraph=fullgraph,
                              dynamic=dynamic)
     if isinstance(compiled, torch.nn.Module):
