@@ -695,8 +695,8 @@ Test(predict_parity, compiled_hf_mistral_bf16)
 }
 /* mode="reduce-overhead": the cudagraph trees modelled (scripts/oomlab_capture/cuda_model/cudagraphs.py), their
  * warm-ups, recordings (static-input copies) and replays in the private pool on the tree's stream. The hand GPT's
- * peak allocated is 6 KiB low; GPT-2 (two graphs, dropout) is 528 MB low and not understood yet: docs/parity.md,
- * "CUDA graphs". */
+ * peak allocated is 6 KiB low; GPT-2 528 MB low: pad_mm padded its backward's logits gradient on the GPU (its
+ * timing; said, taken as unpadded): docs/parity.md, "Compiled training". */
 Test(predict_parity, compiled_mlp_cudagraphs)
 {
     check_compiled(&(compiled_case){"cmp_mlp_cudagraphs", 0, 0, BISECTED_BOTH, 0, 0, NULL, 0});
