@@ -230,18 +230,21 @@ void fake_free(uint64_t addr, uint64_t n) {
   live_bytes -= rounded(n);
 }
 
+// The recording's context of t's storage while its allocation is live in this recording, else null; under mu.
+static Ctx* live_ctx(const at::Tensor& t) {
+  const c10::Storage& s = t.storage();
+  if (!s || s.data_ptr().get_deleter() != &deleter)
+    return nullptr;
+  Ctx* c = static_cast<Ctx*>(s.data_ptr().get_context());
+  return c && c->index >= 0 && c->gen == generation && recording ? c : nullptr;
+}
+
 // Take a recorded storage out of the trace: one meta makes that CUDA does not put on the device (a Philox
 // seed the CUDA kernel keeps on the host). Its alloc entry is dropped if not drained yet, else freed now.
 void forget(const at::Tensor& t) {
-  const c10::Storage& s = t.storage();
-  if (!s)
-    return;
-  const c10::DataPtr& dp = s.data_ptr();
-  if (dp.get_deleter() != &deleter)
-    return;
-  Ctx* c = static_cast<Ctx*>(dp.get_context());
   std::lock_guard<std::mutex> g(mu);
-  if (!c || c->index < 0 || c->gen != generation || !recording)
+  Ctx* c = live_ctx(t);
+  if (!c)
     return;
   int64_t rel = c->index - log_base;
   if (rel >= 0)
@@ -262,15 +265,9 @@ void mark(uint64_t kind) {
 // Free a recorded storage's allocation now, though the tensor lives on (the CUDA graph trees free a path's live
 // outputs at a new generation: torch._C._free_And_Remove_DeleterFn); its own end then logs nothing.
 void free_now(const at::Tensor& t) {
-  const c10::Storage& s = t.storage();
-  if (!s)
-    return;
-  const c10::DataPtr& dp = s.data_ptr();
-  if (dp.get_deleter() != &deleter)
-    return;
-  Ctx* c = static_cast<Ctx*>(dp.get_context());
   std::lock_guard<std::mutex> g(mu);
-  if (!c || c->index < 0 || c->gen != generation || !recording)
+  Ctx* c = live_ctx(t);
+  if (!c)
     return;
   log_entries.push_back({FREE, false, c->addr, c->size, tag, nullptr});
   if (c->index >= log_base && c->index - log_base < (int64_t)log_entries.size())
