@@ -208,8 +208,8 @@ static double num_of(const cJSON *o, const char *key)
 /* The capture's "range": what the upper trace bounds. */
 static void print_range(const cJSON *cap, FILE *out)
 {
-    fprintf(out, "range: allocations the CPU cannot know, each bounded in the upper trace (the lower trace leaves "
-                 "them out):\n");
+    fprintf(out, "range: what the CPU cannot know, bounded in the upper trace (an allocation the lower trace leaves "
+                 "out, or a free it makes later there):\n");
     const cJSON *r;
     cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(cap, "range"))
     {

@@ -33,6 +33,7 @@ SCHEMA = "oomlab.capture/1"
 # the meta allocator's tag: the label's index, and from this bit on the context (Capture.set_context)
 TAG_CTX_SHIFT = 40
 MARK_EMPTY_CACHE = 1  # ext.mark's kinds
+MARK_RELEASE_HELD = 2  # the upper trace frees what hold_in_upper held (release_held)
 # one placeholder line answered this often is said on stderr as a possible endless loop (`while not x.item():`)
 LOOP_WARN = 20_000
 # op -> the order (indices into its outputs) in which its CUDA kernel allocates them, where not output order
@@ -156,6 +157,7 @@ class Capture:
         self.events = []
         self.events_hi = []       # the upper trace: events with the range's allocations (range_alloc) too
         self.hi_only = set()      # the fake addresses of those allocations
+        self.hi_held = set()      # fake addresses whose free the upper trace makes at the next release_held
         self.ranges = {}          # (what, source) -> [count, largest, total bytes]
         self.pins = []            # the bytes of each Tensor.pin_memory call, in order (pinned host memory)
         self._pin_lock = threading.Lock()
@@ -217,6 +219,23 @@ class Capture:
         a = self.ext.fake_alloc(size)
         self.hi_only.add(a)
         return a
+
+    def hold_in_upper(self, t, what, source):
+        """A storage whose free may come later on the GPU than its last reference here (Python's cyclic garbage
+        collector frees it): the upper trace frees it at the next release_held, the lower one when it dies."""
+        e = self.ext.storage_entry(t) if isinstance(t, torch.Tensor) else None
+        if e is None or e[0] in self.hi_held:
+            return
+        self.hi_held.add(e[0])
+        r = self.ranges.setdefault((what, source), [0, 0, 0])
+        r[0] += 1
+        r[1] = max(r[1], e[1])
+        r[2] += e[1]
+
+    def release_held(self):
+        """The point by which the storages hold_in_upper named are freed in the upper trace."""
+        if self.hi_held:
+            self.ext.mark(MARK_RELEASE_HELD)
 
     def fake_free(self, addr, size):
         if addr < 0:
@@ -317,10 +336,15 @@ class Capture:
 
     def _collect(self):
         t = int(self._t0 * 1e6)
+        held = []  # the upper trace's frees of hold_in_upper's storages, until the next release mark
         for i, (action, addr, size, tag) in enumerate(self.ext.drain()):
             ctx, tag = tag >> TAG_CTX_SHIFT, tag & ((1 << TAG_CTX_SHIFT) - 1)
             name, step, fr = self.labels[tag] if 0 <= tag < len(self.labels) else ("?", 0, [])
             where = f" at {os.path.basename(fr[0]['filename'])}:{fr[0]['line']}" if fr else ""
+            if action == 3 and size == MARK_RELEASE_HELD:
+                self.events_hi.extend(dict(e, time_us=t + i) for e in held)
+                held = []
+                continue
             if action == 3:  # a mark: torch.cuda.empty_cache()
                 e = {"action": "empty_cache", "addr": 0, "size": 0, "stream": 0, "time_us": t + i, "frames": fr,
                      "user_metadata": f"step {step}: torch.cuda.empty_cache(){where}"}
@@ -339,9 +363,13 @@ class Capture:
             evs = [e]
             if action == 1:
                 evs.append(dict(e, action="free_completed"))
-            self.events_hi.extend(evs)
+            if action == 1 and addr in self.hi_held:
+                held.extend(evs)
+            else:
+                self.events_hi.extend(evs)
             if addr not in self.hi_only:
                 self.events.extend(evs)
+        self.events_hi.extend(held)
 
     # -- the result ----------------------------------------------------------------------------------------
     def n_allocs(self):
