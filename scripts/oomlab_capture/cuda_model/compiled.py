@@ -17,9 +17,12 @@ generates runs on meta with every buffer it allocates recorded (docs/parity.md, 
 - CUDA graphs (mode "reduce-overhead", "max-autotune", or options={"triton.cudagraphs": True}): Inductor wraps the
   graphs as on the GPU, and cudagraphs.py makes the cudagraph trees' warm-ups, recordings and replays in their
   private pool.
-- Said in the report as predicted otherwise (count_unmodelled): pad_mm's choice, max-autotune's template choices
-  (predicted as the default mode's kernels), and a graph or a Dynamo trace that needs the GPU here (predicted as
-  eager, with the step that failed).
+- max-autotune (the mode's options applied as torch.compile applies them): max_autotune.py makes its benchmarks'
+  allocations, ATen's kernel taken at each timed choice; the benchmark tensors the GPU's garbage collector frees
+  are the range (the upper trace holds them to the end of their graph's compile: `inner` below).
+- Said in the report as predicted otherwise (count_unmodelled): pad_mm's choice, max-autotune's choices (ATen's
+  kernels predicted), and a graph or a Dynamo trace that needs the GPU here (predicted as eager, with the step
+  that failed).
 """
 import builtins
 import contextlib
@@ -31,7 +34,7 @@ import time
 import torch
 import torch.utils._python_dispatch
 
-from . import cudagraphs
+from . import cudagraphs, max_autotune
 
 SOURCE = "torch/_inductor/compile_fx.py compile_fx; codegen/wrapper.py (empty_strided_cuda, del, buffer reuse)"
 _orig_compile = torch.compile
@@ -46,7 +49,8 @@ class _Kernel:
     same blocks each time: one call stands for them), freed at the end. Each config decides anew which clones
     would raise the peak and are host copies instead: the previous config's flush buffer raised it."""
 
-    def __init__(self, cap, name, benches=0, mutated=(), optimize_mem=True, arg_names=(), key=None):
+    def __init__(self, cap, name, benches=0, mutated=(), optimize_mem=True, arg_names=(), key=None,
+                 coordesc=False):
         self.__name__ = name
         self.cap = cap
         self.key = key
@@ -54,7 +58,10 @@ class _Kernel:
         self.mutated = tuple(mutated)
         self.optimize_mem = optimize_mem
         self.arg_names = tuple(arg_names)
-        self.tuned = benches == 0
+        # coordinate descent tuning (max-autotune) benchmarks once more at least: the start config's neighbours
+        # (triton_heuristics.py coordinate_descent_tuning; the same blocks each time: one stands for them)
+        self.coordesc = 1 if coordesc else 0
+        self.tuned = benches == 0 and not coordesc
 
     @staticmethod
     def _storage(a):
@@ -85,7 +92,7 @@ class _Kernel:
         self.tuned = True
         self.cap.state.setdefault("autotuned", set()).add(self.key)
         l2 = self.cap.gpu.get("l2_bytes", 0)
-        for _ in range(self.benches):
+        for _ in range(self.benches + self.coordesc):
             on_host = self._on_host(args)
             clones = self._clones(args, on_host)
             del clones
@@ -133,8 +140,11 @@ def _kernel_of(cap, kernel_name, source_code):
                             traceback.print_exception(e)
                         cap.count_unmodelled("torch.compile kernel that Triton could not compile for the target here "
                                              "(autotuned over its heuristics' configs)", triton_loader.SOURCE)
+            coordesc = key not in cap.state.get("autotuned", ()) and meta.get("coordinate_descent_tuning") \
+                and heuristic_type not in (th.HeuristicType.TEMPLATE, th.HeuristicType.USER_AUTOTUNE,
+                                           th.HeuristicType.FIXED)
             k = _Kernel(cap, kernel_name, benches, mutated, meta.get("optimize_mem", True),
-                        getattr(fn, "arg_names", ()), key)
+                        getattr(fn, "arg_names", ()), key, coordesc)
             found["kernel"] = k
             return k
         return decorate
@@ -287,6 +297,7 @@ def _install(cap):
     pad_mm.pad_addmm = pad_addmm_recorded
 
     def bench(fn, **kwargs):
+        timed_choice(cap, "pad_mm")
         cap.count_unmodelled("torch.compile pad_mm (padding chosen by timing both matmuls on the GPU: predicted "
                              "unpadded)", "torch/_inductor/fx_passes/pad_mm.py _should_pad")
         fn()  # benchmark_gpu's warm-up call, then the flush buffer while the timed calls reuse fn's blocks
@@ -450,8 +461,11 @@ def _backend(cap, patches, gm, example_inputs):
     from torch._inductor.compile_fx import compile_fx, compile_fx_inner
 
     def inner(*args, **kwargs):  # forward's and backward's (compiled at its first run or now: AOTAutograd decides)
-        with _Paused(cap):
-            return compile_fx_inner(*args, **kwargs)
+        try:
+            with _Paused(cap):
+                return compile_fx_inner(*args, **kwargs)
+        finally:
+            cap.release_held()  # max-autotune's benchmark tensors, in the upper trace (max_autotune.py)
     try:
         with _Paused(cap), _no_device_constants():
             gm, fakes = _retarget(gm, example_inputs)
@@ -474,10 +488,17 @@ def _backend(cap, patches, gm, example_inputs):
     return fn
 
 
+def timed_choice(cap, what):
+    """A choice the GPU makes by timing (what: "pad_mm" per benchmark, "max_autotune" per selection), counted for
+    the report's compile summary."""
+    timed = cap.state.setdefault("timed", {})
+    timed[what] = timed.get(what, 0) + 1
+
+
 def summary(cap):
     """The report's compile line (recorder.trace "compile"): None without torch.compile, else the graphs compiled
-    for the GPU, the seconds the compile took (Dynamo, AOTAutograd, Inductor, the Triton compiles for the target)
-    and those Triton compiles with their cache."""
+    for the GPU, the seconds the compile took (Dynamo, AOTAutograd, Inductor, the Triton compiles for the target),
+    those Triton compiles with their cache, and the choices made by timing (taken as said in the report)."""
     st = cap.state
     if "compile_seconds" not in st and "compiled_graphs" not in st:
         return None
@@ -485,7 +506,8 @@ def summary(cap):
     tr = st.get("triton", {"kernels": 0, "seconds": 0.0})
     return {"graphs": st.get("compiled_graphs", 0), "seconds": round(st.get("compile_seconds", 0.0), 3),
             "triton_kernels": tr["kernels"], "triton_seconds": round(tr["seconds"], 3),
-            "triton_cache": os.environ.get("TRITON_CACHE_DIR") or triton_loader.triton_cache_dir()}
+            "triton_cache": os.environ.get("TRITON_CACHE_DIR") or triton_loader.triton_cache_dir(),
+            "timed": dict(sorted(st.get("timed", {}).items()))}
 
 
 class _CudaOnMeta(torch.overrides.TorchFunctionMode):
@@ -592,13 +614,12 @@ def compile(cap, model=None, *, fullgraph=False, dynamic=None, backend="inductor
     patches = {}
     if mode not in _MODELLED_MODES:
         cap.count_unmodelled(f"torch.compile mode {mode!r} (unknown: predicted as the default mode)", SOURCE)
-    if mode in ("max-autotune", "max-autotune-no-cudagraphs") or (options or {}).get("max_autotune"):
-        cap.count_unmodelled("torch.compile max-autotune's template choices (timed on the GPU: predicted as the "
-                             "default mode's kernels)", SOURCE)
+    if mode in _MODELLED_MODES and mode:
+        patches.update(torch._inductor.list_mode_options(mode))  # max_autotune, coordinate_descent_tuning, ...
     if options:
-        patches.update({k: v for k, v in options.items() if k != "max_autotune"})
-    if mode in ("reduce-overhead", "max-autotune") and "triton.cudagraphs" not in patches:
-        patches["triton.cudagraphs"] = True  # torch._inductor.list_mode_options
+        patches.update(options)
+    if patches.get("max_autotune") or patches.get("max_autotune_gemm"):
+        max_autotune.install(cap, _CudaOnMeta)  # its benchmarks' memory (max_autotune.py)
     if patches.get("triton.cudagraphs"):
         cudagraphs.install(cap)  # CUDA graphs: the cudagraph trees' memory (cudagraphs.py)
     compiled = _orig_compile(model, backend=functools.partial(_backend, cap, patches), fullgraph=fullgraph,

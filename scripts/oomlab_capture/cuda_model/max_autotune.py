@@ -1,0 +1,180 @@
+"""max-autotune under the capture: torch.compile mode="max-autotune" or "max-autotune-no-cudagraphs" (or
+options={"max_autotune": True}), with the device memory its benchmarks make on the GPU and none of them timed.
+
+Inductor lowers a matmul (or a convolution) to a choice between ATen's kernel and Triton templates, and picks one
+by timing each on random inputs during the compile (torch/_inductor/select_algorithm.py AlgorithmSelectorCache).
+What that costs the GPU's caching allocator is the same whatever the timings say, and is made here on meta and
+recorded:
+- `get_inputs` makes each distinct input and the output with `rand_strided` on the device (benchmark_example_value),
+  held while every choice is benchmarked;
+- each benchmark is `benchmarker.benchmark_gpu` (runtime/benchmarking.py): a warm-up call, then a flush buffer of
+  the L2's size while the timed calls run, freed at the end; an ATen choice's calls are its extern op (here on
+  meta, with cuBLAS's workspace taken as on the GPU); a template's kernel is neither compiled nor run;
+- the scheduler's epilogue (and prologue) fusion benchmark (scheduler.py speedup_by_fusion with
+  benchmark_epilogue_fusion) times the node a template would fuse with on its own first: its benchmark module's
+  `get_args()` are made on the device, one call on clones of its mutated arguments makes its first-run autotuning,
+  then benchmark_gpu on fresh clones (codegen/triton.py benchmark_codegened_module); a module's timing is cached
+  beside its source (`.kernel_perf`), so the same source is benchmarked once;
+- every pointwise and reduction kernel is tuned by coordinate descent at its first launch (the mode sets
+  coordinate_descent_tuning: triton_heuristics.py coordinate_descent_tuning): one benchmark more, on clones of its
+  mutated arguments (compiled.py _Kernel).
+The choice itself is timing: ATen's kernel is taken everywhere (the templates timed slower, so no fused candidate
+is compiled or benchmarked), and the report says so.
+The benchmarks' inputs and arguments are freed here when their last reference goes; on the GPU some are in
+reference cycles and Python's garbage collector frees them later, at a point set by the interpreter's own
+allocations (an H200 recording's frees inside sympy and Triton code: docs/parity.md, "Compiled training"). So
+they are a range: the upper trace holds each until the end of its graph's compile (compiled.py `_backend`).
+"""
+import torch
+import torch.utils._python_dispatch
+
+SOURCE = "torch/_inductor/select_algorithm.py AlgorithmSelectorCache; scheduler.py speedup_by_fusion"
+HELD = "torch.compile max-autotune benchmark tensors, freed by Python's garbage collector on the GPU (the upper " \
+       "end holds each to the end of its graph's compile)"
+# the timings the stand-ins report: ATen's choice the fastest, a template slower than ATen plus the node it would
+# fuse with (so no fused candidate is compiled or benchmarked: scheduler.py speedup_by_fusion)
+ATEN = 1.0
+TEMPLATE = 2.0
+FUSED_NODE = 0.5
+
+_installed = False
+
+
+def install(cap, on_meta):
+    """The benchmarks' stand-ins, for the whole capture (a compile without max-autotune never reaches them).
+    on_meta(cap): the context in which device factories make recorded meta tensors (compiled._CudaOnMeta)."""
+    global _installed
+    if _installed:
+        return
+    _installed = True
+    from torch._inductor import select_algorithm as sa
+    from torch._inductor.codegen import triton as triton_codegen
+    from torch._inductor.runtime import benchmarking
+
+    from . import compiled
+
+    from torch._inductor import config
+    # the timings here are stand-ins: Inductor's tables of them (stderr) are not printed
+    sa.PRINT_AUTOTUNE = False
+    config.max_autotune_report_choices_stats = False
+    l2 = cap.gpu.get("l2_bytes", 0)
+    cap.count_unmodelled("torch.compile max-autotune's choices (timed on the GPU: ATen's kernels predicted, the "
+                         "Triton templates and their fusions not taken)", SOURCE)
+
+    def flush():
+        buffer = torch.empty(l2 // 4, dtype=torch.int, device="meta")
+        del buffer
+
+    def benchmark_gpu(_callable, *args, **kwargs):
+        # the warm-up call, the flush buffer, the timed calls (the same blocks as the warm-up's: one call)
+        with _Bracketed(cap):
+            _callable()
+        buffer = torch.empty(l2 // 4, dtype=torch.int, device="meta")
+        with _Bracketed(cap):
+            _callable()
+        del buffer
+        return ATEN
+    benchmarking.benchmarker.benchmark_gpu = benchmark_gpu
+
+    def recorded(fn):
+        def call(*args, **kwargs):
+            was = cap.ext.pause(False)
+            try:
+                with on_meta(cap):
+                    return fn(*args, **kwargs)
+            finally:
+                cap.ext.pause(was)
+        return call
+
+    cls = sa.AlgorithmSelectorCache
+    # templates are compiled on the GPU host before they are timed (no device memory): not compiled here
+    cls.make_precompile_fn = lambda self, *args, **kwargs: (lambda: {})
+    get_inputs = cls.get_inputs.__func__
+
+    def held_inputs(cls, *args, **kwargs):
+        autotune_args = get_inputs(cls, *args, **kwargs)
+        for t in _tensors(autotune_args):
+            cap.hold_in_upper(t, HELD, SOURCE)
+        return autotune_args
+    cls.get_inputs = classmethod(held_inputs)
+    in_process = cls.benchmark_in_current_process.__func__
+    cls.benchmark_in_current_process = classmethod(recorded(in_process))
+    choice_bench = cls.benchmark_choice.__func__
+
+    def benchmark_choice(cls, choice, autotune_args):
+        if cls._is_extern(choice):
+            return choice_bench(cls, choice, autotune_args)
+        inputs, output = autotune_args.get_benchmark_tensors(False).unpack()
+        output.zero_()
+        flush()  # its benchmark_gpu: the template's kernel is not run here
+        return TEMPLATE
+    cls.benchmark_choice = classmethod(benchmark_choice)
+    # each selection among several choices is a timed choice (counted once, where its timings are made)
+    do_autotuning = cls.do_autotuning
+
+    def counted(self, name, input_nodes, layout, input_gen_fns, inputs_key, choices, *args, **kwargs):
+        compiled.timed_choice(cap, "max_autotune")
+        return do_autotuning(self, name, input_nodes, layout, input_gen_fns, inputs_key, choices, *args, **kwargs)
+    cls.do_autotuning = counted
+
+    timed = {}
+
+    def benchmark_codegened_module(self, mod, n_spills_threshold=8, node_names=None):
+        path = mod.__file__
+        if path in timed:  # its .kernel_perf: benchmarked once per source
+            return timed[path], path
+        with open(path) as f:
+            kernel = compiled._kernel_of(cap, "triton_", f.read())
+        if kernel is None:
+            cap.count_unmodelled("torch.compile max-autotune fusion benchmark of a kernel whose heuristics did not "
+                                 "run here (its allocations are not in the trace)", SOURCE)
+
+        def clones(args):
+            return kernel._clones(args, ()) if kernel is not None else []
+
+        @recorded
+        def run():
+            args = mod.get_args()
+            for t in args:
+                cap.hold_in_upper(t, HELD, SOURCE)
+            first = clones(args)
+            if kernel is not None:
+                kernel.run(*args)  # the first call: the kernel's own autotuning, on the clones
+            del first
+            benchmark_gpu(lambda: clones(args))
+            if kernel is not None and kernel.mutated:
+                benchmark_gpu(lambda: clones(args))  # the clones' own cost, subtracted from the timing
+            del args
+        run()
+        timed[path] = FUSED_NODE
+        return FUSED_NODE, path
+    triton_codegen.TritonScheduling.benchmark_codegened_module = benchmark_codegened_module
+
+
+def _tensors(x, depth=0):
+    """The tensors of an AutotuneArgs (its BenchmarkTensors' inputs and output, the expected result)."""
+    if isinstance(x, torch.Tensor):
+        yield x
+    elif isinstance(x, (list, tuple)):
+        for y in x:
+            yield from _tensors(y, depth + 1)
+    elif depth < 2 and hasattr(x, "__dataclass_fields__"):
+        for name in x.__dataclass_fields__:
+            yield from _tensors(getattr(x, name, None), depth + 1)
+
+
+class _Bracketed(torch.utils._python_dispatch.TorchDispatchMode):
+    """Each op a benchmark runs allocates only its outputs, as its CUDA kernel does (recorder.RecordMode's bracket:
+    a meta kernel's temporaries, an out= variant's result before its copy, are not device allocations)."""
+
+    def __init__(self, cap):
+        super().__init__()
+        self.cap = cap
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        x = self.cap.ext
+        x.op_begin()
+        try:
+            return func(*args, **(kwargs or {}))
+        finally:
+            x.op_end([])
