@@ -724,19 +724,20 @@ Test(predict_parity, compiled_hf_gpt2_cudagraphs)
 
 /* mode="max-autotune-no-cudagraphs": the autotuning benchmarks' memory made as on the GPU (cuda_model/max_autotune.py:
  * select_algorithm's inputs and flush buffers, the epilogue benchmarks, coordinate descent), ATen's kernels taken.
- * The benchmark tensors Python's garbage collector frees on the GPU are the range: the upper end holds them to the
- * end of their graph's compile. Peak allocated lies in the range on both; peak reserved on the MLP (ATen won every
+ * The range: the benchmark tensors Python's garbage collector frees on the GPU, held in the upper end to the end of
+ * their graph's compile, and the selections benchmarked again where a template Triton refuses failed its precompile
+ * in-process (the upper end only). Peak allocated lies in the range on both; peak reserved on the MLP (ATen won every
  * choice on the GPU), not on Llama bf16 (Triton templates won 46 of 51 mm there, and their fused benchmarks and
  * the collector's timing lay out the segments otherwise): docs/parity.md, "Compiled training". */
 #define AUTOTUNED "max-autotune's choices"
 Test(predict_parity, compiled_mlp_autotune)
 {
-    check_compiled(&(compiled_case){"cmp_mlp_autotune", 0, -125829120, 0, 0, 0, AUTOTUNED, 0, 28, 0, 130023424});
+    check_compiled(&(compiled_case){"cmp_mlp_autotune", 0, -125829120, 0, 0, 0, AUTOTUNED, 0, 42, 0, 385875968});
 }
 Test(predict_parity, compiled_hf_llama_bf16_autotune)
 {
-    check_compiled(&(compiled_case){"cmp_hf_llama_bf16_autotune", -25128960, 216006656, 0, 0, 0, AUTOTUNED, 0, 51,
-                                    210763776, 188743680});
+    check_compiled(&(compiled_case){"cmp_hf_llama_bf16_autotune", -25128960, 216006656, 0, 0, 0, AUTOTUNED, 0, 99,
+                                    419954688, 434110464});
 }
 
 /* `$OOMLAB_PARITY_BIN ARGS` (the optimised build: advise's bisections under the validator take minutes), which

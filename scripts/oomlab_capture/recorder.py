@@ -12,6 +12,7 @@ Three layers, entered together by Capture.__enter__:
 - cudaapi: torch.cuda.* answers as a GPU of the chosen kind would, without a CUDA context.
 The allocations themselves come from the recording Meta allocator (ext, meta_alloc.cpp).
 """
+import contextlib
 import json
 import os
 import sys
@@ -34,6 +35,7 @@ SCHEMA = "oomlab.capture/1"
 TAG_CTX_SHIFT = 40
 MARK_EMPTY_CACHE = 1  # ext.mark's kinds
 MARK_RELEASE_HELD = 2  # the upper trace frees what hold_in_upper held (release_held)
+MARK_UPPER_BEGIN, MARK_UPPER_END = 3, 4  # upper_only's bracket: what is allocated inside is in the upper trace only
 # one placeholder line answered this often is said on stderr as a possible endless loop (`while not x.item():`)
 LOOP_WARN = 20_000
 # op -> the order (indices into its outputs) in which its CUDA kernel allocates them, where not output order
@@ -232,6 +234,18 @@ class Capture:
         r[1] = max(r[1], e[1])
         r[2] += e[1]
 
+    @contextlib.contextmanager
+    def upper_only(self, what, source):
+        """Allocations made inside (and their frees, wherever they come) are in the upper trace only: work the GPU
+        may or may not do, as the range's what says."""
+        r = self.ranges.setdefault((what, source), [0, 0, 0])
+        r[0] += 1
+        self.ext.mark(MARK_UPPER_BEGIN)
+        try:
+            yield
+        finally:
+            self.ext.mark(MARK_UPPER_END)
+
     def release_held(self):
         """The point by which the storages hold_in_upper named are freed in the upper trace."""
         if self.hi_held:
@@ -337,6 +351,7 @@ class Capture:
     def _collect(self):
         t = int(self._t0 * 1e6)
         held = []  # the upper trace's frees of hold_in_upper's storages, until the next release mark
+        upper, upper_addrs = 0, set()  # inside upper_only's bracket; the allocations made there
         for i, (action, addr, size, tag) in enumerate(self.ext.drain()):
             ctx, tag = tag >> TAG_CTX_SHIFT, tag & ((1 << TAG_CTX_SHIFT) - 1)
             name, step, fr = self.labels[tag] if 0 <= tag < len(self.labels) else ("?", 0, [])
@@ -344,6 +359,9 @@ class Capture:
             if action == 3 and size == MARK_RELEASE_HELD:
                 self.events_hi.extend(dict(e, time_us=t + i) for e in held)
                 held = []
+                continue
+            if action == 3 and size in (MARK_UPPER_BEGIN, MARK_UPPER_END):
+                upper += 1 if size == MARK_UPPER_BEGIN else -1
                 continue
             if action == 3:  # a mark: torch.cuda.empty_cache()
                 e = {"action": "empty_cache", "addr": 0, "size": 0, "stream": 0, "time_us": t + i, "frames": fr,
@@ -367,7 +385,9 @@ class Capture:
                 held.extend(evs)
             else:
                 self.events_hi.extend(evs)
-            if addr not in self.hi_only:
+            if upper > 0 and action == 0:
+                upper_addrs.add(addr)
+            if addr not in self.hi_only and addr not in upper_addrs:
                 self.events.extend(evs)
         self.events_hi.extend(held)
 

@@ -25,10 +25,16 @@ reference cycles and Python's garbage collector frees them later, at a point set
 allocations (an H200 recording's frees inside sympy and Triton code: docs/parity.md, "Compiled training"). So
 they are a range: the upper trace holds each until the end of its graph's compile (compiled.py `_backend`).
 """
+import functools
+import re
+
 import torch
 import torch.utils._python_dispatch
 
 SOURCE = "torch/_inductor/select_algorithm.py AlgorithmSelectorCache; scheduler.py speedup_by_fusion"
+REPEAT = "torch.compile max-autotune selections benchmarked again (a template Triton refuses for its shared " \
+         "memory fails at its precompile where that runs in Inductor's process, not in the compile workers: " \
+         "timing, async_compile.py use_process_pool; the upper end repeats them)"
 HELD = "torch.compile max-autotune benchmark tensors, freed by Python's garbage collector on the GPU (the upper " \
        "end holds each to the end of its graph's compile)"
 # the timings the stand-ins report: ATen's choice the fastest, a template slower than ATen plus the node it would
@@ -87,8 +93,31 @@ def install(cap, on_meta):
         return call
 
     cls = sa.AlgorithmSelectorCache
-    # templates are compiled on the GPU host before they are timed (no device memory): not compiled here
-    cls.make_precompile_fn = lambda self, *args, **kwargs: (lambda: {})
+    # templates are compiled on the GPU host before they are timed (no device memory): not compiled here, but
+    # those Triton refuses for their shared memory fail as on the GPU (make_precompile_fn's structure kept: its
+    # cache lookup, its per-key precompile function, which marks the first selection's choices only)
+    smem = _SMEM_OPTIN.get(cap.gpu.get("arch"), 0)
+    precompiled = {}
+
+    def make_precompile_fn(self, choices, name, inputs_key, precompilation_timeout_seconds=3600):
+        if precompilation_timeout_seconds is None or precompilation_timeout_seconds <= 0:
+            return _no_op
+        timings = self.lookup(choices, name, inputs_key, benchmark=None)
+        if timings and len(timings) == len(choices):
+            return _no_op
+        key = sa.create_precompile_key(name, inputs_key, choices)
+        if key in precompiled:
+            return precompiled[key]
+
+        @functools.cache
+        def wait_on_futures():
+            for c in choices:
+                if _over_smem(c, smem):
+                    c.mark_failed()
+            return {}
+        precompiled[key] = wait_on_futures
+        return wait_on_futures
+    cls.make_precompile_fn = make_precompile_fn
     get_inputs = cls.get_inputs.__func__
 
     def held_inputs(cls, *args, **kwargs):
@@ -97,8 +126,16 @@ def install(cap, on_meta):
             cap.hold_in_upper(t, HELD, SOURCE)
         return autotune_args
     cls.get_inputs = classmethod(held_inputs)
-    in_process = cls.benchmark_in_current_process.__func__
-    cls.benchmark_in_current_process = classmethod(recorded(in_process))
+    in_process = recorded(cls.benchmark_in_current_process.__func__)
+
+    def benchmark_in_current_process(cls, choices, *args, **kwargs):
+        if any(_over_smem(c, smem) and not c.failed for c in choices):
+            # a repeat of a selection whose refused template the first one pruned: its inputs key missed the
+            # timings cache for that choice; made on the GPU only where the precompile ran in-process
+            with cap.upper_only(REPEAT, SOURCE):
+                return in_process(cls, choices, *args, **kwargs)
+        return in_process(cls, choices, *args, **kwargs)
+    cls.benchmark_in_current_process = classmethod(benchmark_in_current_process)
     choice_bench = cls.benchmark_choice.__func__
 
     def benchmark_choice(cls, choice, autotune_args):
@@ -106,6 +143,8 @@ def install(cap, on_meta):
             return choice_bench(cls, choice, autotune_args)
         inputs, output = autotune_args.get_benchmark_tensors(False).unpack()
         output.zero_()
+        if _over_smem(choice, smem):  # its compile raises before benchmark_gpu: timed inf (benchmark_choices)
+            return float("inf")
         flush()  # its benchmark_gpu: the template's kernel is not run here
         return TEMPLATE
     cls.benchmark_choice = classmethod(benchmark_choice)
@@ -149,6 +188,37 @@ def install(cap, on_meta):
         timed[path] = FUSED_NODE
         return FUSED_NODE, path
     triton_codegen.TritonScheduling.benchmark_codegened_module = benchmark_codegened_module
+
+
+# cudaDevAttrMaxSharedMemoryPerBlockOptin by architecture (the CUDA programming guide's table; fakecuda.c answers
+# the same), the limit Triton's compile checks a kernel's shared memory against (OutOfResources)
+_SMEM_OPTIN = {"sm_90": 232448, "sm_80": 166912, "sm_89": 101376}
+_CONFIG = re.compile(r"\b(BLOCK_M|BLOCK_N|BLOCK_K|num_stages|ALLOW_TF32)=(\w+)")
+
+
+def _no_op(*args, **kwargs):
+    return {}
+
+
+def _over_smem(choice, limit):
+    """Whether Triton refuses a matmul template's config for its shared memory: an A and a B tile per pipeline
+    buffer, num_stages buffers where the dot runs on tensor cores and num_stages - 1 for float32 without TF32 (the
+    H200's refusals: docs/measurements/h200-2026-12-04-autotune, "out of resource ... Required")."""
+    if not limit or not isinstance(choice, _template_caller()):
+        return False
+    cfg = dict(_CONFIG.findall(getattr(choice, "description", "") or ""))
+    try:
+        m, n, k, stages = (int(cfg[x]) for x in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages"))
+        size = choice.input_nodes[0].get_dtype().itemsize
+    except (KeyError, ValueError, AttributeError, IndexError):
+        return False
+    buffers = stages - 1 if size == 4 and cfg.get("ALLOW_TF32") != "True" else stages
+    return (m * k + k * n) * size * buffers > limit
+
+
+def _template_caller():
+    from torch._inductor.select_algorithm import TritonTemplateCaller
+    return TritonTemplateCaller
 
 
 def _tensors(x, depth=0):
