@@ -37,20 +37,20 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s) { (void)s; return cudaSuccess;
 cudaError_t cudaStreamQuery(cudaStream_t s) { (void)s; return cudaSuccess; }
 
 /* The GPU of the prediction, from OOMLAB_FAKECUDA_GPU="name;total_memory;major;minor;sm_count;threads_per_sm;
- * l2_bytes" (fakecuda.py sets it from the GPU table): what at::cuda::getDeviceProperties answers (SDPA's backend
+ * l2_bytes;smem_per_block_optin" (fakecuda.py sets it from the GPU table): what at::cuda::getDeviceProperties answers (SDPA's backend
  * choice reads the capability and SM count). */
 cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int device)
 {
     const char *spec = getenv("OOMLAB_FAKECUDA_GPU");
     char buf[256];
-    char *f[7] = {0};
+    char *f[8] = {0};
     int n = 0;
     if (device != 0 || !spec || strlen(spec) >= sizeof buf)
         return cudaErrorInvalidDevice;
     strcpy(buf, spec);
-    for (char *tok = strtok(buf, ";"); tok && n < 7; tok = strtok(NULL, ";"))
+    for (char *tok = strtok(buf, ";"); tok && n < 8; tok = strtok(NULL, ";"))
         f[n++] = tok;
-    if (n != 7)
+    if (n != 8)
         return cudaErrorInvalidDevice;
     memset(p, 0, sizeof *p);
     strncpy(p->name, f[0], sizeof p->name - 1);
@@ -65,7 +65,7 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int device)
     p->regsPerMultiprocessor = 65536;
     p->regsPerBlock = 65536;
     p->sharedMemPerBlock = 49152;
-    p->sharedMemPerBlockOptin = p->major >= 9 ? 232448 : p->major == 8 && p->minor == 0 ? 166912 : 101376;
+    p->sharedMemPerBlockOptin = atoi(f[7]);
     p->sharedMemPerMultiprocessor = p->sharedMemPerBlockOptin + 1024;
     return cudaSuccess;
 }

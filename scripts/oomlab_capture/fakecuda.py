@@ -65,7 +65,7 @@ def preload(argv, gpu):
     env[MARK] = "1"
     env["OOMLAB_FAKECUDA_GPU"] = ";".join(str(x) for x in (
         "NVIDIA " + gpu["name"], gpu["total_memory"], major, minor, gpu["sm_count"], gpu["max_threads_per_sm"],
-        gpu.get("l2_bytes", 0)))
+        gpu.get("l2_bytes", 0), gpus.smem_per_block_optin(gpu)))
     env["LD_PRELOAD"] = path + (":" + env["LD_PRELOAD"] if env.get("LD_PRELOAD") else "")
     sys.stdout.flush()
     sys.stderr.flush()

@@ -90,6 +90,15 @@ def capability(gpu):
     return int(digits[:-1]), int(digits[-1])
 
 
+# cudaDevAttrMaxSharedMemoryPerBlockOptin by compute capability (the CUDA C++ Programming Guide's table of
+# technical specifications): what fakecuda.c answers, and the limit Triton's compile checks a kernel against
+SMEM_OPTIN = {(9, 0): 232_448, (8, 0): 166_912, (8, 9): 101_376}
+
+
+def smem_per_block_optin(gpu):
+    return SMEM_OPTIN.get(capability(gpu), 0)
+
+
 def table_text():
     lines = [f"{'GPU':<11} {'total memory':>16} {'SMs':>4} {'arch':>6} {'context':>12}"]
     for name, g in GPUS.items():

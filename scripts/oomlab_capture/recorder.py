@@ -157,9 +157,11 @@ class Capture:
         self.budget = None        # set_per_process_memory_fraction(f) * total_memory
         self.torch_note = versions.note(torch.__version__)  # None for the modelled torch (versions.py)
         self.events = []
-        self.events_hi = []       # the upper trace: events with the range's allocations (range_alloc) too
+        self.events_hi = []       # the upper trace: the range's allocations (range_alloc, upper_only) too, and
+                                  # hold_in_upper's frees later
         self.hi_only = set()      # the fake addresses of those allocations
         self.hi_held = set()      # fake addresses whose free the upper trace makes at the next release_held
+        self._upper_keys = []     # the range key of each upper_only bracket, in order
         self.ranges = {}          # (what, source) -> [count, largest, total bytes]
         self.pins = []            # the bytes of each Tensor.pin_memory call, in order (pinned host memory)
         self._pin_lock = threading.Lock()
@@ -214,10 +216,7 @@ class Capture:
     def range_alloc(self, size, what, source):
         """An allocation the CUDA path may make whose size the CPU cannot know: in the upper trace only (the
         range's high end, events_hi), with size its bound; its free with fake_free as any other."""
-        r = self.ranges.setdefault((what, source), [0, 0, 0])
-        r[0] += 1
-        r[1] = max(r[1], size)
-        r[2] += size
+        self._count_range((what, source), 1, size)
         a = self.ext.fake_alloc(size)
         self.hi_only.add(a)
         return a
@@ -229,22 +228,25 @@ class Capture:
         if e is None or e[0] in self.hi_held:
             return
         self.hi_held.add(e[0])
-        r = self.ranges.setdefault((what, source), [0, 0, 0])
-        r[0] += 1
-        r[1] = max(r[1], e[1])
-        r[2] += e[1]
+        self._count_range((what, source), 1, e[1])
 
     @contextlib.contextmanager
     def upper_only(self, what, source):
         """Allocations made inside (and their frees, wherever they come) are in the upper trace only: work the GPU
         may or may not do, as the range's what says."""
-        r = self.ranges.setdefault((what, source), [0, 0, 0])
-        r[0] += 1
+        self._count_range((what, source), 1, 0)
+        self._upper_keys.append((what, source))  # its allocations' bytes are counted in _collect
         self.ext.mark(MARK_UPPER_BEGIN)
         try:
             yield
         finally:
             self.ext.mark(MARK_UPPER_END)
+
+    def _count_range(self, key, count, size):
+        r = self.ranges.setdefault(key, [0, 0, 0])  # [count, largest, total bytes]
+        r[0] += count
+        r[1] = max(r[1], size)
+        r[2] += size
 
     def release_held(self):
         """The point by which the storages hold_in_upper named are freed in the upper trace."""
@@ -351,7 +353,7 @@ class Capture:
     def _collect(self):
         t = int(self._t0 * 1e6)
         held = []  # the upper trace's frees of hold_in_upper's storages, until the next release mark
-        upper, upper_addrs = 0, set()  # inside upper_only's bracket; the allocations made there
+        upper, upper_addrs, brackets = [], set(), 0  # the open upper_only brackets' keys; their allocations
         for i, (action, addr, size, tag) in enumerate(self.ext.drain()):
             ctx, tag = tag >> TAG_CTX_SHIFT, tag & ((1 << TAG_CTX_SHIFT) - 1)
             name, step, fr = self.labels[tag] if 0 <= tag < len(self.labels) else ("?", 0, [])
@@ -360,8 +362,12 @@ class Capture:
                 self.events_hi.extend(dict(e, time_us=t + i) for e in held)
                 held = []
                 continue
-            if action == 3 and size in (MARK_UPPER_BEGIN, MARK_UPPER_END):
-                upper += 1 if size == MARK_UPPER_BEGIN else -1
+            if action == 3 and size == MARK_UPPER_BEGIN:
+                upper.append(self._upper_keys[brackets])
+                brackets += 1
+                continue
+            if action == 3 and size == MARK_UPPER_END:
+                upper.pop()
                 continue
             if action == 3:  # a mark: torch.cuda.empty_cache()
                 e = {"action": "empty_cache", "addr": 0, "size": 0, "stream": 0, "time_us": t + i, "frames": fr,
@@ -385,8 +391,9 @@ class Capture:
                 held.extend(evs)
             else:
                 self.events_hi.extend(evs)
-            if upper > 0 and action == 0:
+            if upper and action == 0:
                 upper_addrs.add(addr)
+                self._count_range(upper[-1], 0, size)
             if addr not in self.hi_only and addr not in upper_addrs:
                 self.events.extend(evs)
         self.events_hi.extend(held)

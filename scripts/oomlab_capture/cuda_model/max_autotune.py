@@ -53,13 +53,14 @@ def install(cap, on_meta):
     if _installed:
         return
     _installed = True
+    from torch._inductor import config
     from torch._inductor import select_algorithm as sa
     from torch._inductor.codegen import triton as triton_codegen
     from torch._inductor.runtime import benchmarking
 
+    from .. import gpus
     from . import compiled
 
-    from torch._inductor import config
     # the timings here are stand-ins: Inductor's tables of them (stderr) are not printed
     sa.PRINT_AUTOTUNE = False
     config.max_autotune_report_choices_stats = False
@@ -67,15 +68,14 @@ def install(cap, on_meta):
     cap.count_unmodelled("torch.compile max-autotune's choices (timed on the GPU: ATen's kernels predicted, the "
                          "Triton templates and their fusions not taken)", SOURCE)
 
-    def flush():
-        buffer = torch.empty(l2 // 4, dtype=torch.int, device="meta")
-        del buffer
+    def flush_buffer():  # benchmark_gpu's L2 flush: a quarter of the L2 in int (triton#840)
+        return torch.empty(l2 // 4, dtype=torch.int, device="meta")
 
     def benchmark_gpu(_callable, *args, **kwargs):
         # the warm-up call, the flush buffer, the timed calls (the same blocks as the warm-up's: one call)
         with _Bracketed(cap):
             _callable()
-        buffer = torch.empty(l2 // 4, dtype=torch.int, device="meta")
+        buffer = flush_buffer()
         with _Bracketed(cap):
             _callable()
         del buffer
@@ -96,7 +96,7 @@ def install(cap, on_meta):
     # templates are compiled on the GPU host before they are timed (no device memory): not compiled here, but
     # those Triton refuses for their shared memory fail as on the GPU (make_precompile_fn's structure kept: its
     # cache lookup, its per-key precompile function, which marks the first selection's choices only)
-    smem = _SMEM_OPTIN.get(cap.gpu.get("arch"), 0)
+    smem = gpus.smem_per_block_optin(cap.gpu)
     precompiled = {}
 
     def make_precompile_fn(self, choices, name, inputs_key, precompilation_timeout_seconds=3600):
@@ -145,7 +145,7 @@ def install(cap, on_meta):
         output.zero_()
         if _over_smem(choice, smem):  # its compile raises before benchmark_gpu: timed inf (benchmark_choices)
             return float("inf")
-        flush()  # its benchmark_gpu: the template's kernel is not run here
+        flush_buffer()  # its benchmark_gpu: the template's kernel is not run here
         return TEMPLATE
     cls.benchmark_choice = classmethod(benchmark_choice)
     # each selection among several choices is a timed choice (counted once, where its timings are made)
@@ -190,9 +190,6 @@ def install(cap, on_meta):
     triton_codegen.TritonScheduling.benchmark_codegened_module = benchmark_codegened_module
 
 
-# cudaDevAttrMaxSharedMemoryPerBlockOptin by architecture (the CUDA programming guide's table; fakecuda.c answers
-# the same), the limit Triton's compile checks a kernel's shared memory against (OutOfResources)
-_SMEM_OPTIN = {"sm_90": 232448, "sm_80": 166912, "sm_89": 101376}
 _CONFIG = re.compile(r"\b(BLOCK_M|BLOCK_N|BLOCK_K|num_stages|ALLOW_TF32)=(\w+)")
 
 
