@@ -66,7 +66,8 @@ def install(cap, on_meta):
     config.max_autotune_report_choices_stats = False
     l2 = cap.gpu.get("l2_bytes", 0)
     cap.count_unmodelled("torch.compile max-autotune's choices (timed on the GPU: ATen's kernels predicted, the "
-                         "Triton templates and their fusions not taken)", SOURCE)
+                         "Triton templates and their fusions not taken; Inductor's AUTOTUNE tables, whose timings "
+                         "are stand-ins here, are not printed)", SOURCE)
 
     def flush_buffer():  # benchmark_gpu's L2 flush: a quarter of the L2 in int (triton#840)
         return torch.empty(l2 // 4, dtype=torch.int, device="meta")
