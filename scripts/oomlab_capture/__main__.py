@@ -1,7 +1,7 @@
 """python -m oomlab_capture: run a PyTorch script on the CPU with its CUDA work on meta; write its device trace.
 
     python -m oomlab_capture --gpu NAME --out TRACE.json [--out-upper UPPER.json] [--status STATUS.json] [--quiet]
-                             [--rank R --world-size N] -- SCRIPT [ARGS...]
+                             [--timed-choices first|other] [--rank R --world-size N] -- SCRIPT [ARGS...]
     python -m oomlab_capture --list-gpus [--json]
     python -m oomlab_capture --build-extension
 
@@ -11,6 +11,11 @@ or 2 with the compiler's last line; a capture does it on first use otherwise (sa
 --out-upper UPPER.json: where the capture met allocations the CPU cannot know (the trace's "range": cuDNN
 convolutions not in a measured table), their bounds make a second trace, written here too; without a range,
 nothing is written there.
+
+--timed-choices first|other: how the choices the GPU makes by timing during torch.compile are taken (the trace's
+"compile" "timed" counts them): first (the default) pad_mm unpadded and max-autotune's ATen kernels; other pad_mm
+padded and the Triton templates, with their fusions (cuda_model/compiled.py, max_autotune.py). oomlab predict runs
+the capture a second time with "other" where the first timed any choice, and gives the range over both.
 
 --rank R --world-size N: the script is rank R of an N-process torch.distributed job (torchrun's variables set,
 init_process_group on a fake process group: distributed.py); the trace's "distributed" says whether it initialised.
@@ -33,7 +38,8 @@ import tempfile
 
 STATUS_SCHEMA = "oomlab.capture.status/1"
 USAGE = ("usage: python -m oomlab_capture --gpu NAME --out TRACE.json [--out-upper UPPER.json] "
-         "[--status STATUS.json] [--quiet] [--rank R --world-size N] -- SCRIPT [ARGS...]\n"
+         "[--status STATUS.json] [--quiet] [--timed-choices first|other] [--rank R --world-size N] -- "
+         "SCRIPT [ARGS...]\n"
          "       python -m oomlab_capture --list-gpus [--json]\n"
          "       python -m oomlab_capture --build-extension")
 
@@ -45,7 +51,7 @@ def bad(msg):
 
 def parse(argv):
     opts = {"rank": None, "world-size": None, "gpu": None, "out": None, "out-upper": None, "status": None,
-            "quiet": False,
+            "timed-choices": "first", "quiet": False,
             "list": False, "json": False,
             "script": None, "args": []}
     i = 0
@@ -57,7 +63,7 @@ def parse(argv):
                 raise ValueError("no SCRIPT after --")
             opts["script"], opts["args"] = rest[0], rest[1:]
             return opts
-        if a in ("--gpu", "--out", "--out-upper", "--status", "--rank", "--world-size"):
+        if a in ("--gpu", "--out", "--out-upper", "--status", "--rank", "--world-size", "--timed-choices"):
             if i + 1 >= len(argv):
                 raise ValueError(f"{a} needs a value")
             opts[a[2:]] = argv[i + 1]
@@ -182,6 +188,8 @@ def main(argv):
         return bad("no SCRIPT given (python -m oomlab_capture --help)")
     if o["out"] is None:
         return bad("--out TRACE.json is required")
+    if o["timed-choices"] not in ("first", "other"):
+        return bad(f"--timed-choices '{o['timed-choices'][:20]}': first or other")
     from . import fakecuda
     fakecuda.preload(argv, gpu)  # before torch is imported: re-executes this command with the library interposed
     try:
@@ -211,7 +219,7 @@ def main(argv):
     from . import ext, frames
     from .recorder import Capture
     try:
-        cap = Capture(gpu, quiet=o["quiet"], dist=dist)
+        cap = Capture(gpu, quiet=o["quiet"], dist=dist, choices=o["timed-choices"])
     except ext.BuildError as e:
         return status.end("build", 2, f"oomlab_capture: {e}")
     if cap.torch_note:

@@ -141,8 +141,9 @@ class RecordMode(TorchDispatchMode):
 class Capture:
     """One capture: `with Capture(gpu): ...` then .trace() / .write(path)."""
 
-    def __init__(self, gpu, quiet=False, dist=None):
+    def __init__(self, gpu, quiet=False, dist=None, choices="first"):
         self.gpu = gpu
+        self.choices = choices    # the choices the GPU makes by timing: "first" or "other" (--timed-choices)
         self.dist = dist          # (rank, world size): torch.distributed on the fake group (distributed.py)
         self.quiet = quiet
         self.ext = ext.load(quiet=quiet)

@@ -13,16 +13,18 @@ generates runs on meta with every buffer it allocates recorded (docs/parity.md, 
 - Its Triton kernels are never compiled or run (`_Kernel`): their heuristics run on their source to give the
   configs they are autotuned over, and a kernel's first launch makes autotuning's allocations (a cold cache, as a
   GPU's first run: clones of the mutated arguments, the L2-sized flush buffer); pad_mm's benchmark makes its
-  inputs and outputs on meta, recorded, and its timing-dependent choice is taken as unpadded (said).
+  inputs and outputs on meta, recorded, and its timing-dependent choice is taken as the capture's --timed-choices
+  says: unpadded ("first"), padded ("other"; oomlab predict runs both where there is such a choice).
 - CUDA graphs (mode "reduce-overhead", "max-autotune", or options={"triton.cudagraphs": True}): Inductor wraps the
   graphs as on the GPU, and cudagraphs.py makes the cudagraph trees' warm-ups, recordings and replays in their
   private pool.
 - max-autotune (the mode's options applied as torch.compile applies them): max_autotune.py makes its benchmarks'
-  allocations, ATen's kernel taken at each timed choice; the benchmark tensors the GPU's garbage collector frees
-  are the range (the upper trace holds them to the end of their graph's compile: `inner` below).
-- Said in the report as predicted otherwise (count_unmodelled): pad_mm's choice, max-autotune's choices (ATen's
-  kernels predicted), and a graph or a Dynamo trace that needs the GPU here (predicted as eager, with the step
-  that failed).
+  allocations, ATen's kernel ("first") or the Triton templates ("other") taken at each timed choice; the benchmark
+  tensors the GPU's garbage collector frees are the range (the upper trace holds them to the end of their graph's
+  compile: `inner` below).
+- The choices made by timing are counted (`timed_choice`: the compile summary's "timed"); said in the report as
+  predicted otherwise (count_unmodelled): a graph or a Dynamo trace that needs the GPU here (predicted as eager,
+  with the step that failed).
 """
 import builtins
 import contextlib
@@ -222,6 +224,11 @@ def _install(cap):
     l2 = cap.gpu.get("l2_bytes", 0)
     from . import triton_loader
     os.environ.setdefault("TRITON_CACHE_DIR", triton_loader.triton_cache_dir())
+    if cap.choices == "other":
+        # Inductor's caches (the FX graph cache, pad_mm's and the autotuner's timings: cache_dir()) key nothing on
+        # how the timed choices were taken: the other way compiles in a folder of its own
+        from torch._inductor.runtime.cache_dir_utils import cache_dir
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(cache_dir(), "other-choices")
     driver.set_active(_Driver(major * 10 + minor))
     from torch._inductor.runtime import triton_helpers
     triton_helpers.set_driver_to_gpu = lambda: None  # a kernel module's first line: the fake driver stays
@@ -267,7 +274,7 @@ def _install(cap):
 
     # pad_mm times a matmul unpadded and padded on the GPU during the compile, on random inputs it makes there:
     # those device allocations are made here on meta and recorded (the inputs, each call's output, the
-    # benchmarker's L2 flush buffer), and the choice, timing-dependent, is taken as unpadded (said)
+    # benchmarker's L2 flush buffer), and the choice, timing-dependent, is taken as --timed-choices says
     should_pad = pad_mm._should_pad
 
     call = {}
@@ -296,15 +303,15 @@ def _install(cap):
         return pad_addmm(input, *args, **kwargs)
     pad_mm.pad_addmm = pad_addmm_recorded
 
+    padded = 0.1 if cap.choices == "other" else 1.0  # is_padded_faster: padded wins below unpadded / 1.1
+
     def bench(fn, **kwargs):
         timed_choice(cap, "pad_mm")
-        cap.count_unmodelled("torch.compile pad_mm (padding chosen by timing both matmuls on the GPU: predicted "
-                             "unpadded)", "torch/_inductor/fx_passes/pad_mm.py _should_pad")
         fn()  # benchmark_gpu's warm-up call, then the flush buffer while the timed calls reuse fn's blocks
         flush = torch.empty(l2 // 4, dtype=torch.int, device="meta")
         fn()
         del flush
-        return 1.0  # the same for both: not padded (is_padded_faster)
+        return padded if getattr(fn, "__name__", "") == "pad_bench_fn" else 1.0
     pad_mm.get_do_bench = lambda: bench
     # the joint graph's patterns (attention fusions) are traced once from example tensors made with data on the
     # input's device (torch.tensor(2.0, device=...)); traced on meta they are the same patterns, with no device
@@ -490,7 +497,7 @@ def _backend(cap, patches, gm, example_inputs):
 
 def timed_choice(cap, what):
     """A choice the GPU makes by timing (what: "pad_mm" per benchmark, "max_autotune" per selection), counted for
-    the report's compile summary."""
+    the report's compile summary: oomlab predict captures the script the other way too where there is one."""
     timed = cap.state.setdefault("timed", {})
     timed[what] = timed.get(what, 0) + 1
 
@@ -498,7 +505,7 @@ def timed_choice(cap, what):
 def summary(cap):
     """The report's compile line (recorder.trace "compile"): None without torch.compile, else the graphs compiled
     for the GPU, the seconds the compile took (Dynamo, AOTAutograd, Inductor, the Triton compiles for the target),
-    those Triton compiles with their cache, and the choices made by timing (taken as said in the report)."""
+    those Triton compiles with their cache, the choices made by timing and how they were taken ("choices")."""
     st = cap.state
     if "compile_seconds" not in st and "compiled_graphs" not in st:
         return None
@@ -507,7 +514,7 @@ def summary(cap):
     return {"graphs": st.get("compiled_graphs", 0), "seconds": round(st.get("compile_seconds", 0.0), 3),
             "triton_kernels": tr["kernels"], "triton_seconds": round(tr["seconds"], 3),
             "triton_cache": os.environ.get("TRITON_CACHE_DIR") or triton_loader.triton_cache_dir(),
-            "timed": dict(sorted(st.get("timed", {}).items()))}
+            "timed": dict(sorted(st.get("timed", {}).items())), "choices": cap.choices}
 
 
 class _CudaOnMeta(torch.overrides.TorchFunctionMode):

@@ -18,8 +18,10 @@ recorded:
 - every pointwise and reduction kernel is tuned by coordinate descent at its first launch (the mode sets
   coordinate_descent_tuning: triton_heuristics.py coordinate_descent_tuning): one benchmark more, on clones of its
   mutated arguments (compiled.py _Kernel).
-The choice itself is timing: ATen's kernel is taken everywhere (the templates timed slower, so no fused candidate
-is compiled or benchmarked), and the report says so.
+The choice itself is timing, taken as the capture's --timed-choices says: "first", ATen's kernel everywhere (the
+templates timed slower, so no fused candidate is compiled or benchmarked); "other", the Triton templates (timed
+faster than ATen's kernels and than a template beside its epilogue, so each fusion the scheduler benchmarks is
+taken, its fused module benchmarked as above). oomlab predict runs both and gives the range.
 The benchmarks' inputs and arguments are freed here when their last reference goes; on the GPU some are in
 reference cycles and Python's garbage collector frees them later, at a point set by the interpreter's own
 allocations (an H200 recording's frees inside sympy and Triton code: docs/parity.md, "Compiled training"). So
@@ -36,11 +38,13 @@ REPEAT = "torch.compile max-autotune selections benchmarked again (a template Tr
          "memory fails at its precompile where that runs in Inductor's process, not in the compile workers: " \
          "timing, async_compile.py use_process_pool; the upper end repeats them)"
 HELD = "torch.compile max-autotune benchmark tensors, freed by Python's garbage collector on the GPU (the upper " \
-       "end holds each to the end of its graph's compile)"
-# the timings the stand-ins report: ATen's choice the fastest, a template slower than ATen plus the node it would
-# fuse with (so no fused candidate is compiled or benchmarked: scheduler.py speedup_by_fusion)
+       "end holds each to the end of its graph's compile; peak reserved is not bounded by them: the segments' " \
+       "layout follows the order of those frees)"
+# the timings the stand-ins report. "first": ATen's choice the fastest, a template slower than ATen plus the node it
+# would fuse with (so no fused candidate is compiled or benchmarked: scheduler.py speedup_by_fusion); "other": a
+# template faster than ATen, and a fused module faster than a template and its epilogue apart (the fusion taken)
 ATEN = 1.0
-TEMPLATE = 2.0
+TEMPLATE = {"first": 2.0, "other": 0.5}
 FUSED_NODE = 0.5
 
 _installed = False
@@ -65,9 +69,7 @@ def install(cap, on_meta):
     sa.PRINT_AUTOTUNE = False
     config.max_autotune_report_choices_stats = False
     l2 = cap.gpu.get("l2_bytes", 0)
-    cap.count_unmodelled("torch.compile max-autotune's choices (timed on the GPU: ATen's kernels predicted, the "
-                         "Triton templates and their fusions not taken; Inductor's AUTOTUNE tables, whose timings "
-                         "are stand-ins here, are not printed)", SOURCE)
+    template_ms = TEMPLATE[cap.choices]
 
     def flush_buffer():  # benchmark_gpu's L2 flush: a quarter of the L2 in int (triton#840)
         return torch.empty(l2 // 4, dtype=torch.int, device="meta")
@@ -147,7 +149,7 @@ def install(cap, on_meta):
         if _over_smem(choice, smem):  # its compile raises before benchmark_gpu: timed inf (benchmark_choices)
             return float("inf")
         flush_buffer()  # its benchmark_gpu: the template's kernel is not run here
-        return TEMPLATE
+        return template_ms
     cls.benchmark_choice = classmethod(benchmark_choice)
     # each selection among several choices is a timed choice (counted once, where its timings are made)
     do_autotuning = cls.do_autotuning
