@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "analysis/predict.h"
 #include "core/fileio.h"
 #include "testutil.h"
 
@@ -469,7 +470,7 @@ static const cJSON *get(const cJSON *o, const char *key)
     return v;
 }
 
-/* --json (schema oomlab.predict/6, its keys pinned) of an OOM: 40 MiB under a 32 MiB budget (fraction 0.5 of
+/* --json (schema oomlab.predict/7, its keys pinned) of an OOM: 40 MiB under a 32 MiB budget (fraction 0.5 of
  * 64 MiB: a cap of exactly 32 MiB) runs out at event 0, step 0, aten::empty; --trace keeps the trace, which
  * replay and advise take as a prediction. */
 Test(predict, json_oom_and_trace)
@@ -484,12 +485,12 @@ Test(predict, json_oom_and_trace)
     static const char *const keys[] = {"schema", "script", "gpu", "budget", "cap", "external_bytes", "events",
                                        "peak_allocated", "peak_reserved", "fits", "fits_in_layouts", "layouts",
                                        "oom", "placeholders", "answered", "modelled", "not_modelled", "range",
-                                       "capture", "pinned", "advise", "upper"};
+                                       "capture", "pinned", "advise", "upper", "other"};
     size_t n = 0;
     for (const cJSON *k = o->child; k; k = k->next, n++)
         cr_assert_str_eq(k->string, keys[n], "key %zu", n);
     cr_assert_eq(n, sizeof keys / sizeof keys[0]);
-    cr_assert_str_eq(get(o, "schema")->valuestring, "oomlab.predict/6");
+    cr_assert_str_eq(get(o, "schema")->valuestring, "oomlab.predict/7");
     cr_assert_eq(cJSON_GetArraySize(get(o, "not_modelled")), 0); /* the double reports none */
     cr_assert_str_eq(get(get(o, "gpu"), "name")->valuestring, "TEST-64MiB");
     cr_assert_eq(get(get(o, "gpu"), "total_memory")->valuedouble, 67108864);
@@ -601,7 +602,7 @@ Test(predict, real_capture_end_to_end, .timeout = 600)
     cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
     cJSON *o = cJSON_Parse(r.out);
     cr_assert_not_null(o, "%s", r.out);
-    cr_assert_str_eq(get(o, "schema")->valuestring, "oomlab.predict/6");
+    cr_assert_str_eq(get(o, "schema")->valuestring, "oomlab.predict/7");
     cr_assert_str_eq(get(get(o, "gpu"), "name")->valuestring, "H100-80GB");
     cr_assert(cJSON_IsTrue(get(o, "fits")));
     cr_assert_gt(get(o, "peak_allocated")->valuedouble, 0);
@@ -695,7 +696,7 @@ Test(predict, nproc_charges_nccl_and_groups_ranks)
     cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
     cJSON *o = cJSON_Parse(r.out);
     cr_assert_not_null(o, "%s", r.out);
-    cr_assert_str_eq(get(o, "schema")->valuestring, "oomlab.predict.nproc/4");
+    cr_assert_str_eq(get(o, "schema")->valuestring, "oomlab.predict.nproc/5");
     cr_assert(cJSON_IsTrue(get(o, "distributed")));
     cr_assert_eq(get(o, "nccl_bytes_per_rank")->valuedouble, 908066816.0);
     cr_assert_eq(get(o, "distinct_traces")->valueint, 2);
@@ -776,6 +777,25 @@ Test(predict, nproc_ddp_matches_its_twin, .timeout = 600)
     }
     cJSON_Delete(o);
     run_free(&r);
+}
+
+/* The capture's --timed-choices is first or other; anything else is one line and exit 2, before torch is loaded. */
+Test(predict, capture_checks_timed_choices)
+{
+    if (!venv_ready())
+        cr_skip_test("build/venv is not installed (make test installs it: scripts/predict_venv.sh)");
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "cd scripts && ../build/venv/bin/python -m oomlab_capture --gpu H200 --out '%s' --timed-choices fast -- "
+             "../tests/data/predict/scripts/ddp_mlp.py >'%s' 2>&1",
+             tpath("t.json"), tpath("log"));
+    int st = system(cmd);
+    char *log = fileio_read_all(tpath("log"), NULL);
+    cr_assert_not_null(log);
+    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 2, "%s", log);
+    cr_expect_str_eq(log, "oomlab_capture: --timed-choices 'fast': first or other\n");
+    cr_expect_neq(access(tpath("t.json"), F_OK), 0, "a trace after bad usage");
+    free(log);
 }
 
 /* What the capture records of DistributedDataParallel on the meta parameters, rank 1 of 2 (MLP(1024, 2): 8,437,800
@@ -885,6 +905,81 @@ Test(predict, range_from_an_upper_trace)
     cr_expect_neq(access(tpath("u.upper.json"), F_OK), 0, "an upper trace without a range");
     cJSON_Delete(o);
     run_free(&r);
+}
+
+/* Choices the GPU makes by timing (issue 29: pad_mm, max-autotune; the double's ARG other:N, a choice whose other
+ * way allocates N bytes more): predict captures the script a second time with --timed-choices other and spans both
+ * in the peaks, says how the choices were taken, gives each end's fit, and keeps the second capture's trace beside
+ * --trace. A sweep goes by the higher. Without a timed choice there is one capture and "other" is null. */
+Test(predict, timed_choices_both_ways)
+{
+    const char *s = script("s.py", "import torch\n");
+    run_result r = run(fmt("predict --python " FAKE " --gpu TEST-64MiB --trace '%s' '%s' 10MiB other:20MiB",
+                           tpath("t.json"), s));
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+    cr_expect_not_null(strstr(r.out, "peak allocated: between 10.00 MiB and 30.00 MiB (10485760 to 31457280 bytes)\n"),
+                       "%s", r.out);
+    cr_expect_not_null(strstr(r.out, "timed choices: the GPU makes 1 choice by timing during torch.compile (pad_mm: 1 "
+                                     "matmul timed unpadded and padded), which the CPU cannot time: predicted both "
+                                     "ways"),
+                       "%s", r.out);
+    cr_expect_not_null(strstr(r.out, "  the other choices: peak allocated 31457280, peak reserved 31457280 bytes\n"),
+                       "%s", r.out);
+    cr_expect_not_null(strstr(r.out, "fits (the first choices): yes"), "%s", r.out);
+    cr_expect_not_null(strstr(r.out, "fits (the other choices): yes"), "%s", r.out);
+    cr_expect_not_null(strstr(r.out, "  (PyTorch's defaults)                                     30 MiB (the first "
+                                     "choices: 10 MiB)\n"),
+                       "%s", r.out);
+    cr_expect_not_null(strstr(r.err, "capturing the script again with them taken the other way"), "%s", r.err);
+    cr_expect_eq(access(tpath("t.other.json"), F_OK), 0, "no other choices' trace beside --trace");
+    cr_expect_neq(access(tpath("t.upper.json"), F_OK), 0, "an upper trace without a range");
+    run_free(&r);
+    r = run(fmt("predict --python " FAKE " --gpu TEST-64MiB --json '%s' 10MiB other:20MiB", s));
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+    cJSON *o = cJSON_Parse(r.out);
+    cr_assert_not_null(o, "%s", r.out);
+    cr_expect_eq(get(o, "peak_allocated")->valuedouble, 10485760);
+    cr_expect_str_eq(get(get(get(o, "capture"), "compile"), "choices")->valuestring, "first");
+    const cJSON *other = get(o, "other");
+    cr_assert(cJSON_IsObject(other));
+    cr_expect_eq(get(other, "peak_allocated")->valuedouble, 31457280);
+    cr_expect_str_eq(get(get(get(other, "capture"), "compile"), "choices")->valuestring, "other");
+    cr_expect(cJSON_IsNull(get(other, "other")));
+    cJSON_Delete(o);
+    run_free(&r);
+    /* 40 MiB more the other way: 50 MiB fit the device's 56 MiB, 70 do not (batch MiB, then other:40MiB) */
+    r = run(fmt("predict --python " FAKE " --gpu TEST-64MiB --sweep batch=1..32 '%s' '{batch}MiB' other:40MiB", s));
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+    cr_expect_not_null(strstr(r.out, "largest batch that fits: 16 ("), "%s", r.out);
+    cr_expect_not_null(strstr(r.out, "(the range's highest end), fits: no"), "%s", r.out);
+    run_free(&r);
+}
+
+/* predict_result_check refuses each broken invariant, naming it, and accepts a prediction with both ends and the
+ * other choices. */
+Test(predict, result_validator)
+{
+    predict_result up = {.peak_allocated = 30, .peak_reserved = 40}, oup = up, other = {.peak_allocated = 20,
+                                                                                      .peak_reserved = 20};
+    predict_result res = {.peak_allocated = 10, .peak_reserved = 20, .upper = &up, .other = &other};
+    other.upper = &oup;
+    char why[256];
+    cr_expect_eq(predict_result_check(&res, true, why, sizeof why), OOM_OK);
+    res.peak_allocated = 21;
+    cr_expect_eq(predict_result_check(&res, true, why, sizeof why), OOM_ECORRUPT);
+    cr_expect(strncmp(why, "P1: the prediction", 18) == 0, "%s", why);
+    res.peak_allocated = 10;
+    up.other = &other;
+    cr_expect_eq(predict_result_check(&res, true, why, sizeof why), OOM_ECORRUPT);
+    cr_expect(strncmp(why, "P2: its upper end", 17) == 0, "%s", why);
+    up.other = NULL;
+    other.other = &other;
+    cr_expect_eq(predict_result_check(&res, true, why, sizeof why), OOM_ECORRUPT);
+    cr_expect(strncmp(why, "P3:", 3) == 0, "%s", why);
+    other.other = NULL;
+    oup.upper = &up;
+    cr_expect_eq(predict_result_check(&res, true, why, sizeof why), OOM_ECORRUPT);
+    cr_expect(strncmp(why, "P2: the other choices' upper end", 32) == 0, "%s", why);
 }
 
 /* Under --alloc-conf expandable_segments:True the peaks are the replay's under that setting (they were 0 bytes:

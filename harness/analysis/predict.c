@@ -6,6 +6,7 @@
 
 #include "alloc/memstats.h"
 #include "trace/replay.h"
+#include "core/check.h"
 #include "core/echo.h"
 #include "core/fail.h"
 
@@ -190,6 +191,10 @@ void predict_result_free(predict_result *res)
         predict_result_free(res->upper);
         free(res->upper);
     }
+    if (res->other) {
+        predict_result_free(res->other);
+        free(res->other);
+    }
     memset(res, 0, sizeof *res);
 }
 
@@ -203,6 +208,89 @@ static double num_of(const cJSON *o, const char *key)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
     return cJSON_IsNumber(v) ? v->valuedouble : 0;
+}
+
+static oom_status check_one(const predict_result *r, const char *which, char *why, size_t cap)
+{
+    if (r->peak_allocated > r->peak_reserved) {
+        snprintf(why, cap, "P1: %s: peak allocated %zu above peak reserved %zu", which, r->peak_allocated,
+                 r->peak_reserved);
+        return OOM_ECORRUPT;
+    }
+    return OOM_OK;
+}
+
+oom_status predict_result_check(const predict_result *res, bool expensive, char *why, size_t cap)
+{
+    (void)expensive;
+    const predict_result *end[4] = {res, res->upper, res->other, res->other ? res->other->upper : NULL};
+    static const char *const name[4] = {"the prediction", "its upper end", "the other choices",
+                                        "the other choices' upper end"};
+    for (int k = 0; k < 4; k++) {
+        if (!end[k])
+            continue;
+        if (check_one(end[k], name[k], why, cap) != OOM_OK)
+            return OOM_ECORRUPT;
+        if (k != 0 && k != 2 && (end[k]->upper || end[k]->other)) {
+            snprintf(why, cap, "P2: %s has an upper end or other choices of its own", name[k]);
+            return OOM_ECORRUPT;
+        }
+        if (k == 2 && end[k]->other) {
+            snprintf(why, cap, "P3: the other choices have other choices of their own");
+            return OOM_ECORRUPT;
+        }
+    }
+    return OOM_OK;
+}
+
+static const cJSON *compile_timed(const cJSON *cap)
+{
+    return cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(cap, "compile"), "timed");
+}
+
+int predict_timed_choices(const predict_result *res)
+{
+    int n = 0;
+    const cJSON *v;
+    cJSON_ArrayForEach(v, compile_timed(res->capture))
+    {
+        if (cJSON_IsNumber(v) && v->valuedouble > 0 && v->valuedouble < 1e9)
+            n += (int)v->valuedouble;
+    }
+    return n;
+}
+
+/* "timed choices: ..." where the capture met choices the GPU makes by timing: how many of each, and how they were
+ * taken (both ways, or the first way only). */
+static void print_timed(const predict_result *res, FILE *out)
+{
+    int n = predict_timed_choices(res);
+    if (n == 0)
+        return;
+    const cJSON *t = compile_timed(res->capture);
+    double pad = num_of(t, "pad_mm"), tune = num_of(t, "max_autotune");
+    fprintf(out, "timed choices: the GPU makes %d choice%s by timing during torch.compile (", n, n == 1 ? "" : "s");
+    if (pad > 0)
+        fprintf(out, "pad_mm: %.0f matmul%s timed unpadded and padded%s", pad, pad == 1 ? "" : "s",
+                tune > 0 ? "; " : "");
+    if (tune > 0)
+        fprintf(out, "max-autotune: %.0f selection%s between ATen's kernel and Triton templates", tune,
+                tune == 1 ? "" : "s");
+    fprintf(out, "), which the CPU cannot time: ");
+    const char *first = pad > 0 && tune > 0 ? "unpadded, ATen's kernels" : pad > 0 ? "unpadded" : "ATen's kernels";
+    const char *other = pad > 0 && tune > 0 ? "padded, the Triton templates and their fusions"
+                        : pad > 0           ? "padded"
+                                            : "the Triton templates and their fusions";
+    if (res->other)
+        fprintf(out, "predicted both ways, the first (%s) and the other (%s), and the peaks span both; a GPU that "
+                     "takes some one way and some the other may lie outside them\n",
+                first, other);
+    else
+        fprintf(out, "predicted the first way only (%s; oomlab predict takes them both ways for one process, not "
+                     "under --nproc)\n",
+                first);
+    if (tune > 0)
+        fprintf(out, "  Inductor's AUTOTUNE tables are not printed: their timings are the capture's stand-ins\n");
 }
 
 /* The capture's "range": what the upper trace bounds. */
@@ -267,8 +355,27 @@ static void print_values(const char *heading, const cJSON *list, FILE *out)
     }
 }
 
+/* Another end's minimum budgets per setting beside the first's (ref). */
+static void print_min_budgets(const predict_result *r, const predict_result *ref, const char *name, FILE *out)
+{
+    fprintf(out, "\n%s, minimum budget per setting:\n", name);
+    for (size_t i = 0; i < r->advise.nrows; i++) {
+        const advise_row *row = &r->advise.rows[i];
+        const advise_row *lo = ref->has_advise && i < ref->advise.nrows ? &ref->advise.rows[i] : NULL;
+        const char *conf = row->conf[0] ? row->conf : "(PyTorch's defaults)";
+        if (row->fits && lo && lo->fits)
+            fprintf(out, "  %-52s %6zu MiB (%s: %zu MiB)\n", conf, row->min_budget / MIB,
+                    ref->other ? "the first choices" : "the lower end", lo->min_budget / MIB);
+        else if (row->fits)
+            fprintf(out, "  %-52s %6zu MiB\n", conf, row->min_budget / MIB);
+        else
+            fprintf(out, "  %-52s does not fit the %s\n", conf, r->gpu.name);
+    }
+}
+
 void predict_print(const predict_result *res, FILE *out)
 {
+    OOM_VALIDATE("predict", predict_result_check, res);
     char a[32], b[32];
     const cJSON *cap = res->capture;
     char shown[sizeof res->path];
@@ -307,25 +414,46 @@ void predict_print(const predict_result *res, FILE *out)
     else
         fprintf(out, "budget: the whole device: the allocator may reserve what the context%s leaves, %zu bytes\n",
                 res->external ? " and NCCL's buffers" : "", res->gpu.total - res->gpu.context - res->external);
-    const predict_result *up = res->upper;
-    if (!up) {
+    /* the ends: the capture's (and its upper trace's), then the other choices' capture's (and its upper's) */
+    const predict_result *end[4] = {res, res->upper, res->other, res->other ? res->other->upper : NULL};
+    static const char *const with_other[4] = {"the first choices", "the first choices' upper end",
+                                              "the other choices", "the other choices' upper end"};
+    static const char *const alone[4] = {"the lower end", "the upper end", NULL, NULL};
+    const char *const *names = res->other ? with_other : alone;
+    size_t alo = res->peak_allocated, ahi = alo, rlo = res->peak_reserved, rhi = rlo;
+    for (int k = 1; k < 4; k++) {
+        if (!end[k])
+            continue;
+        alo = end[k]->peak_allocated < alo ? end[k]->peak_allocated : alo;
+        ahi = end[k]->peak_allocated > ahi ? end[k]->peak_allocated : ahi;
+        rlo = end[k]->peak_reserved < rlo ? end[k]->peak_reserved : rlo;
+        rhi = end[k]->peak_reserved > rhi ? end[k]->peak_reserved : rhi;
+    }
+    if (!res->upper && !res->other) {
         fprintf(out, "peak allocated: %s (%zu bytes)\n", memstats_format_size(res->peak_allocated, a, sizeof a),
                 res->peak_allocated);
         fprintf(out, "peak reserved:  %s (%zu bytes), uncapped\n",
                 memstats_format_size(res->peak_reserved, b, sizeof b), res->peak_reserved);
     } else {
         char c2[32], d2[32];
-        fprintf(out, "peak allocated: between %s and %s (%zu to %zu bytes)\n",
-                memstats_format_size(res->peak_allocated, a, sizeof a),
-                memstats_format_size(up->peak_allocated, c2, sizeof c2), res->peak_allocated, up->peak_allocated);
+        fprintf(out, "peak allocated: between %s and %s (%zu to %zu bytes)\n", memstats_format_size(alo, a, sizeof a),
+                memstats_format_size(ahi, c2, sizeof c2), alo, ahi);
         fprintf(out, "peak reserved:  between %s and %s (%zu to %zu bytes), uncapped\n",
-                memstats_format_size(res->peak_reserved, b, sizeof b),
-                memstats_format_size(up->peak_reserved, d2, sizeof d2), res->peak_reserved, up->peak_reserved);
-        print_range(cap, out);
+                memstats_format_size(rlo, b, sizeof b), memstats_format_size(rhi, d2, sizeof d2), rlo, rhi);
     }
-    print_fit(res, up ? "the lower end" : NULL, out);
-    if (up)
-        print_fit(up, "the upper end", out);
+    print_timed(res, out);
+    if (res->other)
+        for (int k = 0; k < 4; k++)
+            if (end[k])
+                fprintf(out, "  %s: peak allocated %zu, peak reserved %zu bytes\n", names[k],
+                        end[k]->peak_allocated, end[k]->peak_reserved);
+    if (res->upper)
+        print_range(cap, out);
+    if (res->other && res->other->upper && !res->upper)
+        print_range(res->other->capture, out);
+    for (int k = 0; k < 4; k++)
+        if (end[k])
+            print_fit(end[k], k == 0 && !res->upper && !res->other ? NULL : names[k], out);
     const cJSON *an = cJSON_GetObjectItemCaseSensitive(cap, "answered");
     if (cJSON_GetArraySize(an) > 0)
         print_values("answered from the data: values the script read from device tensors, computed on the CPU "
@@ -368,23 +496,15 @@ void predict_print(const predict_result *res, FILE *out)
         fputc('\n', out);
         advise_print(&res->advise, out);
     }
-    if (up && up->has_advise) {
-        fprintf(out, "\nthe range's upper end (the upper trace), minimum budget per setting:\n");
-        for (size_t i = 0; i < up->advise.nrows; i++) {
-            const advise_row *r = &up->advise.rows[i];
-            const advise_row *lo = i < res->advise.nrows ? &res->advise.rows[i] : NULL;
-            if (r->fits && lo && lo->fits)
-                fprintf(out, "  %-52s %6zu MiB (the lower end: %zu MiB)\n", r->conf[0] ? r->conf : "(PyTorch's "
-                        "defaults)", r->min_budget / MIB, lo->min_budget / MIB);
-            else
-                fprintf(out, "  %-52s does not fit the %s\n", r->conf[0] ? r->conf : "(PyTorch's defaults)",
-                        up->gpu.name);
-        }
-    }
+    for (int k = 1; k < 4; k++)
+        if (end[k] && end[k]->has_advise)
+            print_min_budgets(end[k], res, k == 1 && !res->other ? "the range's upper end (the upper trace)"
+                                                                : names[k], out);
 }
 
 cJSON *predict_json(const predict_result *res, const char *script)
 {
+    OOM_VALIDATE("predict", predict_result_check, res);
     cJSON *o = cJSON_CreateObject();
     if (!o)
         return NULL;
@@ -448,6 +568,8 @@ cJSON *predict_json(const predict_result *res, const char *script)
     cJSON_AddItemToObject(o, "advise", adv);
     cJSON *up = res->upper ? predict_json(res->upper, script) : cJSON_CreateNull();
     cJSON_AddItemToObject(o, "upper", up);
+    cJSON *other = res->other ? predict_json(res->other, script) : cJSON_CreateNull();
+    cJSON_AddItemToObject(o, "other", other);
     return o;
 }
 

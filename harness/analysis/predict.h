@@ -32,8 +32,8 @@
 
 OOM_BEGIN_DECLS
 
-#define PREDICT_SCHEMA "oomlab.predict/6" /* /5 had no "fits_in_layouts", "layouts", advise/1; /4 no capture
-                                          * "compile"; /3 no "range", "upper", "answered",
+#define PREDICT_SCHEMA "oomlab.predict/7" /* /6 had no "other"; /5 no "fits_in_layouts", "layouts", advise/1;
+                                          * /4 no capture "compile"; /3 no "range", "upper", "answered",
                                           * "pinned"; /2 no "external_bytes", /1 no "not_modelled" */
 /* The capture's trace metadata (scripts/oomlab_capture/recorder.py) this reader understands. */
 #define CAPTURE_SCHEMA "oomlab.capture/1"
@@ -57,6 +57,10 @@ typedef struct predict_options {
                              * replays, as the context is; 0: none */
 } predict_options;
 
+/* A prediction's analysis. Invariants (predict_result_check):
+ *   P1  peak_allocated <= peak_reserved (an uncapped replay's blocks lie in its segments);
+ *   P2  upper, where set, has no upper and no other of its own;
+ *   P3  other, where set, has no other of its own, and its upper obeys P2. */
 typedef struct predict_result {
     char path[512];
     predict_gpu gpu;
@@ -82,7 +86,18 @@ typedef struct predict_result {
      * cannot know (its "range": cuDNN convolutions not in a measured table) and put their bounds in; NULL when
      * the prediction is a point. Owned: predict_result_free frees it. Invariant: upper->upper == NULL. */
     struct predict_result *upper;
+    /* The other choices: where the capture met choices the GPU makes by timing during torch.compile (its compile
+     * "timed": pad_mm, max-autotune), the analysis of a second capture that took each the other way
+     * (--timed-choices other), with its own upper end; NULL when there was none or it was not run (--nproc). Owned.
+     * Invariant: other->other == NULL. */
+    struct predict_result *other;
 } predict_result;
+
+/* The validator (core/check.h's shape): P1-P3 above, over res and its ends. */
+oom_status predict_result_check(const predict_result *res, bool expensive, char *why, size_t cap);
+
+/* How many choices the capture of res made by timing (the sum of its compile "timed"); 0 without torch.compile. */
+int predict_timed_choices(const predict_result *res);
 
 /* Analyse the loaded trace t (path names it in messages). OOM_EINVAL with one line in err: a capture of another
  * schema than CAPTURE_SCHEMA, no "oomlab_capture" GPU in the trace, a budget of the GPU's memory or more, a bad alloc_conf, what replay and advise refuse;
@@ -97,7 +112,7 @@ void predict_result_free(predict_result *res);
  * (and the minimum budgets of the upper trace). */
 void predict_print(const predict_result *res, FILE *out);
 
-/* The same as one JSON object (schema oomlab.predict/6): schema, script, gpu {name, total_memory, sm_count, arch,
+/* The same as one JSON object (schema oomlab.predict/7): schema, script, gpu {name, total_memory, sm_count, arch,
  * context_bytes}, budget (null: the whole device), cap (what the allocator may hold: the budget's cap, or total less
  * the context and external), external_bytes, events, peak_allocated, peak_reserved, fits, fits_in_layouts (with a budget: of
  * `layouts` other orders of the segments, how many fit; null without one), layouts, oom (null or
@@ -106,8 +121,8 @@ void predict_print(const predict_result *res, FILE *out);
  * the prediction is low by them; [] when none), range ([{what, count, largest, bytes, source}]: what the upper
  * trace bounds; [] when the prediction is a point), pinned {calls, bytes, largest} (host memory Tensor.pin_memory
  * asked for), capture {torch, ops, seconds, steps}, advise (advise's JSON, oomlab.advise/2, or null), upper (the
- * same object for the upper trace, its own "upper" null; null when the prediction is a point). NULL when out of
- * memory. */
+ * same object for the upper trace, its own "upper" null; null when the prediction is a point), other (the same object
+ * for the other choices' capture, its own "other" null; null where there was none). NULL when out of memory. */
 cJSON *predict_json(const predict_result *res, const char *script);
 
 /* Do two loaded traces hold the same events (action, address, size), device by device? `oomlab predict --nproc`'s

@@ -151,8 +151,9 @@ const cli_command cli_commands[] = {
      "would make through the allocator model: peak allocated and reserved bytes (uncapped), whether it fits on\n"
      "--gpu under --budget (the CUDA context is outside the allocator: the whole device leaves the allocator\n"
      "total - context), the OOM it would hit (step, op, PyTorch's message), advise's minimum budget per allocator\n"
-     "setting and verdict, steps and leaks, and the placeholders and modelled allocations of the capture. Options\n"
-     "come before SCRIPT; the script's output goes to stderr. Exit 0: a prediction (fits or not), 2: bad input\n"
+     "setting and verdict, steps and leaks, and the placeholders and modelled allocations of the capture. Where\n"
+     "torch.compile makes choices by timing on the GPU (pad_mm, max-autotune), the script is captured again with\n"
+     "them taken the other way and the peaks span both. Options come before SCRIPT; the script's output goes to stderr. Exit 0: a prediction (fits or not), 2: bad input\n"
      "(a missing script, an unknown GPU, a script that raises: its traceback then one line, or never uses CUDA,\n"
      "exits early, or runs past --timeout), 1: the capture was killed from outside, 128+N: oomlab was stopped by\n"
      "signal N (Ctrl-C, SIGTERM): the script and everything it started are ended, nothing is written",
@@ -174,7 +175,7 @@ const cli_command cli_commands[] = {
          {"--trace", "OUT.json",
           "keep the predicted trace (PyTorch's snapshot format: oomlab replay, oomlab advise, memory_viz)", false},
          {"--plot", "OUT.png|OUT.svg", "draw advise's figure of the predicted trace (gnuplot)", false},
-         {"--json", NULL, "print the prediction as one JSON object (schema oomlab.predict/6)", false},
+         {"--json", NULL, "print the prediction as one JSON object (schema oomlab.predict/7)", false},
          {"--python", "PATH", "run the capture with this Python (your own environment, with torch 2.11)", false},
          {"--timeout", "SECONDS",
           "stop a capture that runs longer (the script and what it started; a placeholder answered\n"

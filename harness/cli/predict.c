@@ -78,6 +78,8 @@ typedef struct predict_cli {
     char tmpdir[PATH_MAX];
     char trace[PATH_MAX + 16];
     char upper[PATH_MAX + 24]; /* the capture's upper trace (--out-upper), written only where it met a range */
+    char trace2[PATH_MAX + 24], upper2[PATH_MAX + 32]; /* the other choices' capture's traces */
+    bool other;            /* the capture being run takes the choices made by timing the other way */
     char status[PATH_MAX + 24]; /* the capture's status (--status): how it ended */
     char rank_trace[PATH_MAX + 32], rank_status[PATH_MAX + 32]; /* --nproc: the rank being started */
     /* --sweep NAME=LO..HI */
@@ -303,7 +305,7 @@ static void rank_status_path(const predict_cli *c, int rank, char *out, size_t c
 static bool capture_argv(predict_cli *c, int rank, const char *value, char **argv, char **owned)
 {
     static char rank_s[16], world_s[16];
-    char *trace = c->trace, *status = c->status;
+    char *trace = c->other ? c->trace2 : c->trace, *status = c->status;
     size_t n;
     if (rank >= 0) {
         rank_trace_path(c, rank, c->rank_trace, sizeof c->rank_trace);
@@ -323,7 +325,11 @@ static bool capture_argv(predict_cli *c, int rank, const char *value, char **arg
         argv[n++] = world_s;
     } else {
         argv[n++] = "--out-upper";
-        argv[n++] = c->upper;
+        argv[n++] = c->other ? c->upper2 : c->upper;
+    }
+    if (c->other) {
+        argv[n++] = "--timed-choices";
+        argv[n++] = "other";
     }
     if (c->json || value)
         argv[n++] = "--quiet";
@@ -517,19 +523,20 @@ static int analyse_one(predict_cli *c, const char *path, const predict_options *
     return 0;
 }
 
-/* Analyse c->trace, and the upper trace into res->upper where the capture wrote one (a range). 0 or the exit
- * status with its line printed. */
+/* Analyse c->trace (c->trace2 for the other choices' capture), and the upper trace into res->upper where the
+ * capture wrote one (a range). 0 or the exit status with its line printed. */
 static int analyse(predict_cli *c, const predict_options *po, predict_result *res)
 {
-    int rc = analyse_one(c, c->trace, po, res);
-    if (rc || access(c->upper, F_OK) != 0)
+    const char *trace = c->other ? c->trace2 : c->trace, *upper = c->other ? c->upper2 : c->upper;
+    int rc = analyse_one(c, trace, po, res);
+    if (rc || access(upper, F_OK) != 0)
         return rc;
     predict_result *up = calloc(1, sizeof *up);
     if (!up) {
         predict_result_free(res);
         return bad("out of host memory");
     }
-    if ((rc = analyse_one(c, c->upper, po, up)) != 0) {
+    if ((rc = analyse_one(c, upper, po, up)) != 0) {
         free(up);
         predict_result_free(res);
         return rc;
@@ -538,14 +545,50 @@ static int analyse(predict_cli *c, const predict_options *po, predict_result *re
     return 0;
 }
 
-/* --trace OUT.json's upper companion: OUT.upper.json (OUT.upper after a name without ".json"). */
-static void upper_name(const char *out, char *buf, size_t cap)
+/* The capture (value substituted when sweeping) analysed into res; where it made choices the GPU makes by timing
+ * (pad_mm, max-autotune), a second capture taking each the other way (--timed-choices other) into res->other,
+ * said on stderr. 0 or the exit status with its line printed (res freed). */
+static int predict_once(predict_cli *c, const char *value, const predict_options *po, predict_result *res)
+{
+    c->other = false;
+    int rc = capture(c, value);
+    if (rc || (rc = analyse(c, po, res)) != 0)
+        return rc;
+    int n = predict_timed_choices(res);
+    if (n == 0)
+        return 0;
+    predict_result *o = calloc(1, sizeof *o);
+    if (!o) {
+        predict_result_free(res);
+        return bad("out of host memory");
+    }
+    if (!value)
+        fprintf(stderr, "oomlab: predict: torch.compile made %d choice%s by timing on the GPU: capturing the script "
+                        "again with them taken the other way\n",
+                n, n == 1 ? "" : "s");
+    c->other = true;
+    rc = capture(c, value);
+    if (rc == 0)
+        rc = analyse(c, po, o);
+    c->other = false;
+    if (rc) {
+        free(o);
+        predict_result_free(res);
+        return rc;
+    }
+    res->other = o;
+    return 0;
+}
+
+/* --trace OUT.json's companions: OUT.SUFFIX.json (OUT.SUFFIX after a name without ".json"), suffix "upper" (the
+ * upper trace), "other" and "other.upper" (the other choices' capture's). */
+static void companion_name(const char *out, const char *suffix, char *buf, size_t cap)
 {
     size_t n = strlen(out);
     if (n > 5 && strcmp(out + n - 5, ".json") == 0)
-        snprintf(buf, cap, "%.*s.upper.json", (int)(n - 5), out);
+        snprintf(buf, cap, "%.*s.%s.json", (int)(n - 5), out, suffix);
     else
-        snprintf(buf, cap, "%s.upper", out);
+        snprintf(buf, cap, "%s.%s", out, suffix);
 }
 
 /* --sweep's probe: one capture at value, its fit. */
@@ -554,28 +597,36 @@ static int sweep_probe(int64_t value, void *ctx, predict_probe *out)
     predict_cli *c = ctx;
     char v[32];
     snprintf(v, sizeof v, "%lld", (long long)value);
-    int rc = capture(c, v);
+    predict_options po = {.budget = c->budget, .alloc_conf = c->alloc_conf};
+    predict_result res;
+    int rc = predict_once(c, v, &po, &res);
     if (rc) {
         if (rc != 128 + child_stop_signal())
             fprintf(stderr, "oomlab: predict: --sweep stopped at %s=%s: that capture failed (above)\n", c->sweep_name,
                     v);
         return rc;
     }
-    predict_options po = {.budget = c->budget, .alloc_conf = c->alloc_conf};
-    predict_result res;
-    if ((rc = analyse(c, &po, &res)) != 0)
-        return rc;
-    /* with a range, the sweep goes by its upper end: what fits there fits whatever the bounded allocations are */
-    const predict_result *r = res.upper ? res.upper : &res;
-    out->fits = r->fits;
-    out->peak_allocated = r->peak_allocated;
-    out->peak_reserved = r->peak_reserved;
+    /* with a range, the sweep goes by its highest end: what fits there fits whatever the bounded allocations are,
+     * and both ways of the choices made by timing */
+    const predict_result *end[4] = {&res, res.upper, res.other, res.other ? res.other->upper : NULL};
+    *out = (predict_probe){.value = out->value, .fits = true};
+    for (int k = 0; k < 4; k++) {
+        if (!end[k])
+            continue;
+        out->fits = out->fits && end[k]->fits;
+        out->peak_allocated = end[k]->peak_allocated > out->peak_allocated ? end[k]->peak_allocated
+                                                                           : out->peak_allocated;
+        out->peak_reserved = end[k]->peak_reserved > out->peak_reserved ? end[k]->peak_reserved : out->peak_reserved;
+    }
+    const char *which = res.other ? " (the range's highest end)" : res.upper ? " (the range's upper end)" : "";
     predict_result_free(&res);
     unlink(c->trace);
     unlink(c->upper);
+    unlink(c->trace2);
+    unlink(c->upper2);
     FILE *f = c->json ? stderr : stdout;
     fprintf(f, "  %s=%lld: peak allocated %zu, peak reserved %zu%s, fits: %s\n", c->sweep_name, (long long)value,
-            out->peak_allocated, out->peak_reserved, r != &res ? " (the range's upper end)" : "",
+            out->peak_allocated, out->peak_reserved, which,
             out->fits ? "yes" : "no");
     fflush(f);
     return 0;
@@ -721,7 +772,7 @@ static int do_nproc(predict_cli *c)
     char cut[ECHO_BUF], who[256];
     if (!rc && c->json) {
         cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "schema", "oomlab.predict.nproc/4");
+        cJSON_AddStringToObject(o, "schema", "oomlab.predict.nproc/5");
         cJSON_AddStringToObject(o, "script", c->script);
         cJSON_AddNumberToObject(o, "nproc", n);
         cJSON_AddBoolToObject(o, "distributed", initialised);
@@ -864,14 +915,20 @@ static int check_output(const char *opt, const char *path)
     return 0;
 }
 
-/* --trace (and its upper companion) and --plot, checked before the capture. */
+#define TRACE_FILES 4 /* the trace, its upper trace, the other choices' trace and its upper trace */
+static const char *const companion[TRACE_FILES] = {NULL, "upper", "other", "other.upper"};
+
+/* --trace (and its companions) and --plot, checked before the capture. */
 static int check_outputs(const predict_cli *c)
 {
     int rc = 0;
-    if (c->trace_out) {
-        char up[PATH_MAX + 16];
-        upper_name(c->trace_out, up, sizeof up);
-        if ((rc = check_output("--trace", c->trace_out)) != 0 || (rc = check_output("--trace", up)) != 0)
+    for (int k = 0; c->trace_out && k < TRACE_FILES; k++) {
+        char path[PATH_MAX + 24];
+        if (companion[k])
+            companion_name(c->trace_out, companion[k], path, sizeof path);
+        else
+            snprintf(path, sizeof path, "%s", c->trace_out);
+        if ((rc = check_output("--trace", path)) != 0)
             return rc;
     }
     if (c->plot && (rc = check_output("--plot", c->plot)) != 0)
@@ -881,18 +938,28 @@ static int check_outputs(const predict_cli *c)
     return 0;
 }
 
-/* The trace (and the upper one) and the plot, published together or not at all: the traces written to temporary
- * files beside their names, then the plot drawn (gnuplot publishes it), then the traces renamed into place; any
- * failure removes what was made. 0 or 2 with the line said. */
+/* The traces (the trace, and those of the upper end and the other choices that were made) and the plot, published
+ * together or not at all: the traces written to temporary files beside their names, then the plot drawn (gnuplot
+ * publishes it), then the traces renamed into place; any failure removes what was made. 0 or 2 with the line
+ * said. */
 static int publish_outputs(const predict_cli *c, const predict_result *res)
 {
-    const char *from[2] = {c->trace, res->upper ? c->upper : NULL};
-    char to_upper[PATH_MAX + 16], tmp[2][PATH_MAX + 32] = {{0}, {0}};
-    int fd[2] = {-1, -1}, rc = 0;
-    const char *to[2] = {c->trace_out, to_upper};
-    if (c->trace_out)
-        upper_name(c->trace_out, to_upper, sizeof to_upper);
-    for (int k = 0; c->trace_out && k < 2 && from[k] && rc == 0; k++) {
+    const predict_result *o = res->other;
+    const char *from[TRACE_FILES] = {c->trace, res->upper ? c->upper : NULL, o ? c->trace2 : NULL,
+                                     o && o->upper ? c->upper2 : NULL};
+    char to[TRACE_FILES][PATH_MAX + 24], tmp[TRACE_FILES][PATH_MAX + 48];
+    int fd[TRACE_FILES], rc = 0;
+    for (int k = 0; k < TRACE_FILES; k++) {
+        fd[k] = -1;
+        tmp[k][0] = 0;
+        if (c->trace_out && companion[k])
+            companion_name(c->trace_out, companion[k], to[k], sizeof to[k]);
+        else if (c->trace_out)
+            snprintf(to[k], sizeof to[k], "%s", c->trace_out);
+    }
+    for (int k = 0; c->trace_out && k < TRACE_FILES && rc == 0; k++) {
+        if (!from[k])
+            continue;
         size_t len = 0;
         char *text = fileio_read_all(from[k], &len);
         oom_error_clear();
@@ -910,15 +977,16 @@ static int publish_outputs(const predict_cli *c, const predict_result *res)
         else
             plotted = true;
     }
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < TRACE_FILES; k++) {
         if (fd[k] < 0)
             continue;
         if (rc == 0 && fileio_publish(tmp[k], to[k]) != OOM_OK) {
             rc = bad("--trace: %s", oom_error_detail());
             if (plotted)
                 unlink(c->plot);
-            if (k == 1)
-                unlink(to[0]);
+            for (int j = 0; j < k; j++) /* those published before it */
+                if (fd[j] >= 0)
+                    unlink(to[j]);
         } else if (rc != 0) {
             unlink(tmp[k]);
         }
@@ -1042,6 +1110,8 @@ int cli_predict(int argc, char **argv)
     }
     snprintf(c.trace, sizeof c.trace, "%s/trace.json", c.tmpdir);
     snprintf(c.upper, sizeof c.upper, "%s/trace.upper.json", c.tmpdir);
+    snprintf(c.trace2, sizeof c.trace2, "%s/trace.other.json", c.tmpdir);
+    snprintf(c.upper2, sizeof c.upper2, "%s/trace.other.upper.json", c.tmpdir);
     snprintf(c.status, sizeof c.status, "%s/status.json", c.tmpdir);
     if (c.alloc_conf && strcmp(c.conf_source, "--alloc-conf") != 0)
         fprintf(stderr, "oomlab: predict: allocator settings from %s: %s\n", c.conf_source,
@@ -1056,11 +1126,9 @@ int cli_predict(int argc, char **argv)
         rc = do_nproc(&c);
         goto out;
     }
-    if ((rc = capture(&c, NULL)) != 0)
-        goto out;
     predict_options po = {.budget = c.budget, .alloc_conf = c.alloc_conf, .advise = true, .series = c.plot != NULL};
     predict_result res;
-    if ((rc = analyse(&c, &po, &res)) != 0)
+    if ((rc = predict_once(&c, NULL, &po, &res)) != 0)
         goto out;
     rc = publish_outputs(&c, &res);
     if (rc == 0) {
@@ -1071,10 +1139,15 @@ int cli_predict(int argc, char **argv)
             if (c.trace_out) {
                 printf("trace: %s (PyTorch's snapshot format: oomlab replay, oomlab advise, memory_viz)\n",
                        c.trace_out);
-                if (res.upper) {
-                    char to_upper[PATH_MAX + 16];
-                    upper_name(c.trace_out, to_upper, sizeof to_upper);
-                    printf("upper trace: %s (the range's upper end)\n", to_upper);
+                const predict_result *o = res.other;
+                static const char *const what[TRACE_FILES] = {NULL, "the range's upper end", "the other choices",
+                                                              "the other choices' upper end"};
+                const bool made[TRACE_FILES] = {true, res.upper != NULL, o != NULL, o && o->upper};
+                for (int k = 1; k < TRACE_FILES; k++) {
+                    char path[PATH_MAX + 24];
+                    companion_name(c.trace_out, companion[k], path, sizeof path);
+                    if (made[k])
+                        printf("%s trace: %s (%s)\n", companion[k], path, what[k]);
                 }
             }
             if (c.plot)
