@@ -485,7 +485,8 @@ Test(predict, json_oom_and_trace)
     static const char *const keys[] = {"schema", "script", "gpu", "budget", "cap", "external_bytes", "events",
                                        "peak_allocated", "peak_reserved", "fits", "fits_in_layouts", "layouts",
                                        "oom", "placeholders", "answered", "modelled", "not_modelled", "range",
-                                       "capture", "pinned", "advise", "upper", "other"};
+                                       "capture", "pinned", "advise", "upper", "other",
+                                       "free_orders"};
     size_t n = 0;
     for (const cJSON *k = o->child; k; k = k->next, n++)
         cr_assert_str_eq(k->string, keys[n], "key %zu", n);
@@ -894,6 +895,7 @@ Test(predict, range_from_an_upper_trace)
     cr_assert(cJSON_IsObject(up));
     cr_expect_eq(get(up, "peak_allocated")->valuedouble, 31457280);
     cr_expect_eq(get(up, "peak_reserved")->valuedouble, 31457280);
+    cr_expect(cJSON_IsNull(get(o, "free_orders")), "no free is later in the upper trace");
     cJSON_Delete(o);
     run_free(&r);
     r = run(fmt("predict --python " FAKE " --gpu TEST-64MiB --json --trace '%s' '%s' 10MiB", tpath("u.json"), s));
@@ -903,6 +905,39 @@ Test(predict, range_from_an_upper_trace)
     cr_expect(cJSON_IsNull(get(o, "upper")));
     cr_expect_eq(cJSON_GetArraySize(get(o, "range")), 0);
     cr_expect_neq(access(tpath("u.upper.json"), F_OK), 0, "an upper trace without a range");
+    cJSON_Delete(o);
+    run_free(&r);
+}
+
+/* Frees the upper trace makes later (the double's late:K; on the GPU the garbage collector's, at a point the CPU
+ * cannot know) are replayed in PREDICT_FREE_ORDERS orders, each free at a point drawn between its two: 10 MiB freed
+ * before a 20 MiB allocation, or after it. The peaks span both points; --json's free_orders counts them. */
+Test(predict, late_frees_replayed_in_orders)
+{
+    const char *s = script("s.py", "import torch\n");
+    run_result r = run(fmt("predict --python " FAKE " --gpu TEST-64MiB '%s' 10MiB late:0 20MiB", s));
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+    cr_expect_not_null(strstr(r.out, "peak allocated: between 20.00 MiB and 30.00 MiB (20971520 to 31457280 bytes)\n"),
+                       "%s", r.out);
+    cr_expect_not_null(strstr(r.out, "free orders: 1 free the upper trace makes later (where the GPU's garbage "
+                                     "collector frees them is a point the CPU cannot know) replayed in 32 orders, "
+                                     "each free at a point drawn between its two: peak allocated 20971520 to "
+                                     "31457280, peak reserved 31457280 to 31457280 bytes\n"),
+                       "%s", r.out);
+    run_free(&r);
+    r = run(fmt("predict --python " FAKE " --gpu TEST-64MiB --json '%s' 10MiB late:0 20MiB", s));
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+    cJSON *o = cJSON_Parse(r.out);
+    cr_assert_not_null(o, "%s", r.out);
+    const cJSON *fo = get(o, "free_orders");
+    cr_assert(cJSON_IsObject(fo), "%s", r.out);
+    cr_expect_eq(get(fo, "frees")->valuedouble, 1);
+    cr_expect_eq(get(fo, "orders")->valuedouble, 32);
+    cr_expect_eq(cJSON_GetArrayItem(get(fo, "peak_allocated"), 0)->valuedouble, 20971520);
+    cr_expect_eq(cJSON_GetArrayItem(get(fo, "peak_allocated"), 1)->valuedouble, 31457280);
+    cr_expect_eq(cJSON_GetArrayItem(get(fo, "peak_reserved"), 0)->valuedouble, 31457280);
+    cr_expect_eq(cJSON_GetArrayItem(get(fo, "peak_reserved"), 1)->valuedouble, 31457280);
+    cr_expect_eq(get(o, "peak_allocated")->valuedouble, 20971520, "the lower end is the trace's own");
     cJSON_Delete(o);
     run_free(&r);
 }

@@ -612,6 +612,7 @@ typedef struct compiled_case {
     long long d_oth_allocated, d_oth_reserved;       /* the other choices' peaks minus the recording's */
     long long d_oth_up_allocated, d_oth_up_reserved; /* the other choices' upper end's (where bounded) */
     unsigned outside; /* SPAN_* bits: the recording's peak outside the span of every end (pinned) */
+    int late;         /* the frees the upper trace makes later, replayed in orders (free_orders); 0: none */
 } compiled_case;
 
 #define SPAN_ALLOCATED 1u
@@ -626,17 +627,26 @@ static long long timed_sum(const cJSON *pred)
 }
 
 /* Does the recording's peak lie between the lowest and the highest of the prediction's ends (the capture's, its
- * upper trace's, the other choices' and their upper trace's)? */
+ * upper trace's, the other choices' and their upper trace's, and the orders of the late frees)? */
 static bool in_span(const cJSON *pred, const cJSON *rec, const char *peak)
 {
     const cJSON *other = get(pred, "other");
     const cJSON *end[4] = {pred, get(pred, "upper"), other, cJSON_IsObject(other) ? get(other, "upper") : NULL};
     long long lo = num(pred, peak), hi = lo, want = num(rec, peak);
-    for (int k = 1; k < 4; k++)
-        if (cJSON_IsObject(end[k])) {
-            lo = num(end[k], peak) < lo ? num(end[k], peak) : lo;
-            hi = num(end[k], peak) > hi ? num(end[k], peak) : hi;
+    for (int k = 0; k < 4; k++) {
+        if (!cJSON_IsObject(end[k]))
+            continue;
+        long long v[3] = {num(end[k], peak), num(end[k], peak), num(end[k], peak)};
+        const cJSON *fo = get(end[k], "free_orders");
+        if (cJSON_IsObject(fo)) {
+            v[1] = (long long)cJSON_GetArrayItem(get(fo, peak), 0)->valuedouble;
+            v[2] = (long long)cJSON_GetArrayItem(get(fo, peak), 1)->valuedouble;
         }
+        for (int j = 0; j < 3; j++) {
+            lo = v[j] < lo ? v[j] : lo;
+            hi = v[j] > hi ? v[j] : hi;
+        }
+    }
     return lo <= want && want <= hi;
 }
 
@@ -668,6 +678,9 @@ static void check_compiled(const compiled_case *c)
         if (cJSON_IsObject(oup))
             check_figures(c->name, oup, rec, c->d_oth_up_allocated, c->d_oth_up_reserved, 0, 0, 0, 0);
     }
+    const cJSON *fo = get(pred, "free_orders");
+    cr_expect_eq(cJSON_IsObject(fo) ? (int)num(fo, "frees") : 0, c->late, "%s: %d late frees, pinned %d", c->name,
+                 cJSON_IsObject(fo) ? (int)num(fo, "frees") : 0, c->late);
     static const char *const span[] = {"peak_allocated", "peak_reserved"};
     for (int i = 0; i < 2; i++)
         cr_expect_eq(in_span(pred, rec, span[i]), !(c->outside & (1u << i)), "%s: the recording's %s %s the span of "
@@ -786,13 +799,14 @@ Test(predict_parity, compiled_hf_gpt2_cudagraphs)
  * both ways (ATen's kernels; the other choices: the Triton templates and their fusions, with the same peaks on all
  * three). The range: the benchmark tensors Python's garbage collector frees on the GPU, held in the upper end to the
  * end of their graph's compile, and the selections benchmarked again where a template Triton refuses failed its
- * precompile in-process (the upper end only). Peak allocated lies in the span on all three; peak reserved on the MLP
- * and the hand GPT, not on Llama bf16 (its fused benchmarks and the collector's timing lay out the segments
- * otherwise): docs/parity.md, "Compiled training". */
+ * precompile in-process (the upper end only); the frees the collector makes late replayed in orders between their
+ * two points (free_orders), which span Llama bf16's peak reserved (orders sampled from its traces give the GPU's
+ * peaks exactly: docs/measurements/cpu-2026-12-04-free-orders). Both peaks lie in the span on all three:
+ * docs/parity.md, "Compiled training". */
 Test(predict_parity, compiled_mlp_autotune)
 {
     check_compiled(&(compiled_case){"cmp_mlp_autotune", 0, -125829120, 0, 0, 0, NULL, 0, 42, 0, 385875968, .timed = 17,
-                                    .d_oth_reserved = -125829120, .d_oth_up_reserved = 385875968});
+                                    .d_oth_reserved = -125829120, .d_oth_up_reserved = 385875968, .late = 21});
 }
 /* The hand GPT: templates won two matmuls of each backward block on the GPU (fused with a transpose and a cat),
  * 1,572,864 bytes of peak allocated the lower end does not have; peak reserved exact at the lower end. */
@@ -800,14 +814,14 @@ Test(predict_parity, compiled_transformer_autotune)
 {
     check_compiled(&(compiled_case){"cmp_transformer_autotune", -1572864, 0, 0, 0, 0, NULL, 0, 97, 458260480, 92274688,
                                     .timed = 75, .d_oth_allocated = -1572864, .d_oth_up_allocated = 458260480,
-                                    .d_oth_up_reserved = 92274688});
+                                    .d_oth_up_reserved = 92274688, .late = 41});
 }
 Test(predict_parity, compiled_hf_llama_bf16_autotune)
 {
     check_compiled(&(compiled_case){"cmp_hf_llama_bf16_autotune", -25128960, 216006656, 0, 0, 0, NULL, 0, 99,
                                     419954688, 434110464, .timed = 88, .d_oth_allocated = -25128960,
                                     .d_oth_reserved = 216006656, .d_oth_up_allocated = 419954688,
-                                    .d_oth_up_reserved = 434110464, .outside = SPAN_RESERVED});
+                                    .d_oth_up_reserved = 434110464, .late = 45});
 }
 
 /* `$OOMLAB_PARITY_BIN ARGS` (the optimised build: advise's bisections under the validator take minutes), which

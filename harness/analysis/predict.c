@@ -217,7 +217,207 @@ static oom_status check_one(const predict_result *r, const char *which, char *wh
                  r->peak_reserved);
         return OOM_ECORRUPT;
     }
+    if (r->orders && (r->orders_allocated[0] > r->orders_allocated[1] || r->orders_reserved[0] > r->orders_reserved[1])) {
+        snprintf(why, cap, "P4: %s: the span over the orders of its late frees is reversed", which);
+        return OOM_ECORRUPT;
+    }
     return OOM_OK;
+}
+
+static uint64_t splitmix64(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+static const trace_event *sort_ev;
+static int by_addr(const void *x, const void *y)
+{
+    size_t i = *(const size_t *)x, j = *(const size_t *)y;
+    uint64_t a = sort_ev[i].addr, b = sort_ev[j].addr;
+    return a < b ? -1 : a > b ? 1 : i < j ? -1 : i > j;
+}
+
+/* owner[i]: the event index of the alloc that event i frees (its own index for an alloc; SIZE_MAX for an event of
+ * no allocation: a free of an address never allocated, a mark). By address, then order: O(n log n). false when out
+ * of host memory. */
+static bool owners(const trace_device *dev, size_t *owner)
+{
+    size_t *idx = malloc((dev->n + 1) * sizeof *idx);
+    if (!idx)
+        return false;
+    for (size_t i = 0; i < dev->n; i++)
+        idx[i] = i;
+    sort_ev = dev->ev;
+    qsort(idx, dev->n, sizeof *idx, by_addr);
+    size_t live = SIZE_MAX;
+    for (size_t k = 0; k < dev->n; k++) {
+        size_t i = idx[k];
+        if (k == 0 || dev->ev[idx[k - 1]].addr != dev->ev[i].addr)
+            live = SIZE_MAX;
+        if (dev->ev[i].action == CA_ALLOC)
+            live = i;
+        owner[i] = dev->ev[i].action == CA_ALLOC || dev->ev[i].action == CA_FREE_REQUESTED ||
+                           dev->ev[i].action == CA_FREE_COMPLETED
+                       ? live
+                       : SIZE_MAX;
+    }
+    free(idx);
+    return true;
+}
+
+/* ord[i]: the ordinal of alloc event i among the allocs (SIZE_MAX otherwise); with ref (the lower trace) dev's
+ * allocs matched to ref's in order by address and size, the ordinals ref's (an alloc ref lacks: SIZE_MAX). free[o]:
+ * how many of those allocs precede ordinal o's free_requested (SIZE_MAX: never freed). */
+static void free_points(const trace_device *dev, const trace_device *ref, const size_t *owner, size_t n_ord,
+                        size_t *ord, size_t *free_at)
+{
+    size_t k = 0, r = 0;
+    for (size_t o = 0; o < n_ord; o++)
+        free_at[o] = SIZE_MAX;
+    for (size_t i = 0; i < dev->n; i++) {
+        const trace_event *e = &dev->ev[i];
+        ord[i] = SIZE_MAX;
+        if (e->action == CA_ALLOC) {
+            if (ref) {
+                while (r < ref->n && ref->ev[r].action != CA_ALLOC)
+                    r++;
+                if (r >= ref->n || ref->ev[r].addr != e->addr || ref->ev[r].size != e->size)
+                    continue;
+                r++;
+            }
+            if (k < n_ord)
+                ord[i] = k;
+            k++;
+        } else if (e->action == CA_FREE_REQUESTED && owner[i] != SIZE_MAX && ord[owner[i]] != SIZE_MAX) {
+            free_at[ord[owner[i]]] = k;
+        }
+    }
+}
+
+oom_status predict_free_orders(const trace_file *lower, const trace_file *upper, const char *path,
+                               const predict_options *opt, predict_result *res, char *err, size_t errcap)
+{
+    res->late_frees = 0;
+    res->orders = 0;
+    size_t d = 0;
+    while (d < lower->ndevices && lower->dev[d].n == 0)
+        d++;
+    if (d >= lower->ndevices || d >= upper->ndevices)
+        return OOM_OK;
+    const trace_device *lo = &lower->dev[d], *up = &upper->dev[d];
+    size_t n_ord = 0;
+    for (size_t i = 0; i < lo->n; i++)
+        n_ord += lo->ev[i].action == CA_ALLOC;
+    size_t nmax = lo->n > up->n ? lo->n : up->n;
+    size_t *own_lo = malloc((lo->n + 1) * sizeof(size_t)), *own_up = malloc((up->n + 1) * sizeof(size_t));
+    size_t *ord_lo = malloc((lo->n + 1) * sizeof(size_t)), *ord_up = malloc((up->n + 1) * sizeof(size_t));
+    size_t *f_lo = malloc((n_ord + 1) * sizeof(size_t)), *f_up = malloc((n_ord + 1) * sizeof(size_t));
+    size_t *point = malloc((n_ord + 1) * sizeof(size_t)), *start = malloc((n_ord + 2) * sizeof(size_t));
+    size_t *bucket = malloc((n_ord + 1) * sizeof(size_t));
+    size_t *fr = malloc((n_ord + 1) * sizeof(size_t)), *fc = malloc((n_ord + 1) * sizeof(size_t));
+    trace_event *ev = malloc((nmax + 1) * sizeof *ev);
+    trace_device *devs = calloc(lower->ndevices, sizeof *devs);
+    oom_status rc = OOM_OK;
+    if (!own_lo || !own_up || !ord_lo || !ord_up || !f_lo || !f_up || !point || !start || !bucket || !fr || !fc ||
+        !ev || !devs || !owners(lo, own_lo) || !owners(up, own_up)) {
+        errbuf_set(err, errcap, "out of host memory");
+        rc = OOM_ENOMEM_HOST;
+        goto out;
+    }
+    free_points(lo, NULL, own_lo, n_ord, ord_lo, f_lo);
+    free_points(up, lo, own_up, n_ord, ord_up, f_up);
+    for (size_t o = 0; o < n_ord; o++)
+        res->late_frees += f_lo[o] != SIZE_MAX && f_up[o] > f_lo[o]; /* never freed there: later */
+    if (res->late_frees == 0)
+        goto out;
+    for (size_t o = 0; o < n_ord; o++)
+        fr[o] = fc[o] = SIZE_MAX;
+    for (size_t i = 0; i < lo->n; i++) { /* each allocation's free events in lower */
+        size_t a = own_lo[i], o = a != SIZE_MAX ? ord_lo[a] : SIZE_MAX;
+        if (o != SIZE_MAX && lo->ev[i].action == CA_FREE_REQUESTED)
+            fr[o] = i;
+        else if (o != SIZE_MAX && lo->ev[i].action == CA_FREE_COMPLETED)
+            fc[o] = i;
+    }
+    replay_options ro = {.alloc_conf = opt->alloc_conf, .one_device = true, .device = (int)d,
+                         .model_addresses = true, .fast = true, .device_total = PREDICT_UNCAPPED_TOTAL};
+    trace_file t = *lower;
+    t.dev = devs;
+    devs[d] = *lo;
+    devs[d].ev = ev;
+    devs[d].marks = NULL; /* the labels are not needed for the peaks, and the events they point at moved */
+    devs[d].nmarks = 0;
+    for (int s = 0; s < PREDICT_FREE_ORDERS && rc == OOM_OK; s++) {
+        /* each late free's point (how many allocs precede it): the first order all at their latest, then drawn */
+        uint64_t seed = (uint64_t)s;
+        memset(start, 0, (n_ord + 2) * sizeof *start);
+        for (size_t o = 0; o < n_ord; o++) {
+            point[o] = SIZE_MAX;
+            if (f_lo[o] == SIZE_MAX || f_up[o] <= f_lo[o])
+                continue;
+            size_t hi = f_up[o] > n_ord ? n_ord : f_up[o];
+            point[o] = s == 0 ? hi : f_lo[o] + (size_t)(splitmix64(&seed) % (uint64_t)(hi - f_lo[o] + 1));
+            start[point[o] + 1]++;
+        }
+        for (size_t p = 0; p <= n_ord; p++)
+            start[p + 1] += start[p];
+        for (size_t o = 0; o < n_ord; o++) /* bucket: the late ordinals by point, each point's in ordinal order */
+            if (point[o] != SIZE_MAX)
+                bucket[start[point[o]]++] = o;
+        for (size_t p = n_ord + 1; p-- > 1;) /* start[p] back to where point p's run begins */
+            start[p] = start[p - 1];
+        start[0] = 0;
+        size_t n = 0, k = 0;
+        for (size_t i = 0; i <= lo->n; i++) {
+            bool at_alloc = i < lo->n && lo->ev[i].action == CA_ALLOC;
+            if (at_alloc || i == lo->n)
+                for (size_t b = start[k]; b < start[k + 1]; b++) { /* the late frees whose point is k */
+                    ev[n++] = lo->ev[fr[bucket[b]]];
+                    if (fc[bucket[b]] != SIZE_MAX)
+                        ev[n++] = lo->ev[fc[bucket[b]]];
+                }
+            if (i == lo->n)
+                break;
+            size_t a = own_lo[i];
+            if (lo->ev[i].action != CA_ALLOC && a != SIZE_MAX && ord_lo[a] != SIZE_MAX && point[ord_lo[a]] != SIZE_MAX)
+                continue; /* a late free: moved */
+            k += at_alloc;
+            ev[n++] = lo->ev[i];
+        }
+        devs[d].n = n;
+        replay_report rep;
+        rc = replay_loaded(&t, path, &ro, &rep, err, errcap);
+        if (rc == OOM_OK) {
+            size_t pa = (size_t)stat_of(&rep.devices[0], "allocated_bytes.all.peak");
+            size_t pr = (size_t)stat_of(&rep.devices[0], "reserved_bytes.all.peak");
+            res->orders_allocated[0] = s == 0 || pa < res->orders_allocated[0] ? pa : res->orders_allocated[0];
+            res->orders_allocated[1] = s == 0 || pa > res->orders_allocated[1] ? pa : res->orders_allocated[1];
+            res->orders_reserved[0] = s == 0 || pr < res->orders_reserved[0] ? pr : res->orders_reserved[0];
+            res->orders_reserved[1] = s == 0 || pr > res->orders_reserved[1] ? pr : res->orders_reserved[1];
+            res->orders++;
+        }
+        replay_report_free(&rep);
+    }
+out:
+    free(own_lo);
+    free(own_up);
+    free(ord_lo);
+    free(ord_up);
+    free(f_lo);
+    free(f_up);
+    free(point);
+    free(start);
+    free(bucket);
+    free(fr);
+    free(fc);
+    free(ev);
+    free(devs);
+    if (rc != OOM_OK)
+        res->orders = 0;
+    return rc;
 }
 
 oom_status predict_result_check(const predict_result *res, bool expensive, char *why, size_t cap)
@@ -421,13 +621,17 @@ void predict_print(const predict_result *res, FILE *out)
     static const char *const alone[4] = {"the lower end", "the upper end", NULL, NULL};
     const char *const *names = res->other ? with_other : alone;
     size_t alo = res->peak_allocated, ahi = alo, rlo = res->peak_reserved, rhi = rlo;
-    for (int k = 1; k < 4; k++) {
+    for (int k = 0; k < 4; k++) {
         if (!end[k])
             continue;
-        alo = end[k]->peak_allocated < alo ? end[k]->peak_allocated : alo;
-        ahi = end[k]->peak_allocated > ahi ? end[k]->peak_allocated : ahi;
-        rlo = end[k]->peak_reserved < rlo ? end[k]->peak_reserved : rlo;
-        rhi = end[k]->peak_reserved > rhi ? end[k]->peak_reserved : rhi;
+        size_t pa[3] = {end[k]->peak_allocated, end[k]->orders_allocated[0], end[k]->orders_allocated[1]};
+        size_t pr[3] = {end[k]->peak_reserved, end[k]->orders_reserved[0], end[k]->orders_reserved[1]};
+        for (int j = 0; j < (end[k]->orders ? 3 : 1); j++) {
+            alo = pa[j] < alo ? pa[j] : alo;
+            ahi = pa[j] > ahi ? pa[j] : ahi;
+            rlo = pr[j] < rlo ? pr[j] : rlo;
+            rhi = pr[j] > rhi ? pr[j] : rhi;
+        }
     }
     if (!res->upper && !res->other) {
         fprintf(out, "peak allocated: %s (%zu bytes)\n", memstats_format_size(res->peak_allocated, a, sizeof a),
@@ -451,6 +655,15 @@ void predict_print(const predict_result *res, FILE *out)
         print_range(cap, out);
     if (res->other && res->other->upper && !res->upper)
         print_range(res->other->capture, out);
+    for (int k = 0; k < 4; k += 2)
+        if (end[k] && end[k]->orders)
+            fprintf(out, "free orders%s%s: %zu free%s the upper trace makes later (where the GPU's garbage collector "
+                         "frees them is a point the CPU cannot know) replayed in %d orders, each free at a point "
+                         "drawn between its two: peak allocated %zu to %zu, peak reserved %zu to %zu bytes\n",
+                    res->other ? " of " : "", res->other ? names[k] : "", end[k]->late_frees,
+                    end[k]->late_frees == 1 ? "" : "s", end[k]->orders,
+                    end[k]->orders_allocated[0], end[k]->orders_allocated[1], end[k]->orders_reserved[0],
+                    end[k]->orders_reserved[1]);
     for (int k = 0; k < 4; k++)
         if (end[k])
             print_fit(end[k], k == 0 && !res->upper && !res->other ? NULL : names[k], out);
@@ -570,6 +783,17 @@ cJSON *predict_json(const predict_result *res, const char *script)
     cJSON_AddItemToObject(o, "upper", up);
     cJSON *other = res->other ? predict_json(res->other, script) : cJSON_CreateNull();
     cJSON_AddItemToObject(o, "other", other);
+    if (res->orders) {
+        cJSON *fo = cJSON_AddObjectToObject(o, "free_orders");
+        cJSON_AddNumberToObject(fo, "frees", (double)res->late_frees);
+        cJSON_AddNumberToObject(fo, "orders", res->orders);
+        const double pa[2] = {(double)res->orders_allocated[0], (double)res->orders_allocated[1]};
+        const double pr[2] = {(double)res->orders_reserved[0], (double)res->orders_reserved[1]};
+        cJSON_AddItemToObject(fo, "peak_allocated", cJSON_CreateDoubleArray(pa, 2));
+        cJSON_AddItemToObject(fo, "peak_reserved", cJSON_CreateDoubleArray(pr, 2));
+    } else {
+        cJSON_AddNullToObject(o, "free_orders");
+    }
     return o;
 }
 

@@ -60,7 +60,8 @@ typedef struct predict_options {
 /* A prediction's analysis. Invariants (predict_result_check):
  *   P1  peak_allocated <= peak_reserved (an uncapped replay's blocks lie in its segments);
  *   P2  upper, where set, has no upper and no other of its own;
- *   P3  other, where set, has no other of its own, and its upper obeys P2. */
+ *   P3  other, where set, has no other of its own, and its upper obeys P2;
+ *   P4  with orders, orders_allocated[0] <= orders_allocated[1] and orders_reserved[0] <= orders_reserved[1]. */
 typedef struct predict_result {
     char path[512];
     predict_gpu gpu;
@@ -91,7 +92,23 @@ typedef struct predict_result {
      * (--timed-choices other), with its own upper end; NULL when there was none or it was not run (--nproc). Owned.
      * Invariant: other->other == NULL. */
     struct predict_result *other;
+    /* The frees the upper trace makes later than this trace does (benchmark tensors Python's garbage collector frees
+     * on the GPU, at a point the CPU cannot know): how many, and the peaks over PREDICT_FREE_ORDERS orders of them,
+     * each free at a point drawn between its two (predict_free_orders); orders 0 where there are none. */
+    size_t late_frees;
+    int orders;
+    size_t orders_allocated[2], orders_reserved[2]; /* [lowest, highest] over the orders */
 } predict_result;
+
+/* How many orders of the late frees predict_free_orders replays (seeded: the same trace gives the same span). */
+#define PREDICT_FREE_ORDERS 32
+
+/* Where upper (the range's upper trace of lower) frees an allocation of lower later than lower does, replay lower in
+ * PREDICT_FREE_ORDERS orders with each such free moved to a point drawn between its two (the first order: all at
+ * their latest), uncapped under opt's settings, into res's late_frees, orders and spans. OOM_OK with orders 0 where
+ * no free is later; OOM_ENOMEM_HOST; what replay refuses. */
+oom_status predict_free_orders(const trace_file *lower, const trace_file *upper, const char *path,
+                               const predict_options *opt, predict_result *res, char *err, size_t errcap);
 
 /* The validator (core/check.h's shape): P1-P3 above, over res and its ends. */
 oom_status predict_result_check(const predict_result *res, bool expensive, char *why, size_t cap);

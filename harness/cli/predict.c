@@ -506,17 +506,18 @@ static int check_gpu(predict_cli *c)
 }
 
 /* Load one trace and analyse it. 0 or the exit status with its line printed. */
-static int analyse_one(predict_cli *c, const char *path, const predict_options *po, predict_result *res)
+/* Load one trace into t and analyse it. 0 or the exit status with its line printed (res and t freed). */
+static int analyse_one(predict_cli *c, const char *path, const predict_options *po, trace_file *t,
+                       predict_result *res)
 {
-    trace_file t;
     char err[1024];
-    oom_status st = trace_load(path, &t, err, sizeof err);
+    oom_status st = trace_load(path, t, err, sizeof err);
     if (st == OOM_OK)
-        st = predict_run(&t, c->script, po, res, err, sizeof err);
+        st = predict_run(t, c->script, po, res, err, sizeof err);
     else
         memset(res, 0, sizeof *res);
-    trace_free(&t);
     if (st != OOM_OK) {
+        trace_free(t);
         predict_result_free(res);
         return bad("%s", err);
     }
@@ -524,24 +525,39 @@ static int analyse_one(predict_cli *c, const char *path, const predict_options *
 }
 
 /* Analyse c->trace (c->trace2 for the other choices' capture), and the upper trace into res->upper where the
- * capture wrote one (a range). 0 or the exit status with its line printed. */
+ * capture wrote one (a range), with the orders of the frees the upper trace makes later. 0 or the exit status with
+ * its line printed. */
 static int analyse(predict_cli *c, const predict_options *po, predict_result *res)
 {
     const char *trace = c->other ? c->trace2 : c->trace, *upper = c->other ? c->upper2 : c->upper;
-    int rc = analyse_one(c, trace, po, res);
-    if (rc || access(upper, F_OK) != 0)
+    trace_file lo, hi;
+    int rc = analyse_one(c, trace, po, &lo, res);
+    if (rc || access(upper, F_OK) != 0) {
+        if (!rc)
+            trace_free(&lo);
         return rc;
+    }
     predict_result *up = calloc(1, sizeof *up);
     if (!up) {
+        trace_free(&lo);
         predict_result_free(res);
         return bad("out of host memory");
     }
-    if ((rc = analyse_one(c, upper, po, up)) != 0) {
+    if ((rc = analyse_one(c, upper, po, &hi, up)) != 0) {
+        trace_free(&lo);
         free(up);
         predict_result_free(res);
         return rc;
     }
     res->upper = up;
+    char err[1024];
+    oom_status st = predict_free_orders(&lo, &hi, c->script, po, res, err, sizeof err);
+    trace_free(&lo);
+    trace_free(&hi);
+    if (st != OOM_OK) {
+        predict_result_free(res);
+        return bad("%s", err);
+    }
     return 0;
 }
 

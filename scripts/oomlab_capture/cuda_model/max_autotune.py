@@ -38,8 +38,8 @@ REPEAT = "torch.compile max-autotune selections benchmarked again (a template Tr
          "memory fails at its precompile where that runs in Inductor's process, not in the compile workers: " \
          "timing, async_compile.py use_process_pool; the upper end repeats them)"
 HELD = "torch.compile max-autotune benchmark tensors, freed by Python's garbage collector on the GPU (the upper " \
-       "end holds each to the end of its graph's compile; peak reserved is not bounded by them: the segments' " \
-       "layout follows the order of those frees)"
+       "end holds each to the end of its graph's compile; the order of those frees sets the segments' layout, " \
+       "and oomlab predict replays orders between the two)"
 # the timings the stand-ins report. "first": ATen's choice the fastest, a template slower than ATen plus the node it
 # would fuse with (so no fused candidate is compiled or benchmarked: scheduler.py speedup_by_fusion); "other": a
 # template faster than ATen, and a fused module faster than a template and its epilogue apart (the fusion taken)
