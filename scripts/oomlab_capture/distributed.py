@@ -74,6 +74,22 @@ def _group_class():
         def getBackendName(self):
             return "oomlab_fake"
 
+        # c10d names a group through its backend (ProcessGroup::getGroupName); a group in Python has none, so
+        # the name _new_process_group_helper gives it is kept here (DeviceMesh reads it: device_mesh.py)
+        @property
+        def group_name(self):
+            return getattr(self, "_oomlab_name", "")
+
+        def _set_group_name(self, name):
+            self._oomlab_name = name
+
+        @property
+        def group_desc(self):
+            return getattr(self, "_oomlab_desc", "")
+
+        def _set_group_desc(self, desc):
+            self._oomlab_desc = desc
+
         def allreduce(self, tensors, opts=None):
             self._state.hold(tensors)
             return done(tensors)
@@ -180,6 +196,33 @@ def patched(cap, rank, world):
             st.stashing = False
         return r
 
+    # FSDP2 (fully_shard): lazy_init refuses parameters on meta (_validate_no_meta_params), and under the capture
+    # every CUDA parameter is a meta tensor: skipped (a script that leaves its parameters on meta is not refused
+    # here, as FSDP refuses it on the GPU)
+    from torch.distributed.fsdp._fully_shard import _fsdp_collectives as fsdp_coll
+    from torch.distributed.fsdp._fully_shard import _fsdp_init as fsdp_init
+    from torch.distributed.fsdp._fully_shard import _fsdp_param_group as fsdp_pg
+    from torch.distributed.fsdp._fully_shard import _fsdp_state as fsdp_state
+    real_validate = fsdp_pg.FSDPParamGroup._validate_no_meta_params
+    fsdp_pg.FSDPParamGroup._validate_no_meta_params = lambda self: None
+    # FSDP finds its streams' module from a tensor's device type (device_mesh._get_device_handle: torch.<type>):
+    # a meta tensor's is torch.cuda's, as its device is cuda on the GPU
+    handle_mods = (fsdp_coll, fsdp_init, fsdp_pg, fsdp_state)
+    real_handle = fsdp_coll._get_device_handle
+
+    def device_handle(device_type="cuda"):
+        return real_handle("cuda" if device_type == "meta" else device_type)
+    for mod in handle_mods:
+        mod._get_device_handle = device_handle
+    # FSDP's own device (fully_shard: _get_device_from_mesh, cuda:current_device on the GPU) is the meta device
+    # here, as the capture's CUDA is: what FSDP allocates in its backward hooks (the autograd engine runs them
+    # without the capture's device map) is made on it, recorded
+    from torch.distributed.fsdp._fully_shard import _fully_shard as fsdp_fs
+    real_mesh_device = fsdp_fs._get_device_from_mesh
+
+    def mesh_device(mesh):
+        return torch.device("meta") if mesh.device_type == "cuda" else real_mesh_device(mesh)
+    fsdp_fs._get_device_from_mesh = mesh_device
     for mod in (dist, c10d):
         mod.init_process_group, mod.destroy_process_group = init_process_group, destroy_process_group
     ddp_mod._verify_param_shape_across_processes = lambda *a, **k: None
@@ -193,6 +236,10 @@ def patched(cap, rank, world):
             mod.init_process_group, mod.destroy_process_group = real_init, real_destroy
         ddp_mod._verify_param_shape_across_processes, ddp_mod._to_kwargs = real_verify, real_to_kwargs
         Reducer._rebuild_buckets = real_rebuild
+        fsdp_pg.FSDPParamGroup._validate_no_meta_params = real_validate
+        for mod in handle_mods:
+            mod._get_device_handle = real_handle
+        fsdp_fs._get_device_from_mesh = real_mesh_device
         if dist.is_initialized():
             real_destroy()
         for k, v in saved_env.items():

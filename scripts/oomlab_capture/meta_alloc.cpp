@@ -276,6 +276,16 @@ void free_now(const at::Tensor& t) {
   c->index = -1;
 }
 
+// UntypedStorage.resize_(n) of t's storage as CUDA's resize_bytes_cuda makes it (aten/src/ATen/native/cuda/
+// Resize.cpp): n bytes allocated anew (nothing at 0), then the old allocation freed as the storage lets it go.
+// FSDP frees and re-makes its unsharded parameters this way (_fsdp_common.py free_storage, alloc_storage).
+void resize_storage(const at::Tensor& t, uint64_t n) {
+  c10::StorageImpl* s = t.storage().unsafeGetStorageImpl();
+  c10::DataPtr data = n ? the_allocator.allocate(n) : c10::DataPtr(nullptr, c10::Device(c10::DeviceType::Meta));
+  s->set_data_ptr_noswap(std::move(data));
+  s->set_nbytes(n);
+}
+
 // The log so far as a list of (action, addr, size, tag), dead entries left out; only outside any op bracket.
 py::list drain() {
   std::lock_guard<std::mutex> g(mu);
@@ -335,6 +345,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("forget", &forget);
   m.def("mark", &mark);
   m.def("free_now", &free_now);
+  m.def("resize_storage", &resize_storage, "a storage resized as CUDA resizes one: the new allocation, the old freed");
   m.def("drain", &drain);
   m.def("storage_entry", &storage_entry);
   m.def("counters", &counters);

@@ -181,6 +181,11 @@ class Capture:
         self.labels.append((func.name(), self.steps, frames.user_frames()))
         self._set_tag(len(self.labels) - 1)
 
+    def label(self, what):
+        """What is allocated or freed from here on is labelled what, at the user's line (a call that is no op)."""
+        self.labels.append((what, self.steps, frames.user_frames()))
+        self._set_tag(len(self.labels) - 1)
+
     def _set_tag(self, label):
         # the tag carries the label and, above bit TAG_CTX_SHIFT, the context (stream << 8 | pool)
         self._label = label
