@@ -799,8 +799,8 @@ static void check_fsdp(const fsdp_case *c)
         cr_skip_test("build/venv is not installed (make test installs it: scripts/predict_venv.sh)");
     setenv("CUBLAS_WORKSPACE_CONFIG", ":0:0", 1);
     setenv("CUBLASLT_WORKSPACE_SIZE", "0", 1);
-    run_result r = run(fmt("predict --json --nproc 2 --gpu H200 --budget 1200MiB tests/data/predict/scripts/fsdp_mlp.py "
-                           "%s",
+    run_result r = run(fmt("predict --json --nproc 2 --gpu H200 --budget 1200MiB "
+                           "tests/data/predict/scripts/fsdp_mlp.py %s",
                            c->args));
     unsetenv("CUBLAS_WORKSPACE_CONFIG");
     unsetenv("CUBLASLT_WORKSPACE_SIZE");
@@ -859,6 +859,85 @@ Test(predict, nproc_fsdp2_bug_prefetch_ahead, .timeout = 600)
     check_fsdp(&(fsdp_case){"--prefetch 6", 0, "Tried to allocate 64.00 MiB.",
                             "Of the allocated memory 1.06 GiB is allocated by PyTorch, and 51.63 MiB is reserved by "
                             "PyTorch but unallocated."});
+}
+
+/* An alloc or a free request (or, with oom, an OOM). */
+static bool counted_event(const cJSON *e, bool oom)
+{
+    const char *act = get(e, "action")->valuestring;
+    return strcmp(act, "alloc") == 0 || strcmp(act, "free_requested") == 0 || (oom && strcmp(act, "oom") == 0);
+}
+
+/* The first event where two traces' (action, size) sequences part (allocs, free requests and OOMs; the
+ * prediction's 0-byte workspaces, which allocate nothing, left out), or -1 where one ends first; *n: the GPU's. */
+static int first_difference(const char *gpu, const char *pred, int *n)
+{
+    char *a = fileio_read_all(gpu, NULL), *b = fileio_read_all(pred, NULL);
+    cJSON *g = a ? cJSON_Parse(a) : NULL, *p = b ? cJSON_Parse(b) : NULL;
+    free(a);
+    free(b);
+    cr_assert(g && p, "%s or %s is not JSON", gpu, pred);
+    const cJSON *ge = cJSON_GetArrayItem(get(g, "device_traces"), 0);
+    const cJSON *pe = cJSON_GetArrayItem(get(p, "device_traces"), 0);
+    const cJSON *x = ge ? ge->child : NULL, *y = pe ? pe->child : NULL;
+    int i = 0, at = -1;
+    *n = 0;
+    for (const cJSON *e = x; e; e = e->next)
+        *n += counted_event(e, true);
+    for (;; i++) {
+        while (x && !counted_event(x, true))
+            x = x->next;
+        while (y && (!counted_event(y, false) || get(y, "size")->valuedouble == 0))
+            y = y->next;
+        if (!x || !y)
+            break;
+        if (strcmp(get(x, "action")->valuestring, get(y, "action")->valuestring) != 0 ||
+            get(x, "size")->valuedouble != get(y, "size")->valuedouble) {
+            at = i;
+            break;
+        }
+        x = x->next;
+        y = y->next;
+    }
+    cJSON_Delete(g);
+    cJSON_Delete(p);
+    return at;
+}
+
+/* The capture's rank 0 against the twin's own snapshot of rank 0 (torch.cuda.memory._dump_snapshot, 2 x H200:
+ * docs/measurements/h200x2-2026-11-27-*), event for event, every allocation and free the same size in the same
+ * order, FSDP's copy-out and reduce-scatter metadata among them (cuda_model/tensor_shape.py): the fix through all
+ * three steps (1,086 events; the 30 after are the twin's own teardown, `del ... model`), the prefetching bug up
+ * to the GPU's OOM (its 223rd event, where the GPU raised and the prediction, uncapped, goes on). */
+static void check_fsdp_events(const char *args, const char *pickle, int want_at, int want_n)
+{
+    if (!venv_ready())
+        cr_skip_test("build/venv is not installed (make test installs it: scripts/predict_venv.sh)");
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "CUBLAS_WORKSPACE_CONFIG=:0:0 CUBLASLT_WORKSPACE_SIZE=0 sh -c \"cd scripts && ../build/venv/bin/python -m "
+             "oomlab_capture --gpu H200 --quiet --out '%s' --rank 0 --world-size 2 -- "
+             "../tests/data/predict/scripts/fsdp_mlp.py %s\" >'%s' 2>&1 && "
+             "python3 scripts/snapshot2json.py '%s' -o '%s' >>'%s' 2>&1",
+             tpath("pred.json"), args, tpath("log"), pickle, tpath("gpu.json"), tpath("log"));
+    int st = system(cmd);
+    char *log = fileio_read_all(tpath("log"), NULL);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s", log ? log : "");
+    free(log);
+    int n = 0, at = first_difference(tpath("gpu.json"), tpath("pred.json"), &n);
+    cr_expect_eq(at, want_at, "'%s': the traces part at event %d, not %d", args, at, want_at);
+    cr_expect_eq(n, want_n, "'%s': the GPU's trace has %d events", args, n);
+}
+
+Test(predict, fsdp2_events_are_the_twins, .timeout = 600)
+{
+    check_fsdp_events("", "docs/measurements/h200x2-2026-11-27-sharded-history/fix-reshard-after-forward.rank0.pickle",
+                      1086, 1116);
+}
+Test(predict, fsdp2_events_are_the_twins_to_the_oom, .timeout = 600)
+{
+    check_fsdp_events("--prefetch 6", "docs/measurements/h200x2-2026-11-27-prefetch/bug-prefetch-ahead.rank0.pickle",
+                      223, 265);
 }
 
 /* The capture's --timed-choices is first or other; anything else is one line and exit 2, before torch is loaded. */

@@ -27,7 +27,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 from . import distributed, ext, frames, placeholders, values, versions
 from .cuda_model import (attention, batch_norm, compiled, composite, cublas, cudnn_conv, dropout, embedding, foreach,
-                         indexing, loss, reduction, rnn, subclass)
+                         indexing, loss, reduction, rnn, subclass, tensor_shape)
 
 aten = torch.ops.aten
 SCHEMA = "oomlab.capture/1"
@@ -127,6 +127,7 @@ class RecordMode(TorchDispatchMode):
             finally:
                 x.op_end(order)
         cublas.after(cap, func, args, kwargs, out)
+        tensor_shape.after(cap, func, args, kwargs, out)
         reduction.after(cap, func, args, kwargs, out)
         loss.after(cap, func, args, kwargs, out)
         batch_norm.forward(cap, func, args, kwargs, out)
