@@ -959,29 +959,36 @@ Test(predict, capture_checks_timed_choices)
     free(log);
 }
 
-/* DeviceMesh on the capture's process group (issue 30's first step): init_device_mesh names its groups through
- * c10d (ProcessGroup::getGroupName asks a backend, and a group in Python has none: distributed.py keeps the name
- * _new_process_group_helper gives it). A 2-D mesh on rank 3 of 4 builds its subgroups, and the rank's coordinate
- * is (1, 1). */
-Test(predict, capture_builds_a_device_mesh, .timeout = 600)
+/* `python -m oomlab_capture --gpu H200 --quiet --out T ARGS` from scripts/ with build/venv, which must exit 0 and
+ * print want: its trace, parsed. */
+static cJSON *capture_json(const char *args, const char *want)
 {
     if (!venv_ready())
         cr_skip_test("build/venv is not installed (make test installs it: scripts/predict_venv.sh)");
     char cmd[2048];
     snprintf(cmd, sizeof cmd,
-             "cd scripts && ../build/venv/bin/python -m oomlab_capture --gpu H200 --quiet --out '%s' --rank 3 "
-             "--world-size 4 -- ../tests/data/predict/scripts/mesh_2d.py >'%s' 2>'%s'",
-             tpath("t.json"), tpath("out"), tpath("err"));
+             "cd scripts && ../build/venv/bin/python -m oomlab_capture --gpu H200 --quiet --out '%s' %s >'%s' 2>'%s'",
+             tpath("t.json"), args, tpath("out"), tpath("err"));
     int st = system(cmd);
     char *out = fileio_read_all(tpath("out"), NULL), *err = fileio_read_all(tpath("err"), NULL);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s", err ? err : "");
-    cr_expect_str_eq(out, "True 2 (1, 1)\n");
+    cr_expect_str_eq(out, want);
     free(out);
     free(err);
     char *text = fileio_read_all(tpath("t.json"), NULL);
     cJSON *o = text ? cJSON_Parse(text) : NULL;
     free(text);
     cr_assert_not_null(o);
+    return o;
+}
+
+/* DeviceMesh on the capture's process group (issue 30's first step): init_device_mesh names its groups through
+ * c10d (ProcessGroup::getGroupName asks a backend, and a group in Python has none: distributed.py keeps the name
+ * _new_process_group_helper gives it). A 2-D mesh on rank 3 of 4 builds its subgroups, and the rank's coordinate
+ * is (1, 1). */
+Test(predict, capture_builds_a_device_mesh, .timeout = 600)
+{
+    cJSON *o = capture_json("--rank 3 --world-size 4 -- ../tests/data/predict/scripts/mesh_2d.py", "True 2 (1, 1)\n");
     const cJSON *d = get(get(o, "oomlab_capture"), "distributed");
     cr_expect_eq(get(d, "rank")->valueint, 3);
     cr_expect_eq(get(d, "world_size")->valueint, 4);
@@ -998,23 +1005,7 @@ Test(predict, capture_builds_a_device_mesh, .timeout = 600)
  * resize_storage). */
 Test(predict, capture_records_streams_and_resizes, .timeout = 600)
 {
-    if (!venv_ready())
-        cr_skip_test("build/venv is not installed (make test installs it: scripts/predict_venv.sh)");
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd,
-             "cd scripts && ../build/venv/bin/python -m oomlab_capture --gpu H200 --quiet --out '%s' -- "
-             "../tests/data/predict/scripts/side_stream.py >'%s' 2>'%s'",
-             tpath("t.json"), tpath("out"), tpath("err"));
-    int st = system(cmd);
-    char *out = fileio_read_all(tpath("out"), NULL), *err = fileio_read_all(tpath("err"), NULL);
-    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s", err ? err : "");
-    cr_expect_str_eq(out, "True 2097152\n");
-    free(out);
-    free(err);
-    char *text = fileio_read_all(tpath("t.json"), NULL);
-    cJSON *o = text ? cJSON_Parse(text) : NULL;
-    free(text);
-    cr_assert_not_null(o);
+    cJSON *o = capture_json("-- ../tests/data/predict/scripts/side_stream.py", "True 2097152\n");
     const cJSON *ev = cJSON_GetArrayItem(get(o, "device_traces"), 0);
     /* x on the default stream, y on the side stream, y's block freed, its new 2 MiB one, then the frees at exit */
     static const struct { const char *action; double size; int stream; } want[] = {
