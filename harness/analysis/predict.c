@@ -217,7 +217,8 @@ static oom_status check_one(const predict_result *r, const char *which, char *wh
                  r->peak_reserved);
         return OOM_ECORRUPT;
     }
-    if (r->orders && (r->orders_allocated[0] > r->orders_allocated[1] || r->orders_reserved[0] > r->orders_reserved[1])) {
+    if (r->orders &&
+        (r->orders_allocated[0] > r->orders_allocated[1] || r->orders_reserved[0] > r->orders_reserved[1])) {
         snprintf(why, cap, "P4: %s: the span over the orders of its late frees is reversed", which);
         return OOM_ECORRUPT;
     }
