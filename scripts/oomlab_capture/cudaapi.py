@@ -153,6 +153,16 @@ def patched(cap):
         a, p, _ = cap.ext.counters()
         return {"allocated_bytes.all.current": a, "allocated_bytes.all.peak": p}
 
+    # the generator's state: CUDA's Philox (seed, offset) as the 16-byte CPU tensor get_rng_state returns
+    # (CUDAGeneratorImpl::get_state); DTensor's random ops read and advance the offset from it (_random.py)
+    rng = {"state": torch.zeros(16, dtype=torch.uint8)}
+
+    def get_rng_state(device="cuda"):
+        return rng["state"].clone()
+
+    def set_rng_state(new_state, device="cuda"):
+        rng["state"] = new_state.detach().to("cpu", torch.uint8).clone()
+
     major, minor = gpus.capability(gpu)
     repl = {
         "is_available": lambda: True,
@@ -179,6 +189,10 @@ def patched(cap):
         "manual_seed_all": lambda seed: None,
         "seed": lambda: None,
         "seed_all": lambda: None,
+        "get_rng_state": get_rng_state,
+        "set_rng_state": set_rng_state,
+        "get_rng_state_all": lambda: [get_rng_state()],
+        "set_rng_state_all": lambda states: set_rng_state(states[0]),
         "is_current_stream_capturing": lambda: False,
     }
     streams = _stream_classes(cap)

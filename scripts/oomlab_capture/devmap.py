@@ -13,9 +13,11 @@ LIBRARY_PATCHES adjusts library code that branches on the device type (transform
 import contextlib
 import functools
 import importlib.abc
+import os
 import sys
 
 import torch
+import torch.utils._device as torch_device_ctx
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
@@ -31,6 +33,46 @@ def map_device(d):
     return d
 
 
+def _named_device(func, args, kwargs):
+    """The device a call names (device=, .to(device), .cuda()) as a torch.device, or None, and whether that is
+    the program's own meta device: named by a string ("meta"), or the default device of a torch.device("meta")
+    context or torch.set_default_device("meta") (DeviceContext puts its own object in the call). A torch.device
+    object of type meta is otherwise a capture CUDA tensor's (device=x.device), so CUDA's."""
+    if func in _CUDA:
+        return torch.device("cuda"), False
+    d = kwargs.get("device")
+    if d is None and func in _TO and len(args) > 1:
+        d = args[1]
+    if isinstance(d, int) and not isinstance(d, bool):
+        return (torch.device("cuda") if func in _TO else None), False
+    if isinstance(d, str):
+        try:
+            named = torch.device(d)
+        except RuntimeError:
+            return None, False
+        return named, named.type == "meta"
+    if not isinstance(d, torch.device):
+        return None, False
+    return d, d.type == "meta" and d is _CONTEXT["device"]
+
+
+# the device a DeviceContext (with torch.device(...), set_default_device) is putting into the call it passes on
+_CONTEXT = {"device": None}
+
+
+def _context_function(self, func, types, args=(), kwargs=None):
+    kwargs = kwargs or {}
+    if func not in torch_device_ctx._device_constructors() or kwargs.get("device") is not None:
+        return func(*args, **kwargs)
+    was = _CONTEXT["device"]
+    _CONTEXT["device"] = kwargs["device"] = self.device
+    try:
+        return func(*args, **kwargs)
+    finally:
+        _CONTEXT["device"] = was
+
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep  # the capture's own calls never make own meta
 _TO = {torch.Tensor.to}
 _FROM_DATA = {torch.tensor, torch.as_tensor}
 _CUDA = {torch.Tensor.cuda}
@@ -46,15 +88,37 @@ class DeviceMap(TorchFunctionMode):
     def __enter__(self):
         self._patches = patch_functional(self.cap)
         self._patches.__enter__()
+        self._context_function = torch_device_ctx.DeviceContext.__torch_function__
+        torch_device_ctx.DeviceContext.__torch_function__ = _context_function
         return super().__enter__()
 
     def __exit__(self, *exc):
         r = super().__exit__(*exc)
+        torch_device_ctx.DeviceContext.__torch_function__ = self._context_function
         self._patches.__exit__(*exc)
         return r
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        named, own = _named_device(func, args, kwargs)
+        if own and (named is _CONTEXT["device"] or not sys._getframe(1).f_code.co_filename.startswith(_PACKAGE)):
+            # the program's own meta tensors (with torch.device("meta"), device="meta": a model built on meta
+            # before fully_shard and to_empty, as torchtitan builds it): no device memory on the GPU either, and
+            # none here; what is computed from them alone is the program's own too (recorder._own_meta)
+            was = self.cap.ext.own_meta(True)
+            try:
+                return self._function(func, args, kwargs)
+            finally:
+                self.cap.ext.own_meta(was)
+        if named is not None and named.type == "cuda":
+            self.cap.named_cuda += 1  # to_empty(device="cuda") of an own meta tensor makes CUDA memory
+            try:
+                return self._function(func, args, kwargs)
+            finally:
+                self.cap.named_cuda -= 1
+        return self._function(func, args, kwargs)
+
+    def _function(self, func, args, kwargs):
         if func in _FROM_DATA and map_device(kwargs.get("device")) != kwargs.get("device"):
             # torch.tensor(data, device="cuda") builds the tensor on the host and copies it (internal_new_from_data
             # in torch/csrc/utils/tensor_new.cpp): made so here, the copy is an op values.py sees, and the tensor

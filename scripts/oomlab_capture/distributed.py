@@ -30,9 +30,12 @@ charges them as the process's non-PyTorch memory (harness/device/devcomm.h).
 """
 import contextlib
 import os
+import weakref
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
+
+SOURCE_RNG = "torch/distributed/tensor/_random.py OffsetBasedRNGTracker._get_device_state (get_rng_state().to(device))"
 
 
 class State:
@@ -43,6 +46,32 @@ class State:
         self.stash = []                # tensors held as ProcessGroupNCCL's Work holds them
         self.stashing = True           # until the Reducer's first rebuild
         self.stashed_bytes = 0
+        self.shards = {}               # (dim-0 size, shard mesh dim, mesh) of every FSDP2 parameter: rank_classes
+
+    def rank_classes(self):
+        """The rank each rank is alike to, as a list over the world: the first rank whose shard sizes and place
+        are its own. A rank's allocations follow its FSDP2 shards (torch.chunk's split of each parameter's dim 0
+        over the mesh's shard dim, _fsdp_param.py _init_sharded_param: ceil(d/n) rows, the last ones short or
+        empty) and whether it is rank 0 (the scripts' `if rank == 0`); DDP's and the rest are the same on every
+        rank. Rank 0 is its own class."""
+        where = {}  # (id(mesh), dim) -> {rank: index along dim}
+        for _, dim, mesh in self.shards.values():
+            key = (id(mesh), dim)
+            if key not in where:
+                m = mesh.mesh
+                idx = torch.arange(m.numel()).reshape(m.shape)
+                along = (idx // int(torch.tensor(m.shape[dim + 1:]).prod().item())) % m.shape[dim]
+                where[key] = dict(zip(m.reshape(-1).tolist(), along.reshape(-1).tolist()))
+        first, out = {}, []
+        for r in range(self.world):
+            sig = [r == 0]
+            for d, dim, mesh in self.shards.values():
+                n = mesh.mesh.shape[dim]
+                i = where[(id(mesh), dim)].get(r, -1)
+                c = -(-d // n)
+                sig.append(-1 if i < 0 else max(0, min(c, d - i * c)))
+            out.append(first.setdefault(tuple(sig), r))
+        return out
 
     def hold(self, tensors):
         """An all-reduce's tensors, held while stashing (see the module doc)."""
@@ -220,9 +249,35 @@ def patched(cap, rank, world):
     from torch.distributed.fsdp._fully_shard import _fully_shard as fsdp_fs
     real_mesh_device = fsdp_fs._get_device_from_mesh
 
+    fsdp_device = torch.device("meta")  # a capture CUDA tensor's device
+
     def mesh_device(mesh):
-        return torch.device("meta") if mesh.device_type == "cuda" else real_mesh_device(mesh)
+        return fsdp_device if mesh.device_type == "cuda" else real_mesh_device(mesh)
     fsdp_fs._get_device_from_mesh = mesh_device
+    # DTensor's random ops (nn.init on a sharded parameter) copy CUDA's generator state to the mesh's device
+    # (OffsetBasedRNGTracker._get_device_state: a 16-byte tensor on cuda:K) and compare and advance it from
+    # inside a dispatch, where the capture's device map and values do not reach: the state stays on the CPU,
+    # and its device copy is an allocation of its 16 bytes that lives as long as the state does
+    from torch.distributed.tensor import _random as dt_random
+    real_rng_state = dt_random.OffsetBasedRNGTracker._get_device_state
+
+    def rng_device_state(self):
+        state = self._device_handle.get_rng_state()
+        if self._device.type == "cuda":
+            n = state.numel() * state.element_size()
+            weakref.finalize(state, cap.fake_free, cap.fake_alloc(n, "DTensor RNG state on the device", SOURCE_RNG),
+                             n)
+        return state
+    dt_random.OffsetBasedRNGTracker._get_device_state = rng_device_state
+    from torch.distributed.fsdp._fully_shard import _fsdp_param
+    real_param_init = _fsdp_param.FSDPParam._init_sharded_param
+
+    def init_sharded_param(self, param, device, shard_placement_fn):
+        real_param_init(self, param, device, shard_placement_fn)
+        mi, dim = self.mesh_info, self.fsdp_placement.dim
+        key = (self._orig_size[dim], mi.shard_mesh_dim, mi.mesh)
+        st.shards.setdefault((key[0], key[1], id(mi.mesh)), key)
+    _fsdp_param.FSDPParam._init_sharded_param = init_sharded_param
     for mod in (dist, c10d):
         mod.init_process_group, mod.destroy_process_group = init_process_group, destroy_process_group
     ddp_mod._verify_param_shape_across_processes = lambda *a, **k: None
@@ -240,6 +295,8 @@ def patched(cap, rank, world):
         for mod in handle_mods:
             mod._get_device_handle = real_handle
         fsdp_fs._get_device_from_mesh = real_mesh_device
+        dt_random.OffsetBasedRNGTracker._get_device_state = real_rng_state
+        _fsdp_param.FSDPParam._init_sharded_param = real_param_init
         if dist.is_initialized():
             real_destroy()
         for k, v in saved_env.items():

@@ -45,11 +45,13 @@ struct Ctx {
   uint64_t size;
   int64_t index;  // absolute log index of the alloc entry; -1: not recorded (made while not capturing)
   uint64_t gen;   // the capture that recorded it (a storage outliving its capture is no event of the next)
+  bool own;       // the program's own meta tensor (made in own_meta mode): no device memory on the GPU either
 };
 
 std::mutex mu;
 bool recording = false;
 bool paused = false;      // pause(): new storages get no entry (torch.compile's fake tensors), frees still logged
+bool own_mode = false;    // own_meta(): new storages are the program's own meta tensors: no entry, marked own
 uint64_t generation = 0;  // one per start()
 std::vector<Entry> log_entries;
 int64_t log_base = 0;     // absolute index of log_entries[0] (entries before were drained)
@@ -122,10 +124,11 @@ struct RecordingMetaAllocator final : public c10::Allocator {
       TORCH_CHECK_WITH(OutOfMemoryError, false, "CUDA out of memory. Tried to allocate ", n,
                        " bytes, more than any GPU has.");
     }
-    Ctx* c = new Ctx{0, n, -1, 0};
+    Ctx* c = new Ctx{0, n, -1, 0, false};
     {
       std::lock_guard<std::mutex> g(mu);
-      if (recording && !paused) {
+      c->own = own_mode;
+      if (recording && !paused && !own_mode) {
         c->addr = bump(n);
         c->gen = generation;
         c->index = log_base + (int64_t)log_entries.size();
@@ -168,6 +171,23 @@ bool pause_recording(bool p) {
   bool was = paused;
   paused = p;
   return was;
+}
+
+bool own_meta(bool p) {
+  std::lock_guard<std::mutex> g(mu);
+  bool was = own_mode;
+  own_mode = p;
+  return was;
+}
+
+// 1: t's storage is the program's own meta (made in own_meta mode); 0: one of the program's CUDA storages (or
+// made outside the capture); -1: no storage bytes (nothing to tell).
+int is_own(const at::Tensor& t) {
+  const c10::Storage& s = t.storage();
+  if (!s || s.data_ptr().get_deleter() != &deleter)
+    return -1;
+  Ctx* c = static_cast<Ctx*>(s.data_ptr().get_context());
+  return c && c->own ? 1 : 0;
 }
 
 void set_tag(int64_t t) {
@@ -337,6 +357,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("start", &start, "clear the log and start recording");
   m.def("stop", &stop, "stop recording (storages made before keep their entries)");
   m.def("pause", &pause_recording, "pause(True): storages made from now get no entry; the previous setting returned");
+  m.def("own_meta", &own_meta, "own_meta(True): storages made from now are the program's own meta: no entry; the previous setting returned");
+  m.def("is_own", &is_own, "1: the storage is the program's own meta, 0: not, -1: no storage bytes");
   m.def("set_tag", &set_tag);
   m.def("op_begin", &op_begin);
   m.def("op_end", &op_end);

@@ -22,7 +22,7 @@ import time
 
 import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import TorchDispatchMode, is_traceable_wrapper_subclass
 from torch.utils._pytree import tree_flatten, tree_map
 
 from . import distributed, ext, frames, placeholders, values, versions
@@ -57,6 +57,26 @@ def _on_device(args, kwargs):
         elif isinstance(x, torch.device) and x.type == "meta":
             return True
     return False
+
+
+def _own_meta(cap, args, kwargs):
+    """Whether an op works on the program's own meta tensors alone (meta_alloc is_own: made under
+    torch.device("meta") and what is computed from them only, through a tensor subclass's inner tensors): no
+    device memory on the GPU either. Not while a call names CUDA (to_empty(device="cuda"): devmap)."""
+    if cap.named_cuda:
+        return False
+    own = False
+    stack = [x for x in tree_flatten((args, kwargs))[0] if isinstance(x, torch.Tensor)]
+    while stack:
+        t = stack.pop()
+        if is_traceable_wrapper_subclass(t):
+            stack.extend(getattr(t, a) for a in t.__tensor_flatten__()[0])
+            continue
+        o = cap.ext.is_own(t)
+        if o == 0:
+            return False
+        own = own or o == 1
+    return own
 
 
 def _without_meta_kernel(cap, func, prep, exc):
@@ -96,6 +116,12 @@ class RecordMode(TorchDispatchMode):
         if not _on_device(args, kwargs):
             # host work (a CPU matmul, a reduction of CPU tensors): no device bytes, no CUDA library's either
             return func(*args, **kwargs)
+        if _own_meta(cap, args, kwargs):
+            was = cap.ext.own_meta(True)
+            try:
+                return func(*args, **kwargs)
+            finally:
+                cap.ext.own_meta(was)
         cap.begin_op(func)
         prep = cap.values.before(func, args, kwargs)
         held = attention.before(cap, func, args, kwargs)
@@ -172,6 +198,7 @@ class Capture:
         self.ctx = (0, 0)         # (stream, private pool) new allocations are made on (cuda_model/cudagraphs.py)
         self._label = 0           # the label the events are tagged with now
         self.dry = 0              # > 0: the CUDA path's own allocations are not made (a CUDA graph's replay)
+        self.named_cuda = 0       # > 0: inside a torch call that names the CUDA device (devmap)
 
     # -- used by the models --------------------------------------------------------------------------------
     def in_backward(self):
@@ -450,6 +477,8 @@ class Capture:
         if st is not None:
             meta["distributed"] = {"rank": st.rank, "world_size": st.world, "initialised": st.initialised,
                                    "backend": st.backend, "stashed_bytes": st.stashed_bytes}
+            if st.initialised:
+                meta["distributed"]["rank_class"] = st.rank_classes()
         doc = {"segments": [], "device_traces": [self.events_hi if upper else self.events], "allocator_settings": {},
                "external_annotations": [], "oomlab_capture": meta}
         if self.budget is not None:
