@@ -697,7 +697,7 @@ Test(predict, nproc_charges_nccl_and_groups_ranks)
     cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
     cJSON *o = cJSON_Parse(r.out);
     cr_assert_not_null(o, "%s", r.out);
-    cr_assert_str_eq(get(o, "schema")->valuestring, "oomlab.predict.nproc/5");
+    cr_assert_str_eq(get(o, "schema")->valuestring, "oomlab.predict.nproc/6");
     cr_assert(cJSON_IsTrue(get(o, "distributed")));
     cr_assert_eq(get(o, "nccl_bytes_per_rank")->valuedouble, 908066816.0);
     cr_assert_eq(get(o, "distinct_traces")->valueint, 2);
@@ -714,6 +714,50 @@ Test(predict, nproc_charges_nccl_and_groups_ranks)
         cr_expect(cJSON_IsTrue(get(rk, "fits")));
     }
     cJSON_Delete(o);
+    run_free(&r);
+}
+
+/* Ranks alike in what decides their allocations (the capture's rank_class: shard sizes, place in the mesh, rank 0) are
+ * captured once: of 1024 ranks where rank 7 alone allocates more, ranks 0, 1 and 7 are captured, the others reported
+ * as rank 1, and the per-rank lines beyond 64 ranks are runs. */
+Test(predict, nproc_captures_one_rank_of_each_class)
+{
+    const char *s = script("s.py", "import torch\n");
+    run_result r = run(fmt("predict --python " FAKE " --nproc 1024 --json '%s' 10MiB rank7:4MiB", s));
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+    cr_assert_not_null(strstr(r.err, "oomlab: predict: rank 7 captured (3 of 3, "), "%s", r.err);
+    cr_assert_null(strstr(r.err, "rank 2 captured"), "%s", r.err);
+    cJSON *o = cJSON_Parse(r.out);
+    cr_assert_not_null(o, "%s", r.out);
+    cr_assert_eq(get(o, "captured_ranks")->valueint, 3);
+    cr_assert_eq(get(o, "distinct_traces")->valueint, 2);
+    const cJSON *ranks = get(o, "ranks");
+    cr_assert_eq(cJSON_GetArraySize(ranks), 1024);
+    static const int at[] = {0, 1, 2, 7, 8, 1023};
+    static const int alike[] = {0, 1, 1, 7, 1, 1}, same[] = {0, 0, 0, 7, 0, 0};
+    for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
+        const cJSON *rk = cJSON_GetArrayItem(ranks, at[i]);
+        cr_expect_eq(get(rk, "rank")->valueint, at[i]);
+        cr_expect_eq(cJSON_IsTrue(get(rk, "captured")), alike[i] == at[i], "rank %d", at[i]);
+        cr_expect_eq(get(rk, "alike_to")->valueint, alike[i], "rank %d", at[i]);
+        cr_expect_eq(get(rk, "same_trace_as")->valueint, same[i], "rank %d", at[i]);
+        cr_expect_eq(get(rk, "peak_allocated")->valuedouble, at[i] == 7 ? 14680064.0 : 10485760.0, "rank %d", at[i]);
+        cr_expect_eq(cJSON_IsNull(get(rk, "distributed")), alike[i] != at[i], "rank %d", at[i]);
+    }
+    cJSON_Delete(o);
+    run_free(&r);
+    r = run(fmt("predict --python " FAKE " --nproc 1024 '%s' 10MiB rank7:4MiB", s));
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+    cr_assert_not_null(strstr(r.out, "nproc: 1024 ranks, 3 captured, each as its own process (rank K of 1024: "), "%s",
+                       r.out);
+    cr_assert_not_null(strstr(r.out, "nproc: ranks 1-6, 8-1023 alike in their shard sizes and place in the mesh: rank 1 "
+                                     "captured for all (a script that branches on its rank otherwise is not seen)\n"),
+                       "%s", r.out);
+    cr_assert_not_null(strstr(r.out, "\nranks 0-6, 8-1023:\n"), "%s", r.out);
+    cr_assert_not_null(strstr(r.out, "\nrank 7:\n"), "%s", r.out);
+    cr_assert_not_null(strstr(r.out, "  ranks 0-6: peak allocated 10.00 MiB (10485760 bytes)"), "%s", r.out);
+    cr_assert_not_null(strstr(r.out, "  rank 7: peak allocated 14.00 MiB (14680064 bytes)"), "%s", r.out);
+    cr_assert_not_null(strstr(r.out, "  ranks 8-1023: peak allocated 10.00 MiB (10485760 bytes)"), "%s", r.out);
     run_free(&r);
 }
 

@@ -124,7 +124,7 @@ Test(schemas, predict_nproc)
     char args[512];
     snprintf(args, sizeof args,
              "predict --python tests/fixtures/fake_capture.py --nproc 2 --json '%s' 10MiB", script);
-    expect_shape(args, "oomlab.predict.nproc/5");
+    expect_shape(args, "oomlab.predict.nproc/6");
 }
 
 /* The capture's reader accepts the version it understands and refuses another in one line. */

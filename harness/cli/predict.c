@@ -348,23 +348,44 @@ static bool capture_argv(predict_cli *c, int rank, const char *value, char **arg
     return true;
 }
 
-/* Did rank 0's trace initialise torch.distributed? */
-static bool trace_initialised(const char *path)
+/* Did rank 0's trace initialise torch.distributed? Then cls[r] is the rank that rank r is alike to (the capture's
+ * "rank_class": the first rank with its shard sizes and place in the mesh, distributed.py rank_classes), or r itself
+ * for every rank where the trace names none (a capture that does not say: every rank captured). */
+static bool rank0_classes(const char *path, int n, int *cls)
 {
+    for (int r = 0; r < n; r++)
+        cls[r] = r;
     trace_file t;
     char err[256];
     if (trace_load(path, &t, err, sizeof err) != OOM_OK)
         return true; /* do_nproc says what is wrong with it */
     const cJSON *dist = cJSON_GetObjectItemCaseSensitive(t.capture, "distributed");
     bool init = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(dist, "initialised"));
+    const cJSON *rc = cJSON_GetObjectItemCaseSensitive(dist, "rank_class");
+    bool valid = cJSON_IsArray(rc) && cJSON_GetArraySize(rc) == n;
+    for (int r = 0; valid && r < n; r++) {
+        const cJSON *v = cJSON_GetArrayItem(rc, r);
+        /* a class names its first rank: cls[r] <= r, and that rank is its own */
+        valid = cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble <= r && v->valuedouble == (int)v->valuedouble &&
+                cls[(int)v->valuedouble] == (int)v->valuedouble;
+        if (valid)
+            cls[r] = (int)v->valuedouble;
+    }
+    if (!valid) {
+        if (rc)
+            fprintf(stderr, "oomlab: predict: rank 0's trace names no valid rank classes: every rank captured\n");
+        for (int r = 0; r < n; r++)
+            cls[r] = r;
+    }
     trace_free(&t);
     return init;
 }
 
 /* Every rank's capture (--nproc): rank 0 alone first, and only when its script initialised torch.distributed the
- * others, at most as many at once as there are CPUs, each said on stderr as it ends. 0 (*ranks: how many were
- * captured, 1 or N), or the first failing rank's status (the others are stopped). */
-static int capture_ranks(predict_cli *c, int *ranks)
+ * ranks it names as the first of their class (cls, rank0_classes), at most as many at once as there are CPUs, each
+ * said on stderr as it ends. 0 (*ranks: 1, or N with the captured ones those where cls[r] == r), or the first failing
+ * rank's status (the others are stopped). */
+static int capture_ranks(predict_cli *c, int *cls, int *ranks)
 {
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     int width = ncpu < 1 ? 1 : ncpu > c->nproc ? c->nproc : (int)ncpu;
@@ -379,14 +400,18 @@ static int capture_ranks(predict_cli *c, int *ranks)
         return 1;
     }
     child_env env = {.pythonpath = pythonpath, .tmpdir = c->tmpdir};
-    int rc = 0, next = 0, running = 0, done = 0, total = c->nproc;
+    int rc = 0, next = 0, running = 0, done = 0, total = c->nproc, planned = 1;
     double t0 = child_now();
     char who[32], path[PATH_MAX + 32];
     fflush(stdout);
     fflush(stderr);
     while (!rc && (next < total || running > 0)) {
-        /* rank 0 alone: whether the others run at all depends on its trace */
+        /* rank 0 alone: whether the others run at all, and which, depends on its trace */
         bool may_start = next == 0 || (done >= 1 && next < total);
+        if (may_start && next > 0 && cls[next] != next) {
+            next++; /* alike to an earlier rank: predicted as that one */
+            continue;
+        }
         if (may_start && running < width) {
             capture_argv(c, next, NULL, argv, NULL);
             child_start(&kids[next], argv, child_env_setup, &env, c->timeout);
@@ -411,10 +436,13 @@ static int capture_ranks(predict_cli *c, int *ranks)
             break;
         if (i == 0) {
             rank_trace_path(c, 0, path, sizeof path);
-            if (!trace_initialised(path))
+            if (!rank0_classes(path, c->nproc, cls))
                 total = 1; /* one process: the others would each run it alone */
+            planned = 0;
+            for (int r = 0; r < total; r++)
+                planned += cls[r] == r;
         }
-        fprintf(stderr, "oomlab: predict: rank %d captured (%d of %d, %.0f s)\n", i, done, total, child_now() - t0);
+        fprintf(stderr, "oomlab: predict: rank %d captured (%d of %d, %.0f s)\n", i, done, planned, child_now() - t0);
     }
     child_stop_all(kids, next); /* after a failure: the ranks still running */
     *ranks = total;
@@ -714,64 +742,79 @@ static int do_sweep(predict_cli *c)
     return 0;
 }
 
-/* "ranks 0-3" / "rank 2" / "ranks 0, 2, 5" of the group whose first rank is first (group[k] == first). */
-static void ranks_text(const int *group, int n, int first, char *out, size_t cap)
+/* "rank 2" / "ranks 0-3" / "ranks 1-6, 8-1023": the ranks k where of[k] == first, as runs. */
+static void ranks_text(const int *of, int n, int first, char *out, size_t cap)
 {
-    int count = 0, last = -1;
-    bool run = true;
+    int count = 0;
     for (int k = 0; k < n; k++)
-        if (group[k] == first) {
-            run = run && (last < 0 || k == last + 1);
-            last = k;
-            count++;
-        }
-    if (count == 1) {
-        snprintf(out, cap, "rank %d", first);
-        return;
+        count += of[k] == first;
+    size_t len = (size_t)snprintf(out, cap, count == 1 ? "rank " : "ranks ");
+    bool any = false;
+    for (int k = 0; k < n && len < cap; k++) {
+        if (of[k] != first)
+            continue;
+        int last = k;
+        while (last + 1 < n && of[last + 1] == first)
+            last++;
+        len += (size_t)snprintf(out + len, cap - len, last > k ? "%s%d-%d" : "%s%d", any ? ", " : "", k, last);
+        any = true;
+        k = last;
     }
-    if (run) {
-        snprintf(out, cap, "ranks %d-%d", first, last);
-        return;
-    }
-    size_t len = (size_t)snprintf(out, cap, "ranks ");
-    for (int k = 0; k < n && len < cap; k++)
-        if (group[k] == first)
-            len += (size_t)snprintf(out + len, cap - len, "%s%d", k == first ? "" : ", ", k);
 }
 
-/* --nproc: every rank captured, the distinct traces analysed, a report per group of identical ranks and a line per
- * rank (or the JSON of all). */
+#define PER_RANK_LINES 64 /* up to this many ranks a line each in the text report; beyond, a line per run of ranks */
+
+/* --nproc: the ranks captured (one of each class, capture_ranks), the distinct traces analysed, a report per group of
+ * ranks with the same trace and a line per rank (or the JSON of all). */
 static int do_nproc(predict_cli *c)
 {
-    int nranks = 0;
-    int rc = capture_ranks(c, &nranks);
-    if (rc)
-        return rc;
     int n = c->nproc;
+    int *cls = calloc((size_t)n, sizeof *cls); /* the rank each rank is predicted as (itself where captured) */
+    if (!cls) {
+        fprintf(stderr, "oomlab: predict: out of host memory\n");
+        return 1;
+    }
+    int nranks = 0;
+    int rc = capture_ranks(c, cls, &nranks);
+    if (rc) {
+        free(cls);
+        return rc;
+    }
     trace_file *t = calloc((size_t)n, sizeof *t);
     predict_result *res = calloc((size_t)n, sizeof *res);
-    int *group = calloc((size_t)n, sizeof *group); /* the first rank with the same trace */
-    if (!t || !res || !group) {
+    int *group = calloc((size_t)n, sizeof *group); /* the first captured rank with the same trace */
+    bool *loaded = calloc((size_t)n, sizeof *loaded);
+    if (!t || !res || !group || !loaded) {
         free(t);
         free(res);
         free(group);
+        free(loaded);
+        free(cls);
         fprintf(stderr, "oomlab: predict: out of host memory\n");
         return 1;
     }
     char err[1024], path[PATH_MAX + 32];
-    int loaded = 0;
-    for (; loaded < nranks && !rc; loaded++) {
-        rank_trace_path(c, loaded, path, sizeof path);
-        if (trace_load(path, &t[loaded], err, sizeof err) != OOM_OK)
-            rc = bad("rank %d: %s", loaded, err);
+    for (int k = 0; k < nranks && !rc; k++) {
+        if (cls[k] != k)
+            continue;
+        rank_trace_path(c, k, path, sizeof path);
+        if (trace_load(path, &t[k], err, sizeof err) != OOM_OK)
+            rc = bad("rank %d: %s", k, err);
+        else
+            loaded[k] = true;
     }
     const cJSON *dist = rc ? NULL : cJSON_GetObjectItemCaseSensitive(t[0].capture, "distributed");
     bool initialised = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(dist, "initialised"));
     if (!initialised)
         nranks = 1; /* never initialised: one process, rank 0's capture (the others were not run) */
     size_t nccl = initialised ? devcomm_model_bytes(n) : 0;
-    int ngroups = 0;
+    int ngroups = 0, ncaptured = 0;
     for (int k = 0; k < nranks && !rc; k++) {
+        if (cls[k] != k) {
+            group[k] = group[cls[k]]; /* not captured: its class's first rank's */
+            continue;
+        }
+        ncaptured++;
         group[k] = k;
         for (int j = 0; j < k; j++)
             if (group[j] == j && predict_traces_same(&t[j], &t[k])) {
@@ -785,22 +828,27 @@ static int do_nproc(predict_cli *c)
         if (predict_run(&t[k], c->script, &po, &res[k], err, sizeof err) != OOM_OK)
             rc = bad("rank %d: %s", k, err);
     }
-    char cut[ECHO_BUF], who[256];
+    char cut[ECHO_BUF], who[512];
     if (!rc && c->json) {
         cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "schema", "oomlab.predict.nproc/5");
+        cJSON_AddStringToObject(o, "schema", "oomlab.predict.nproc/6");
         cJSON_AddStringToObject(o, "script", c->script);
         cJSON_AddNumberToObject(o, "nproc", n);
         cJSON_AddBoolToObject(o, "distributed", initialised);
         cJSON_AddNumberToObject(o, "nccl_bytes_per_rank", (double)nccl);
+        cJSON_AddNumberToObject(o, "captured_ranks", initialised ? ncaptured : 1);
         cJSON_AddNumberToObject(o, "distinct_traces", ngroups);
         cJSON *ranks = cJSON_AddArrayToObject(o, "ranks");
         for (int k = 0; k < nranks; k++) {
             cJSON *r = predict_json(&res[group[k]], c->script);
             cJSON_AddNumberToObject(r, "rank", k);
+            cJSON_AddBoolToObject(r, "captured", cls[k] == k);
+            cJSON_AddNumberToObject(r, "alike_to", cls[k]);
             cJSON_AddNumberToObject(r, "same_trace_as", group[k]);
-            const cJSON *d = cJSON_GetObjectItemCaseSensitive(t[k].capture, "distributed");
-            cJSON_AddItemToObject(r, "distributed", d ? cJSON_Duplicate(d, true) : cJSON_CreateNull());
+            const cJSON *d = cls[k] == k ? cJSON_GetObjectItemCaseSensitive(t[k].capture, "distributed") : NULL;
+            cJSON *dc = d ? cJSON_Duplicate(d, true) : cJSON_CreateNull();
+            cJSON_DeleteItemFromObjectCaseSensitive(dc, "rank_class"); /* the ranks' alike_to */
+            cJSON_AddItemToObject(r, "distributed", dc);
             cJSON_AddItemToArray(ranks, r);
         }
         cli_print_json(o);
@@ -810,10 +858,27 @@ static int do_nproc(predict_cli *c)
                    "capture; no NCCL buffers charged; each of the %d processes would run it alone)\n",
                    echo_str(c->script, cut), n);
         } else {
-            printf("nproc: %d rank%s, each captured as its own process (rank K of %d: RANK, LOCAL_RANK, WORLD_SIZE, "
-                   "MASTER_ADDR set as torchrun sets them; init_process_group made a fake process group on the CPU "
-                   "whose collectives complete at once)\n",
-                   n, n == 1 ? "" : "s", n);
+            if (ncaptured == n)
+                printf("nproc: %d rank%s, each captured as its own process", n, n == 1 ? "" : "s");
+            else
+                printf("nproc: %d ranks, %d captured, each as its own process", n, ncaptured);
+            printf(" (rank K of %d: RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR set as torchrun sets them; "
+                   "init_process_group made a fake process group on the CPU whose collectives complete at once)\n",
+                   n);
+            if (ncaptured < n)
+                for (int k = 1; k < n; k++) {
+                    if (cls[k] != k)
+                        continue;
+                    int alike = 0;
+                    for (int j = k + 1; j < n; j++)
+                        alike += cls[j] == k;
+                    if (!alike)
+                        continue;
+                    ranks_text(cls, n, k, who, sizeof who);
+                    printf("nproc: %s alike in their shard sizes and place in the mesh: rank %d captured for all "
+                           "(a script that branches on its rank otherwise is not seen)\n",
+                           who, k);
+                }
             if (ngroups == 1)
                 printf("nproc: the %d ranks recorded the same %zu allocations and frees: one report for all (rank 0's, "
                        "with its op labels)\n",
@@ -851,17 +916,26 @@ static int do_nproc(predict_cli *c)
             char a[32], b[32];
             for (int k = 0; k < n; k++) {
                 const predict_result *r = &res[group[k]];
-                printf("  rank %d: peak allocated %s (%zu bytes), peak reserved %s (%zu bytes), fits: %s\n", k,
+                int last = k;
+                if (n > PER_RANK_LINES)
+                    while (last + 1 < n && group[last + 1] == group[k])
+                        last++;
+                if (last > k)
+                    printf("  ranks %d-%d", k, last);
+                else
+                    printf("  rank %d", k);
+                printf(": peak allocated %s (%zu bytes), peak reserved %s (%zu bytes), fits: %s\n",
                        memstats_format_size(r->peak_allocated, a, sizeof a), r->peak_allocated,
                        memstats_format_size(r->peak_reserved, b, sizeof b), r->peak_reserved,
                        r->fits ? "yes" : "no (out of memory)");
+                k = last;
             }
         }
     }
     for (int k = 0; k < n; k++) {
         if (k < nranks && group[k] == k)
             predict_result_free(&res[k]);
-        if (k < loaded)
+        if (loaded[k])
             trace_free(&t[k]);
         rank_trace_path(c, k, path, sizeof path);
         unlink(path);
@@ -869,6 +943,8 @@ static int do_nproc(predict_cli *c)
     free(t);
     free(res);
     free(group);
+    free(loaded);
+    free(cls);
     return rc;
 }
 
