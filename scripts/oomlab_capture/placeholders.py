@@ -30,6 +30,26 @@ def _host(t):
 
 
 def dispatch(cap, func, args, kwargs):
+    if func is aten._to_copy.default and args[0].is_meta and str(kwargs.get("device", "")).startswith("cpu"):
+        # a device-to-host copy below the capture's device map (FSDP2's CPU offloading copies each reduced
+        # gradient to the host in its backward hook, which the autograd engine runs): as Tensor.to("cpu") above;
+        # non_blocking pins the host tensor (_to_copy: pin_out)
+        x = args[0]
+        if x.numel() and not x.is_contiguous():
+            n = x.numel() * x.element_size()
+            cap.fake_free(cap.fake_alloc(n, "device-to-host copy: a contiguous device temporary", SOURCE_COPY), n)
+        h = cap.values.get(x)
+        if h is not None:
+            cap.answered("aten::_to_copy(cpu)")
+            h = h.clone()
+        else:
+            cap.placeholder("aten::_to_copy(cpu)")
+            h = _host(x)
+        if kwargs.get("dtype") is not None:
+            h = h.to(kwargs["dtype"])
+        if kwargs.get("non_blocking"):
+            cap.pinned(h)
+        return h
     if func in (aten._local_scalar_dense.default, aten.item.default) and args[0].is_meta:
         v = cap.values.get(args[0])
         if v is not None:
