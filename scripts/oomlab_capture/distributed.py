@@ -22,9 +22,10 @@ CUDA. What the meta path lacks, each after the PyTorch source it follows:
   its tensor (stashed_for_allocator_safety_, released only by work.wait()/synchronize(); the Reducer waits on
   the Work's future instead), so the single bucket of iterations before the rebuild stays allocated beside the
   rebuilt ones (measured on 2 x H200: scenarios/data_parallel.c's story). The fake group's Work holds nothing:
-  the capture holds every tensor all-reduced before Reducer._rebuild_buckets() first returns True, until
-  dist.destroy_process_group() or the capture's end (a tensor all-reduced by the script itself before the
-  rebuild is held the same way).
+  the capture holds every tensor all-reduced from DistributedDataParallel's construction until
+  Reducer._rebuild_buckets() first returns True, until dist.destroy_process_group() or the capture's end (a
+  tensor all-reduced by the script itself in that time is held the same way; FSDP2 builds no Reducer, and its
+  synchronous all-reduces wait on their Work).
 NCCL's own buffers are cudaMalloc'd by libnccl outside the caching allocator: not in the trace; oomlab predict
 charges them as the process's non-PyTorch memory (harness/device/devcomm.h).
 """
@@ -44,7 +45,7 @@ class State:
         self.initialised = False       # the script called init_process_group
         self.backend = None            # the backend it asked for
         self.stash = []                # tensors held as ProcessGroupNCCL's Work holds them
-        self.stashing = True           # until the Reducer's first rebuild
+        self.stashing = False          # from DistributedDataParallel's construction to the Reducer's first rebuild
         self.stashed_bytes = 0
         self.shards = {}               # (dim-0 size, shard mesh dim, mesh) of every FSDP2 parameter: rank_classes
 
@@ -280,7 +281,12 @@ def patched(cap, rank, world):
     _fsdp_param.FSDPParam._init_sharded_param = init_sharded_param
     for mod in (dist, c10d):
         mod.init_process_group, mod.destroy_process_group = init_process_group, destroy_process_group
-    ddp_mod._verify_param_shape_across_processes = lambda *a, **k: None
+    def verify_params(*a, **k):
+        # DDP's construction (DistributedDataParallel.__init__ calls this before making its Reducer): from here
+        # all-reduces are its buckets' and are held until the first rebuild; a synchronous all_reduce elsewhere
+        # (FSDP2's HSDP all-reduce of the reduced gradients) waits on its Work, which releases the stash
+        st.stashing = True
+    ddp_mod._verify_param_shape_across_processes = verify_params
     ddp_mod._to_kwargs = to_kwargs
     Reducer._rebuild_buckets = rebuild
     try:
