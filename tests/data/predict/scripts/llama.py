@@ -1,6 +1,7 @@
 """A Llama-style decoder (RMSNorm, rotary position embeddings, SwiGLU feed-forward, grouped-query attention)
 trained for a few steps with AdamW in bfloat16. --size 1b is shaped like Llama 3.2 1B (1.24 B parameters),
---size 7b like Llama 2 7B (6.74 B). The model is built directly on the device (with torch.device(...)), as
+--size 7b like Llama 2 7B (6.74 B), --size 8b like Llama 3 8B (8.03 B);
+--size tiny is a small one for quick runs. The model is built directly on the device (with torch.device(...)), as
 large models are, so no copy of the weights is made on the host."""
 import argparse
 import math
@@ -29,6 +30,9 @@ CONFIGS = {
     "1b": ModelArgs(dim=2048, n_layers=16, n_heads=32, n_kv_heads=8, vocab_size=128256, ffn_dim=8192,
                     rope_theta=500000.0, tie_embeddings=True),
     "7b": ModelArgs(dim=4096, n_layers=32, n_heads=32, n_kv_heads=32, vocab_size=32000, ffn_dim=11008),
+    "8b": ModelArgs(dim=4096, n_layers=32, n_heads=32, n_kv_heads=8, vocab_size=128256, ffn_dim=14336,
+                    rope_theta=500000.0),
+    "tiny": ModelArgs(dim=512, n_layers=4, n_heads=8, n_kv_heads=4, vocab_size=8192, ffn_dim=1536),
 }
 
 
