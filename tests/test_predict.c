@@ -909,6 +909,91 @@ Test(predict, nproc_fsdp2_bug_prefetch_ahead, .timeout = 600)
                             "PyTorch but unallocated."});
 }
 
+/* tests/data/predict/scripts/fsdp_llama.py (torchtitan's way: built on meta, fully_shard per block and the root,
+ * to_empty, AdamW) against its torchrun recordings on one H100 (scripts/twins/fsdp_record.sh; docs/parity.md,
+ * "FSDP2 under torchrun"): on 1 rank (NCCL) both peaks; on 2 and 4 ranks, which shared the GPU over gloo, the peak
+ * allocated (gloo's own device copies on its streams reserve more than NCCL would). */
+typedef struct llama_case {
+    int nproc;
+    const char *args;
+    long long peak_allocated, peak_reserved; /* peak_reserved 0: not compared */
+} llama_case;
+
+static void check_llama(const llama_case *c)
+{
+    if (!venv_ready())
+        cr_skip_test("build/venv is not installed (make test installs it: scripts/predict_venv.sh)");
+    run_result r = run(fmt("predict --json --nproc %d --gpu H100-80GB tests/data/predict/scripts/fsdp_llama.py %s",
+                           c->nproc, c->args));
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+    cJSON *o = cJSON_Parse(r.out);
+    cr_assert_not_null(o, "%s", r.out);
+    const cJSON *ranks = get(o, "ranks");
+    cr_assert_eq(cJSON_GetArraySize(ranks), c->nproc);
+    for (int k = 0; k < c->nproc; k++) {
+        const cJSON *rk = cJSON_GetArrayItem(ranks, k);
+        cr_expect_eq(get(rk, "peak_allocated")->valuedouble, (double)c->peak_allocated, "'%s' rank %d: %.0f", c->args,
+                     k, get(rk, "peak_allocated")->valuedouble);
+        if (c->peak_reserved)
+            cr_expect_eq(get(rk, "peak_reserved")->valuedouble, (double)c->peak_reserved, "'%s' rank %d: %.0f",
+                         c->args, k, get(rk, "peak_reserved")->valuedouble);
+    }
+    cJSON_Delete(o);
+    run_free(&r);
+}
+
+Test(predict, nproc_fsdp2_llama, .timeout = 600)
+{
+    check_llama(&(llama_case){1, "", 710414336, 811597824});
+}
+
+Test(predict, nproc_fsdp2_llama_checkpoint, .timeout = 600)
+{
+    check_llama(&(llama_case){1, "--checkpoint", 531992576, 696254464});
+}
+
+Test(predict, nproc_fsdp2_llama_bf16, .timeout = 600)
+{
+    check_llama(&(llama_case){1, "--bf16", 620228608, 713031680});
+}
+
+Test(predict, nproc_fsdp2_llama_two_ranks, .timeout = 600)
+{
+    check_llama(&(llama_case){2, "", 567753216, 0});
+}
+
+/* HSDP: 2 replicas of a 2-way shard, bf16 parameters, fp32 reduction: what the 2-rank FSDP holds; the all-reduce
+ * across replicas waits on its Work (no stash, distributed.py). */
+Test(predict, nproc_fsdp2_llama_hsdp_bf16, .timeout = 600)
+{
+    check_llama(&(llama_case){4, "--replicate 2 --bf16", 457391616, 0});
+}
+
+/* The capture's rank classes on 1024 ranks of the tiny decoder (dim 512, 4 KV heads of 64, FFN 1536, vocab 8192):
+ * torch.chunk gives each rank ceil(d/1024) rows of a dim-0 size d, so rows run out at rank 256 (the 256-row K and V
+ * projections), 512 (dim) and 768 (FFN): five classes with rank 0, one capture each. */
+Test(predict, nproc_fsdp2_rank_classes, .timeout = 600)
+{
+    if (!venv_ready())
+        cr_skip_test("build/venv is not installed (make test installs it: scripts/predict_venv.sh)");
+    run_result r = run("predict --json --nproc 1024 --gpu H100-80GB tests/data/predict/scripts/fsdp_llama.py --steps 1");
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+    cJSON *o = cJSON_Parse(r.out);
+    cr_assert_not_null(o, "%s", r.out);
+    cr_assert_eq(get(o, "captured_ranks")->valueint, 5);
+    const cJSON *ranks = get(o, "ranks");
+    cr_assert_eq(cJSON_GetArraySize(ranks), 1024);
+    static const int at[] = {0, 1, 255, 256, 511, 512, 767, 768, 1023};
+    static const int alike[] = {0, 1, 1, 256, 256, 512, 512, 768, 768};
+    for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
+        const cJSON *rk = cJSON_GetArrayItem(ranks, at[i]);
+        cr_expect_eq(get(rk, "alike_to")->valueint, alike[i], "rank %d", at[i]);
+        cr_expect_eq(cJSON_IsTrue(get(rk, "captured")), alike[i] == at[i], "rank %d", at[i]);
+    }
+    cJSON_Delete(o);
+    run_free(&r);
+}
+
 /* An alloc or a free request (or, with oom, an OOM). */
 static bool counted_event(const cJSON *e, bool oom)
 {
