@@ -307,16 +307,21 @@ void resize_storage(const at::Tensor& t, uint64_t n) {
 }
 
 // The log so far as a list of (action, addr, size, tag), dead entries left out; only outside any op bracket.
+// Python objects are made only after mu is released, here and below: making a tuple can run the garbage
+// collector, whose tensor frees call deleter, which takes mu (a capture hung so in fsdp_mlp.py's checkpointing).
 py::list drain() {
-  std::lock_guard<std::mutex> g(mu);
+  std::vector<Entry> taken;
+  {
+    std::lock_guard<std::mutex> g(mu);
+    if (depth == 0) {
+      log_base += (int64_t)log_entries.size();
+      taken.swap(log_entries);
+    }
+  }
   py::list out;
-  if (depth > 0)
-    return out;
-  for (const Entry& e : log_entries)
+  for (const Entry& e : taken)
     if (!e.dead)
       out.append(py::make_tuple((int)e.action, e.addr, e.size, e.tag));
-  log_base += (int64_t)log_entries.size();
-  log_entries.clear();
   return out;
 }
 
@@ -329,10 +334,15 @@ py::object storage_entry(const at::Tensor& t) {
   if (dp.get_deleter() != &deleter)
     return py::none();
   Ctx* c = static_cast<Ctx*>(dp.get_context());
-  std::lock_guard<std::mutex> g(mu);
-  if (!c || c->index < 0 || c->gen != generation)
-    return py::none();
-  return py::make_tuple(c->addr, c->size);
+  uint64_t addr, size;
+  {
+    std::lock_guard<std::mutex> g(mu);
+    if (!c || c->index < 0 || c->gen != generation)
+      return py::none();
+    addr = c->addr;
+    size = c->size;
+  }
+  return py::make_tuple(addr, size);
 }
 
 size_t oversized() {
@@ -341,8 +351,14 @@ size_t oversized() {
 }
 
 py::tuple counters() {
-  std::lock_guard<std::mutex> g(mu);
-  return py::make_tuple(live_bytes, peak_bytes, dropped);
+  uint64_t live, peak, gone;
+  {
+    std::lock_guard<std::mutex> g(mu);
+    live = live_bytes;
+    peak = peak_bytes;
+    gone = dropped;
+  }
+  return py::make_tuple(live, peak, gone);
 }
 
 void reset_peak() {
