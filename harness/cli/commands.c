@@ -182,12 +182,13 @@ const cli_command cli_commands[] = {
           "20,000 times at one line is said as a possible endless loop); default 3600, 0: no limit",
           false},
          {"--nproc", "N",
-          "the script is an N-process torch.distributed job (torchrun --nproc_per_node N): each rank\n"
+          "the script is an N-process torch.distributed job (torchrun --nproc_per_node N): a rank is\n"
           "captured with torchrun's variables, init_process_group on a process group whose collectives\n"
           "complete at once, DDP's buckets recorded; NCCL's buffers (866 MiB per rank, measured on H200)\n"
-          "charged outside the allocator; identical ranks reported once; rank 0 first: a script that\n"
-          "never initialises torch.distributed is one process, the others are not run (1 to 1024; not\n"
-          "with --sweep, --trace or --plot)",
+          "charged outside the allocator; rank 0 first: a script that never initialises\n"
+          "torch.distributed is one process, the others are not run; else one rank of each class rank 0\n"
+          "names (the same FSDP2 shard sizes, rank 0 apart) is captured and identical ranks reported\n"
+          "once (1 to 1024; not with --sweep, --trace or --plot)",
           false},
          {"--sweep", "NAME=LO..HI",
           "the largest value of a script parameter that fits, by bisection over fresh captures: each\n"
