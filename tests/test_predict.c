@@ -763,6 +763,21 @@ Test(predict, nproc_captures_one_rank_of_each_class)
     cr_assert_not_null(strstr(r.out, "  rank 7: peak allocated 14.00 MiB (14680064 bytes)"), "%s", r.out);
     cr_assert_not_null(strstr(r.out, "  ranks 8-1023: peak allocated 10.00 MiB (10485760 bytes)"), "%s", r.out);
     run_free(&r);
+    /* --jobs 1: one capture at a time, in rank order */
+    r = run(fmt("predict --python " FAKE " --nproc 1024 --jobs 1 '%s' 10MiB rank7:4MiB", s));
+    cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
+    cr_assert_not_null(strstr(r.err, "oomlab: predict: rank 1 captured (2 of 3, "), "%s", r.err);
+    cr_assert_not_null(strstr(r.err, "oomlab: predict: rank 7 captured (3 of 3, "), "%s", r.err);
+    run_free(&r);
+    r = run(fmt("predict --python " FAKE " --jobs 2 '%s' 10MiB", s));
+    cr_assert_eq(r.rc, 2);
+    cr_assert_str_eq(r.err, "oomlab: predict: --jobs is how many of --nproc's captures run at once: not without "
+                            "--nproc\n");
+    run_free(&r);
+    r = run(fmt("predict --python " FAKE " --nproc 2 --jobs 0 '%s' 10MiB", s));
+    cr_assert_eq(r.rc, 2);
+    cr_assert_str_eq(r.err, "oomlab: predict: --jobs: '0' is not a number of captures at once from 1 to 1024\n");
+    run_free(&r);
 }
 
 /* A script that never calls init_process_group under --nproc: said in one line, predicted as one process. */

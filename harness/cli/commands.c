@@ -190,6 +190,10 @@ const cli_command cli_commands[] = {
           "names (the same FSDP2 shard sizes, rank 0 apart) is captured and identical ranks reported\n"
           "once (1 to 1024; not with --sweep, --trace or --plot)",
           false},
+         {"--jobs", "J",
+          "how many of --nproc's captures run at once (default: as many as CPUs); each holds its own\n"
+          "host memory, 2.7 GB for an 8B-shaped model",
+          false},
          {"--sweep", "NAME=LO..HI",
           "the largest value of a script parameter that fits, by bisection over fresh captures: each\n"
           "probe replaces {NAME} in ARGS with the value and sets the environment variable NAME to it;\n"

@@ -70,6 +70,7 @@ typedef struct predict_cli {
     double timeout;          /* --timeout: seconds each capture may run; 0: no limit */
     bool json;
     int nproc;             /* --nproc N: ranks of a torch.distributed job; 0: one process */
+    int jobs;              /* --jobs J: --nproc's captures at once; 0: as many as CPUs */
     const char *script;
     char **args;
     int nargs;
@@ -382,13 +383,15 @@ static bool rank0_classes(const char *path, int n, int *cls)
 }
 
 /* Every rank's capture (--nproc): rank 0 alone first, and only when its script initialised torch.distributed the
- * ranks it names as the first of their class (cls, rank0_classes), at most as many at once as there are CPUs, each
+ * ranks it names as the first of their class (cls, rank0_classes), at most --jobs (else as many as CPUs) at once, each
  * said on stderr as it ends. 0 (*ranks: 1, or N with the captured ones those where cls[r] == r), or the first failing
  * rank's status (the others are stopped). */
 static int capture_ranks(predict_cli *c, int *cls, int *ranks)
 {
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    int width = ncpu < 1 ? 1 : ncpu > c->nproc ? c->nproc : (int)ncpu;
+    int width = c->jobs ? c->jobs : ncpu < 1 ? 1 : (int)ncpu;
+    if (width > c->nproc)
+        width = c->nproc;
     char pythonpath[PATH_MAX + 16];
     snprintf(pythonpath, sizeof pythonpath, "%s/scripts", c->root);
     char **argv = calloc((size_t)c->nargs + ARGV_MAX_EXTRA, sizeof *argv);
@@ -1097,7 +1100,8 @@ int cli_predict(int argc, char **argv)
         const char *a = argv[i];
         bool takes = strcmp(a, "--gpu") == 0 || strcmp(a, "--budget") == 0 || strcmp(a, "--alloc-conf") == 0 ||
                      strcmp(a, "--trace") == 0 || strcmp(a, "--plot") == 0 || strcmp(a, "--python") == 0 ||
-                     strcmp(a, "--sweep") == 0 || strcmp(a, "--nproc") == 0 || strcmp(a, "--timeout") == 0;
+                     strcmp(a, "--sweep") == 0 || strcmp(a, "--nproc") == 0 || strcmp(a, "--timeout") == 0 ||
+                     strcmp(a, "--jobs") == 0;
         if (takes && i + 1 >= argc)
             return bad("%s needs a value", a);
         if (strcmp(a, "--") == 0) {
@@ -1135,6 +1139,18 @@ int cli_predict(int argc, char **argv)
             if (!digits || n < 1 || n > PREDICT_NPROC_MAX)
                 return bad("--nproc: '%s' is not a number of ranks from 1 to %d", echo_str(v, cut), PREDICT_NPROC_MAX);
             c.nproc = (int)n;
+        } else if (strcmp(a, "--jobs") == 0) {
+            const char *v = argv[++i];
+            long n = 0;
+            bool digits = v[0] != 0 && strlen(v) <= 4;
+            for (const char *p = v; *p && digits; p++)
+                digits = isdigit((unsigned char)*p);
+            if (digits)
+                n = strtol(v, NULL, 10);
+            if (!digits || n < 1 || n > PREDICT_NPROC_MAX)
+                return bad("--jobs: '%s' is not a number of captures at once from 1 to %d", echo_str(v, cut),
+                           PREDICT_NPROC_MAX);
+            c.jobs = (int)n;
         } else if (strcmp(a, "--timeout") == 0) {
             const char *v = argv[++i];
             bool digits = v[0] != 0 && strlen(v) <= 7;
@@ -1170,6 +1186,8 @@ int cli_predict(int argc, char **argv)
         return bad("--sweep runs many captures: not with --trace or --plot");
     if (c.nproc && (c.sweep || c.trace_out || c.plot))
         return bad("--nproc runs a capture per rank: not with --sweep, --trace or --plot (not supported yet)");
+    if (c.jobs && !c.nproc)
+        return bad("--jobs is how many of --nproc's captures run at once: not without --nproc");
     if (access(c.script, R_OK) != 0)
         return bad("SCRIPT '%s': %s", echo_str(c.script, cut), strerror(errno));
     if (is_dir(c.script))
