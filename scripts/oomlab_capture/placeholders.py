@@ -34,17 +34,7 @@ def dispatch(cap, func, args, kwargs):
         # a device-to-host copy below the capture's device map (FSDP2's CPU offloading copies each reduced
         # gradient to the host in its backward hook, which the autograd engine runs): as Tensor.to("cpu") above;
         # non_blocking pins the host tensor (_to_copy: pin_out)
-        x = args[0]
-        if x.numel() and not x.is_contiguous():
-            n = x.numel() * x.element_size()
-            cap.fake_free(cap.fake_alloc(n, "device-to-host copy: a contiguous device temporary", SOURCE_COPY), n)
-        h = cap.values.get(x)
-        if h is not None:
-            cap.answered("aten::_to_copy(cpu)")
-            h = h.clone()
-        else:
-            cap.placeholder("aten::_to_copy(cpu)")
-            h = _host(x)
+        h = _to_host(cap, args[0], "aten::_to_copy(cpu)")
         if kwargs.get("dtype") is not None:
             h = h.to(kwargs["dtype"])
         if kwargs.get("non_blocking"):
@@ -120,6 +110,20 @@ SOURCE_COPY = "aten/src/ATen/native/cuda/Copy.cu copy_kernel_cuda (copy_requires
 _HOST_COPY = {torch.Tensor.cpu: "Tensor.cpu", torch.Tensor.numpy: "Tensor.numpy", torch.Tensor.tolist: "Tensor.tolist"}
 
 
+def _to_host(cap, x, name):
+    """The host copy of the device tensor x: its values where known (answered), else a placeholder."""
+    if x.numel() and not x.is_contiguous():
+        # Copy.cu copy_kernel_cuda to the host: src.expand_as(dst).contiguous() on the device first
+        n = x.numel() * x.element_size()
+        cap.fake_free(cap.fake_alloc(n, "device-to-host copy: a contiguous device temporary", SOURCE_COPY), n)
+    h = cap.values.get(x)
+    if h is not None:
+        cap.answered(name)
+        return h.clone()
+    cap.placeholder(name)
+    return _host(x)
+
+
 def function(cap, func, args, kwargs):
     name = _HOST_COPY.get(func)
     if name is None and func is torch.Tensor.to and len(args) > 1:
@@ -131,18 +135,7 @@ def function(cap, func, args, kwargs):
             name = "Tensor.to(cpu)"
     if name is None or not args or not isinstance(args[0], torch.Tensor) or not args[0].is_meta:
         return NotImplemented
-    x = args[0]
-    if x.numel() and not x.is_contiguous():
-        # Copy.cu copy_kernel_cuda to the host: src.expand_as(dst).contiguous() on the device first
-        n = x.numel() * x.element_size()
-        cap.fake_free(cap.fake_alloc(n, "device-to-host copy: a contiguous device temporary", SOURCE_COPY), n)
-    h = cap.values.get(args[0])
-    if h is not None:
-        cap.answered(name)
-        h = h.clone()
-    else:
-        cap.placeholder(name)
-        h = _host(args[0])
+    h = _to_host(cap, args[0], name)
     if func is torch.Tensor.numpy:
         return h.numpy()
     if func is torch.Tensor.tolist:
