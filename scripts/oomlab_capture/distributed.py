@@ -55,21 +55,16 @@ class State:
         over the mesh's shard dim, _fsdp_param.py _init_sharded_param: ceil(d/n) rows, the last ones short or
         empty) and whether it is rank 0 (the scripts' `if rank == 0`); DDP's and the rest are the same on every
         rank. Rank 0 is its own class."""
-        where = {}  # (id(mesh), dim) -> {rank: index along dim}
-        for _, dim, mesh in self.shards.values():
-            key = (id(mesh), dim)
-            if key not in where:
-                m = mesh.mesh
-                idx = torch.arange(m.numel()).reshape(m.shape)
-                along = (idx // int(torch.tensor(m.shape[dim + 1:]).prod().item())) % m.shape[dim]
-                where[key] = dict(zip(m.reshape(-1).tolist(), along.reshape(-1).tolist()))
+        shards = []  # (d, ceil(d/n), {rank: its index along the shard dim}) per parameter shape and mesh
+        for d, dim, mesh in self.shards.values():
+            m = mesh.mesh
+            along = torch.unravel_index(torch.arange(m.numel()), m.shape)[dim]
+            shards.append((d, -(-d // m.shape[dim]), dict(zip(m.reshape(-1).tolist(), along.tolist()))))
         first, out = {}, []
         for r in range(self.world):
             sig = [r == 0]
-            for d, dim, mesh in self.shards.values():
-                n = mesh.mesh.shape[dim]
-                i = where[(id(mesh), dim)].get(r, -1)
-                c = -(-d // n)
+            for d, c, where in shards:
+                i = where.get(r, -1)
                 sig.append(-1 if i < 0 else max(0, min(c, d - i * c)))
             out.append(first.setdefault(tuple(sig), r))
         return out
@@ -250,10 +245,8 @@ def patched(cap, rank, world):
     from torch.distributed.fsdp._fully_shard import _fully_shard as fsdp_fs
     real_mesh_device = fsdp_fs._get_device_from_mesh
 
-    fsdp_device = torch.device("meta")  # a capture CUDA tensor's device
-
     def mesh_device(mesh):
-        return fsdp_device if mesh.device_type == "cuda" else real_mesh_device(mesh)
+        return torch.device("meta") if mesh.device_type == "cuda" else real_mesh_device(mesh)
     fsdp_fs._get_device_from_mesh = mesh_device
     # DTensor's random ops (nn.init on a sharded parameter) copy CUDA's generator state to the mesh's device
     # (OffsetBasedRNGTracker._get_device_state: a 16-byte tensor on cuda:K) and compare and advance it from
@@ -275,9 +268,8 @@ def patched(cap, rank, world):
 
     def init_sharded_param(self, param, device, shard_placement_fn):
         real_param_init(self, param, device, shard_placement_fn)
-        mi, dim = self.mesh_info, self.fsdp_placement.dim
-        key = (self._orig_size[dim], mi.shard_mesh_dim, mi.mesh)
-        st.shards.setdefault((key[0], key[1], id(mi.mesh)), key)
+        mi, d = self.mesh_info, self._orig_size[self.fsdp_placement.dim]
+        st.shards.setdefault((d, mi.shard_mesh_dim, id(mi.mesh)), (d, mi.shard_mesh_dim, mi.mesh))
     _fsdp_param.FSDPParam._init_sharded_param = init_sharded_param
     for mod in (dist, c10d):
         mod.init_process_group, mod.destroy_process_group = init_process_group, destroy_process_group
