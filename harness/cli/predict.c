@@ -951,6 +951,16 @@ static int do_nproc(predict_cli *c)
     return rc;
 }
 
+/* --nproc's and --jobs' value: 1 to PREDICT_NPROC_MAX in decimal digits, or 0 when it is not. */
+static int parse_count(const char *v)
+{
+    bool digits = v[0] != 0 && strlen(v) <= 4;
+    for (const char *p = v; *p && digits; p++)
+        digits = isdigit((unsigned char)*p);
+    long n = digits ? strtol(v, NULL, 10) : 0;
+    return n >= 1 && n <= PREDICT_NPROC_MAX ? (int)n : 0;
+}
+
 /* NAME=LO..HI: NAME an identifier, 1 <= LO <= HI. */
 static bool parse_sweep(predict_cli *c, const char *s)
 {
@@ -1130,27 +1140,13 @@ int cli_predict(int argc, char **argv)
                 return bad("--plot needs a file name");
         } else if (strcmp(a, "--nproc") == 0) {
             const char *v = argv[++i];
-            long n = 0;
-            bool digits = v[0] != 0 && strlen(v) <= 4;
-            for (const char *p = v; *p && digits; p++)
-                digits = isdigit((unsigned char)*p);
-            if (digits)
-                n = strtol(v, NULL, 10);
-            if (!digits || n < 1 || n > PREDICT_NPROC_MAX)
+            if ((c.nproc = parse_count(v)) == 0)
                 return bad("--nproc: '%s' is not a number of ranks from 1 to %d", echo_str(v, cut), PREDICT_NPROC_MAX);
-            c.nproc = (int)n;
         } else if (strcmp(a, "--jobs") == 0) {
             const char *v = argv[++i];
-            long n = 0;
-            bool digits = v[0] != 0 && strlen(v) <= 4;
-            for (const char *p = v; *p && digits; p++)
-                digits = isdigit((unsigned char)*p);
-            if (digits)
-                n = strtol(v, NULL, 10);
-            if (!digits || n < 1 || n > PREDICT_NPROC_MAX)
+            if ((c.jobs = parse_count(v)) == 0)
                 return bad("--jobs: '%s' is not a number of captures at once from 1 to %d", echo_str(v, cut),
                            PREDICT_NPROC_MAX);
-            c.jobs = (int)n;
         } else if (strcmp(a, "--timeout") == 0) {
             const char *v = argv[++i];
             bool digits = v[0] != 0 && strlen(v) <= 7;
