@@ -470,7 +470,7 @@ static const cJSON *get(const cJSON *o, const char *key)
     return v;
 }
 
-/* --json (schema oomlab.predict/7, its keys pinned) of an OOM: 40 MiB under a 32 MiB budget (fraction 0.5 of
+/* --json (schema oomlab.predict/8, its keys pinned) of an OOM: 40 MiB under a 32 MiB budget (fraction 0.5 of
  * 64 MiB: a cap of exactly 32 MiB) runs out at event 0, step 0, aten::empty; --trace keeps the trace, which
  * replay and advise take as a prediction. */
 Test(predict, json_oom_and_trace)
@@ -491,7 +491,7 @@ Test(predict, json_oom_and_trace)
     for (const cJSON *k = o->child; k; k = k->next, n++)
         cr_assert_str_eq(k->string, keys[n], "key %zu", n);
     cr_assert_eq(n, sizeof keys / sizeof keys[0]);
-    cr_assert_str_eq(get(o, "schema")->valuestring, "oomlab.predict/7");
+    cr_assert_str_eq(get(o, "schema")->valuestring, "oomlab.predict/8");
     cr_assert_eq(cJSON_GetArraySize(get(o, "not_modelled")), 0); /* the double reports none */
     cr_assert_str_eq(get(get(o, "gpu"), "name")->valuestring, "TEST-64MiB");
     cr_assert_eq(get(get(o, "gpu"), "total_memory")->valuedouble, 67108864);
@@ -603,7 +603,7 @@ Test(predict, real_capture_end_to_end, .timeout = 600)
     cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
     cJSON *o = cJSON_Parse(r.out);
     cr_assert_not_null(o, "%s", r.out);
-    cr_assert_str_eq(get(o, "schema")->valuestring, "oomlab.predict/7");
+    cr_assert_str_eq(get(o, "schema")->valuestring, "oomlab.predict/8");
     cr_assert_str_eq(get(get(o, "gpu"), "name")->valuestring, "H100-80GB");
     cr_assert(cJSON_IsTrue(get(o, "fits")));
     cr_assert_gt(get(o, "peak_allocated")->valuedouble, 0);
@@ -697,7 +697,7 @@ Test(predict, nproc_charges_nccl_and_groups_ranks)
     cr_assert_eq(r.rc, 0, "exit %d: %s", r.rc, r.err);
     cJSON *o = cJSON_Parse(r.out);
     cr_assert_not_null(o, "%s", r.out);
-    cr_assert_str_eq(get(o, "schema")->valuestring, "oomlab.predict.nproc/6");
+    cr_assert_str_eq(get(o, "schema")->valuestring, "oomlab.predict.nproc/7");
     cr_assert(cJSON_IsTrue(get(o, "distributed")));
     cr_assert_eq(get(o, "nccl_bytes_per_rank")->valuedouble, 908066816.0);
     cr_assert_eq(get(o, "distinct_traces")->valueint, 2);
@@ -1539,6 +1539,86 @@ Test(predict, host_work_is_not_charged, .timeout = 600)
                              "a = torch.randn(512, 512)\n"
                              "(a @ a).sum().item()\n");
     expect_bad_input(fmt("predict '%s'", tpath("cpuonly.py")), "never allocated device memory");
+}
+
+/* A model built on the host and moved to CUDA is never materialised on the host (issue 31): a 16 GiB
+ * nn.Linear(65536, 65536) initialised on the CPU would take 16 GiB of host memory and minutes of
+ * kaiming_uniform_. Its two weights (of DEFER_BYTES or more) are deferred, its biases (256 KiB and 64 bytes) made;
+ * the move allocates as building the model on the device does, in the same order, so both scripts predict the
+ * same peaks. A value read from a deferred weight before the move is a placeholder, named at its line. */
+Test(predict, a_model_built_on_the_host_is_not_materialised, .timeout = 600)
+{
+    static const char body[] = "x = torch.randn(4, 65536, device='cuda')\n"
+                               "m(x).sum().backward()\n";
+    cJSON *host = predict_real("host_built.py",
+                               fmt("import torch\n"
+                                   "m = torch.nn.Sequential(torch.nn.Linear(65536, 65536), torch.nn.Linear(65536, 16))\n"
+                                   "print(m[0].weight[0, 0].item())\n"
+                                   "m.to('cuda')\n%s",
+                                   body));
+    cJSON *dev = predict_real("device_built.py",
+                              fmt("import torch\n"
+                                  "with torch.device('cuda'):\n"
+                                  "    m = torch.nn.Sequential(torch.nn.Linear(65536, 65536), torch.nn.Linear(65536, 16))\n"
+                                  "%s",
+                                  body));
+    const cJSON *d = get(get(host, "capture"), "deferred");
+    cr_expect_eq(get(d, "parameters")->valuedouble, 2);
+    cr_expect_eq(get(d, "elements")->valuedouble, 65536.0 * 65536 + 16 * 65536);
+    cr_expect_eq(get(d, "bytes")->valuedouble, 4 * (65536.0 * 65536 + 16 * 65536));
+    cr_expect_eq(get(get(get(dev, "capture"), "deferred"), "parameters")->valuedouble, 0);
+    cr_expect_eq(get(host, "peak_allocated")->valuedouble, get(dev, "peak_allocated")->valuedouble);
+    cr_expect_eq(get(host, "peak_reserved")->valuedouble, get(dev, "peak_reserved")->valuedouble);
+    cr_expect_eq(get(host, "events")->valuedouble, get(dev, "events")->valuedouble);
+    cr_expect_gt(get(host, "peak_allocated")->valuedouble, 2 * 4 * 65536.0 * 65536, "the weight and its gradient");
+    const cJSON *ph = cJSON_GetArrayItem(get(host, "placeholders"), 0);
+    cr_assert_not_null(ph, "the deferred weight's value was not a placeholder");
+    cr_expect(strstr(get(ph, "where")->valuestring, "host_built.py:3") != NULL, "%s", get(ph, "where")->valuestring);
+    cJSON_Delete(host);
+    cJSON_Delete(dev);
+}
+
+/* from_pretrained reads a checkpoint's config and its safetensors header, never its weights (issue 31): a 2-layer
+ * Llama written by save_pretrained (float32), loaded in bfloat16 and moved to CUDA, predicts what the same model from
+ * its config does, event for event; the file's 21 tensors (2,000,128 elements, 8,000,512 bytes) are deferred. */
+Test(predict, from_pretrained_reads_no_weights, .timeout = 600)
+{
+    if (!venv_ready() || access("build/venv/.oomlab-zoo", F_OK) != 0)
+        cr_skip_test("build/venv has no zoo libraries (make test installs them: scripts/predict_venv.sh --zoo)");
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "build/venv/bin/python -c 'import sys; from transformers import LlamaConfig, LlamaForCausalLM; "
+             "LlamaForCausalLM(LlamaConfig(vocab_size=1024, hidden_size=256, intermediate_size=704, "
+             "num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)).save_pretrained(sys.argv[1])' "
+             "'%s' >/dev/null 2>&1",
+             tpath("ckpt"));
+    int st = system(cmd);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "save_pretrained: exit %d", WEXITSTATUS(st));
+    static const char step[] = "model.to('cuda')\n"
+                               "opt = torch.optim.AdamW(model.parameters())\n"
+                               "ids = torch.randint(0, 1024, (2, 128), device='cuda')\n"
+                               "model(input_ids=ids, labels=ids).loss.backward()\n"
+                               "opt.step()\n";
+    cJSON *pre = predict_real("pretrained.py", fmt("import torch\n"
+                                                   "from transformers import AutoModelForCausalLM\n"
+                                                   "model = AutoModelForCausalLM.from_pretrained('%s', "
+                                                   "dtype=torch.bfloat16)\n%s",
+                                                   tpath("ckpt"), step));
+    cJSON *cfg = predict_real("from_config.py", fmt("import torch\n"
+                                                    "from transformers import AutoConfig, AutoModelForCausalLM\n"
+                                                    "model = AutoModelForCausalLM.from_config("
+                                                    "AutoConfig.from_pretrained('%s'), dtype=torch.bfloat16)\n%s",
+                                                    tpath("ckpt"), step));
+    const cJSON *d = get(get(pre, "capture"), "deferred");
+    cr_expect_eq(get(d, "parameters")->valuedouble, 21);
+    cr_expect_eq(get(d, "elements")->valuedouble, 2000128);
+    cr_expect_eq(get(d, "bytes")->valuedouble, 8000512);
+    cr_expect_eq(get(pre, "events")->valuedouble, get(cfg, "events")->valuedouble);
+    cr_expect_eq(get(pre, "peak_allocated")->valuedouble, get(cfg, "peak_allocated")->valuedouble);
+    cr_expect_eq(get(pre, "peak_reserved")->valuedouble, get(cfg, "peak_reserved")->valuedouble);
+    cr_expect_eq(cJSON_GetArraySize(get(pre, "placeholders")), 0, "a weight's value was asked for");
+    cJSON_Delete(pre);
+    cJSON_Delete(cfg);
 }
 
 /* The usual input pipeline: DataLoader(num_workers=2, pin_memory=True) with non_blocking copies is captured (it

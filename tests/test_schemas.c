@@ -111,7 +111,7 @@ Test(schemas, predict)
     char args[512];
     snprintf(args, sizeof args,
              "predict --python tests/fixtures/fake_capture.py --gpu TEST-64MiB --json '%s' 10MiB", script);
-    expect_shape(args, "oomlab.predict/7");
+    expect_shape(args, "oomlab.predict/8");
 }
 
 Test(schemas, predict_nproc)
@@ -124,7 +124,7 @@ Test(schemas, predict_nproc)
     char args[512];
     snprintf(args, sizeof args,
              "predict --python tests/fixtures/fake_capture.py --nproc 2 --json '%s' 10MiB", script);
-    expect_shape(args, "oomlab.predict.nproc/6");
+    expect_shape(args, "oomlab.predict.nproc/7");
 }
 
 /* The capture's reader accepts the version it understands and refuses another in one line. */

@@ -582,9 +582,13 @@ void predict_print(const predict_result *res, FILE *out)
     char shown[sizeof res->path];
     snprintf(shown, sizeof shown, "%s", res->path);
     echo_one_line(shown); /* a newline in a script's name keeps the report's lines */
-    fprintf(out, "predict: %s (torch %s, %.0f ops captured in %.1f s, %zu events, %.0f steps)\n",
-            shown, str_of(cap, "torch"), num_of(cap, "ops"), num_of(cap, "seconds"), res->events,
-            num_of(cap, "steps"));
+    fprintf(out, "predict: %s (torch %s, %.0f ops captured in %.1f s", shown, str_of(cap, "torch"),
+            num_of(cap, "ops"), num_of(cap, "seconds"));
+    if (cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(cap, "op_seconds"))) /* the ops' share: the rest is the
+                                                                                 script's imports and host work */
+        fprintf(out, ", %.1f s of it in the ops, %.0f us the median op", num_of(cap, "op_seconds"),
+                num_of(cap, "op_median_us"));
+    fprintf(out, ", %zu events, %.0f steps)\n", res->events, num_of(cap, "steps"));
     const cJSON *note = cJSON_GetObjectItemCaseSensitive(cap, "torch_note");
     if (cJSON_IsString(note))
         fprintf(out, "note: %s\n", note->valuestring);
@@ -706,6 +710,12 @@ void predict_print(const predict_result *res, FILE *out)
                      "memory, not the GPU's; how much the caching host allocator holds at once depends on the "
                      "loader's timing)\n",
                 num_of(pin, "calls"), num_of(pin, "bytes"), num_of(pin, "largest"));
+    const cJSON *def = cJSON_GetObjectItemCaseSensitive(cap, "deferred");
+    if (num_of(def, "parameters") > 0)
+        fprintf(out, "host: %.0f parameters built on the CPU (%.0f elements, %.0f bytes) were never materialised "
+                     "there: each move to CUDA allocates as the real one does; a value read from one before its "
+                     "move is a placeholder\n",
+                num_of(def, "parameters"), num_of(def, "elements"), num_of(def, "bytes"));
     if (res->has_advise) {
         fputc('\n', out);
         advise_print(&res->advise, out);
@@ -773,6 +783,15 @@ cJSON *predict_json(const predict_result *res, const char *script)
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(res->capture, keys[i]);
         cJSON_AddItemToObject(c, keys[i], v ? cJSON_Duplicate(v, true) : cJSON_CreateNull());
     }
+    /* the ops' share of the capture's seconds and its median op; the host tensors never materialised (0 from a
+     * capture that does not say) */
+    cJSON_AddNumberToObject(c, "op_seconds", num_of(res->capture, "op_seconds"));
+    cJSON_AddNumberToObject(c, "op_median_us", num_of(res->capture, "op_median_us"));
+    const cJSON *def = cJSON_GetObjectItemCaseSensitive(res->capture, "deferred");
+    cJSON *d = cJSON_AddObjectToObject(c, "deferred");
+    static const char *const dkeys[] = {"parameters", "elements", "bytes"};
+    for (size_t i = 0; d && i < sizeof dkeys / sizeof dkeys[0]; i++)
+        cJSON_AddNumberToObject(d, dkeys[i], num_of(def, dkeys[i]));
     const cJSON *pin = cJSON_GetObjectItemCaseSensitive(res->capture, "pinned");
     cJSON *p = cJSON_AddObjectToObject(o, "pinned");
     static const char *const pkeys[] = {"calls", "bytes", "largest"};

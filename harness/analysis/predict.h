@@ -32,7 +32,8 @@
 
 OOM_BEGIN_DECLS
 
-#define PREDICT_SCHEMA "oomlab.predict/7" /* /6 had no "other"; /5 no "fits_in_layouts", "layouts", advise/1;
+#define PREDICT_SCHEMA "oomlab.predict/8" /* /7 had no capture "op_seconds", "op_median_us",
+                                          * "deferred"; /6 no "other"; /5 no "fits_in_layouts", "layouts", advise/1;
                                           * /4 no capture "compile"; /3 no "range", "upper", "answered",
                                           * "pinned"; /2 no "external_bytes", /1 no "not_modelled" */
 /* The capture's trace metadata (scripts/oomlab_capture/recorder.py) this reader understands. */
@@ -129,7 +130,7 @@ void predict_result_free(predict_result *res);
  * (and the minimum budgets of the upper trace). */
 void predict_print(const predict_result *res, FILE *out);
 
-/* The same as one JSON object (schema oomlab.predict/7): schema, script, gpu {name, total_memory, sm_count, arch,
+/* The same as one JSON object (schema oomlab.predict/8): schema, script, gpu {name, total_memory, sm_count, arch,
  * context_bytes}, budget (null: the whole device), cap (what the allocator may hold: the budget's cap, or total less
  * the context and external), external_bytes, events, peak_allocated, peak_reserved, fits, fits_in_layouts (with a budget: of
  * `layouts` other orders of the segments, how many fit; null without one), layouts, oom (null or
@@ -137,7 +138,7 @@ void predict_print(const predict_result *res, FILE *out);
  * the data), modelled, not_modelled ([{what, ops, source}]: ops whose CUDA allocations the capture leaves out, so
  * the prediction is low by them; [] when none), range ([{what, count, largest, bytes, source}]: what the upper
  * trace bounds; [] when the prediction is a point), pinned {calls, bytes, largest} (host memory Tensor.pin_memory
- * asked for), capture {torch, ops, seconds, steps}, advise (advise's JSON, oomlab.advise/2, or null), upper (the
+ * asked for), capture {torch, ops, seconds, op_seconds, op_median_us, steps, deferred {parameters, elements, bytes}: host tensors never materialised}, advise (advise's JSON, oomlab.advise/2, or null), upper (the
  * same object for the upper trace, its own "upper" null; null when the prediction is a point), other (the same object
  * for the other choices' capture, its own "other" null; null where there was none). NULL when out of memory. */
 cJSON *predict_json(const predict_result *res, const char *script);

@@ -175,7 +175,7 @@ const cli_command cli_commands[] = {
          {"--trace", "OUT.json",
           "keep the predicted trace (PyTorch's snapshot format: oomlab replay, oomlab advise, memory_viz)", false},
          {"--plot", "OUT.png|OUT.svg", "draw advise's figure of the predicted trace (gnuplot)", false},
-         {"--json", NULL, "print the prediction as one JSON object (schema oomlab.predict/7)", false},
+         {"--json", NULL, "print the prediction as one JSON object (schema oomlab.predict/8)", false},
          {"--python", "PATH", "run the capture with this Python (your own environment, with torch 2.11)", false},
          {"--timeout", "SECONDS",
           "stop a capture that runs longer (the script and what it started; a placeholder answered\n"

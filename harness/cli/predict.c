@@ -834,7 +834,7 @@ static int do_nproc(predict_cli *c)
     char cut[ECHO_BUF], who[512];
     if (!rc && c->json) {
         cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "schema", "oomlab.predict.nproc/6");
+        cJSON_AddStringToObject(o, "schema", "oomlab.predict.nproc/7");
         cJSON_AddStringToObject(o, "script", c->script);
         cJSON_AddNumberToObject(o, "nproc", n);
         cJSON_AddBoolToObject(o, "distributed", initialised);

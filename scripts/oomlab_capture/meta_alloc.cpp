@@ -45,13 +45,18 @@ struct Ctx {
   uint64_t size;
   int64_t index;  // absolute log index of the alloc entry; -1: not recorded (made while not capturing)
   uint64_t gen;   // the capture that recorded it (a storage outliving its capture is no event of the next)
-  bool own;       // the program's own meta tensor (made in own_meta mode): no device memory on the GPU either
+  uint8_t own;    // Own: not one of the program's CUDA storages (made in own_meta mode): no device memory
 };
 
 std::mutex mu;
 bool recording = false;
 bool paused = false;      // pause(): new storages get no entry (torch.compile's fake tensors), frees still logged
-bool own_mode = false;    // own_meta(): new storages are the program's own meta tensors: no entry, marked own
+// What a storage is when it is not one of the program's CUDA storages (own_meta(): no entry, marked so):
+// OWN_META the program's own meta tensor (made under torch.device("meta")); OWN_HOST a host tensor whose
+// storage the capture never allocates (a module's parameter built on the CPU: devmap.defer_host), which
+// becomes CUDA memory only when moved there.
+enum Own : uint8_t { OWN_NONE = 0, OWN_META = 1, OWN_HOST = 2 };
+uint8_t own_mode = OWN_NONE;
 uint64_t generation = 0;  // one per start()
 std::vector<Entry> log_entries;
 int64_t log_base = 0;     // absolute index of log_entries[0] (entries before were drained)
@@ -124,7 +129,7 @@ struct RecordingMetaAllocator final : public c10::Allocator {
       TORCH_CHECK_WITH(OutOfMemoryError, false, "CUDA out of memory. Tried to allocate ", n,
                        " bytes, more than any GPU has.");
     }
-    Ctx* c = new Ctx{0, n, -1, 0, false};
+    Ctx* c = new Ctx{0, n, -1, 0, OWN_NONE};
     {
       std::lock_guard<std::mutex> g(mu);
       c->own = own_mode;
@@ -173,21 +178,22 @@ bool pause_recording(bool p) {
   return was;
 }
 
-bool own_meta(bool p) {
+int own_meta(int p) {
+  TORCH_CHECK(p >= OWN_NONE && p <= OWN_HOST, "own_meta: 0, 1 or 2");
   std::lock_guard<std::mutex> g(mu);
-  bool was = own_mode;
-  own_mode = p;
+  int was = own_mode;
+  own_mode = (uint8_t)p;
   return was;
 }
 
-// 1: t's storage is the program's own meta (made in own_meta mode); 0: one of the program's CUDA storages (or
-// made outside the capture); -1: no storage bytes (nothing to tell).
+// 1: t's storage is the program's own meta, 2: a deferred host storage (Own); 0: one of the program's CUDA
+// storages (or made outside the capture); -1: no storage bytes (nothing to tell).
 int is_own(const at::Tensor& t) {
   const c10::Storage& s = t.storage();
   if (!s || s.data_ptr().get_deleter() != &deleter)
     return -1;
   Ctx* c = static_cast<Ctx*>(s.data_ptr().get_context());
-  return c && c->own ? 1 : 0;
+  return c ? c->own : 0;
 }
 
 void set_tag(int64_t t) {
@@ -373,8 +379,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("start", &start, "clear the log and start recording");
   m.def("stop", &stop, "stop recording (storages made before keep their entries)");
   m.def("pause", &pause_recording, "pause(True): storages made from now get no entry; the previous setting returned");
-  m.def("own_meta", &own_meta, "own_meta(True): storages made from now are the program's own meta: no entry; the previous setting returned");
-  m.def("is_own", &is_own, "1: the storage is the program's own meta, 0: not, -1: no storage bytes");
+  m.def("own_meta", &own_meta, "own_meta(1 or 2): storages made from now are the program's own meta (1) or deferred host storages (2): no entry; own_meta(0) ends it; the previous setting returned");
+  m.def("is_own", &is_own, "1: the storage is the program's own meta, 2: a deferred host storage, 0: neither, -1: no storage bytes");
   m.def("set_tag", &set_tag);
   m.def("op_begin", &op_begin);
   m.def("op_end", &op_end);

@@ -16,7 +16,7 @@ import torch
 aten = torch.ops.aten
 
 
-def _value(dtype):
+def value(dtype):
     if dtype == torch.bool:
         return False
     if dtype.is_floating_point or dtype.is_complex:
@@ -25,7 +25,7 @@ def _value(dtype):
 
 
 def _host(t):
-    v = _value(t.dtype)
+    v = value(t.dtype)
     return torch.full(t.shape, v, dtype=t.dtype, device="cpu")
 
 
@@ -46,7 +46,7 @@ def dispatch(cap, func, args, kwargs):
             cap.answered("aten::item")
             return v.item()
         cap.placeholder("aten::item")
-        return _value(args[0].dtype)
+        return value(args[0].dtype)
     if func is aten.nonzero.default and args[0].is_meta:
         from .cuda_model import indexing
         x = args[0]
@@ -112,7 +112,7 @@ _HOST_COPY = {torch.Tensor.cpu: "Tensor.cpu", torch.Tensor.numpy: "Tensor.numpy"
 
 def _to_host(cap, x, name):
     """The host copy of the device tensor x: its values where known (answered), else a placeholder."""
-    if x.numel() and not x.is_contiguous():
+    if x.numel() and not x.is_contiguous() and not cap.on_host(x):
         # Copy.cu copy_kernel_cuda to the host: src.expand_as(dst).contiguous() on the device first
         n = x.numel() * x.element_size()
         cap.fake_free(cap.fake_alloc(n, "device-to-host copy: a contiguous device temporary", SOURCE_COPY), n)

@@ -23,7 +23,7 @@ import time
 import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook
 from torch.utils._python_dispatch import TorchDispatchMode, is_traceable_wrapper_subclass
-from torch.utils._pytree import tree_flatten, tree_map
+from torch.utils._pytree import tree_map
 
 from . import distributed, ext, frames, placeholders, values, versions
 from .cuda_model import (attention, batch_norm, compiled, composite, cublas, cudnn_conv, dropout, embedding, foreach,
@@ -33,6 +33,7 @@ aten = torch.ops.aten
 SCHEMA = "oomlab.capture/1"
 # the meta allocator's tag: the label's index, and from this bit on the context (Capture.set_context)
 TAG_CTX_SHIFT = 40
+OWN_HOST = 2  # meta_alloc's Own: a deferred host storage (devmap.defer_host)
 MARK_EMPTY_CACHE = 1  # ext.mark's kinds
 MARK_RELEASE_HELD = 2  # the upper trace frees what hold_in_upper held (release_held)
 MARK_UPPER_BEGIN, MARK_UPPER_END = 3, 4  # upper_only's bracket: what is allocated inside is in the upper trace only
@@ -47,26 +48,42 @@ REWRITE = {**composite.REWRITE, **loss.REWRITE, **batch_norm.REWRITE, **embeddin
            **indexing.REWRITE}
 
 
-def _on_device(args, kwargs):
+def _leaves(args, kwargs):
+    """The tensors and devices among an aten op's arguments, in order (its schema nests no deeper than Tensor[]
+    and Tensor?[]; what else is in a list is passed over)."""
+    out = []
+    stack = [kwargs.values(), args] if kwargs else [args]
+    while stack:
+        for x in stack.pop():
+            if isinstance(x, torch.Tensor) or isinstance(x, torch.device):
+                out.append(x)
+            elif isinstance(x, (list, tuple)):
+                out.extend(y for y in x if isinstance(y, (torch.Tensor, torch.device)))
+    return out
+
+
+def _on_device(leaves):
     """Whether an op touches the device (the program's CUDA, meta here): a meta tensor among its arguments, or a
     meta device asked for (factories)."""
-    for x in tree_flatten((args, kwargs))[0]:
+    for x in leaves:
         if isinstance(x, torch.Tensor):
             if x.is_meta:
                 return True
-        elif isinstance(x, torch.device) and x.type == "meta":
+        elif x.type == "meta":
             return True
     return False
 
 
-def _own_meta(cap, args, kwargs):
-    """Whether an op works on the program's own meta tensors alone (meta_alloc is_own: made under
-    torch.device("meta") and what is computed from them only, through a tensor subclass's inner tensors): no
-    device memory on the GPU either. Not while a call names CUDA (to_empty(device="cuda"): devmap)."""
+def _own_meta(cap, leaves):
+    """The meta_alloc own mode an op runs in: 1 when it works on the program's own meta tensors alone (made under
+    torch.device("meta"), and what is computed from them only, through a tensor subclass's inner tensors), 2 when
+    a deferred host tensor is among them (devmap.defer_host: host work, its outputs host tensors too); no device
+    memory on the GPU either way. 0 (recorded) otherwise, and while a call names CUDA (to_empty(device="cuda"),
+    .to("cuda") of a deferred host tensor: devmap)."""
     if cap.named_cuda:
-        return False
-    own = False
-    stack = [x for x in tree_flatten((args, kwargs))[0] if isinstance(x, torch.Tensor)]
+        return 0
+    own = 0
+    stack = [x for x in leaves if isinstance(x, torch.Tensor)]
     while stack:
         t = stack.pop()
         if is_traceable_wrapper_subclass(t):
@@ -74,8 +91,8 @@ def _own_meta(cap, args, kwargs):
             continue
         o = cap.ext.is_own(t)
         if o == 0:
-            return False
-        own = own or o == 1
+            return 0
+        own = max(own, o)
     return own
 
 
@@ -113,17 +130,31 @@ class RecordMode(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         cap = self.cap
-        if not _on_device(args, kwargs):
+        leaves = _leaves(args, kwargs)
+        if not _on_device(leaves):
             # host work (a CPU matmul, a reduction of CPU tensors): no device bytes, no CUDA library's either
             return func(*args, **kwargs)
-        if _own_meta(cap, args, kwargs):
-            was = cap.ext.own_meta(True)
+        own = _own_meta(cap, leaves)
+        if own == OWN_HOST and func in (aten._local_scalar_dense.default, aten.item.default):
+            # a value read from a deferred host tensor (devmap.defer_host): the host has none to give
+            cap.placeholder("aten::item (a tensor the host never built)")
+            return placeholders.value(args[0].dtype)
+        if own:
+            was = cap.ext.own_meta(own)
             try:
                 return func(*args, **kwargs)
             finally:
                 cap.ext.own_meta(was)
+        t0 = time.perf_counter_ns()
+        try:
+            return self._device_op(cap, func, args, kwargs, leaves)
+        finally:
+            cap.op_ns.append(time.perf_counter_ns() - t0)
+
+    def _device_op(self, cap, func, args, kwargs, leaves):
+        """An op on the program's CUDA tensors: recorded, with the CUDA path's own allocations around it."""
         cap.begin_op(func)
-        prep = cap.values.before(func, args, kwargs)
+        prep = cap.values.before(func, args, kwargs, leaves)
         held = attention.before(cap, func, args, kwargs)
         held_c = composite.before(cap, func, args, kwargs)
         held_f = foreach.before(cap, func, args, kwargs)
@@ -199,10 +230,16 @@ class Capture:
         self._label = 0           # the label the events are tagged with now
         self.dry = 0              # > 0: the CUDA path's own allocations are not made (a CUDA graph's replay)
         self.named_cuda = 0       # > 0: inside a torch call that names the CUDA device (devmap)
+        self.deferred = [0, 0, 0]  # parameters built on the host and never materialised: count, elements, bytes
+        self.op_ns = []           # each device op's time in the capture (RecordMode), ns
 
     # -- used by the models --------------------------------------------------------------------------------
     def in_backward(self):
         return torch._C._current_autograd_node() is not None
+
+    def on_host(self, t):
+        """Whether tensor t is the program's host memory: a CPU tensor, or a deferred host one (devmap.defer_host)."""
+        return not t.is_meta or self.ext.is_own(t) == OWN_HOST
 
     def begin_op(self, func):
         self.n_ops += 1
@@ -447,6 +484,9 @@ class Capture:
             "torch_note": self.torch_note,
             "ops": self.n_ops,
             "seconds": round(self.seconds, 3),
+            # the device ops' share of seconds (the rest: the script's imports, host work, model building)
+            "op_seconds": round(sum(self.op_ns) / 1e9, 3),
+            "op_median_us": round(sorted(self.op_ns)[len(self.op_ns) // 2] / 1e3, 1) if self.op_ns else 0,
             "compile": compiled.summary(self),  # torch.compile's graphs and time; None without it
             "placeholders": [{"what": w, "count": n, "where": where}
                              for (w, where), n in sorted(self.placeholders.items())],
@@ -465,6 +505,8 @@ class Capture:
             # the caching host allocator's reuse depends on the loader's timing, so only the calls are counted
             "pinned": {"calls": len(self.pins), "bytes": sum(self.pins), "largest": max(self.pins, default=0)},
             "steps": self.steps,
+            # module parameters built on the host that were never materialised there (devmap.defer_host)
+            "deferred": {"parameters": self.deferred[0], "elements": self.deferred[1], "bytes": self.deferred[2]},
             # torch.cuda.empty_cache() calls (the program's and the CUDA graph trees'), each an "empty_cache" entry
             "empty_cache_calls": getattr(self, "empty_cache_calls", 0),
         }

@@ -234,7 +234,7 @@ def copy_temporary(cap, func, args, kwargs, out):
         dst, src = args[0], args[1]
     else:
         return
-    if not (isinstance(src, torch.Tensor) and isinstance(dst, torch.Tensor) and dst.is_meta and not src.is_meta):
+    if not (isinstance(src, torch.Tensor) and isinstance(dst, torch.Tensor) and dst.is_meta and cap.on_host(src)):
         return
     if dst.numel() == 0 or dst.is_contiguous() or (src.dtype == dst.dtype and _dense_same(src, dst)):
         return
