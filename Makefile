@@ -15,6 +15,8 @@
 #   make bench-torch     oomlab's allocator against PyTorch's in one run, alternating (a GPU and torch needed;
 #                        scripts/twins/alloc_bench.py, ARGS="--rounds 15"; on the GPU machine run that script
 #                        with .gpubundle/oomlab-bench)
+#   make bench-predict   oomlab predict's cost on the CPU: the zoo and a Llama 8B and 70B built on the host
+#                        (scripts/bench_predict.py, ARGS="llama70b hf_bert_cls"; build/venv with the zoo's libraries)
 #   make baseline [BACKEND=cuda]   regenerate results/baselines/BACKEND/ (sim: the committed ones), showing what changes
 #   make nightly [BACKEND=...]     run the catalog, compare with the baseline, append to results/history.csv
 #   make report          the catalog and oversize_batch's sweep at full scale (REPORT_ARGS, default --dry-run),
@@ -67,7 +69,7 @@ ifneq ($(NVCC),)
   $(BUILD)/kernels/gemm_sm90.o: NVARCH := -gencode arch=compute_90a,code=sm_90a
 endif
 
-.PHONY: all run test predict-deps bench bench-torch debug asan fuzz deps clean gpu-bundle report report-check gallery baseline nightly mdlint FORCE
+.PHONY: all run test predict-deps bench bench-torch bench-predict debug asan fuzz deps clean gpu-bundle report report-check gallery baseline nightly mdlint FORCE
 
 all: $(BUILD)/oomlab
 
@@ -198,6 +200,10 @@ bench:
 	build/bench/oomlab bench step --backend sim
 	build/bench/oomlab bench replay
 	$(if $(filter cuda,$(BACKEND)),build/bench/oomlab bench step --backend cuda)
+
+bench-predict: build/oomlab predict-deps
+	@bash scripts/predict_venv.sh --zoo
+	python3 scripts/bench_predict.py --oomlab build/oomlab $(ARGS)
 
 bench-torch:
 	$(MAKE) --no-print-directory BUILD=build/bench DEBUG=0 OPT="-O3 -march=x86-64-v3" build/bench/oomlab
