@@ -712,9 +712,9 @@ void predict_print(const predict_result *res, FILE *out)
                 num_of(pin, "calls"), num_of(pin, "bytes"), num_of(pin, "largest"));
     const cJSON *def = cJSON_GetObjectItemCaseSensitive(cap, "deferred");
     if (num_of(def, "parameters") > 0)
-        fprintf(out, "host: %.0f parameters built on the CPU (%.0f elements, %.0f bytes) were never materialised "
-                     "there: each move to CUDA allocates as the real one does; a value read from one before its "
-                     "move is a placeholder\n",
+        fprintf(out, "host: %.0f tensors the host never built (parameters made on the CPU, weights read from "
+                     "safetensors; %.0f elements, %.0f bytes): each move to CUDA allocates as the real one does; a "
+                     "value read from one before its move is a placeholder\n",
                 num_of(def, "parameters"), num_of(def, "elements"), num_of(def, "bytes"));
     if (res->has_advise) {
         fputc('\n', out);
