@@ -170,6 +170,14 @@ def _safetensors(cap, mod):
         def __init__(self, filename, framework, *args, **kwargs):
             self._f = orig(filename, framework, *args, **kwargs)
             self._pt = framework in ("pt", "torch", "pytorch")
+            if self._pt and "HF_DEACTIVATE_ASYNC_LOAD" not in os.environ:
+                # transformers loads a checkpoint's tensors in a thread pool unless this is set, where the capture's
+                # modes (per thread) do not reach: loading is made serial, host work's order only; said once
+                os.environ["HF_DEACTIVATE_ASYNC_LOAD"] = "1"
+                if not cap.quiet:
+                    print("oomlab_capture: safetensors checkpoints are read as headers only (shapes and dtypes, no "
+                          "weights), and transformers loads them serially (HF_DEACTIVATE_ASYNC_LOAD=1 set)",
+                          file=sys.stderr)
 
         def __enter__(self):
             self._f.__enter__()
@@ -434,16 +442,9 @@ def _maybe_autocast(mod):
     mod.maybe_autocast = maybe_autocast
 
 
-def _serial_loading(mod):
-    """transformers loads a checkpoint's tensors in a thread pool (core_model_loading, unless
-    HF_DEACTIVATE_ASYNC_LOAD), where the capture's modes are not active (they are per thread), so a loaded weight's
-    copy would run unmapped: loading is made serial, which changes only the order of host work."""
-    os.environ["HF_DEACTIVATE_ASYNC_LOAD"] = "1"
-
-
 # module -> patch(module), applied when the program imports it: library code that asks the program's tensors for
-# their device type and would branch on "meta" where the GPU run sees "cuda", or works where the modes do not reach
-LIBRARY_PATCHES = {"transformers.utils.generic": _maybe_autocast, "transformers.core_model_loading": _serial_loading}
+# their device type and would branch on "meta" where the GPU run sees "cuda"
+LIBRARY_PATCHES = {"transformers.utils.generic": _maybe_autocast}
 
 
 class _PatchOnImport(importlib.abc.MetaPathFinder):
